@@ -1,0 +1,228 @@
+"""Base classes for the five plugin kinds.
+
+Conventions (after scikit-learn and scipy.stats):
+
+* Components take explicit keyword parameters in ``__init__`` (no ``**kwargs``), store them
+  under the same names, validate them there (raise :class:`~calibrate.errors.ParameterError`)
+  and do no work. The recipe loader reads the signature to check recipes before any computation.
+* Public methods validate their input and call a private ``_method`` that computes.
+* Everything a stage needs from the run (progress reporting, notes for the report, random
+  seeds) comes in a :class:`RunContext`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
+
+import numpy as np
+
+from .errors import DataError, ParameterError
+from .types import (DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
+                    ThresholdTable)
+
+T = TypeVar("T")
+
+
+@dataclass
+class RunContext:
+    """Services the pipeline offers to components while a recipe runs."""
+
+    progress: Callable[[Iterable[T], str, int | None], Iterator[T]] | None = None
+    notes: list[str] = field(default_factory=list)
+    seed: int = 0
+    executor: Any = None
+
+    def track(self, items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+        """Iterate with a progress bar when the caller asked for one."""
+        if self.progress is None:
+            return iter(items)
+        return self.progress(items, description, total)
+
+    def note(self, message: str) -> None:
+        """Record something the user should read in report.md (and see as a warning)."""
+        self.notes.append(message)
+        warnings.warn(message, stacklevel=2)
+
+    def map(self, function: Callable, items: Sequence) -> list:
+        """Apply ``function`` to every item, through the executor when one is configured."""
+        if self.executor is None:
+            return [function(item) for item in items]
+        return self.executor.map(function, items)
+
+
+class Component:
+    """Common behaviour: parameters introspected from ``__init__``."""
+
+    def get_params(self) -> dict[str, Any]:
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {name: getattr(self, name) for name in names}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def check_target(target: float) -> float:
+    t = float(target)
+    if not (0.0 < t < 1.0) or not np.isfinite(t):
+        raise ParameterError(f"target FPR {target!r} is not in (0, 1); give it as a fraction, e.g. 0.001 for 0.1%")
+    return t
+
+
+class Dataset(Component, ABC):
+    """Produces either patterns (to be compared by a distance) or ready-made comparisons."""
+
+    def load(self, context: RunContext | None = None) -> PatternSet | "ScoreSplit":
+        return self._load(context or RunContext())
+
+    @abstractmethod
+    def _load(self, context: RunContext) -> PatternSet | "ScoreSplit": ...
+
+
+@dataclass(frozen=True)
+class ScoreSplit:
+    """Comparisons a score dataset provides: training (fit) and evaluation matrices."""
+
+    train: DistanceMatrix
+    test: DistanceMatrix
+    missing: int = 0
+    description: str = ""
+
+
+class Distance(Component, ABC):
+    """Pairwise distances between pattern sets."""
+
+    def pairwise(self, probes: SetCollection, gallery: SetCollection,
+                 context: RunContext | None = None) -> np.ndarray:
+        if len(probes) == 0 or len(gallery) == 0:
+            raise DataError(f"{type(self).__name__}: nothing to compare ({len(probes)} probe sets, {len(gallery)} gallery sets)")
+        out = np.asarray(self._pairwise(probes, gallery, context or RunContext()), dtype=np.float64)
+        if out.shape != (len(probes), len(gallery)):
+            raise DataError(f"{type(self).__name__} returned shape {out.shape}, expected {(len(probes), len(gallery))}")
+        return out
+
+    @abstractmethod
+    def _pairwise(self, probes: SetCollection, gallery: SetCollection, context: RunContext) -> np.ndarray: ...
+
+
+class Transform(Component, ABC):
+    """Maps raw comparison scores to distances in [0, inf).
+
+    ``fit`` sees the training matrix only; ``apply`` is then used on training and evaluation
+    matrices alike, so nothing from evaluation data leaks into calibration.
+    """
+
+    def fit(self, train: DistanceMatrix) -> "Transform":
+        self._fit(train)
+        return self
+
+    def _fit(self, train: DistanceMatrix) -> None:
+        return None
+
+    def apply(self, matrix: DistanceMatrix) -> DistanceMatrix:
+        out = np.array(matrix.values, dtype=np.float64)
+        used = matrix.valid
+        out[used] = self._apply(matrix.values[used], matrix.kind)
+        return matrix.with_values(out, kind="distance")
+
+    @abstractmethod
+    def _apply(self, values: np.ndarray, kind: str) -> np.ndarray: ...
+
+
+class FittedModel(ABC):
+    """A calibration: per-class parameters that give a threshold at any target FPR."""
+
+    def __init__(self, classes: Sequence[str]):
+        self.classes = tuple(str(c) for c in classes)
+        self._index = {c: i for i, c in enumerate(self.classes)}
+
+    def thresholds(self, targets: Sequence[float], label: str = "") -> ThresholdTable:
+        checked = [check_target(t) for t in targets]
+        values = self._thresholds(np.asarray(checked, dtype=np.float64))
+        return ThresholdTable(label or type(self).__name__, self.classes, tuple(checked), values)
+
+    def threshold(self, cls: str, target: float) -> float:
+        """The distance threshold for class ``cls`` at target FPR ``target`` (accept if <=)."""
+        if str(cls) not in self._index:
+            raise KeyError(f"class {cls!r} is not in this calibration ({len(self.classes)} classes)")
+        i = self._index[str(cls)]
+        return float(self._thresholds(np.asarray([check_target(target)]), rows=np.asarray([i]))[0, 0])
+
+    @abstractmethod
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Thresholds, shape (classes or len(rows), targets)."""
+
+    def parameters(self) -> list[dict[str, Any]]:
+        """Per-class fitted parameters for models.csv (empty when there is nothing to audit)."""
+        return []
+
+    @abstractmethod
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serialisable state; ``from_state`` must rebuild an equal model."""
+
+    @classmethod
+    @abstractmethod
+    def from_state(cls, state: dict[str, Any]) -> "FittedModel": ...
+
+
+class Estimator(Component, ABC):
+    """Fits one model per class (or one for all) from training impostor distances."""
+
+    #: the FittedModel subclass this estimator produces (used to load saved calibrations)
+    model_class: type[FittedModel]
+
+    def fit(self, impostors: ImpostorDistances, context: RunContext | None = None) -> FittedModel:
+        if not isinstance(impostors, ImpostorDistances):
+            raise DataError(f"{type(self).__name__}.fit expects ImpostorDistances, got {type(impostors).__name__}")
+        if len(impostors) == 0:
+            raise DataError(f"{type(self).__name__}: no classes to calibrate")
+        return self._fit(impostors, context or RunContext())
+
+    @abstractmethod
+    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel: ...
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One calibration/evaluation split: thresholds fitted on ``train``, judged on ``test``."""
+
+    name: str
+    train: DistanceMatrix
+    test: DistanceMatrix
+    models: dict[str, FittedModel]
+    tables: dict[str, ThresholdTable]
+
+
+@dataclass(frozen=True)
+class EvaluationInput:
+    """Everything an evaluator may look at: one fold, or several when enrollment rotates."""
+
+    folds: tuple[Fold, ...]
+    targets: tuple[float, ...]
+    plots: bool = True
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.folds[0].models)
+
+
+class Evaluator(Component, ABC):
+    """Scores fitted estimators on evaluation data."""
+
+    def evaluate(self, data: EvaluationInput, context: RunContext | None = None) -> EvaluationResult:
+        for fold in data.folds:
+            fold.test.check_distances(f"evaluation distances ({fold.name})")
+        return self._evaluate(data, context or RunContext())
+
+    @abstractmethod
+    def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult: ...
+
+
+KINDS = ("datasets", "distances", "transforms", "estimators", "evaluators")
+BASES: dict[str, type] = {"datasets": Dataset, "distances": Distance, "transforms": Transform,
+                          "estimators": Estimator, "evaluators": Evaluator}

@@ -1,0 +1,136 @@
+"""The ``calibrate`` command line (typer).
+
+Exit codes: 0 success; 2 bad input (one message, no traceback); 1 internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import __version__
+from .errors import CalibrateError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Verification thresholds at a low target false positive rate.")
+
+
+def _fail(exc: BaseException) -> None:
+    if isinstance(exc, CalibrateError):
+        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        raise typer.Exit(2)
+    typer.echo("internal error (please report it with the traceback below):", err=True)
+    traceback.print_exception(exc, file=sys.stderr)
+    raise typer.Exit(1)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"calibrate {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Set verification thresholds by target false positive rate."""
+
+
+def _progress_context(quiet: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .base import RunContext
+
+    if quiet or not sys.stderr.isatty():
+        return RunContext(), None
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        transient=True)
+
+    def track(items, description, total=None):
+        return progress.track(items, description=description, total=total)
+
+    return RunContext(progress=track), progress
+
+
+@app.command()
+def run(recipe: Path = typer.Argument(..., help="Recipe YAML file."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Output folder (overrides the recipe's `output:`)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars.")) -> None:
+    """Run a recipe and write thresholds.csv, results.json and report.md."""
+    from .api import validate
+    from .pipeline import run_recipe
+
+    try:
+        parsed = validate(recipe, out=out)
+        context, progress = _progress_context(quiet)
+        context.seed = parsed.seed
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # notes are collected into report.md and printed below
+            if progress is not None:
+                with progress:
+                    result = run_recipe(parsed, context=context)
+            else:
+                result = run_recipe(parsed, context=context)
+    except Exception as exc:  # noqa: BLE001 - the CLI decides between exit code 1 and 2
+        _fail(exc)
+        return
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    for label, rows in result.results.items():
+        ratios = ", ".join(f"{100 * r.target_fpr:g}%: {r.ratio:.2f}" for r in rows)
+        typer.echo(f"{label}: achieved/target FPR {ratios}")
+    typer.echo(f"wrote {result.out_dir}")
+
+
+@app.command()
+def validate(recipe: Path = typer.Argument(..., help="Recipe YAML file.")) -> None:
+    """Check a recipe (plugin names, parameters, files) without running it."""
+    from .api import validate as _validate
+
+    try:
+        parsed = _validate(recipe)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    typer.echo(f"{recipe}: ok ({parsed.data.info.name}, {len(parsed.estimators)} estimator(s), "
+               f"targets {', '.join(f'{t:g}' for t in parsed.targets)})")
+
+
+@app.command()
+def plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List every plugin component with its parameters and where it came from."""
+    from .manager import build_registry
+    from .registry import SINGULAR
+
+    try:
+        registry = build_registry()
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    infos = registry.all()
+    if as_json:
+        typer.echo(json.dumps([i.as_dict() for i in infos], indent=2))
+        return
+    current = None
+    for info in infos:
+        if info.kind != current:
+            current = info.kind
+            typer.echo(f"\n{info.kind}:")
+        origin = f"{info.distribution} {info.version}" if info.distribution else info.plugin
+        typer.echo(f"  {info.name}  [{origin}]  {info.summary}")
+        for p in info.params:
+            typer.echo(f"      {p.describe()}{': ' + p.doc if p.doc else ''}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Hook specifications: one per plugin kind.
+
+Hooks *register* components; they do not compute. The recipe then chooses a component by the
+name it was registered under. Every hook is called once per plugin, with a ``register``
+callable bound to that plugin, so that the registry knows who registered what.
+
+``register(name, factory)``
+    ``name`` is the string a recipe uses (``plugin: NAME``); lower-case words joined by ``-``.
+    ``factory`` is a class (subclass of the matching base in :mod:`calibrate.base`) whose
+    ``__init__`` takes keyword parameters only, each annotated with a type and, where optional,
+    a default. The recipe loader reads that signature to validate recipes and to list the
+    parameters in ``calibrate plugins``. Registering a name that another plugin already
+    registered for the same kind is an error naming both plugins.
+
+Every hook returns ``None``; results come only through ``register``. Hook implementations are
+marked with :data:`hookimpl` (``pluggy.HookimplMarker("calibrate")``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("calibrate")
+hookimpl = pluggy.HookimplMarker("calibrate")
+
+#: The callable every hook receives: ``register(name, factory)``.
+Register = Callable[[str, type], None]
+
+
+@hookspec
+def calibrate_register_datasets(register: Register) -> None:
+    """Register dataset components (subclasses of :class:`calibrate.base.Dataset`).
+
+    :param register: ``register(name, factory)``; call once per dataset this plugin provides.
+
+    A dataset's ``_load(context)`` returns a :class:`calibrate.types.PatternSet` (samples with
+    class and set labels, to be compared by a distance) or a :class:`calibrate.base.ScoreSplit`
+    (ready-made training and evaluation comparison matrices). Parameters annotated
+    ``pathlib.Path`` are resolved relative to the recipe file and must exist.
+    """
+
+
+@hookspec
+def calibrate_register_distances(register: Register) -> None:
+    """Register distance components (subclasses of :class:`calibrate.base.Distance`).
+
+    :param register: ``register(name, factory)``; call once per distance this plugin provides.
+
+    A distance's ``_pairwise(probes, gallery, context)`` receives two
+    :class:`calibrate.types.SetCollection` and returns a ``(len(probes), len(gallery))`` array
+    of non-negative distances. It must not depend on the order of the other sets.
+    """
+
+
+@hookspec
+def calibrate_register_transforms(register: Register) -> None:
+    """Register transform components (subclasses of :class:`calibrate.base.Transform`).
+
+    :param register: ``register(name, factory)``; call once per transform this plugin provides.
+
+    A transform maps raw comparison values to distances in ``[0, inf)``, element-wise.
+    ``_fit(train)`` may learn constants from the training matrix only; ``_apply(values, kind)``
+    must raise :class:`calibrate.errors.DataError` for values outside its domain.
+    """
+
+
+@hookspec
+def calibrate_register_estimators(register: Register) -> None:
+    """Register threshold estimators (subclasses of :class:`calibrate.base.Estimator`).
+
+    :param register: ``register(name, factory)``; call once per estimator this plugin provides.
+
+    An estimator's ``_fit(impostors, context)`` receives the training impostor distances of
+    every enrolled class (:class:`calibrate.types.ImpostorDistances`) and returns a
+    :class:`calibrate.base.FittedModel`, which then gives a threshold for any class at any
+    target FPR. Thresholds must be non-decreasing in the target FPR. The estimator class sets
+    ``model_class`` so that saved calibrations can be loaded again.
+    """
+
+
+@hookspec
+def calibrate_register_evaluators(register: Register) -> None:
+    """Register evaluators (subclasses of :class:`calibrate.base.Evaluator`).
+
+    :param register: ``register(name, factory)``; call once per evaluator this plugin provides.
+
+    An evaluator's ``_evaluate(data, context)`` receives a
+    :class:`calibrate.base.EvaluationInput` (fitted models, threshold tables, training and
+    evaluation matrices, targets) and returns a :class:`calibrate.types.EvaluationResult`:
+    per-estimator results per target, extra report sections and files to write.
+    """

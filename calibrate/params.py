@@ -1,0 +1,154 @@
+"""Component parameters, read from ``__init__`` signatures, and checked against recipe values."""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+from .errors import ParameterError
+
+_MISSING = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    annotation: Any
+    default: Any = _MISSING
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+    def type_name(self) -> str:
+        return type_name(self.annotation)
+
+    def describe(self) -> str:
+        default = "required" if self.required else f"default {self.default!r}"
+        return f"{self.name} ({self.type_name()}, {default})"
+
+
+def type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if tp is Any:
+        return "any"
+    if tp is type(None):
+        return "null"
+    if origin is Literal:
+        return "|".join(str(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(type_name(a) for a in get_args(tp))
+    if origin in (list, tuple, typing.Sequence):
+        args = [a for a in get_args(tp) if a is not Ellipsis]
+        inner = ", ".join(type_name(a) for a in args) if args else "any"
+        return f"list of {inner}"
+    if origin is dict:
+        return "mapping"
+    if tp is Path:
+        return "path"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _param_docs(factory: type) -> dict[str, str]:
+    """``:param name: text`` lines from the class docstring."""
+    docs: dict[str, str] = {}
+    for line in (inspect.getdoc(factory) or "").splitlines():
+        line = line.strip()
+        if line.startswith(":param ") and ":" in line[7:]:
+            name, text = line[7:].split(":", 1)
+            docs[name.strip()] = text.strip()
+    return docs
+
+
+def param_specs(factory: type) -> list[ParamSpec]:
+    """The keyword parameters of ``factory.__init__`` with their types and defaults."""
+    sig = inspect.signature(factory.__init__)
+    try:
+        hints = typing.get_type_hints(factory.__init__)
+    except Exception:  # unresolvable annotations: fall back to raw ones
+        hints = {}
+    docs = _param_docs(factory)
+    specs = []
+    for name, p in sig.parameters.items():
+        if name == "self":
+            continue
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            raise TypeError(f"{factory.__name__}.__init__ takes **kwargs/*args; components must list their parameters")
+        specs.append(ParamSpec(name, hints.get(name, p.annotation if p.annotation is not _MISSING else Any),
+                               p.default, docs.get(name, "")))
+    return specs
+
+
+def coerce(value: Any, tp: Any, where: str, base_dir: Path | None = None) -> Any:
+    """Check ``value`` against annotation ``tp``; return the value to pass (paths resolved)."""
+    origin = get_origin(tp)
+    if tp is Any or tp is _MISSING:
+        return value
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ParameterError(f"{where}: expected null, got {value!r}")
+    if origin in (Union, types.UnionType):
+        errors = []
+        for arg in get_args(tp):
+            try:
+                return coerce(value, arg, where, base_dir)
+            except ParameterError as exc:
+                errors.append(exc)
+        raise ParameterError(f"{where}: expected {type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        if value in get_args(tp):
+            return value
+        raise ParameterError(f"{where}: {value!r} is not one of {', '.join(map(repr, get_args(tp)))}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ParameterError(f"{where}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ParameterError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ParameterError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ParameterError(f"{where}: expected a string, got {value!r}")
+    if tp is Path:
+        if not isinstance(value, (str, Path)):
+            raise ParameterError(f"{where}: expected a file path, got {value!r}")
+        path = Path(value).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = (base_dir / path)
+        path = path.resolve()
+        if not path.exists():
+            raise ParameterError(f"{where}: file or folder {str(path)!r} does not exist "
+                                 f"(paths are relative to the recipe file)")
+        return path
+    if origin in (list, tuple, typing.Sequence):
+        if not isinstance(value, (list, tuple)):
+            raise ParameterError(f"{where}: expected a list, got {value!r}")
+        args = get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ParameterError(f"{where}: expected a list of {len(args)} values, got {len(value)}")
+            return tuple(coerce(v, a, f"{where}[{i}]", base_dir) for i, (v, a) in enumerate(zip(value, args)))
+        inner = args[0] if args else Any
+        items = [coerce(v, inner, f"{where}[{i}]", base_dir) for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ParameterError(f"{where}: expected a mapping, got {value!r}")
+        return value
+    if isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        raise ParameterError(f"{where}: expected {type_name(tp)}, got {value!r}")
+    return value

@@ -1,0 +1,217 @@
+"""Runs a recipe's stages; knows nothing of any one plugin.
+
+    dataset -> (distance) -> transform -> estimators -> evaluators -> outputs
+
+Pattern datasets follow the paper's protocol: per class one *enrollment* set (chosen by
+``evaluation.enrollment``); thresholds come from enrollment-vs-enrollment inter-class distances
+only; every other set is a query compared with every enrolled class. With
+``evaluation.rotate: true`` each set position is enrolled in turn and the evaluation counts are
+summed over the folds. Score datasets provide their training and evaluation matrices directly.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
+from .errors import DataError, RecipeError
+from .outputs import StagedOutput, models_csv, report_md, results_json, thresholds_csv
+from .recipe import Recipe
+from .types import DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection, TargetResult
+
+
+@dataclass(frozen=True)
+class RunResult:
+    out_dir: Path
+    results: dict[str, list[TargetResult]]
+    folds: tuple[Fold, ...]
+    notes: tuple[str, ...]
+
+
+def _sets(data: PatternSet) -> list[tuple[str, str, np.ndarray]]:
+    return [(c, s, data.X[idx]) for c, s, idx in data.groups()]
+
+
+def _enrollment_choices(groups: list[tuple[str, str, np.ndarray]], recipe: Recipe, context: RunContext) -> list[dict[str, int]]:
+    """Per fold: class -> index (into ``groups``) of its enrollment set."""
+    by_class: dict[str, list[int]] = {}
+    for i, (c, _, _) in enumerate(groups):
+        by_class.setdefault(c, []).append(i)
+    if len(by_class) < 2:
+        raise DataError(f"the dataset has {len(by_class)} class(es); verification thresholds need at least 2 classes")
+    enrollment = recipe.protocol.enrollment
+    if recipe.protocol.rotate:
+        n = min(len(v) for v in by_class.values())
+        if n < 2:
+            raise RecipeError("`rotate: true` needs at least 2 sets per class", source=recipe.source, where="evaluation.rotate")
+        if any(len(v) != n for v in by_class.values()):
+            context.note(f"classes have between {n} and {max(len(v) for v in by_class.values())} sets; "
+                         f"rotation enrolls each of the first {n} set positions in turn")
+        return [{c: idx[k] for c, idx in by_class.items()} for k in range(n)]
+    choice: dict[str, int] = {}
+    for c, idx in by_class.items():
+        if isinstance(enrollment, int):
+            if not -len(idx) <= enrollment < len(idx):
+                raise RecipeError(f"class {c!r} has {len(idx)} set(s), so set index {enrollment} does not exist; "
+                                  "choose a smaller index", source=recipe.source, where="evaluation.enrollment")
+            choice[c] = idx[enrollment]
+        else:
+            named = [i for i in idx if groups[i][1] == enrollment]
+            if not named:
+                raise RecipeError(f"class {c!r} has no set labelled {enrollment!r}; its sets are "
+                                  f"{', '.join(groups[i][1] for i in idx)}", source=recipe.source, where="evaluation.enrollment")
+            choice[c] = named[0]
+    return [choice]
+
+
+def _collection(groups, indices) -> SetCollection:
+    return SetCollection(tuple(groups[i][2] for i in indices), np.array([groups[i][0] for i in indices]),
+                         np.array([f"{groups[i][0]}/{groups[i][1]}" for i in indices]))
+
+
+def pattern_folds(data: PatternSet, recipe: Recipe, distance, context: RunContext) -> list[tuple[str, DistanceMatrix, DistanceMatrix]]:
+    if distance is None:
+        raise RecipeError("this dataset gives patterns, which need a distance: add e.g. `distance: {plugin: euclidean}`",
+                          source=recipe.source, where="distance")
+    groups = _sets(data)
+    folds = _enrollment_choices(groups, recipe, context)
+    gallery_idx = sorted({i for fold in folds for i in fold.values()})
+    col = {g: j for j, g in enumerate(gallery_idx)}
+    every = list(range(len(groups)))
+    # one batched call: all sets against every set that is enrolled in some fold
+    full = distance.pairwise(_collection(groups, every), _collection(groups, gallery_idx), context)
+    out = []
+    for k, fold in enumerate(folds):
+        classes = sorted(fold)
+        enrolled = [fold[c] for c in classes]
+        cols = [col[i] for i in enrolled]
+        queries = [i for i in every if i not in set(enrolled)]
+        if not queries:
+            raise DataError("no query sets are left after enrollment; every class needs a second set to evaluate with")
+        gal = _collection(groups, enrolled)
+        train = DistanceMatrix(full[np.ix_(enrolled, cols)], gal.classes, gal.classes, probe_ids=gal.ids,
+                               gallery_ids=gal.ids, source="enrollment vs enrollment")
+        q = _collection(groups, queries)
+        test = DistanceMatrix(full[np.ix_(queries, cols)], q.classes, gal.classes, probe_ids=q.ids,
+                              gallery_ids=gal.ids, source="queries vs enrollment")
+        name = f"enrollment set {k}" if recipe.protocol.rotate else f"enrollment {recipe.protocol.enrollment!r}"
+        out.append((name, train, test))
+    return out
+
+
+def versions(recipe: Recipe) -> dict[str, Any]:
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for dist in ("calibrate-thresholds", "numpy", "scipy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    for spec in (recipe.data, recipe.distance, recipe.transform, *recipe.estimators, *recipe.evaluators):
+        if spec is not None and spec.info.distribution:
+            out[spec.info.distribution] = spec.info.version
+    return out
+
+
+def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
+    merged: dict[str, list[TargetResult]] = {}
+    for res in results:
+        for label, rows in res.estimators.items():
+            if label in merged:
+                raise DataError(f"two evaluators reported results for estimator {label!r}; use only one FPR evaluator")
+            merged[label] = rows
+    return merged
+
+
+def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResult:
+    """Run every stage and write the outputs into ``recipe.output_dir`` atomically."""
+    context = context or RunContext(seed=recipe.seed)
+    dataset = recipe.data.build()
+    data = dataset.load(context)
+    if isinstance(data, PatternSet):
+        raw_folds = pattern_folds(data, recipe, recipe.distance.build() if recipe.distance else None, context)
+    elif isinstance(data, ScoreSplit):
+        if recipe.distance is not None:
+            raise RecipeError(f"dataset {recipe.data.info.name!r} gives comparison scores, not patterns; remove `distance:`",
+                              source=recipe.source, where="distance")
+        if recipe.protocol.rotate:
+            raise RecipeError("`rotate:` applies to image-set datasets only", source=recipe.source, where="evaluation.rotate")
+        if data.missing:
+            context.note(f"{data.missing} failed comparisons (the dataset's `missing:` marker) were excluded from fitting and evaluation")
+        raw_folds = [("score split", data.train, data.test)]
+    else:
+        raise DataError(f"dataset {recipe.data.info.name!r} returned {type(data).__name__}; expected PatternSet or ScoreSplit")
+
+    folds: list[Fold] = []
+    for name, train, test in raw_folds:
+        transform = recipe.transform.build().fit(train)
+        train_d, test_d = transform.apply(train), transform.apply(test)
+        impostors = ImpostorDistances.from_matrix(train_d)
+        test_d.check_distances("evaluation distances")
+        models: dict[str, FittedModel] = {}
+        tables = {}
+        for spec in recipe.estimators:
+            model = spec.build().fit(impostors, context)
+            models[spec.label] = model
+            tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
+        folds.append(Fold(name, train_d, test_d, models, tables))
+
+    evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
+    evaluated = [spec.build().evaluate(evaluation, context) for spec in recipe.evaluators]
+    results = _merge(evaluated)
+    write_outputs(recipe, folds, evaluated, results, context)
+    return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes))
+
+
+def _jsonable_recipe(recipe: Recipe) -> dict:
+    return json.loads(json.dumps(recipe.raw, default=str))
+
+
+def write_outputs(recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult],
+                  results: dict[str, list[TargetResult]], context: RunContext) -> None:
+    staged = StagedOutput(recipe.output_dir)
+    try:
+        first = folds[0]
+        staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values())))
+        for k, fold in enumerate(folds[1:], start=1):
+            staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values())))
+        rows = []
+        for label, model in first.models.items():
+            for row in model.parameters():
+                rows.append({"estimator": label, **row})
+        if rows:
+            staged.write_text("models.csv", models_csv(rows))
+        if recipe.save_calibration:
+            staged.write_text("calibration.json", calibration_json(recipe, first))
+        sections, files = [], {}
+        for res in evaluated:
+            sections += res.sections
+            files.update(res.files)
+        for name, content in files.items():
+            staged.write_bytes(name, content)
+        preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
+                    f"{first.train.shape[1]} enrolled classes; "
+                    f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
+        staged.write_text("report.md", report_md("Calibration report", results, sections, context.notes, preamble))
+        staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
+                                                       {"notes": context.notes}))
+        staged.commit()
+    except BaseException:
+        staged.discard()
+        raise
+
+
+def calibration_json(recipe: Recipe, fold: Fold) -> str:
+    doc = {"format": "calibrate-calibration", "version": 1, "estimators": {}}
+    for spec in recipe.estimators:
+        doc["estimators"][spec.label] = {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),
+                                         "state": fold.models[spec.label].to_state()}
+    return json.dumps(doc, indent=1) + "\n"

@@ -1,0 +1,225 @@
+"""YAML recipe -> typed :class:`Recipe`, validated in full before any computation.
+
+A recipe::
+
+    version: 1
+    data: {plugin: score-matrix, path: scores.csv, kind: similarity, missing: -1}
+    distance: {plugin: euclidean}          # only for pattern datasets
+    transform: {plugin: similarity-to-distance}
+    estimators:
+      - {plugin: class-interp}
+      - {plugin: ncx2-grid, name: ncx2-wide, dim: [5, 40]}
+    evaluation:
+      targets: [0.005, 0.0025, 0.001, 0.0005]
+      enrollment: 0                        # image sets: which set of each class is enrolled
+      rotate: false                        # image sets: rotate enrollment over every set
+      evaluators: [{plugin: fpr}]
+    output: results/                       # or {dir: results/, plots: true}
+    seed: 0
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ParameterError, RecipeError
+from .params import coerce
+from .registry import SINGULAR, ComponentInfo, Registry
+
+RECIPE_VERSION = 1
+DEFAULT_TARGETS = (0.005, 0.0025, 0.001, 0.0005)
+#: used when a recipe names no estimator
+DEFAULT_ESTIMATORS: tuple[dict, ...] = ({"plugin": "class-interp"},)
+DEFAULT_EVALUATORS: tuple[dict, ...] = ({"plugin": "fpr"},)
+TOP_LEVEL = ("version", "data", "distance", "transform", "estimators", "evaluation", "output", "seed")
+EVALUATION_KEYS = ("targets", "evaluators", "enrollment", "rotate")
+OUTPUT_KEYS = ("dir", "plots", "save_calibration")
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One chosen component: which plugin, under which label, with checked parameters."""
+
+    kind: str
+    info: ComponentInfo
+    label: str
+    params: dict[str, Any]
+    where: str
+
+    def build(self):
+        return self.info.factory(**self.params)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    enrollment: int | str = 0
+    rotate: bool = False
+
+
+@dataclass(frozen=True)
+class Recipe:
+    source: str
+    base_dir: Path
+    data: ComponentSpec
+    distance: ComponentSpec | None
+    transform: ComponentSpec
+    estimators: tuple[ComponentSpec, ...]
+    evaluators: tuple[ComponentSpec, ...]
+    targets: tuple[float, ...]
+    protocol: Protocol
+    output_dir: Path
+    plots: bool = True
+    save_calibration: bool = True
+    seed: int = 0
+    raw: dict = field(default_factory=dict)
+
+
+def _unknown_key(key: str, allowed: tuple[str, ...], where: str, source: str) -> RecipeError:
+    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return RecipeError(f"unknown key {key!r}; {hint}allowed: {', '.join(allowed)}", source=source, where=where)
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(f"recipe file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"cannot read recipe file {str(path)!r}: {exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        loc = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise RecipeError(f"{loc}: YAML syntax error: {problem}; fix the indentation or quoting on that line") from None
+
+
+def _component(registry: Registry, kind: str, entry: Any, where: str, source: str, base_dir: Path) -> ComponentSpec:
+    if isinstance(entry, str):
+        entry = {"plugin": entry}
+    if not isinstance(entry, dict):
+        raise RecipeError(f"expected a mapping like {{plugin: NAME, ...parameters}}, got {entry!r}", source=source, where=where)
+    if "plugin" not in entry:
+        raise RecipeError(f"missing `plugin:`; name one of: {', '.join(registry.names(kind))}", source=source, where=where)
+    name = entry["plugin"]
+    info = registry.get(kind, name, where=f"{where}.plugin", source=source)
+    label = entry.get("name", name)
+    if not isinstance(label, str) or not label:
+        raise RecipeError(f"`name:` must be a non-empty string, got {label!r}", source=source, where=f"{where}.name")
+    specs = {p.name: p for p in info.params}
+    given = {k: v for k, v in entry.items() if k not in ("plugin", "name")}
+    listing = "; ".join(p.describe() for p in specs.values()) or "none"
+    params: dict[str, Any] = {}
+    for key, value in given.items():
+        if key not in specs:
+            close = difflib.get_close_matches(str(key), list(specs), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise RecipeError(f"{SINGULAR[kind]} {name!r} has no parameter {key!r}; {hint}valid parameters: {listing}",
+                              source=source, where=f"{where}.{key}")
+        try:
+            params[key] = coerce(value, specs[key].annotation, f"{where}.{key}", base_dir)
+        except ParameterError as exc:
+            raise RecipeError(f"{exc} ({specs[key].describe()})", source=source) from None
+    missing = [p.name for p in specs.values() if p.required and p.name not in params]
+    if missing:
+        raise RecipeError(f"{SINGULAR[kind]} {name!r} needs parameter {missing[0]!r}; valid parameters: {listing}",
+                          source=source, where=where)
+    spec = ComponentSpec(kind, info, label, params, where)
+    try:
+        spec.build()  # constructors validate values and do no work
+    except ParameterError as exc:
+        raise RecipeError(f"{exc}", source=source, where=where) from None
+    return spec
+
+
+def load_recipe(path: str | Path, registry: Registry, *, out: str | Path | None = None) -> Recipe:
+    """Read and validate a recipe file; paths in it are relative to the file."""
+    path = Path(path)
+    return parse_recipe(read_yaml(path), registry, source=str(path), base_dir=path.resolve().parent, out=out)
+
+
+def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base_dir: Path | None = None,
+                 out: str | Path | None = None) -> Recipe:
+    base_dir = Path(base_dir or Path.cwd())
+    if not isinstance(raw, dict):
+        raise RecipeError("a recipe is a YAML mapping with keys data, estimators, evaluation, output", source=source)
+    for key in raw:
+        if key not in TOP_LEVEL:
+            raise _unknown_key(key, TOP_LEVEL, str(key), source)
+    version = raw.get("version", RECIPE_VERSION)
+    if version != RECIPE_VERSION:
+        raise RecipeError(f"version {version!r} is not supported; this calibrate reads version {RECIPE_VERSION}",
+                          source=source, where="version")
+    if "data" not in raw:
+        raise RecipeError(f"missing `data:`; name one of: {', '.join(registry.names('datasets'))}", source=source)
+    data = _component(registry, "datasets", raw["data"], "data", source, base_dir)
+    distance = None
+    if raw.get("distance") is not None:
+        distance = _component(registry, "distances", raw["distance"], "distance", source, base_dir)
+    transform = _component(registry, "transforms", raw.get("transform") or {"plugin": "identity"}, "transform", source, base_dir)
+
+    estimators_raw = raw.get("estimators") or list(DEFAULT_ESTIMATORS)
+    if not isinstance(estimators_raw, list):
+        raise RecipeError("`estimators:` must be a list of {plugin: NAME, ...}", source=source, where="estimators")
+    estimators = tuple(_component(registry, "estimators", e, f"estimators[{i}]", source, base_dir)
+                       for i, e in enumerate(estimators_raw))
+    labels = [e.label for e in estimators]
+    dup = next((x for x in labels if labels.count(x) > 1), None)
+    if dup is not None:
+        raise RecipeError(f"two estimators are labelled {dup!r}; give each a distinct `name:`", source=source, where="estimators")
+
+    evaluation = raw.get("evaluation") or {}
+    if not isinstance(evaluation, dict):
+        raise RecipeError("`evaluation:` must be a mapping", source=source, where="evaluation")
+    for key in evaluation:
+        if key not in EVALUATION_KEYS:
+            raise _unknown_key(key, EVALUATION_KEYS, f"evaluation.{key}", source)
+    targets_raw = evaluation.get("targets", list(DEFAULT_TARGETS))
+    if not isinstance(targets_raw, list) or not targets_raw:
+        raise RecipeError("`targets:` must be a non-empty list of FPRs in (0, 1), e.g. [0.005, 0.001]",
+                          source=source, where="evaluation.targets")
+    for i, t in enumerate(targets_raw):
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (0 < t < 1):
+            raise RecipeError(f"target FPR {t!r} is not a number in (0, 1); write 0.001 for 0.1%",
+                              source=source, where=f"evaluation.targets[{i}]")
+    evaluators_raw = evaluation.get("evaluators") or list(DEFAULT_EVALUATORS)
+    if not isinstance(evaluators_raw, list):
+        raise RecipeError("`evaluators:` must be a list", source=source, where="evaluation.evaluators")
+    evaluators = tuple(_component(registry, "evaluators", e, f"evaluation.evaluators[{i}]", source, base_dir)
+                       for i, e in enumerate(evaluators_raw))
+    enrollment = evaluation.get("enrollment", 0)
+    if isinstance(enrollment, bool) or not isinstance(enrollment, (int, str)):
+        raise RecipeError(f"`enrollment:` is a set label or the index of a class's set in sorted order, got {enrollment!r}",
+                          source=source, where="evaluation.enrollment")
+    rotate = evaluation.get("rotate", False)
+    if not isinstance(rotate, bool):
+        raise RecipeError(f"`rotate:` must be true or false, got {rotate!r}", source=source, where="evaluation.rotate")
+
+    output = raw.get("output", "results")
+    if isinstance(output, str):
+        output = {"dir": output}
+    if not isinstance(output, dict):
+        raise RecipeError("`output:` is a folder path or {dir: PATH, plots: true}", source=source, where="output")
+    for key in output:
+        if key not in OUTPUT_KEYS:
+            raise _unknown_key(key, OUTPUT_KEYS, f"output.{key}", source)
+    for key in ("plots", "save_calibration"):
+        if not isinstance(output.get(key, True), bool):
+            raise RecipeError(f"`{key}:` must be true or false", source=source, where=f"output.{key}")
+    out_dir = Path(out) if out is not None else base_dir / str(output.get("dir", "results"))
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise RecipeError(f"`seed:` must be an integer, got {seed!r}", source=source, where="seed")
+
+    return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
+                  estimators=estimators, evaluators=evaluators, targets=tuple(float(t) for t in targets_raw),
+                  protocol=Protocol(enrollment, rotate), output_dir=out_dir.resolve(),
+                  plots=output.get("plots", True), save_calibration=output.get("save_calibration", True),
+                  seed=seed, raw=raw)

@@ -1,0 +1,266 @@
+"""The typed data that flows between pipeline stages.
+
+All containers are frozen dataclasses over numpy arrays; constructors validate shapes and
+values so that a bad plugin or a bad file fails at the stage boundary, with a message that says
+which stage produced what, instead of deep inside numpy later on.
+
+Layout conventions
+------------------
+* A distance matrix is ``probe x gallery``. Each gallery column is one enrolled class (one
+  enrollment pattern per class, the verification setting); probes carry class labels too.
+* Entries that must not be used (failed comparisons, entries held out for the other half of a
+  split) are marked ``False`` in ``valid``; their values are ignored.
+* A class is *accepted* when ``distance <= threshold``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .errors import DataError
+
+DistanceKind = Literal["distance", "similarity"]
+
+
+def _as_labels(values, name: str, n: int | None = None) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise DataError(f"{name} has {arr.shape[0]} entries but {n} were expected")
+    return arr.astype(str)
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr = np.array(arr, copy=True)
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True)
+class PatternSet:
+    """Samples (rows of ``X``) with the class and the image set each belongs to.
+
+    A *set* is identified by the pair (class label, set label); a set is the pattern compared by
+    set-to-set distances such as the mutual subspace method. For single-sample patterns give
+    every sample its own set label.
+    """
+
+    X: np.ndarray
+    labels: np.ndarray
+    sets: np.ndarray
+    source: str = "<memory>"
+
+    def __post_init__(self):
+        X = np.asarray(self.X, dtype=np.float64)
+        if X.ndim != 2:
+            raise DataError(f"{self.source}: X must be a 2-D array (samples x features), got shape {X.shape}")
+        if X.shape[0] == 0:
+            raise DataError(f"{self.source}: no samples")
+        if not np.all(np.isfinite(X)):
+            bad = int(np.argwhere(~np.isfinite(X))[0][0])
+            raise DataError(f"{self.source}: X contains NaN or infinite values (first at sample {bad}); clean or drop those samples")
+        object.__setattr__(self, "X", _readonly(X))
+        object.__setattr__(self, "labels", _readonly(_as_labels(self.labels, f"{self.source}: labels", X.shape[0])))
+        object.__setattr__(self, "sets", _readonly(_as_labels(self.sets, f"{self.source}: sets", X.shape[0])))
+
+    @property
+    def classes(self) -> list[str]:
+        return sorted(set(self.labels.tolist()))
+
+    def groups(self) -> list[tuple[str, str, np.ndarray]]:
+        """Every (class, set, sample indices), sorted by class then set label."""
+        keys: dict[tuple[str, str], list[int]] = {}
+        for i, key in enumerate(zip(self.labels.tolist(), self.sets.tolist())):
+            keys.setdefault(key, []).append(i)
+        return [(c, s, np.asarray(idx)) for (c, s), idx in sorted(keys.items())]
+
+
+@dataclass(frozen=True)
+class SetCollection:
+    """Image sets handed to a distance: one 2-D array of samples per set, with its class."""
+
+    samples: tuple[np.ndarray, ...]
+    classes: np.ndarray
+    ids: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+@dataclass(frozen=True)
+class DistanceMatrix:
+    """Probe x gallery comparisons with the class of every probe row and gallery column."""
+
+    values: np.ndarray
+    probe_classes: np.ndarray
+    gallery_classes: np.ndarray
+    valid: np.ndarray | None = None
+    kind: DistanceKind = "distance"
+    probe_ids: np.ndarray | None = None
+    gallery_ids: np.ndarray | None = None
+    source: str = "<memory>"
+
+    def __post_init__(self):
+        values = np.asarray(self.values, dtype=np.float64)
+        if values.ndim != 2:
+            raise DataError(f"{self.source}: a distance matrix must be 2-D (probes x gallery), got shape {values.shape}")
+        p, g = values.shape
+        probe = _as_labels(self.probe_classes, f"{self.source}: probe classes", p)
+        gallery = _as_labels(self.gallery_classes, f"{self.source}: gallery classes", g)
+        valid = np.ones(values.shape, bool) if self.valid is None else np.asarray(self.valid, bool)
+        if valid.shape != values.shape:
+            raise DataError(f"{self.source}: valid mask has shape {valid.shape}, values {values.shape}")
+        if len(set(gallery.tolist())) != g:
+            dup = [c for c in gallery.tolist() if (gallery == c).sum() > 1][0]
+            raise DataError(f"{self.source}: gallery class {dup!r} appears more than once; "
+                            "enroll exactly one pattern per class")
+        bad = valid & ~np.isfinite(values)
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise DataError(f"{self.source}: NaN or infinite value at probe row {r} ({probe[r]}), gallery column {c} "
+                            f"({gallery[c]}); mark failed comparisons with the dataset's `missing:` value instead")
+        object.__setattr__(self, "values", _readonly(values))
+        object.__setattr__(self, "probe_classes", _readonly(probe))
+        object.__setattr__(self, "gallery_classes", _readonly(gallery))
+        object.__setattr__(self, "valid", _readonly(valid))
+        for name, n in (("probe_ids", p), ("gallery_ids", g)):
+            ids = getattr(self, name)
+            ids = np.arange(n).astype(str) if ids is None else _as_labels(ids, f"{self.source}: {name}", n)
+            object.__setattr__(self, name, _readonly(ids))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.values.shape
+
+    def impostor_mask(self) -> np.ndarray:
+        return self.valid & (self.probe_classes[:, None] != self.gallery_classes[None, :])
+
+    def genuine_mask(self) -> np.ndarray:
+        return self.valid & (self.probe_classes[:, None] == self.gallery_classes[None, :])
+
+    def with_values(self, values: np.ndarray, kind: DistanceKind | None = None, source: str | None = None) -> "DistanceMatrix":
+        return DistanceMatrix(values, self.probe_classes, self.gallery_classes, self.valid,
+                              kind or self.kind, self.probe_ids, self.gallery_ids, source or self.source)
+
+    def check_distances(self, stage: str) -> None:
+        """Distances must be finite and non-negative wherever they are used."""
+        if self.kind != "distance":
+            raise DataError(f"{stage}: the scores are similarities (higher = more alike); add "
+                            "`transform: {plugin: similarity-to-distance}` to the recipe")
+        used = self.values[self.valid]
+        if used.size and used.min() < 0:
+            r, c = np.argwhere(self.valid & (self.values < 0))[0]
+            raise DataError(f"{stage}: negative distance {self.values[r, c]:.6g} at probe row {r} "
+                            f"({self.probe_classes[r]}), gallery column {c} ({self.gallery_classes[c]}); distances must be "
+                            "in [0, inf): choose a transform that maps the scores there")
+
+
+@dataclass(frozen=True)
+class ImpostorDistances:
+    """Training impostor distances per enrolled class, stored flat (CSR-like) for speed.
+
+    ``values[offsets[i]:offsets[i+1]]`` are the distances between class ``classes[i]``'s
+    enrollment pattern and the training patterns of other classes.
+    """
+
+    classes: tuple[str, ...]
+    values: np.ndarray
+    offsets: np.ndarray
+
+    def __post_init__(self):
+        values = np.asarray(self.values, dtype=np.float64)
+        offsets = np.asarray(self.offsets, dtype=np.int64)
+        if offsets.shape != (len(self.classes) + 1,) or offsets[0] != 0 or offsets[-1] != values.size \
+                or np.any(np.diff(offsets) < 0):
+            raise DataError("impostor distances: offsets do not match the classes and values")
+        if not np.all(np.isfinite(values)):
+            raise DataError("impostor distances contain NaN or infinite values")
+        if values.size and values.min() < 0:
+            raise DataError("impostor distances contain negative values; distances must be in [0, inf)")
+        empty = [c for c, n in zip(self.classes, np.diff(offsets)) if n == 0]
+        if empty:
+            raise DataError(f"class {empty[0]!r} has no training impostor distances"
+                            f"{f' (and {len(empty) - 1} more classes)' if len(empty) > 1 else ''}; "
+                            "every enrolled class needs comparisons with other classes")
+        object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
+        object.__setattr__(self, "values", _readonly(values))
+        object.__setattr__(self, "offsets", _readonly(offsets))
+
+    @classmethod
+    def from_lists(cls, per_class: dict[str, np.ndarray]) -> "ImpostorDistances":
+        classes = tuple(per_class)
+        arrays = [np.asarray(per_class[c], dtype=np.float64).ravel() for c in classes]
+        offsets = np.concatenate([[0], np.cumsum([a.size for a in arrays])])
+        values = np.concatenate(arrays) if arrays else np.empty(0)
+        return cls(classes, values, offsets)
+
+    @classmethod
+    def from_matrix(cls, matrix: DistanceMatrix) -> "ImpostorDistances":
+        matrix.check_distances("training distances")
+        mask = matrix.impostor_mask()
+        cols = [matrix.values[mask[:, j], j] for j in range(matrix.shape[1])]
+        return cls.from_lists(dict(zip(matrix.gallery_classes.tolist(), cols)))
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def of(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+    def pooled(self) -> np.ndarray:
+        return self.values
+
+
+@dataclass(frozen=True)
+class ThresholdTable:
+    """Thresholds per class and target FPR: ``values[i, k]`` for ``classes[i]``, ``targets[k]``."""
+
+    estimator: str
+    classes: tuple[str, ...]
+    targets: tuple[float, ...]
+    values: np.ndarray
+
+    def __post_init__(self):
+        values = np.asarray(self.values, dtype=np.float64)
+        if values.shape != (len(self.classes), len(self.targets)):
+            raise DataError(f"estimator {self.estimator}: threshold table has shape {values.shape}, "
+                            f"expected {(len(self.classes), len(self.targets))}")
+        object.__setattr__(self, "values", _readonly(values))
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """How one estimator did at one target FPR on the evaluation data."""
+
+    target_fpr: float
+    fpr: float
+    ratio: float
+    false_accepts: int
+    impostor_attempts: int
+    fnr: float | None
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        out = {"target_fpr": self.target_fpr, "fpr": self.fpr, "ratio": self.ratio,
+               "false_accepts": self.false_accepts, "impostor_attempts": self.impostor_attempts,
+               "fnr": self.fnr}
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """What one evaluator found: per estimator label, one result per target; optional report
+    sections (markdown) and files (name -> bytes) to write beside report.md."""
+
+    evaluator: str
+    estimators: dict[str, list[TargetResult]] = field(default_factory=dict)
+    sections: list[str] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)

@@ -1,0 +1,45 @@
+"""calibrate's built-in plugins, registered through the ``calibrate`` entry-point group exactly
+as a third-party plugin package registers its own."""
+
+from __future__ import annotations
+
+from calibrate.hookspecs import hookimpl
+
+
+@hookimpl
+def calibrate_register_datasets(register):
+    from .npz_patterns import NpzPatterns
+    from .score_matrix import ScoreMatrixDataset
+
+    register("npz-patterns", NpzPatterns)
+    register("score-matrix", ScoreMatrixDataset)
+
+
+@hookimpl
+def calibrate_register_distances(register):
+    from .euclidean import Euclidean
+
+    register("euclidean", Euclidean)
+
+
+@hookimpl
+def calibrate_register_transforms(register):
+    from .transforms import Identity, SimilarityToDistance
+
+    register("identity", Identity)
+    register("similarity-to-distance", SimilarityToDistance)
+
+
+@hookimpl
+def calibrate_register_estimators(register):
+    from .interp import ClassInterp, GenericInterp
+
+    register("generic-interp", GenericInterp)
+    register("class-interp", ClassInterp)
+
+
+@hookimpl
+def calibrate_register_evaluators(register):
+    from .fpr import FprEvaluator
+
+    register("fpr", FprEvaluator)

@@ -1,0 +1,91 @@
+"""The paper's data-driven baselines: thresholds by linear interpolation of order statistics.
+
+With the N training distances sorted, d_(1) <= ... <= d_(N), and target FPR e:
+
+    tau(e) = (e N) d_(1)                                         if e <= 1/N
+    tau(e) = d_(lo) + (N e - lo) / (hi - lo) (d_(hi) - d_(lo))   if e >  1/N,  lo = floor(eN), hi = ceil(eN)
+
+When e N is an integer the second case is 0/0 and tau = d_(eN): the two order statistics
+coincide, which is the limit of the formula from either side. Ties need no special case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.types import ImpostorDistances
+
+
+def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The paper's interpolation formula for every target (``sorted_distances`` ascending)."""
+    d = np.asarray(sorted_distances, dtype=np.float64)
+    n = d.size
+    k = np.asarray(targets, dtype=np.float64) * n
+    lo = np.clip(np.floor(k).astype(np.int64), 1, n)
+    hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
+    frac = np.where(hi > lo, k - lo, 0.0)
+    above = d[lo - 1] + frac * (d[hi - 1] - d[lo - 1])
+    below = k * d[0]
+    return np.where(k <= 1.0, below, above)
+
+
+class _SortedModel(FittedModel):
+    """Per-class sorted training distances; generic models share one row for every class."""
+
+    def __init__(self, classes, values: np.ndarray, offsets: np.ndarray, shared: bool):
+        super().__init__(classes)
+        self._values = np.asarray(values, dtype=np.float64)
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        self._shared = shared
+
+    def _row(self, i: int) -> np.ndarray:
+        if self._shared:
+            return self._values
+        return self._values[self._offsets[i]:self._offsets[i + 1]]
+
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        rows = np.arange(len(self.classes)) if rows is None else rows
+        if self._shared:
+            return np.tile(interp_threshold(self._values, targets), (len(rows), 1))
+        return np.stack([interp_threshold(self._row(int(i)), targets) for i in rows]) if len(rows) else np.empty((0, targets.size))
+
+    def parameters(self) -> list[dict[str, Any]]:
+        counts = [self._values.size] * len(self.classes) if self._shared else np.diff(self._offsets).tolist()
+        return [{"class": c, "n_train": int(n)} for c, n in zip(self.classes, counts)]
+
+    def to_state(self) -> dict[str, Any]:
+        return {"classes": list(self.classes), "values": self._values.tolist(),
+                "offsets": self._offsets.tolist(), "shared": self._shared}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "_SortedModel":
+        return cls(state["classes"], np.asarray(state["values"]), np.asarray(state["offsets"]), bool(state["shared"]))
+
+
+class GenericInterp(Estimator):
+    """One threshold for every class, from all classes' training impostor distances pooled."""
+
+    model_class = _SortedModel
+
+    def __init__(self):
+        pass
+
+    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
+        pooled = np.sort(impostors.pooled())
+        return _SortedModel(impostors.classes, pooled, np.array([0, pooled.size]), shared=True)
+
+
+class ClassInterp(Estimator):
+    """A threshold per class from that class's own training impostor distances."""
+
+    model_class = _SortedModel
+
+    def __init__(self):
+        pass
+
+    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
+        values = np.concatenate([np.sort(impostors.of(i)) for i in range(len(impostors))])
+        return _SortedModel(impostors.classes, values, impostors.offsets, shared=False)

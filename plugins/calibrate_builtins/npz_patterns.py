@@ -1,0 +1,34 @@
+"""Dataset ``npz-patterns``: feature vectors with class and set labels from a NumPy ``.npz``."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from calibrate.base import Dataset, RunContext
+from calibrate.errors import DataError
+from calibrate.types import PatternSet
+
+
+class NpzPatterns(Dataset):
+    """Patterns from an .npz with arrays X (samples x features), labels and sets (one per sample).
+
+    :param path: the .npz file; relative to the recipe.
+    """
+
+    def __init__(self, *, path: Path):
+        self.path = path
+
+    def _load(self, context: RunContext) -> PatternSet:
+        try:
+            with np.load(self.path, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise DataError(f"{self.path}: not a readable .npz file ({exc}); save it with numpy.savez") from None
+        missing = [k for k in ("X", "labels", "sets") if k not in arrays]
+        if missing:
+            raise DataError(f"{self.path}: missing array(s) {', '.join(missing)}; the file needs X (samples x features), "
+                            f"labels and sets (one entry per sample); it has {', '.join(arrays) or 'nothing'}")
+        return PatternSet(arrays["X"], arrays["labels"], arrays["sets"], source=str(self.path))

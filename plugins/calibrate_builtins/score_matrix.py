@@ -1,0 +1,123 @@
+"""Dataset ``score-matrix``: a probe x gallery comparison matrix in CSV.
+
+Layout (as NIST BSSR1): the header row holds gallery class labels after one empty cell; each
+following row starts with the probe's class label (several rows may share a label).
+
+Splitting. With ``train:`` and ``test:`` files, rows of the first are used for fitting and rows
+of the second for evaluation (their gallery columns must be the same). With one file
+(``path:``), each gallery class's impostor rows are split independently by a permutation drawn
+from ``numpy.random.default_rng(seed + column index)``: the first ``round(fit_fraction * n)``
+rows fit that class, the rest evaluate it. Genuine comparisons are used only for evaluation
+(FNR). Entries equal to ``missing`` are failed comparisons: excluded everywhere and counted.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from calibrate.base import Dataset, RunContext, ScoreSplit
+from calibrate.errors import DataError, ParameterError
+from calibrate.types import DistanceMatrix
+
+
+def read_score_csv(path: Path, missing: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(values, valid, probe labels, gallery labels); names the row and column of bad cells."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read the score CSV ({exc})") from None
+    rows = [r for r in rows if r and any(cell.strip() for cell in r)]
+    if len(rows) < 2:
+        raise DataError(f"{path}: needs a header row of gallery labels and at least one probe row")
+    gallery = [c.strip() for c in rows[0][1:]]
+    if not gallery:
+        raise DataError(f"{path}: the header row has no gallery labels after the first cell")
+    probes, values = [], np.empty((len(rows) - 1, len(gallery)))
+    for r, row in enumerate(rows[1:], start=2):
+        if len(row) != len(gallery) + 1:
+            raise DataError(f"{path}, line {r}: {len(row) - 1} scores but the header has {len(gallery)} gallery labels")
+        probes.append(row[0].strip())
+        for c, cell in enumerate(row[1:]):
+            try:
+                values[r - 2, c] = float(cell)
+            except ValueError:
+                raise DataError(f"{path}, line {r}, column {c + 2} ({gallery[c]}): {cell!r} is not a number") from None
+    valid = np.ones(values.shape, bool) if missing is None else values != missing
+    bad = valid & ~np.isfinite(values)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise DataError(f"{path}, line {r + 2}, column {c + 2}: NaN or infinite score; "
+                        "set `missing:` to the marker of failed comparisons or remove the row")
+    return values, valid, np.array(probes), np.array(gallery)
+
+
+def _drop_failed_columns(split: ScoreSplit, context: RunContext) -> ScoreSplit:
+    """Gallery columns with no usable comparison (all failed) cannot be calibrated: drop and report them."""
+    dead = ~split.train.valid.any(axis=0) | ~split.test.valid.any(axis=0)
+    if not dead.any():
+        return split
+    keep = ~dead
+    names = split.train.gallery_classes[dead].tolist()
+    context.note(f"{dead.sum()} gallery class(es) had no usable comparison (every score was the `missing:` marker) "
+                 f"and were left out: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
+
+    def cut(m: DistanceMatrix) -> DistanceMatrix:
+        return DistanceMatrix(m.values[:, keep], m.probe_classes, m.gallery_classes[keep], m.valid[:, keep], m.kind,
+                              m.probe_ids, m.gallery_ids[keep], m.source)
+
+    return ScoreSplit(cut(split.train), cut(split.test), split.missing, split.description)
+
+
+class ScoreMatrixDataset(Dataset):
+    """Probe x gallery scores from CSV (header: gallery labels; first column: probe labels).
+
+    :param path: one CSV, split per class into fit and evaluation rows (see fit_fraction, seed).
+    :param train: CSV whose rows are used for fitting (with test; instead of path).
+    :param test: CSV whose rows are used for evaluation (with train).
+    :param kind: similarity (higher = more alike) or distance (lower = more alike).
+    :param missing: marker value of failed comparisons (BSSR1 uses -1); excluded and counted.
+    :param fit_fraction: share of each class's impostor rows used for fitting (single file).
+    :param seed: seed of the per-class split (single file).
+    """
+
+    def __init__(self, *, path: Path | None = None, train: Path | None = None, test: Path | None = None,
+                 kind: Literal["similarity", "distance"] = "similarity", missing: float | None = None,
+                 fit_fraction: float = 0.5, seed: int = 0):
+        if (path is not None and (train is not None or test is not None)) or \
+                (path is None and (train is None or test is None)):
+            raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
+        if not 0.0 < fit_fraction < 1.0:
+            raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
+        self.path, self.train, self.test = path, train, test
+        self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
+
+    def _load(self, context: RunContext) -> ScoreSplit:
+        split = self._split_one() if self.path is not None else self._two_files()
+        return _drop_failed_columns(split, context)
+
+    def _two_files(self) -> ScoreSplit:
+        tr, trv, trp, trg = read_score_csv(self.train, self.missing)
+        te, tev, tep, teg = read_score_csv(self.test, self.missing)
+        if trg.tolist() != teg.tolist():
+            raise DataError(f"{self.train} and {self.test} have different gallery columns; both must enroll the same classes in the same order")
+        train = DistanceMatrix(tr, trp, trg, trv, self.kind, source=str(self.train))
+        test = DistanceMatrix(te, tep, teg, tev, self.kind, source=str(self.test))
+        return ScoreSplit(train, test, int((~trv).sum() + (~tev).sum()), f"train {self.train.name}, test {self.test.name}")
+
+    def _split_one(self) -> ScoreSplit:
+        values, valid, probes, gallery = read_score_csv(self.path, self.missing)
+        impostor = valid & (probes[:, None] != gallery[None, :])
+        fit = np.zeros(values.shape, bool)
+        for j in range(values.shape[1]):
+            rows = np.flatnonzero(impostor[:, j])
+            rows = rows[np.random.default_rng(self.seed + j).permutation(rows.size)]
+            fit[rows[:int(round(self.fit_fraction * rows.size))], j] = True
+        evaluate = valid & ~fit
+        train = DistanceMatrix(values, probes, gallery, fit, self.kind, source=f"{self.path} (fit rows)")
+        test = DistanceMatrix(values, probes, gallery, evaluate, self.kind, source=f"{self.path} (evaluation rows)")
+        return ScoreSplit(train, test, int((~valid).sum()), f"{self.path.name}, split per class (seed {self.seed})")

@@ -1,0 +1,64 @@
+"""Transforms ``identity`` and ``similarity-to-distance``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from calibrate.base import Transform
+from calibrate.errors import DataError, ParameterError
+from calibrate.types import DistanceMatrix
+
+
+class Identity(Transform):
+    """Leaves distances as they are (they must already be distances in [0, inf))."""
+
+    def __init__(self):
+        pass
+
+    def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
+        if kind != "distance":
+            raise DataError("transform identity: the scores are similarities (higher = more alike); use "
+                            "`transform: {plugin: similarity-to-distance}`")
+        return values
+
+
+class SimilarityToDistance(Transform):
+    """Turns similarity scores into distances in [0, inf).
+
+    ``flip``: d = upper - s, where ``upper`` defaults to the largest training score; evaluation
+    scores above it (closer than anything seen in training) map to 0.
+    ``neg-log``: d = -log(s / upper) for scores in (0, upper].
+
+    :param method: flip or neg-log.
+    :param upper: the largest possible similarity (e.g. 1 for scores in [0, 1]); default: the largest training score.
+    """
+
+    def __init__(self, *, method: Literal["flip", "neg-log"] = "flip", upper: float | None = None):
+        if upper is not None and not np.isfinite(upper):
+            raise ParameterError(f"upper must be a finite number, got {upper}")
+        self.method, self.upper = method, upper
+        self._upper = upper
+
+    def _fit(self, train: DistanceMatrix) -> None:
+        if train.kind != "similarity":
+            raise DataError("transform similarity-to-distance: the data are already distances; use `transform: {plugin: identity}`")
+        if self.upper is None:
+            used = train.values[train.valid]
+            if used.size == 0:
+                raise DataError("transform similarity-to-distance: no training scores to take the upper bound from")
+            self._upper = float(used.max())
+
+    def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
+        if kind != "similarity":
+            raise DataError("transform similarity-to-distance: the data are already distances; use `transform: {plugin: identity}`")
+        upper = self._upper
+        if self.method == "flip":
+            return np.maximum(upper - values, 0.0)
+        if upper <= 0:
+            raise DataError(f"transform similarity-to-distance (neg-log): upper bound {upper} must be positive")
+        if np.any(values <= 0):
+            raise DataError(f"transform similarity-to-distance (neg-log): scores must be > 0, found {values.min():.6g}; "
+                            "use method: flip for scores that can be 0 or negative")
+        return np.maximum(-np.log(values / upper), 0.0)
