@@ -10,9 +10,11 @@ from calibrate.hookspecs import hookimpl
 def calibrate_register_datasets(register):
     from .npz_patterns import NpzPatterns
     from .score_matrix import ScoreMatrixDataset
+    from .synthetic import SyntheticPatterns
 
     register("npz-patterns", NpzPatterns)
     register("score-matrix", ScoreMatrixDataset)
+    register("synthetic-patterns", SyntheticPatterns)
 
 
 @hookimpl
