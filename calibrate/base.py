@@ -223,6 +223,30 @@ class Evaluator(Component, ABC):
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult: ...
 
 
-KINDS = ("datasets", "distances", "transforms", "estimators", "evaluators")
+class Executor(Component, ABC):
+    """Runs independent pieces of work (per-class fits, distance blocks) somewhere.
+
+    Used as a context manager around a run: ``__enter__`` starts workers, ``__exit__`` stops
+    them. ``map`` must return results in input order, identical to a serial loop. Functions
+    given to ``map`` are module-level (picklable) so that they can travel to other processes.
+    """
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def map(self, function: Callable, items: Sequence) -> list:
+        items = list(items)
+        if not items:
+            return []
+        return list(self._map(function, items))
+
+    @abstractmethod
+    def _map(self, function: Callable, items: list) -> list: ...
+
+
+KINDS = ("datasets", "distances", "transforms", "estimators", "evaluators", "executors")
 BASES: dict[str, type] = {"datasets": Dataset, "distances": Distance, "transforms": Transform,
-                          "estimators": Estimator, "evaluators": Evaluator}
+                          "estimators": Estimator, "evaluators": Evaluator, "executors": Executor}

@@ -91,3 +91,17 @@ def calibrate_register_evaluators(register: Register) -> None:
     evaluation matrices, targets) and returns a :class:`calibrate.types.EvaluationResult`:
     per-estimator results per target, extra report sections and files to write.
     """
+
+
+@hookspec
+def calibrate_register_executors(register: Register) -> None:
+    """Register executors (subclasses of :class:`calibrate.base.Executor`).
+
+    :param register: ``register(name, factory)``; call once per executor this plugin provides.
+
+    An executor runs independent pieces of work for the distance and fitting stages:
+    ``_map(function, items)`` returns ``[function(item) for item in items]`` in input order,
+    with results identical to that serial loop. It is used as a context manager around a run
+    (start workers in ``__enter__``, stop them in ``__exit__``). The recipe chooses one with
+    ``executor: {plugin: NAME, ...}``; the default is ``serial``.
+    """

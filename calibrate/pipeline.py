@@ -115,7 +115,7 @@ def versions(recipe: Recipe) -> dict[str, Any]:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = None
-    for spec in (recipe.data, recipe.distance, recipe.transform, *recipe.estimators, *recipe.evaluators):
+    for spec in (recipe.data, recipe.distance, recipe.transform, *recipe.estimators, *recipe.evaluators, recipe.executor):
         if spec is not None and spec.info.distribution:
             out[spec.info.distribution] = spec.info.version
     return out
@@ -134,6 +134,17 @@ def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
 def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResult:
     """Run every stage and write the outputs into ``recipe.output_dir`` atomically."""
     context = context or RunContext(seed=recipe.seed)
+    if recipe.executor is None or context.executor is not None:
+        return _run(recipe, context)
+    with recipe.executor.build() as executor:
+        context.executor = executor
+        try:
+            return _run(recipe, context)
+        finally:
+            context.executor = None
+
+
+def _run(recipe: Recipe, context: RunContext) -> RunResult:
     dataset = recipe.data.build()
     data = dataset.load(context)
     if isinstance(data, PatternSet):

@@ -16,6 +16,7 @@ A recipe::
       evaluators: [{plugin: fpr}]
     output: results/                       # or {dir: results/, plots: true}
     seed: 0
+    executor: {plugin: processes}          # serial (default), processes, dask
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ DEFAULT_TARGETS = (0.005, 0.0025, 0.001, 0.0005)
 #: used when a recipe names no estimator
 DEFAULT_ESTIMATORS: tuple[dict, ...] = ({"plugin": "class-interp"},)
 DEFAULT_EVALUATORS: tuple[dict, ...] = ({"plugin": "fpr"},)
-TOP_LEVEL = ("version", "data", "distance", "transform", "estimators", "evaluation", "output", "seed")
+TOP_LEVEL = ("version", "data", "distance", "transform", "estimators", "evaluation", "output", "seed", "executor")
 EVALUATION_KEYS = ("targets", "evaluators", "enrollment", "rotate")
 OUTPUT_KEYS = ("dir", "plots", "save_calibration")
 
@@ -76,6 +77,7 @@ class Recipe:
     plots: bool = True
     save_calibration: bool = True
     seed: int = 0
+    executor: ComponentSpec | None = None
     raw: dict = field(default_factory=dict)
 
 
@@ -218,8 +220,10 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise RecipeError(f"`seed:` must be an integer, got {seed!r}", source=source, where="seed")
 
+    executor = _component(registry, "executors", raw.get("executor") or {"plugin": "serial"}, "executor", source, base_dir)
+
     return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
                   estimators=estimators, evaluators=evaluators, targets=tuple(float(t) for t in targets_raw),
                   protocol=Protocol(enrollment, rotate), output_dir=out_dir.resolve(),
                   plots=output.get("plots", True), save_calibration=output.get("save_calibration", True),
-                  seed=seed, raw=raw)
+                  seed=seed, executor=executor, raw=raw)

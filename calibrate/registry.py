@@ -11,7 +11,7 @@ from .errors import PluginError, RecipeError
 from .params import ParamSpec, param_specs
 
 SINGULAR = {"datasets": "dataset", "distances": "distance", "transforms": "transform",
-            "estimators": "estimator", "evaluators": "evaluator"}
+            "estimators": "estimator", "evaluators": "evaluator", "executors": "executor"}
 
 
 @dataclass(frozen=True)

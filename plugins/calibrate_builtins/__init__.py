@@ -45,3 +45,12 @@ def calibrate_register_evaluators(register):
     from .fpr import FprEvaluator
 
     register("fpr", FprEvaluator)
+
+
+@hookimpl
+def calibrate_register_executors(register):
+    from .executors import Dask, Processes, Serial
+
+    register("serial", Serial)
+    register("processes", Processes)
+    register("dask", Dask)
