@@ -44,8 +44,10 @@ def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
         f = np.array([r.fpr for r in rows])
         err_lo = f - np.array([r.extra.get("fpr_ci_low", r.fpr) for r in rows])
         err_hi = np.array([r.extra.get("fpr_ci_high", r.fpr) for r in rows]) - f
-        shown = np.where(f > 0, f, lo)  # a zero FPR is drawn on the bottom edge
-        ax.errorbar(t, shown, yerr=[np.minimum(err_lo, shown - lo * 0.999), err_hi], marker="o", capsize=3, label=label)
+        shown = np.maximum(f, lo)  # a zero (or tiny) FPR is drawn on the bottom edge
+        below = np.clip(np.minimum(err_lo, shown - lo * 0.999), 0.0, None)
+        above = np.clip(err_hi - (shown - f), 0.0, None)
+        ax.errorbar(t, shown, yerr=[below, above], marker="o", capsize=3, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
