@@ -15,6 +15,10 @@ def calibrate_register_datasets(register):
     register("npz-patterns", NpzPatterns)
     register("score-matrix", ScoreMatrixDataset)
     register("synthetic-patterns", SyntheticPatterns)
+    from .image_sets import ExtendedYaleB, ImageSets
+
+    register("image-sets", ImageSets)
+    register("extended-yale-b", ExtendedYaleB)
 
 
 @hookimpl
@@ -22,6 +26,9 @@ def calibrate_register_distances(register):
     from .euclidean import Euclidean
 
     register("euclidean", Euclidean)
+    from .mutual_subspace import MutualSubspace
+
+    register("mutual-subspace", MutualSubspace)
 
 
 @hookimpl
@@ -30,6 +37,10 @@ def calibrate_register_transforms(register):
 
     register("identity", Identity)
     register("similarity-to-distance", SimilarityToDistance)
+    from .logit import NegLogComplement, ShiftedLogit
+
+    register("neg-log-complement", NegLogComplement)
+    register("shifted-logit", ShiftedLogit)
 
 
 @hookimpl

@@ -1,0 +1,173 @@
+"""Distance ``mutual-subspace``: canonical correlations between image sets (the paper's baseline).
+
+Each set is represented by the orthonormal basis ``P_i`` (D x k) of its first ``components``
+principal directions, and the distance between two sets is
+
+    delta = 1 - max_{u, v} (P_i u)^T (P_j v) = 1 - sigma_max(P_i^T P_j)
+
+i.e. one minus the cosine of the smallest principal angle between the two subspaces (Bjorck and
+Golub 1973; Fukui and Yamaguchi's mutual subspace method). Values lie in [0, 1]: 0 for sets whose
+subspaces share a direction (in particular d(A, A) = 0), 1 for orthogonal subspaces.
+
+Basis. Optionally every sample is scaled to unit L2 norm (``normalize``), then the set mean is
+subtracted (``center``), then the right singular vectors of the (samples x D) matrix give the
+principal directions (a thin SVD; no D x D covariance is formed).
+
+Few samples. A set has at most ``n - 1`` independent directions after centring (``n`` without),
+and possibly fewer if its samples are linearly dependent; numerical rank uses numpy's
+``matrix_rank`` tolerance, relative to the size of the data before centring. Such a set is represented by the directions it has,
+``min(rank, components)``: the distance is still 1 - the largest canonical correlation. When
+centring leaves nothing at all (a single sample, or all samples identical) the set falls back to
+its *uncentred* direction (the span of its samples). Both cases are reported once per call with
+``context.note``. A set whose samples are all zero vectors has no direction and is an error.
+
+Speed. Bases are stacked into one (sets*k x D) matrix; the k x k blocks ``P_i^T P_j`` for all
+pairs come from one matrix product per block of pairs, and their largest singular values from
+one batched ``numpy.linalg.svd``. Blocks are sized to stay within about 64 MB.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibrate.base import Distance, RunContext
+from calibrate.errors import DataError, ParameterError
+from calibrate.types import SetCollection
+
+#: memory budget for the k x k blocks of one batch (the product, its transpose and SVD workspace)
+_BLOCK_BYTES = 64 * 2**20
+
+
+def _numerical_rank(s: np.ndarray, shape: tuple[int, int], scale: float) -> int:
+    """numpy's matrix_rank rule, relative to ``scale`` (the size of the data before centring, so
+    that the rounding left by centring identical samples does not count as a direction)."""
+    if s.size == 0:
+        return 0
+    return int(np.count_nonzero(s > max(s[0], scale) * max(shape) * np.finfo(np.float64).eps))
+
+
+def _right_singular(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Singular values and right singular vectors (as rows) of Y by a thin SVD.
+
+    For the usual wide matrices (fewer samples than features) LAPACK is much faster on the
+    transpose, whose left singular vectors are Y's right singular vectors.
+    """
+    if Y.shape[0] < Y.shape[1]:
+        u, s, _ = np.linalg.svd(Y.T, full_matrices=False)
+        return s, u.T
+    _, s, vt = np.linalg.svd(Y, full_matrices=False)
+    return s, vt
+
+
+def subspace_basis(X: np.ndarray, components: int, center: bool = True,
+                   normalize: bool = True) -> tuple[np.ndarray, int, bool]:
+    """Orthonormal principal directions of one set as rows, shape (r, D) with r <= components.
+
+    Returns (basis, r, fell_back) where ``fell_back`` says that centring left no direction and
+    the uncentred one was used. Raises DataError when the set has no direction at all.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if normalize:
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    scale = float(np.linalg.norm(X))
+    Y = X - X.mean(axis=0) if center else X
+    s, vt = _right_singular(Y)
+    rank = _numerical_rank(s, Y.shape, scale)
+    fell_back = False
+    if rank == 0 and center:
+        s, vt = _right_singular(X)
+        rank = _numerical_rank(s, X.shape, scale)
+        fell_back = True
+    if rank == 0:
+        raise DataError("all samples are zero vectors, so the set spans no direction")
+    r = min(rank, components)
+    return vt[:r], r, fell_back
+
+
+class MutualSubspace(Distance):
+    """1 - the largest canonical correlation between the sets' principal subspaces.
+
+    :param components: principal directions per set (the paper's d_p = 6).
+    :param center: subtract each set's mean before PCA.
+    :param normalize: scale every sample to unit L2 norm before PCA.
+    """
+
+    def __init__(self, *, components: int = 6, center: bool = True, normalize: bool = True):
+        if isinstance(components, bool) or not isinstance(components, (int, np.integer)) or components < 1:
+            raise ParameterError(f"components must be a positive integer (principal directions per set), got {components!r}")
+        self.components, self.center, self.normalize = int(components), center, normalize
+
+    def _bases(self, sets: SetCollection, cache: dict, stats: dict) -> np.ndarray:
+        """(n_sets, k, D) bases, rows zero-padded for sets with fewer than k directions."""
+        k = self.components
+        dims = {np.shape(s)[1] if np.ndim(s) == 2 else None for s in sets.samples}
+        if None in dims:
+            bad = next(i for i, s in enumerate(sets.samples) if np.ndim(s) != 2)
+            raise DataError(f"mutual-subspace: set {sets.ids[bad]} is not a 2-D array (samples x features)")
+        if len(dims) != 1:
+            raise DataError(f"mutual-subspace: sets have different feature dimensions {sorted(dims)}; "
+                            "all samples must have the same length (for images: give the dataset `resize:`)")
+        D = dims.pop()
+        out = np.zeros((len(sets), k, D))
+        for i, samples in enumerate(sets.samples):
+            key = id(samples)
+            if key not in cache:
+                if np.shape(samples)[0] == 0:
+                    raise DataError(f"mutual-subspace: set {sets.ids[i]} has no samples")
+                if not np.all(np.isfinite(samples)):
+                    raise DataError(f"mutual-subspace: set {sets.ids[i]} contains NaN or infinite values")
+                try:
+                    basis, r, fell_back = subspace_basis(samples, k, self.center, self.normalize)
+                except DataError as exc:
+                    raise DataError(f"mutual-subspace: set {sets.ids[i]}: {exc}") from None
+                cache[key] = (samples, basis)  # keep `samples` alive so its id is not reused
+                if r < k:
+                    stats["short"].append((str(sets.ids[i]), r, np.shape(samples)[0]))
+                if fell_back:
+                    stats["fallback"].append(str(sets.ids[i]))
+            basis = cache[key][1]
+            out[i, :basis.shape[0]] = basis
+        return out
+
+    def _pairwise(self, probes: SetCollection, gallery: SetCollection, context: RunContext) -> np.ndarray:
+        k = self.components
+        cache: dict = {}
+        stats: dict = {"short": [], "fallback": []}
+        bp = self._bases(probes, cache, stats)
+        bg = self._bases(gallery, cache, stats)
+        if bp.shape[2] != bg.shape[2]:
+            raise DataError(f"mutual-subspace: probe sets have {bp.shape[2]} features, gallery sets {bg.shape[2]}")
+        self._report(stats, len(cache), context)
+
+        p, g, D = bp.shape[0], bg.shape[0], bp.shape[2]
+        pairs = max(1, _BLOCK_BYTES // (4 * k * k * 8))
+        gb = min(g, max(1, pairs // p))
+        pb = p if gb > 1 or p <= pairs else pairs
+        flat_p = bp.reshape(p * k, D)
+        flat_g = bg.reshape(g * k, D)
+        out = np.empty((p, g))
+        for i0 in range(0, p, pb):
+            i1 = min(p, i0 + pb)
+            for j0 in range(0, g, gb):
+                j1 = min(g, j0 + gb)
+                blocks = flat_p[i0 * k:i1 * k] @ flat_g[j0 * k:j1 * k].T
+                blocks = blocks.reshape(i1 - i0, k, j1 - j0, k).transpose(0, 2, 1, 3)
+                out[i0:i1, j0:j1] = np.linalg.svd(blocks, compute_uv=False)[..., 0]
+        return 1.0 - np.clip(out, 0.0, 1.0)
+
+    def _report(self, stats: dict, n_sets: int, context: RunContext) -> None:
+        short, fallback = stats["short"], stats["fallback"]
+        if not short:
+            return
+        k = self.components
+        what = "after centring" if self.center else "of their samples"
+        smallest = min(short, key=lambda t: t[1])
+        msg = (f"mutual-subspace: {len(short)} of {n_sets} sets have fewer than components={k} independent "
+               f"directions {what}; they use the directions they have (smallest: {smallest[1]} for set "
+               f"{smallest[0]} with {smallest[2]} sample(s))")
+        if fallback:
+            msg += (f"; {len(fallback)} set(s) had no direction left after centring (a single sample or identical "
+                    f"samples) and use their uncentred direction instead: {', '.join(fallback[:5])}"
+                    f"{' ...' if len(fallback) > 5 else ''}")
+        context.note(msg)
