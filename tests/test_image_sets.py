@@ -212,6 +212,15 @@ def test_yale_fixture(yale):
         assert part in note
 
 
+def test_yale_interleaved_grouping_deals_directions_out_in_turn(yale):
+    with pytest.warns(UserWarning, match="interleaved"):
+        data = ExtendedYaleB(path=yale, resize=None, sets=4, grouping="interleaved").load()
+    vals = values_of(data)
+    # 8 sorted directions dealt to 4 sets: light k goes to set k % 4 + 1, so every set spans the lighting range
+    for s in range(4):
+        assert vals[("yaleB01", str(s + 1))] == [10 * k + 1 for k in (s, s + 4)]
+
+
 def test_yale_default_resize_and_sets(yale):
     with pytest.warns(UserWarning):
         data = ExtendedYaleB(path=yale, resize=[3, 2], sets=8).load()
