@@ -46,9 +46,11 @@ def calibrate_register_transforms(register):
 @hookimpl
 def calibrate_register_estimators(register):
     from .interp import ClassInterp, GenericInterp
+    from .ncx2_grid import Ncx2Grid
 
     register("generic-interp", GenericInterp)
     register("class-interp", ClassInterp)
+    register("ncx2-grid", Ncx2Grid)
 
 
 @hookimpl

@@ -1,0 +1,348 @@
+"""Estimator ``ncx2-grid``: the paper's Algorithm 1, a non-central chi-square fit per class.
+
+Model. For one enrolled class, the training impostor distances delta_1..delta_N are taken to be
+``delta = sigma * sqrt(X)`` with ``X ~ chi'^2(dim, lambda)`` (the paper's Eq. 3). The threshold
+at target FPR ``e`` is the model's e-quantile of delta::
+
+    tau(e) = sigma * sqrt(F^-1(e; dim, lambda))        F = non-central chi-square CDF
+
+Fit (Algorithm 1). For every integer ``dim`` in [dim_low, dim_high] (ascending) and every sigma
+of the grid (ascending):
+
+* ``X_i = (delta_i / sigma)^2``;
+* ``lambda = max(mean(X) - dim, mean(X) / (1 + dim))`` (Li et al.'s estimator with beta = 1/(1+dim),
+  applied to the scaled squared distances, as the issue fixes it; the paper writes the mean of
+  the raw distances);
+* the empirical CDF ``phi_ref(i) = #{j : delta_j <= delta_i}`` (ties count fully) and the model
+  CDF ``phi(i) = F(X_i; dim, lambda)`` are compared at every training point;
+* the triple with the best fit score is kept; ties go to the first in loop order (dim
+  ascending, then sigma ascending).
+
+Fit scores (``score``):
+
+* ``ncc`` (default, Algorithm 1): the Pearson correlation of the two vectors,
+  ``sum(a_i b_i) / (|a| |b|)`` with ``a = phi_ref - mean(phi_ref)`` and ``b = phi - mean(phi)``.
+  Higher is better, at most 1.
+* ``bhattacharyya`` (the paper's text): each sampled CDF vector is divided by its sum and treated
+  as a discrete distribution p, q over the training points; the score is the Bhattacharyya
+  coefficient ``sum_i sqrt(p_i q_i)`` (in [0, 1], higher is better; the Bhattacharyya distance is
+  ``-ln`` of it, so maximising one minimises the other).
+
+A grid point whose model CDF is constant over the training points (e.g. all 0 or all 1 because
+sigma is far off) cannot be scored and never wins; a class where no grid point can be scored is
+a DataError that names the class.
+
+Scaling (``scaling``). The paper divides in its text (``(delta/sigma)^2 ~ chi'^2``) but Algorithm 1
+writes ``CumDensity({sigma delta})``. ``divide`` (default) uses ``X = (delta/sigma)^2`` and
+``tau = sigma sqrt(F^-1)``; ``multiply`` is Algorithm 1 literally: ``X = (sigma delta)^2`` and
+``tau = sqrt(F^-1) / sigma``. The issue asks for Algorithm 1 where the sources disagree, but its
+own formulas for X, lambda and the threshold are in the divide form, so divide is the default;
+it also keeps sigma in distance units, which makes models.csv readable. The two are the same
+model under ``sigma_multiply = 1 / sigma_divide``: a grid G in one mode and the grid 1/G in the
+other produce the same set of X vectors and hence the same fit and thresholds (only the order
+in which exact ties are broken differs). The reciprocal of a log-spaced grid is again log-spaced,
+and the default (derived) ranges of the two modes are reciprocals of each other, so with the
+default ``spacing: log`` both modes give the same thresholds (so do hand-given bounds, which are read
+in the chosen mode's units, when one mode's bounds are the reciprocals of the other's). They
+differ only with ``spacing: linear``: the reciprocal of an evenly spaced grid is not evenly spaced.
+
+Default sigma range (``sigma.low`` / ``sigma.high`` omitted). Derived from the class's own training
+distances only (and the dim range). With ``m = mean(delta^2)`` and ``v = var(delta^2)``, the
+method-of-moments scale for ``dim = k`` (divide units) solves ``mean(X) = k + lambda``,
+``var(X) = 2k + 4 lambda``::
+
+    sigma_k^2 = (m - sqrt(m^2 - k v / 2)) / k      if m^2 > k v / 2
+    sigma_k^2 = m / k                              otherwise (data as dispersed as a central chi^2)
+
+In divide units the range is::
+
+    low  = min_k sigma_k / 2             (k over the integers in the dim range)
+    high = 2 sqrt(m / dim_low)           (mean(X) = dim_low / 4)
+
+so that mean(X) = m / sigma^2 spans ``[dim_low / 4, max(4 dim_high, 4 m / min_k sigma_k^2)]``. For
+widely dispersed data (sigma_k^2 = m / k) this is ``[dim_low / 4, 4 dim_high]``; for concentrated data
+(real impostor distances: mean(X) in the hundreds) the lower end follows the spread, where a
+range fixed by dim alone would miss the fit entirely. The upper end (near-central models) stays,
+because with few samples the best NCC fit is often nearly central even when the data were drawn
+with a large lambda. In multiply mode the bounds are the reciprocals. When a class's best sigma
+lies on the edge of its grid the run records a note.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from typing import Any, Literal, Sequence
+
+import numpy as np
+from scipy import special
+
+from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.errors import DataError, ParameterError
+from calibrate.types import ImpostorDistances
+
+Score = Literal["ncc", "bhattacharyya"]
+Scaling = Literal["divide", "multiply"]
+
+SIGMA_KEYS = ("low", "high", "steps", "spacing")
+SIGMA_DEFAULTS: dict[str, Any] = {"low": None, "high": None, "steps": 100, "spacing": "log"}
+
+#: elements of one (sigmas x points) block; bounds the memory of a fit (a few arrays of this size)
+_BLOCK = 1 << 21
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_dim(dim: Any) -> tuple[int, int]:
+    """``[low, high]`` as two integers with 1 <= low <= high, or a ParameterError."""
+    if not isinstance(dim, (list, tuple)) or len(dim) != 2:
+        raise ParameterError(f"dim must be a list of two integers [low, high] (inclusive), e.g. [15, 22]; got {dim!r}")
+    if not all(_is_int(v) for v in dim):
+        raise ParameterError(f"dim must hold whole numbers (degrees of freedom), e.g. [15, 22]; got {dim!r}")
+    low, high = int(dim[0]), int(dim[1])
+    if low < 1:
+        raise ParameterError(f"dim low must be at least 1 degree of freedom; got {dim!r}")
+    if low > high:
+        raise ParameterError(f"dim low ({low}) is greater than dim high ({high}); give [low, high]")
+    return low, high
+
+
+def check_sigma(sigma: Any) -> dict[str, Any]:
+    """The ``sigma`` mapping with defaults filled in, or a ParameterError."""
+    if sigma is None:
+        return dict(SIGMA_DEFAULTS)
+    if not isinstance(sigma, dict):
+        raise ParameterError(f"sigma must be a mapping {{low, high, steps, spacing}} or omitted; got {sigma!r}")
+    unknown = sorted(str(k) for k in sigma if k not in SIGMA_KEYS)
+    if unknown:
+        raise ParameterError(f"sigma: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(SIGMA_KEYS)}")
+    spec = {**SIGMA_DEFAULTS, **sigma}
+    for key in ("low", "high"):
+        value = spec[key]
+        if value is not None and not (_is_number(value) and math.isfinite(value) and value > 0):
+            raise ParameterError(f"sigma.{key} must be a positive number (or omitted to derive it from the data); got {value!r}")
+        spec[key] = None if value is None else float(value)
+    if spec["low"] is not None and spec["high"] is not None and spec["low"] > spec["high"]:
+        raise ParameterError(f"sigma.low ({spec['low']:g}) is greater than sigma.high ({spec['high']:g})")
+    if not _is_int(spec["steps"]) or spec["steps"] < 1:
+        raise ParameterError(f"sigma.steps must be a whole number >= 1; got {spec['steps']!r}")
+    spec["steps"] = int(spec["steps"])
+    if spec["spacing"] not in ("log", "linear"):
+        raise ParameterError(f"sigma.spacing must be 'log' or 'linear'; got {spec['spacing']!r}")
+    return spec
+
+
+def moment_sigmas(distances: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """Method-of-moments scale (divide units) for each dim; see the module docstring."""
+    d2 = np.square(np.asarray(distances, dtype=np.float64))
+    m, v = float(d2.mean()), float(d2.var())
+    k = np.asarray(dims, dtype=np.float64)
+    disc = m * m - k * v / 2.0
+    # m - sqrt(disc) written as (k v / 2) / (m + sqrt(disc)) to avoid cancellation when v is small
+    moment = (v / 2.0) / (m + np.sqrt(np.maximum(disc, 0.0)))
+    return np.sqrt(np.where(disc > 0, moment, m / k))
+
+
+def sigma_grid(distances: np.ndarray, spec: dict[str, Any] | None, dims: Sequence[int] = (15, 22),
+               scaling: Scaling = "divide") -> np.ndarray:
+    """The ascending sigma grid for one class.
+
+    :param distances: that class's training impostor distances (at least one positive).
+    :param spec: the ``sigma`` parameter (checked with :func:`check_sigma`; None for defaults).
+    :param dims: ``(dim_low, dim_high)``; used only for bounds derived from the data.
+    :param scaling: the mode whose units the bounds are in.
+    """
+    spec = check_sigma(spec)
+    low, high = spec["low"], spec["high"]
+    if low is None or high is None:
+        moments = moment_sigmas(distances, range(int(dims[0]), int(dims[1]) + 1))
+        m = float(np.mean(np.square(np.asarray(distances, dtype=np.float64))))
+        lo_div, hi_div = moments.min() / 2.0, 2.0 * math.sqrt(m / int(dims[0]))
+        lo_auto, hi_auto = (lo_div, hi_div) if scaling == "divide" else (1.0 / hi_div, 1.0 / lo_div)
+        low = lo_auto if low is None else low
+        high = hi_auto if high is None else high
+        if low > high:
+            raise DataError(f"sigma range [{low:.6g}, {high:.6g}] is empty: the bound derived from the training "
+                            "distances falls on the wrong side of the one given; give both sigma.low and sigma.high")
+    steps = spec["steps"]
+    if spec["spacing"] == "log":
+        return np.asarray([math.sqrt(low * high)]) if steps == 1 else np.geomspace(low, high, steps)
+    return np.asarray([(low + high) / 2.0]) if steps == 1 else np.linspace(low, high, steps)
+
+
+def check_class_distances(distances: np.ndarray) -> np.ndarray:
+    d = np.asarray(distances, dtype=np.float64).ravel()
+    if d.size == 0 or not np.any(d > 0):
+        raise DataError(f"all {d.size} training distances are zero; a scale cannot be fitted to them")
+    if np.unique(d).size < 2:
+        raise DataError(f"all {d.size} training distances are equal ({d[0]:.6g}); the fit needs at least 2 distinct distances")
+    return d
+
+
+def _scores(phi_ref: np.ndarray, phi: np.ndarray, score: Score) -> np.ndarray:
+    """Fit score of each row of ``phi`` against ``phi_ref`` (-inf where undefined)."""
+    if score == "ncc":
+        a = phi_ref - phi_ref.mean()
+        b = phi - phi.mean(axis=1, keepdims=True)
+        num = b @ a
+        den = np.linalg.norm(a) * np.linalg.norm(b, axis=1)
+    else:
+        p = phi_ref / phi_ref.sum()
+        num = np.sqrt(phi) @ np.sqrt(p)
+        den = np.sqrt(phi.sum(axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = num / den
+    return np.where((den > 0) & np.isfinite(out), out, -np.inf)
+
+
+def fit_class(distances: np.ndarray, dims: Sequence[int], sigmas: np.ndarray, score: Score = "ncc",
+              scaling: Scaling = "divide") -> tuple[int, float, float, float]:
+    """Algorithm 1 for one class: the best ``(dim, sigma, lambda, fit_score)``.
+
+    :param distances: training impostor distances (>= 2 distinct values, not all zero).
+    :param dims: the degrees of freedom to try, in loop order (e.g. ``range(15, 23)``).
+    :param sigmas: the sigma values to try, in loop order (positive).
+    :param score: ``ncc`` or ``bhattacharyya`` (see the module docstring).
+    :param scaling: ``divide`` (X = (delta/sigma)^2) or ``multiply`` (X = (sigma delta)^2).
+    """
+    d = check_class_distances(distances)
+    sigmas = np.asarray(sigmas, dtype=np.float64).ravel()
+    if sigmas.size == 0 or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
+        raise DataError("the sigma grid must be non-empty, finite and positive")
+    phi_ref = np.searchsorted(np.sort(d), d, side="right").astype(np.float64)
+    d2 = d * d
+    factors = 1.0 / sigmas**2 if scaling == "divide" else sigmas**2  # X = factor * delta^2
+    block = max(1, _BLOCK // d.size)
+    best = (-np.inf, 0, 0.0, 0.0)
+    for dim in dims:
+        for start in range(0, sigmas.size, block):
+            f = factors[start:start + block]
+            X = f[:, None] * d2[None, :]
+            mean_x = X.mean(axis=1)
+            lam = np.maximum(mean_x - dim, mean_x / (1.0 + dim))
+            s = _scores(phi_ref, special.chndtr(X, dim, lam[:, None]), score)
+            j = int(np.argmax(s))  # first maximum: loop order breaks ties
+            if s[j] > best[0]:
+                best = (float(s[j]), int(dim), float(sigmas[start + j]), float(lam[j]))
+    if not np.isfinite(best[0]):
+        raise DataError(f"no grid point gives a usable model CDF (sigma {sigmas.min():.6g}..{sigmas.max():.6g} puts every "
+                        "training distance where the model CDF is flat); widen or move sigma: {low, high}")
+    fit_score, dim, sigma, lam = best
+    return dim, sigma, lam, fit_score
+
+
+def _fit_item(item: tuple[str, np.ndarray], dims: tuple[int, int], spec: dict[str, Any], score: Score,
+              scaling: Scaling) -> tuple[int, float, float, float, bool]:
+    """One class, named in any error; module-level so that process executors can pickle it."""
+    name, distances = item
+    try:
+        d = check_class_distances(distances)
+        grid = sigma_grid(d, spec, dims, scaling)
+        dim, sigma, lam, fit_score = fit_class(d, range(dims[0], dims[1] + 1), grid, score, scaling)
+    except DataError as exc:
+        raise DataError(f"estimator ncx2-grid, class {name!r}: {exc}") from None
+    on_edge = grid.size > 1 and sigma in (grid[0], grid[-1])
+    return dim, sigma, lam, fit_score, on_edge
+
+
+class Ncx2GridModel(FittedModel):
+    """Per class: ``dim``, ``sigma``, ``lambda`` and the fit score of the winning grid point."""
+
+    def __init__(self, classes, dim, sigma, lam, fit_score, scaling: Scaling = "divide", score: Score = "ncc"):
+        super().__init__(classes)
+        self.dim = np.asarray(dim, dtype=np.int64)
+        self.sigma = np.asarray(sigma, dtype=np.float64)
+        self.lam = np.asarray(lam, dtype=np.float64)
+        self.fit_score = np.asarray(fit_score, dtype=np.float64)
+        self.scaling = scaling
+        self.score = score
+        n = len(self.classes)
+        for name, arr in (("dim", self.dim), ("sigma", self.sigma), ("lambda", self.lam), ("fit_score", self.fit_score)):
+            if arr.shape != (n,):
+                raise DataError(f"ncx2-grid model: {name} has shape {arr.shape}, expected ({n},) for {n} classes")
+        if scaling not in ("divide", "multiply"):
+            raise DataError(f"ncx2-grid model: unknown scaling {scaling!r}")
+
+    def _scale(self, rows: np.ndarray) -> np.ndarray:
+        """Distance per unit sqrt(X): delta = scale * sqrt(X)."""
+        return self.sigma[rows] if self.scaling == "divide" else 1.0 / self.sigma[rows]
+
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        rows = np.arange(len(self.classes)) if rows is None else np.asarray(rows, dtype=np.int64)
+        targets = np.asarray(targets, dtype=np.float64)
+        order = np.argsort(targets, kind="stable")
+        q = special.chndtrix(targets[order][None, :], self.dim[rows][:, None], self.lam[rows][:, None])
+        # guard against root-finder jitter: thresholds never decrease as the target FPR grows
+        q = np.maximum.accumulate(np.maximum(q, 0.0), axis=1)
+        out = np.empty_like(q)
+        out[:, order] = self._scale(rows)[:, None] * np.sqrt(q)
+        return out
+
+    def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
+        """Model CDF of the distance for class ``row``: P(delta <= x) = F((x / scale)^2; dim, lambda)."""
+        x = np.asarray(x, dtype=np.float64)
+        X = np.square(np.maximum(x, 0.0) / self._scale(np.asarray(row)))
+        return special.chndtr(X, self.dim[row], self.lam[row])
+
+    def parameters(self) -> list[dict[str, Any]]:
+        return [{"class": c, "dim": int(k), "sigma": float(s), "lambda": float(l), "fit_score": float(f)}
+                for c, k, s, l, f in zip(self.classes, self.dim, self.sigma, self.lam, self.fit_score)]
+
+    def to_state(self) -> dict[str, Any]:
+        return {"classes": list(self.classes), "dim": self.dim.tolist(), "sigma": self.sigma.tolist(),
+                "lambda": self.lam.tolist(), "fit_score": self.fit_score.tolist(),
+                "scaling": self.scaling, "score": self.score}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Ncx2GridModel":
+        return cls(state["classes"], state["dim"], state["sigma"], state["lambda"], state["fit_score"],
+                   scaling=state.get("scaling", "divide"), score=state.get("score", "ncc"))
+
+
+class Ncx2Grid(Estimator):
+    """Class-specific thresholds from a non-central chi-square fitted by grid search (the paper's Algorithm 1).
+
+    :param dim: [low, high] degrees of freedom to try (integers, inclusive); the paper uses [15, 22] for faces.
+    :param sigma: {low, high, steps, spacing: log|linear} sigma grid; omitted bounds are derived per class from its distances (default steps 100, log).
+    :param score: fit score: ncc (Algorithm 1, correlation of the CDFs) or bhattacharyya (the paper's text).
+    :param scaling: divide (X = (delta/sigma)^2, default) or multiply (X = (sigma delta)^2, Algorithm 1 literally).
+    """
+
+    model_class = Ncx2GridModel
+
+    def __init__(self, *, dim: list[int] = [15, 22], sigma: dict | None = None,  # noqa: B006 - never mutated
+                 score: Score = "ncc", scaling: Scaling = "divide"):
+        self._dims = check_dim(dim)
+        self._sigma_spec = check_sigma(sigma)
+        if score not in ("ncc", "bhattacharyya"):
+            raise ParameterError(f"score must be 'ncc' or 'bhattacharyya'; got {score!r}")
+        if scaling not in ("divide", "multiply"):
+            raise ParameterError(f"scaling must be 'divide' or 'multiply'; got {scaling!r}")
+        self.dim = list(dim)
+        self.sigma = None if sigma is None else dict(sigma)
+        self.score = score
+        self.scaling = scaling
+
+    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
+        work = functools.partial(_fit_item, dims=self._dims, spec=self._sigma_spec, score=self.score,
+                                 scaling=self.scaling)
+        items = [(c, np.asarray(impostors.of(i))) for i, c in enumerate(impostors.classes)]
+        # chunks, so that progress is real with or without an executor and each chunk still runs in parallel
+        size = max(8, -(-len(items) // 20))
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        fits: list[tuple] = []
+        for chunk in context.track(chunks, f"ncx2-grid: fitting {len(items)} classes", len(chunks)):
+            fits.extend(context.map(work, chunk))
+        dim, sigma, lam, fit_score, on_edge = (list(col) for col in zip(*fits))
+        edge = [c for c, e in zip(impostors.classes, on_edge) if e]
+        if edge:
+            context.note(f"ncx2-grid: for {len(edge)} of {len(items)} classes (e.g. {edge[0]!r}) the best sigma lies on "
+                         "the edge of the sigma grid, so the optimum may lie outside it; widen sigma: {low, high}")
+        return Ncx2GridModel(impostors.classes, dim, sigma, lam, fit_score, scaling=self.scaling, score=self.score)
