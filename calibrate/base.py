@@ -101,6 +101,11 @@ class Distance(Component, ABC):
                  context: RunContext | None = None) -> np.ndarray:
         if len(probes) == 0 or len(gallery) == 0:
             raise DataError(f"{type(self).__name__}: nothing to compare ({len(probes)} probe sets, {len(gallery)} gallery sets)")
+        for role, sets in (("probe", probes), ("gallery", gallery)):
+            for samples, set_id in zip(sets.samples, sets.ids):
+                if not np.all(np.isfinite(samples)):
+                    raise DataError(f"{type(self).__name__}: {role} set {set_id} contains NaN or infinite values; "
+                                    "clean or drop those samples")
         out = np.asarray(self._pairwise(probes, gallery, context or RunContext()), dtype=np.float64)
         if out.shape != (len(probes), len(gallery)):
             raise DataError(f"{type(self).__name__} returned shape {out.shape}, expected {(len(probes), len(gallery))}")

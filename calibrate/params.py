@@ -94,6 +94,9 @@ def coerce(value: Any, tp: Any, where: str, base_dir: Path | None = None) -> Any
             return None
         raise ParameterError(f"{where}: expected null, got {value!r}")
     if origin in (Union, types.UnionType):
+        others = [a for a in get_args(tp) if a is not type(None)]
+        if value is not None and len(others) == 1:  # `X | None` given a value: X's own message (e.g. a missing file)
+            return coerce(value, others[0], where, base_dir)
         errors = []
         for arg in get_args(tp):
             try:

@@ -61,7 +61,10 @@ class Registry:
         if not (inspect.isclass(info.factory) and issubclass(info.factory, base)):
             raise PluginError(f"plugin {info.plugin!r} registered {SINGULAR[info.kind]} {info.name!r} as "
                               f"{info.factory!r}, which is not a subclass of calibrate.base.{base.__name__}")
-        param_specs(info.factory)  # fails loudly on **kwargs
+        try:
+            param_specs(info.factory)  # fails loudly on **kwargs
+        except TypeError as exc:
+            raise PluginError(f"plugin {info.plugin!r} registered {SINGULAR[info.kind]} {info.name!r}: {exc}") from None
         existing = self.components[info.kind].get(info.name)
         if existing is not None:
             raise PluginError(f"{SINGULAR[info.kind]} {info.name!r} is registered twice: by plugin {existing.plugin!r} "

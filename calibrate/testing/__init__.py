@@ -1,0 +1,131 @@
+"""Conformance kit for plugin authors (after scikit-learn's ``parametrize_with_checks``).
+
+In your plugin's test suite::
+
+    from calibrate.testing import parametrize_with_checks
+
+    @parametrize_with_checks([
+        ("estimator", "quantile-shift", {"weight": 0.25}),        # by registered name
+        ("estimator", QuantileShift, {}),                         # or by class
+        ComponentCase("dataset", MyDataset, make_params=write_sample),
+    ])
+    def test_conformance(component, check, tmp_path):
+        check(component, tmp_path)
+
+or, without pytest, ``check_component("estimator", QuantileShift, {"weight": 0.25})``, which
+runs every check and raises :class:`AssertionError` listing the failures. The checks and what
+they require are listed in ``docs/plugins.md`` ("Testing your plugin").
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .checks import (SEED, TARGETS, CheckSkipped, ComponentCase, checks_for, make_evaluation_input, make_impostors,
+                     make_score_matrix, make_sets, normalise_kind)
+
+__all__ = ["CheckSkipped", "ComponentCase", "SEED", "TARGETS", "as_case", "check_component", "checks_for",
+           "make_evaluation_input", "make_impostors", "make_score_matrix", "make_sets", "parametrize_with_checks"]
+
+
+def as_case(component: Any, registry=None) -> ComponentCase:
+    """A :class:`ComponentCase` from a case, a ``(kind, name_or_class[, params])`` tuple, or a
+    ComponentInfo-like object (with ``kind``, ``name`` and ``factory``; built with default parameters).
+
+    A name is looked up in ``registry`` (default: :func:`calibrate.manager.build_registry`, i.e.
+    the installed plugins)."""
+    if isinstance(component, ComponentCase):
+        return component
+    if isinstance(component, tuple):
+        if len(component) not in (2, 3):
+            raise TypeError(f"expected (kind, name_or_class) or (kind, name_or_class, params), got {component!r}")
+        kind, target = normalise_kind(component[0]), component[1]
+        params = component[2] if len(component) == 3 else {}
+        if isinstance(target, str):
+            if registry is None:
+                from ..manager import build_registry
+
+                registry = build_registry()
+            return ComponentCase(kind, registry.get(kind, target).factory, params, name=target)
+        return ComponentCase(kind, target, params)
+    if all(hasattr(component, a) for a in ("kind", "name", "factory")):
+        return ComponentCase(component.kind, component.factory, {}, name=component.name)
+    raise TypeError(f"cannot check {component!r}: give a ComponentCase, a (kind, name, params) tuple or a ComponentInfo")
+
+
+class _PytestCheck:
+    """A check as handed to the test function: ``check(component, tmp_path=None)``; a
+    :class:`CheckSkipped` becomes ``pytest.skip``."""
+
+    def __init__(self, function: Callable):
+        self.function = function
+        self.__name__ = function.__name__
+        self.__doc__ = function.__doc__
+
+    def __call__(self, component: ComponentCase, tmp_path: Path | None = None) -> None:
+        import pytest
+
+        try:
+            self.function(component, tmp_path)
+        except CheckSkipped as exc:
+            pytest.skip(str(exc))
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def parametrize_with_checks(components: Iterable[Any], *, registry=None):
+    """A ``pytest.mark.parametrize`` over every (component, check) pair, with ids
+    ``KIND:NAME-check_name``. The decorated test receives ``component`` and ``check`` and calls
+    ``check(component, tmp_path)``. Checks named in a case's ``skip`` are marked skipped."""
+    import pytest
+
+    cases = []
+    for c in components:
+        if registry is None and isinstance(c, tuple) and len(c) >= 2 and isinstance(c[1], str):
+            from ..manager import build_registry
+
+            registry = build_registry()
+        cases.append(as_case(c, registry))
+    params = []
+    for case in cases:
+        for check in checks_for(case.kind):
+            marks = [pytest.mark.skip(reason=case.skip[check.__name__])] if check.__name__ in case.skip else []
+            params.append(pytest.param(case, _PytestCheck(check), marks=marks, id=f"{case.id}-{check.__name__}"))
+    return pytest.mark.parametrize(("component", "check"), params)
+
+
+def check_component(kind: str, factory: type, params: Mapping[str, Any] | None = None, *,
+                    make_params: Callable[[Path], Mapping[str, Any]] | None = None, skip: Mapping[str, str] | None = None,
+                    options: Mapping[str, Any] | None = None, name: str | None = None,
+                    tmp_path: Path | None = None) -> dict[str, str]:
+    """Run every check for one component; returns ``{check: "passed" | "skipped: why"}``.
+
+    Raises :class:`AssertionError` naming every failed check (the first failure is chained)."""
+    case = ComponentCase(kind, factory, params or {}, name=name, make_params=make_params, skip=skip or {},
+                         options=options or {})
+    outcome: dict[str, str] = {}
+    failures: list[tuple[str, BaseException]] = []
+    for check in checks_for(case.kind):
+        if check.__name__ in case.skip:
+            outcome[check.__name__] = f"skipped: {case.skip[check.__name__]}"
+            continue
+        try:
+            check(case, None if tmp_path is None else Path(tmp_path) / check.__name__)
+        except CheckSkipped as exc:
+            outcome[check.__name__] = f"skipped: {exc}"
+        except Exception as exc:  # noqa: BLE001 - collected and reported together
+            outcome[check.__name__] = f"failed: {type(exc).__name__}: {exc}"
+            failures.append((check.__name__, exc))
+        else:
+            outcome[check.__name__] = "passed"
+    if failures:
+        lines = [f"{case.id} fails {len(failures)} conformance check(s):"]
+        for check_name, exc in failures:
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            lines.append(f"  {check_name}: {type(exc).__name__}: {exc} [{Path(where.filename).name}:{where.lineno}]")
+        raise AssertionError("\n".join(lines)) from failures[0][1]
+    return outcome

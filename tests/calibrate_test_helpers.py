@@ -1,0 +1,57 @@
+"""Small generators shared by the core tests (not collected by pytest)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CALIBRATE = Path(sys.executable).with_name("calibrate")
+
+
+def make_scores(seed: int = 0, n_classes: int = 8, probes_per_class: int = 6, kind: str = "similarity",
+                impostor_probes: int = 0) -> tuple[np.ndarray, list[str], list[str]]:
+    """A probe x gallery score matrix: genuine pairs score high (similarity) or low (distance).
+    ``impostor_probes`` extra rows of a class that is not enrolled."""
+    rng = np.random.default_rng(seed)
+    gallery = [f"id{c:02d}" for c in range(n_classes)]
+    probes = [g for g in gallery for _ in range(probes_per_class)] + ["outsider"] * impostor_probes
+    genuine = np.array(probes)[:, None] == np.array(gallery)[None, :]
+    sim = np.where(genuine, rng.beta(6, 2, genuine.shape), rng.beta(2, 6, genuine.shape))
+    values = np.round(sim if kind == "similarity" else 1.0 - sim, 6)
+    return values, probes, gallery
+
+
+def write_scores(path: Path, values: np.ndarray, probes: list[str], gallery: list[str], fmt=repr) -> Path:
+    lines = ["," + ",".join(gallery)]
+    for p, row in zip(probes, values):
+        lines.append(p + "," + ",".join(fmt(float(v)) for v in row))
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+def write_recipe(path: Path, recipe: dict | str) -> Path:
+    text = recipe if isinstance(recipe, str) else yaml.safe_dump(recipe, sort_keys=False)
+    Path(path).write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def score_recipe(csv: Path, out: Path, estimators=({"plugin": "generic-interp"}, {"plugin": "class-interp"}),
+                 targets=(0.05, 0.02, 0.01), **data) -> dict:
+    return {"version": 1,
+            "data": {"plugin": "score-matrix", "path": str(csv), "kind": "similarity", **data},
+            "transform": {"plugin": "similarity-to-distance", "upper": 1.0},
+            "estimators": [dict(e) for e in estimators],
+            "evaluation": {"targets": list(targets)},
+            "output": {"dir": str(out), "plots": False}}
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The installed `calibrate` script in a subprocess (third-party plugin autoload as in the environment)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([str(CALIBRATE), *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=300)

@@ -1,0 +1,169 @@
+"""Built-in datasets score-matrix and npz-patterns on small generated files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibrate.base import RunContext, ScoreSplit
+from calibrate.errors import DataError
+from calibrate.types import PatternSet
+from calibrate_builtins.npz_patterns import NpzPatterns
+from calibrate_builtins.score_matrix import ScoreMatrixDataset
+
+from calibrate_test_helpers import make_scores, write_scores
+
+
+def _load(**params) -> ScoreSplit:
+    return ScoreMatrixDataset(**params).load(RunContext())
+
+
+@pytest.fixture
+def one_file(tmp_path):
+    values, probes, gallery = make_scores(seed=4, n_classes=6, probes_per_class=5, impostor_probes=3)
+    return write_scores(tmp_path / "scores.csv", values, probes, gallery), values, probes, gallery
+
+
+# ---- score-matrix, one file split per class ------------------------------------------------------
+
+def test_single_file_split_is_disjoint_and_covers_every_valid_entry(one_file):
+    path, values, probes, gallery = one_file
+    split = _load(path=path)
+    tr, te = split.train, split.test
+    np.testing.assert_array_equal(tr.values, values)
+    assert not (tr.valid & te.valid).any()
+    assert (tr.valid | te.valid).all()
+    genuine = np.array(probes)[:, None] == np.array(gallery)[None, :]
+    assert not (tr.valid & genuine).any(), "genuine comparisons are for evaluation only"
+    assert (te.valid & genuine).sum() == genuine.sum()
+    n_imp = (~genuine).sum(axis=0)
+    np.testing.assert_array_equal(tr.valid.sum(axis=0), np.round(0.5 * n_imp).astype(int))
+
+
+def test_single_file_split_follows_the_documented_permutation(one_file):
+    path, values, probes, gallery = one_file
+    split = _load(path=path, seed=7, fit_fraction=0.3)
+    impostor = np.array(probes)[:, None] != np.array(gallery)[None, :]
+    for j in range(len(gallery)):
+        rows = np.flatnonzero(impostor[:, j])
+        rows = rows[np.random.default_rng(7 + j).permutation(rows.size)]
+        expected = np.zeros(len(probes), bool)
+        expected[rows[:int(round(0.3 * rows.size))]] = True
+        np.testing.assert_array_equal(split.train.valid[:, j], expected)
+
+
+def test_single_file_split_is_reproducible_by_seed(one_file):
+    path = one_file[0]
+    a, b, c = _load(path=path, seed=3), _load(path=path, seed=3), _load(path=path, seed=4)
+    np.testing.assert_array_equal(a.train.valid, b.train.valid)
+    np.testing.assert_array_equal(a.test.valid, b.test.valid)
+    assert not np.array_equal(a.train.valid, c.train.valid)
+
+
+def test_train_and_test_files(tmp_path):
+    v1, p1, g = make_scores(seed=1, n_classes=5, probes_per_class=3)
+    v2, p2, _ = make_scores(seed=2, n_classes=5, probes_per_class=4)
+    train = write_scores(tmp_path / "train.csv", v1, p1, g)
+    test = write_scores(tmp_path / "test.csv", v2, p2, g)
+    split = _load(train=train, test=test, kind="similarity")
+    np.testing.assert_array_equal(split.train.values, v1)
+    np.testing.assert_array_equal(split.test.values, v2)
+    assert split.train.valid.all() and split.test.valid.all() and split.missing == 0
+    assert split.train.kind == split.test.kind == "similarity"
+    other = write_scores(tmp_path / "other.csv", v2, p2, [*g[:-1], "zzz"])
+    with pytest.raises(DataError, match="different gallery columns"):
+        _load(train=train, test=other)
+
+
+def test_missing_marker_is_excluded_and_counted(tmp_path):
+    values, probes, gallery = make_scores(seed=2, n_classes=4, probes_per_class=4)
+    values[0, 1] = values[5, 2] = values[9, 3] = -1
+    path = write_scores(tmp_path / "s.csv", values, probes, gallery)
+    split = _load(path=path, missing=-1)
+    assert split.missing == 3
+    for r, c in ((0, 1), (5, 2), (9, 3)):
+        assert not split.train.valid[r, c] and not split.test.valid[r, c]
+    # without the marker, -1 is an ordinary score
+    assert _load(path=path).missing == 0
+
+
+def test_all_missing_column_is_dropped_with_a_note(tmp_path):
+    values, probes, gallery = make_scores(seed=3, n_classes=4, probes_per_class=4)
+    values[:, 2] = -1
+    path = write_scores(tmp_path / "s.csv", values, probes, gallery)
+    context = RunContext()
+    with pytest.warns(UserWarning, match="no usable comparison"):
+        split = ScoreMatrixDataset(path=path, missing=-1).load(context)
+    assert split.train.gallery_classes.tolist() == [g for k, g in enumerate(gallery) if k != 2]
+    assert split.test.gallery_classes.tolist() == split.train.gallery_classes.tolist()
+    assert len(context.notes) == 1 and gallery[2] in context.notes[0]
+    assert split.missing == len(probes)
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda rows: rows.__setitem__(3, ",".join(rows[3].split(",")[:2] + ["abc"] + rows[3].split(",")[3:])),
+     "line 4, column 3 (id01): 'abc' is not a number"),
+    (lambda rows: rows.__setitem__(2, rows[2] + ",0.5"), "line 3: 5 scores but the header has 4 gallery labels"),
+    (lambda rows: rows.__setitem__(5, ",".join(rows[5].split(",")[:4] + ["nan"])), "line 6, column 5: NaN"),
+])
+def test_bad_cells_are_named_by_line_and_column(tmp_path, mutate, fragment):
+    values, probes, gallery = make_scores(seed=5, n_classes=4, probes_per_class=2)
+    path = write_scores(tmp_path / "s.csv", values, probes, gallery)
+    rows = path.read_text().splitlines()
+    mutate(rows)
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(DataError) as err:
+        _load(path=path)
+    assert str(err.value).startswith(f"{path}, {fragment}")
+
+
+@pytest.mark.parametrize("text, fragment", [("", "needs a header row"), (",a,b\n", "needs a header row"),
+                                            ("x\n1\n", "no gallery labels")])
+def test_empty_or_headless_files(tmp_path, text, fragment):
+    path = tmp_path / "s.csv"
+    path.write_text(text)
+    with pytest.raises(DataError, match=fragment):
+        _load(path=path)
+
+
+# ---- npz-patterns --------------------------------------------------------------------------------
+
+def _npz(tmp_path, **arrays):
+    path = tmp_path / "p.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def test_npz_patterns_loads_samples_with_labels_and_sets(tmp_path):
+    X = np.arange(12.0).reshape(6, 2)
+    path = _npz(tmp_path, X=X, labels=np.array(["a", "a", "b", "b", "c", "c"]), sets=np.array([0, 1, 0, 1, 0, 1]))
+    data = NpzPatterns(path=path).load()
+    assert isinstance(data, PatternSet)
+    np.testing.assert_array_equal(data.X, X)
+    assert data.classes == ["a", "b", "c"] and data.sets.tolist() == ["0", "1"] * 3
+
+
+def test_npz_missing_keys_are_listed(tmp_path):
+    path = _npz(tmp_path, X=np.zeros((2, 2)), label=np.array(["a", "b"]))
+    with pytest.raises(DataError) as err:
+        NpzPatterns(path=path).load()
+    msg = str(err.value)
+    assert "missing array(s) labels, sets" in msg and "it has X, label" in msg
+
+
+def test_npz_nan_is_refused_with_the_sample(tmp_path):
+    X = np.ones((4, 3))
+    X[2, 1] = np.nan
+    path = _npz(tmp_path, X=X, labels=np.array(list("aabb")), sets=np.array(list("0101")))
+    with pytest.raises(DataError, match="NaN or infinite values \\(first at sample 2\\)"):
+        NpzPatterns(path=path).load()
+
+
+def test_npz_wrong_lengths_and_junk(tmp_path):
+    path = _npz(tmp_path, X=np.ones((4, 3)), labels=np.array(list("aab")), sets=np.array(list("0101")))
+    with pytest.raises(DataError, match="labels has 3 entries but 4 were expected"):
+        NpzPatterns(path=path).load()
+    junk = tmp_path / "junk.npz"
+    junk.write_text("not a zip")
+    with pytest.raises(DataError, match="not a readable .npz file"):
+        NpzPatterns(path=junk).load()

@@ -1,0 +1,133 @@
+"""The `calibrate` command line: plugins, --version, validate/run exit codes (0 ok, 2 bad input
+with one line, 1 internal error with a traceback)."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+
+import pytest
+from typer.testing import CliRunner
+
+import calibrate
+import calibrate.api
+from calibrate.cli import app
+from calibrate.errors import DataError
+from calibrate.hookspecs import hookimpl
+from calibrate.manager import OWN_DISTRIBUTION, build_registry
+
+from calibrate_test_helpers import make_scores, run_cli, score_recipe, write_recipe, write_scores
+
+runner = CliRunner()
+
+
+def _builtins():
+    return [i for i in build_registry().all() if i.distribution == OWN_DISTRIBUTION]
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"calibrate {metadata.version(OWN_DISTRIBUTION)}" == f"calibrate {calibrate.__version__}"
+
+
+def test_installed_script_version():
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"calibrate {calibrate.__version__}"
+
+
+def test_plugins_lists_every_builtin_with_parameters():
+    result = runner.invoke(app, ["plugins"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    version = metadata.version(OWN_DISTRIBUTION)
+    for info in _builtins():
+        assert f"  {info.name}  [{OWN_DISTRIBUTION} {version}]" in out, f"{info.name} missing from `calibrate plugins`"
+        for p in info.params:
+            assert p.describe() in out
+    for kind in ("datasets:", "distances:", "transforms:", "estimators:", "evaluators:"):
+        assert kind in out
+    assert "upper (float or null, default None)" in out
+
+
+def test_plugins_json_is_complete():
+    result = runner.invoke(app, ["plugins", "--json"])
+    assert result.exit_code == 0
+    listed = json.loads(result.stdout)
+    by_key = {(c["kind"], c["name"]): c for c in listed}
+    for info in _builtins():
+        entry = by_key[(info.kind[:-1], info.name)]
+        assert entry["distribution"] == OWN_DISTRIBUTION and entry["version"] == metadata.version(OWN_DISTRIBUTION)
+        assert entry["plugin"] == "builtins" and entry["summary"]
+        assert [p["name"] for p in entry["parameters"]] == [p.name for p in info.params]
+        for p in entry["parameters"]:
+            assert set(p) == {"name", "type", "required", "default", "doc"}
+    s2d = by_key[("transform", "similarity-to-distance")]["parameters"]
+    assert s2d[0] == {"name": "method", "type": "flip|neg-log", "required": False, "default": "flip",
+                      "doc": "flip or neg-log."}
+    npz = by_key[("dataset", "npz-patterns")]["parameters"]
+    assert npz == [{"name": "path", "type": "path", "required": True, "default": None,
+                    "doc": "the .npz file; relative to the recipe."}]
+
+
+@pytest.fixture
+def score_setup(tmp_path):
+    values, probes, gallery = make_scores(seed=5, n_classes=10, probes_per_class=8)
+    csv = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    return tmp_path, csv
+
+
+def test_run_ok_prints_ratios_and_writes_outputs(score_setup):
+    tmp, csv = score_setup
+    path = write_recipe(tmp / "recipe.yaml", score_recipe(csv, tmp / "out"))
+    result = runner.invoke(app, ["run", str(path), "--out", str(tmp / "other"), "-q"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("generic-interp: achieved/target FPR 5%: ")
+    assert lines[1].startswith("class-interp: achieved/target FPR 5%: ")
+    assert lines[-1] == f"wrote {(tmp / 'other').resolve()}"
+    assert (tmp / "other" / "thresholds.csv").exists() and not (tmp / "out").exists()
+
+
+class _Boom:
+    """A plugin whose estimator fails: with a bug (RuntimeError) or on bad data (DataError)."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    @hookimpl
+    def calibrate_register_estimators(self, register):
+        from calibrate_builtins.interp import ClassInterp
+
+        exc = self.exc
+
+        class Failing(ClassInterp):
+            def _fit(self, impostors, context):
+                raise exc
+
+        register("failing", Failing)
+
+
+@pytest.mark.parametrize("exc, code", [(RuntimeError("a bug in a plugin"), 1),
+                                       (DataError("class 'x' has too few distances; add data"), 2)])
+def test_failure_during_run_exit_codes(score_setup, monkeypatch, exc, code):
+    tmp, csv = score_setup
+    monkeypatch.setattr(calibrate.api, "build_registry", lambda extra=(): build_registry((_Boom(exc),)))
+    path = write_recipe(tmp / "recipe.yaml", score_recipe(csv, tmp / "out", estimators=({"plugin": "failing"},)))
+    result = runner.invoke(app, ["run", str(path), "-q"])
+    assert result.exit_code == code, result.output
+    if code == 1:
+        assert "internal error (please report it" in result.stderr
+        assert "Traceback" in result.stderr and "a bug in a plugin" in result.stderr
+    else:
+        assert result.stderr.strip() == "error: class 'x' has too few distances; add data"
+    assert not (tmp / "out").exists()
+
+
+def test_validate_reports_the_recipe_summary(score_setup):
+    tmp, csv = score_setup
+    path = write_recipe(tmp / "recipe.yaml", score_recipe(csv, tmp / "out", targets=(0.01,)))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"{path}: ok (score-matrix, 2 estimator(s), targets 0.01)"
+    assert not (tmp / "out").exists()  # validation computes nothing

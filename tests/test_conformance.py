@@ -1,0 +1,292 @@
+"""The plugin-author conformance kit (calibrate.testing) run over EVERY built-in component.
+
+Components are read from the registry, so a new built-in is covered automatically. One that
+needs parameters (a dataset needs a small sample input; a component with required parameters
+needs values), options or an opt-out gets an entry in SPECIAL below; a missing entry fails
+``test_every_builtin_has_what_it_needs`` with a message saying what to add.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibrate.manager import OWN_DISTRIBUTION, build_registry
+from calibrate.testing import ComponentCase, parametrize_with_checks
+
+
+# ---- sample inputs for the datasets (small, written under the test's tmp_path) ---------------
+
+def _npz(tmp: Path) -> dict:
+    rng = np.random.default_rng(1)
+    labels = np.repeat(["a", "b", "c"], 4)
+    sets = np.tile(["s0", "s0", "s1", "s1"], 3)
+    path = tmp / "patterns.npz"
+    np.savez(path, X=rng.normal(size=(12, 3)), labels=labels, sets=sets)
+    return {"path": path}
+
+
+def _score_csv(tmp: Path) -> dict:
+    rng = np.random.default_rng(2)
+    gallery = ["g1", "g2", "g3", "g4"]
+    lines = ["," + ",".join(gallery)]
+    for probe in ["g1", "g2", "g3", "g4", "g1", "g2", "g3", "g4", "x9", "x9"]:
+        lines.append(probe + "," + ",".join(f"{v:.4f}" for v in rng.random(4)))
+    path = tmp / "scores.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"path": path, "kind": "similarity"}
+
+
+def _gray(path: Path, seed: int, size=(6, 5)) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 256, size=(size[1], size[0]), dtype=np.uint8), mode="L").save(path)
+
+
+def _image_tree(tmp: Path) -> dict:
+    root = tmp / "images"
+    for c in ("alice", "bob", "carol"):
+        for s in ("s1", "s2"):
+            d = root / c / s
+            d.mkdir(parents=True)
+            for k in range(2):
+                _gray(d / f"{k}.png", hash((c, s, k)) % 1000)
+    return {"path": root}
+
+
+def _yale_tree(tmp: Path) -> dict:
+    root = tmp / "CroppedYale"
+    lights = ["P00A-035E+15", "P00A+000E+00", "P00A+035E+15", "P00A+060E-20"]
+    for i, subject in enumerate(("yaleB01", "yaleB02", "yaleB03")):
+        d = root / subject
+        d.mkdir(parents=True)
+        for k, light in enumerate(lights):
+            _gray(d / f"{subject}_{light}.pgm", 10 * i + k)
+    return {"path": root, "resize": None, "sets": 2}
+
+
+#: (kind, name) -> what the conformance checks need for that built-in: ComponentCase keyword
+#: arguments (params, make_params, skip, options). Add an entry when a built-in has required
+#: parameters or is a dataset; say why when skipping a check.
+SPECIAL: dict[tuple[str, str], dict] = {
+    ("datasets", "npz-patterns"): {"make_params": _npz},
+    ("datasets", "score-matrix"): {"make_params": _score_csv},
+    ("datasets", "synthetic-patterns"): {"params": {"classes": 4, "sets": 2, "samples": 2, "dim": 3},
+                                         "make_params": lambda tmp: {}},
+    ("datasets", "image-sets"): {"make_params": _image_tree},
+    ("datasets", "extended-yale-b"): {"make_params": _yale_tree},
+    ("executors", "processes"): {"params": {"workers": 1}},
+    ("executors", "dask"): {"params": {"workers": 1}},
+}
+
+
+def _builtins():
+    return [info for info in build_registry().all() if info.distribution == OWN_DISTRIBUTION]
+
+
+def _needs_entry(info) -> str | None:
+    if info.kind == "datasets":
+        return "a dataset needs a sample input: add make_params=lambda tmp_path: {...} writing one under tmp_path"
+    required = [p.name for p in info.params if p.required]
+    if required:
+        return f"required parameter(s) {', '.join(required)}: add params={{...}}"
+    return None
+
+
+def _cases() -> list[ComponentCase]:
+    cases = []
+    for info in _builtins():
+        extra = dict(SPECIAL.get((info.kind, info.name), {}))
+        cases.append(ComponentCase(info.kind, info.factory, name=info.name, **extra))
+    return cases
+
+
+def test_every_builtin_has_what_it_needs():
+    missing = []
+    for info in _builtins():
+        reason = _needs_entry(info)
+        if reason and (info.kind, info.name) not in SPECIAL:
+            missing.append(f"{info.kind[:-1]} {info.name!r}: {reason} in SPECIAL in tests/test_conformance.py")
+    assert not missing, "built-ins without conformance parameters:\n" + "\n".join(missing)
+
+
+def test_special_table_names_only_existing_builtins():
+    names = {(info.kind, info.name) for info in _builtins()}
+    stale = [key for key in SPECIAL if key not in names]
+    assert not stale, f"SPECIAL in tests/test_conformance.py lists components that are not registered: {stale}"
+
+
+def test_kit_covers_every_kind():
+    from calibrate.base import KINDS
+    from calibrate.testing.checks import KIND_CHECKS
+
+    assert set(KIND_CHECKS) == set(KINDS), "add conformance checks for the new component kind in calibrate/testing/checks.py"
+
+
+@parametrize_with_checks(_cases())
+def test_builtin_conformance(component, check, tmp_path):
+    if component.kind == "executors" and component.name == "dask":
+        pytest.importorskip("distributed", reason="the dask executor is an optional extra")
+    check(component, tmp_path)
+
+
+# ---- the kit itself: each broken component below must be caught by the named check ----------
+
+from calibrate.base import Distance, Estimator, Evaluator, Transform  # noqa: E402
+from calibrate.errors import DataError  # noqa: E402
+from calibrate.testing import check_component  # noqa: E402
+from calibrate.testing import checks as kit  # noqa: E402
+from calibrate.types import EvaluationResult, TargetResult  # noqa: E402
+
+_interp = pytest.importorskip("calibrate_builtins.interp")
+
+
+class _Decreasing(_interp._SortedModel):
+    def _thresholds(self, targets, rows=None):
+        return -super()._thresholds(targets, rows)
+
+
+class DecreasingEstimator(Estimator):
+    """Thresholds that fall as the target FPR grows."""
+
+    model_class = _Decreasing
+
+    def __init__(self):
+        pass
+
+    def _fit(self, impostors, context):
+        v = _interp.ClassInterp()._fit(impostors, context)
+        return _Decreasing(v.classes, v._values, v._offsets, False)
+
+
+class LeakyEstimator(Estimator):
+    """Keeps the fitted state on the estimator: refitting changes earlier models."""
+
+    model_class = _interp._SortedModel
+
+    def __init__(self):
+        self._buffer = None
+
+    def _fit(self, impostors, context):
+        values = np.concatenate([np.sort(impostors.of(i)) for i in range(len(impostors))])
+        if self._buffer is None or self._buffer.size < values.size:
+            self._buffer = np.zeros(1000)
+        self._buffer[:values.size] = values
+        model = _interp._SortedModel(impostors.classes, self._buffer[:values.size], impostors.offsets, False)
+        model._values = self._buffer[:values.size]  # shares the estimator's buffer
+        return model
+
+
+class PositionalEstimator(Estimator):
+    """Takes a positional parameter and stores it under another name."""
+
+    model_class = _interp._SortedModel
+
+    def __init__(self, margin: float = 0.0):
+        self._margin = margin
+
+    def _fit(self, impostors, context):
+        return _interp.ClassInterp()._fit(impostors, context)
+
+
+class HalfDistance(Distance):
+    """Asymmetric (uses only the probe's first feature), NaN-blind, and not zero on the diagonal."""
+
+    def __init__(self):
+        pass
+
+    def _pairwise(self, probes, gallery, context):
+        a = np.stack([s.mean(axis=0)[0] for s in probes.samples])
+        b = np.stack([s.mean(axis=0)[1] for s in gallery.samples])
+        return np.abs(a[:, None] - b[None, :]) + 0.5
+
+
+class Wiggle(Transform):
+    """Not monotone."""
+
+    def __init__(self):
+        pass
+
+    def _apply(self, values, kind):
+        if kind != "distance":
+            raise DataError("distances only")
+        return values + 0.3 * np.abs(np.sin(40 * values))
+
+
+class StrictLess(Evaluator):
+    """Counts distance < threshold (the contract is <=) and reports a wrong ratio."""
+
+    def __init__(self):
+        pass
+
+    def _evaluate(self, data, context):
+        out = {}
+        for label in data.labels:
+            rows = []
+            for k, t in enumerate(data.targets):
+                fa = n = 0
+                for fold in data.folds:
+                    table, test = fold.tables[label], fold.test
+                    tau = table.values[[table.classes.index(c) for c in test.gallery_classes], k]
+                    imp = test.impostor_mask()
+                    fa += int(((test.values < tau[None, :]) & imp).sum())
+                    n += int(imp.sum())
+                rows.append(TargetResult(t, fa / n, fa / n / t, fa, n, None))
+            out[label] = rows
+        return EvaluationResult("strict", out)
+
+
+@pytest.mark.parametrize("kind, factory, failing", [
+    ("estimator", DecreasingEstimator, "check_estimator_monotone"),
+    ("estimator", LeakyEstimator, "check_estimator_no_shared_state"),
+    ("estimator", PositionalEstimator, "check_signature"),
+    ("estimator", PositionalEstimator, "check_init_stores_params"),
+    ("distance", HalfDistance, "check_distance_symmetric"),
+    ("distance", HalfDistance, "check_distance_self_zero"),
+    ("transform", Wiggle, "check_transform_monotone"),
+    ("evaluator", StrictLess, "check_evaluator_results"),
+])
+def test_kit_catches_broken_components(kind, factory, failing, tmp_path):
+    with pytest.raises(AssertionError) as err:
+        check_component(kind, factory, {} if factory is not PositionalEstimator else {"margin": 0.5}, tmp_path=tmp_path)
+    assert f"  {failing}:" in str(err.value)
+
+
+def test_kit_passes_on_sound_component_and_honours_skips(tmp_path):
+    outcome = check_component("estimator", _interp.ClassInterp, tmp_path=tmp_path,
+                              skip={"check_model_parameters": "not relevant here"})
+    assert outcome["check_model_parameters"] == "skipped: not relevant here"
+    assert all(v == "passed" for k, v in outcome.items() if k != "check_model_parameters")
+    assert set(outcome) == {f.__name__ for f in kit.checks_for("estimators")}
+
+
+def test_nan_input_rejected_by_every_distance_even_when_the_plugin_ignores_it(tmp_path):
+    # HalfDistance never looks at NaN; calibrate.base.Distance.pairwise refuses it first
+    kit.check_distance_rejects_bad_input(ComponentCase("distance", HalfDistance), tmp_path)
+
+
+def test_dataset_without_sample_input_is_skipped_with_a_reason():
+    from calibrate_builtins.npz_patterns import NpzPatterns
+
+    outcome = check_component("dataset", NpzPatterns)
+    assert outcome.pop("check_signature") == "passed"  # needs no instance
+    assert outcome and all(v.startswith("skipped: ") and "make_params" in v for v in outcome.values())
+
+
+def test_parametrize_accepts_names_tuples_and_component_infos():
+    info = build_registry().get("estimators", "class-interp")
+    mark = parametrize_with_checks([("estimator", "class-interp", {}), ("estimators", _interp.GenericInterp), info])
+    ids = [p.id for p in mark.args[1]]
+    n = len(kit.checks_for("estimators"))
+    assert len(ids) == 3 * n
+    assert ids[0] == "estimator:class-interp-check_signature"
+    assert f"estimator:GenericInterp-check_model_parameters" in ids
+
+
+def test_every_check_is_documented():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text(encoding="utf-8")
+    undocumented = [f.__name__ for kind in kit.KIND_CHECKS for f in kit.checks_for(kind) if f"`{f.__name__}`" not in doc]
+    assert not undocumented, f"add these checks to the table in docs/plugins.md (Testing your plugin): {undocumented}"
