@@ -49,6 +49,15 @@ def _enrollment_choices(groups: list[tuple[str, str, np.ndarray]], recipe: Recip
     if len(by_class) < 2:
         raise DataError(f"the dataset has {len(by_class)} class(es); verification thresholds need at least 2 classes")
     enrollment = recipe.protocol.enrollment
+    if enrollment == "staggered":
+        # class number i (in sorted order) enrolls its set (i + fold) mod n: enrollment pairs then mix
+        # set positions (e.g. lighting conditions) as query-vs-enrollment pairs do
+        n = min(len(v) for v in by_class.values())
+        if n < 2:
+            raise RecipeError("`enrollment: staggered` needs at least 2 sets per class", source=recipe.source,
+                              where="evaluation.enrollment")
+        folds = range(n) if recipe.protocol.rotate else range(1)
+        return [{c: idx[(i + k) % n] for i, (c, idx) in enumerate(sorted(by_class.items()))} for k in folds]
     if recipe.protocol.rotate:
         n = min(len(v) for v in by_class.values())
         if n < 2:
@@ -103,7 +112,7 @@ def pattern_folds(data: PatternSet, recipe: Recipe, distance, context: RunContex
         q = _collection(groups, queries)
         test = DistanceMatrix(full[np.ix_(queries, cols)], q.classes, gal.classes, probe_ids=q.ids,
                               gallery_ids=gal.ids, source="queries vs enrollment")
-        name = f"enrollment set {k}" if recipe.protocol.rotate else f"enrollment {recipe.protocol.enrollment!r}"
+        name = f"enrollment fold {k}" if recipe.protocol.rotate else f"enrollment {recipe.protocol.enrollment!r}"
         out.append((name, train, test))
     return out
 

@@ -12,6 +12,7 @@ A recipe::
     evaluation:
       targets: [0.005, 0.0025, 0.001, 0.0005]
       enrollment: 0                        # image sets: which set of each class is enrolled
+                                           # (index, set label, or staggered: class i enrolls set i mod n)
       rotate: false                        # image sets: rotate enrollment over every set
       evaluators: [{plugin: fpr}]
     output: results/                       # or {dir: results/, plots: true}

@@ -103,6 +103,26 @@ def test_npz_rotating_enrollment_sums_over_folds(tmp_path):
     assert (got["false_accepts"], got["impostor_attempts"]) == (fa, attempts)
 
 
+def test_staggered_enrollment_gives_each_class_a_different_set_position(tmp_path):
+    path, X, labels, sets = _patterns(tmp_path)
+    recipe = {"data": {"plugin": "npz-patterns", "path": str(path)}, "distance": {"plugin": "euclidean"},
+              "estimators": ["class-interp"], "evaluation": {"targets": [0.2], "enrollment": "staggered", "rotate": True},
+              "output": {"dir": str(tmp_path / "out"), "plots": False}}
+    result = calibrate.run(write_recipe(tmp_path / "recipe.yaml", recipe))
+    assert len(result.folds) == 3
+    for k, fold in enumerate(result.folds):
+        # class number i enrolls set position (i + k) mod 3; query sets are all the others
+        expected = [f"k{i}/s{(i + k) % 3}" for i in range(6)]
+        assert fold.train.gallery_ids.tolist() == expected
+        assert set(fold.test.probe_ids.tolist()).isdisjoint(expected)
+        assert len(fold.test.probe_ids) == 12
+        # enrollment-vs-enrollment distances are exactly those between the enrolled set means
+        means = {f"{c}/{s}": X[(labels == c) & (sets == s)].mean(axis=0) for c, s in
+                 {(c, s) for c, s in zip(labels, sets)}}
+        ref = np.array([[np.linalg.norm(means[a] - means[b]) for b in expected] for a in expected])
+        np.testing.assert_allclose(fold.train.values, ref, rtol=1e-12, atol=1e-12)
+
+
 def test_score_csv_from_the_command_line(tmp_path):
     values, probes, gallery = make_scores(seed=8, n_classes=10, probes_per_class=12, impostor_probes=5)
     csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
