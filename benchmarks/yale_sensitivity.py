@@ -42,6 +42,7 @@ def main() -> None:
             print(f"| {grouping} | {'set 0' if enrollment == 0 else enrollment} | {'yes' if center else 'no'} | {label} | "
                   + " | ".join(f"{r.ratio:.2f}" for r in rows) + " |")
 
+
 if __name__ == "__main__":
     import warnings
 
