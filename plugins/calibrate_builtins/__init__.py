@@ -15,6 +15,7 @@ def calibrate_register_datasets(register):
     register("npz-patterns", NpzPatterns)
     register("score-matrix", ScoreMatrixDataset)
     register("synthetic-patterns", SyntheticPatterns)
+    from .synthetic_impostors import SyntheticImpostors; register("synthetic-impostors", SyntheticImpostors)  # noqa: E702
     from .image_sets import ExtendedYaleB, ImageSets
 
     register("image-sets", ImageSets)
@@ -51,6 +52,18 @@ def calibrate_register_estimators(register):
     register("generic-interp", GenericInterp)
     register("class-interp", ClassInterp)
     register("ncx2-grid", Ncx2Grid)
+    from .auto import Auto
+    from .gpd_tail import GpdTail
+    from .ncx2_tail import Ncx2Cv, Ncx2Tail
+    from .shrinkage import Shrinkage
+    from .znorm import Znorm
+
+    register("gpd-tail", GpdTail)
+    register("znorm", Znorm)
+    register("shrinkage", Shrinkage)
+    register("ncx2-tail", Ncx2Tail)
+    register("ncx2-cv", Ncx2Cv)
+    register("auto", Auto)
 
 
 @hookimpl

@@ -1,0 +1,154 @@
+"""Estimator ``shrinkage``: class-specific interpolated thresholds pulled toward the pooled one.
+
+For class c with ``n_c`` training distances and target e, the class's own threshold ``t_c(e)``
+(the paper's interpolation formula on its distances, as ``class-interp``) and the pooled one
+``t_pool(e)`` (the same formula on all classes' distances, as ``generic-interp``) are combined::
+
+    tau_c(e) = w_c t_c(e) + (1 - w_c) t_pool(e)
+
+The weight ``w_c`` says how much the class's own data can be trusted. It is one number per class,
+the same at every target: both parts grow with e, so the combination does too (a weight that
+changed with e could make a threshold fall as the target rises). ``weight`` chooses the rule:
+
+``count`` (default): ``w_c = n_c / (n_c + k)`` with ``k = prior_count / reference_target``:
+    the class's own estimate gets half the weight when it expects ``prior_count`` of its own
+    training distances below its threshold at the reference target (defaults 5 and 0.001, so
+    ``k = 5000``; 258 distances per class give w = 0.05, 37 give w = 0.007). Below ``e = 1/n_c``
+    the class's own formula (``e n_c d_(1)``) is an extrapolation toward 0, which a small weight
+    keeps in check.
+
+``empirical-bayes``: ``w_c = tau^2 / (tau^2 + v_c)`` at the reference target, where ``v_c`` is the
+    sampling variance of ``t_c``, estimated by a bootstrap of the class's distances (``bootstrap``
+    resamples, seeded by the run's seed and the class's position, so runs are reproducible), and
+    ``tau^2`` is the spread of the true class thresholds, estimated by the method of moments as
+    ``max(0, var_c(t_c) - mean_c(v_c))`` (the between-class variance of the estimates less the part
+    sampling noise explains). A variance says nothing about bias, and below 1/n_c the class's own
+    formula is biased toward 0; the count rule guards against that, this rule does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.errors import DataError, ParameterError
+from calibrate.types import ImpostorDistances
+
+from .interp import interp_threshold
+
+Weight = Literal["count", "empirical-bayes"]
+
+
+def interp_rows(sorted_rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The paper's interpolation formula applied to every row of an (m, n) array of ascending samples."""
+    d = np.asarray(sorted_rows, dtype=np.float64)
+    n = d.shape[1]
+    k = np.asarray(targets, dtype=np.float64) * n
+    lo = np.clip(np.floor(k).astype(np.int64), 1, n)
+    hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
+    frac = np.where(hi > lo, k - lo, 0.0)
+    above = d[:, lo - 1] + frac * (d[:, hi - 1] - d[:, lo - 1])
+    below = k[None, :] * d[:, :1]
+    return np.where(k[None, :] <= 1.0, below, above)
+
+
+def bootstrap_variance(sorted_d: np.ndarray, targets: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap variance of the interpolated threshold of one sample at each target."""
+    d = np.asarray(sorted_d, dtype=np.float64)
+    idx = rng.integers(0, d.size, size=(resamples, d.size))
+    boot = interp_rows(np.sort(d[idx], axis=1), targets)
+    return boot.var(axis=0, ddof=1)
+
+
+def count_weights(counts: np.ndarray, prior_count: float, reference_target: float) -> np.ndarray:
+    """``n / (n + prior_count / reference_target)`` per class."""
+    n = np.asarray(counts, dtype=np.float64)
+    return n / (n + prior_count / reference_target)
+
+
+def eb_weights(class_t: np.ndarray, variances: np.ndarray) -> np.ndarray:
+    """``tau^2 / (tau^2 + v_c)`` with ``tau^2 = max(0, var(class_t) - mean(v))`` (one target)."""
+    class_t = np.asarray(class_t, dtype=np.float64)
+    v = np.asarray(variances, dtype=np.float64)
+    tau2 = max(float(class_t.var(ddof=1)) - float(v.mean()), 0.0) if class_t.size > 1 else 0.0
+    den = tau2 + v
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, tau2 / den, 0.0)
+
+
+class ShrinkageModel(FittedModel):
+    """Sorted training distances per class (and pooled) and one weight per class."""
+
+    def __init__(self, classes, values: np.ndarray, offsets: np.ndarray, weights: np.ndarray, weight_rule: str = "count"):
+        super().__init__(classes)
+        self._values = np.asarray(values, dtype=np.float64)
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        self._pooled = np.sort(self._values)
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.weight_rule = weight_rule
+        if self._offsets.size != len(self.classes) + 1 or self.weights.shape != (len(self.classes),):
+            raise DataError("shrinkage model: offsets or weights do not match the classes")
+
+    def _row(self, i: int) -> np.ndarray:
+        return self._values[self._offsets[i]:self._offsets[i + 1]]
+
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        rows = np.arange(len(self.classes)) if rows is None else np.asarray(rows, dtype=np.int64)
+        targets = np.asarray(targets, dtype=np.float64)
+        pooled_t = interp_threshold(self._pooled, targets)
+        out = np.empty((rows.size, targets.size))
+        for r, i in enumerate(rows):
+            w = self.weights[i]
+            out[r] = w * interp_threshold(self._row(int(i)), targets) + (1 - w) * pooled_t
+        return out
+
+    def parameters(self) -> list[dict[str, Any]]:
+        return [{"class": c, "n_train": int(n), "weight_rule": self.weight_rule, "class_weight": float(w)}
+                for c, n, w in zip(self.classes, np.diff(self._offsets), self.weights)]
+
+    def to_state(self) -> dict[str, Any]:
+        return {"classes": list(self.classes), "values": self._values.tolist(), "offsets": self._offsets.tolist(),
+                "weights": self.weights.tolist(), "weight_rule": self.weight_rule}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "ShrinkageModel":
+        return cls(state["classes"], np.asarray(state["values"]), np.asarray(state["offsets"]),
+                   np.asarray(state["weights"]), state.get("weight_rule", "count"))
+
+
+class Shrinkage(Estimator):
+    """Class-specific interpolated thresholds shrunk toward the pooled (generic) threshold by how much data each class has.
+
+    :param weight: count (w = n / (n + prior_count / reference_target)) or empirical-bayes (bootstrap variance against the between-class spread).
+    :param prior_count: count rule: expected number of a class's distances below its threshold (at the reference target) at which its own estimate gets half the weight.
+    :param reference_target: the target FPR at which the weights are set (one weight per class for all targets).
+    :param bootstrap: empirical-bayes rule: bootstrap resamples per class for the variance of its threshold.
+    """
+
+    model_class = ShrinkageModel
+
+    def __init__(self, *, weight: Weight = "count", prior_count: float = 5.0, reference_target: float = 0.001,
+                 bootstrap: int = 200):
+        if weight not in ("count", "empirical-bayes"):
+            raise ParameterError(f"weight must be count or empirical-bayes; got {weight!r}")
+        if not prior_count > 0:
+            raise ParameterError(f"prior_count must be > 0; got {prior_count}")
+        if not 0.0 < reference_target < 1.0:
+            raise ParameterError(f"reference_target must be a target FPR in (0, 1); got {reference_target}")
+        if bootstrap < 10:
+            raise ParameterError(f"bootstrap must be at least 10 resamples; got {bootstrap}")
+        self.weight, self.prior_count, self.reference_target, self.bootstrap = weight, prior_count, reference_target, bootstrap
+
+    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
+        rows = [np.sort(impostors.of(i)) for i in range(len(impostors))]
+        if self.weight == "count":
+            weights = count_weights(impostors.counts(), self.prior_count, self.reference_target)
+        else:
+            ref = np.array([self.reference_target])
+            class_t = np.array([interp_threshold(d, ref)[0] for d in rows])
+            variances = np.array([bootstrap_variance(d, ref, self.bootstrap, np.random.default_rng([context.seed, i]))[0]
+                                  for i, d in enumerate(rows)])
+            weights = eb_weights(class_t, variances)
+        return ShrinkageModel(impostors.classes, np.concatenate(rows), impostors.offsets, weights, self.weight)
