@@ -11,8 +11,8 @@ A recipe::
       - {plugin: ncx2-grid, name: ncx2-wide, dim: [5, 40]}
     evaluation:
       targets: [0.005, 0.0025, 0.001, 0.0005]
-      enrollment: 0                        # image sets: which set of each class is enrolled
-                                           # (index, set label, or staggered: class i enrolls set i mod n)
+      enrollment: staggered                # image sets: which set of each class is enrolled: an index,
+                                           # a set label, or staggered (default; class i enrolls set i mod n)
       rotate: false                        # image sets: rotate enrollment over every set
       evaluators: [{plugin: fpr}]
     output: results/                       # or {dir: results/, plots: true}
@@ -35,8 +35,12 @@ from .registry import SINGULAR, ComponentInfo, Registry
 
 RECIPE_VERSION = 1
 DEFAULT_TARGETS = (0.005, 0.0025, 0.001, 0.0005)
-#: used when a recipe names no estimator
-DEFAULT_ESTIMATORS: tuple[dict, ...] = ({"plugin": "class-interp"},)
+#: used when a recipe names no estimator (see docs/estimators.md for why)
+DEFAULT_ESTIMATORS: tuple[dict, ...] = ({"plugin": "auto"},)
+#: the default enrollment: class number i (sorted) enrolls its set i mod n. Enrolling the same set
+#: position for every class confounds enrollment with whatever the position means (a session, an
+#: illumination), so that enrollment-vs-enrollment distances differ from query-vs-enrollment ones.
+DEFAULT_ENROLLMENT = "staggered"
 DEFAULT_EVALUATORS: tuple[dict, ...] = ({"plugin": "fpr"},)
 TOP_LEVEL = ("version", "data", "distance", "transform", "estimators", "evaluation", "output", "seed", "executor")
 EVALUATION_KEYS = ("targets", "evaluators", "enrollment", "rotate")
@@ -59,7 +63,7 @@ class ComponentSpec:
 
 @dataclass(frozen=True)
 class Protocol:
-    enrollment: int | str = 0
+    enrollment: int | str = "staggered"
     rotate: bool = False
 
 
@@ -197,9 +201,9 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         raise RecipeError("`evaluators:` must be a list", source=source, where="evaluation.evaluators")
     evaluators = tuple(_component(registry, "evaluators", e, f"evaluation.evaluators[{i}]", source, base_dir)
                        for i, e in enumerate(evaluators_raw))
-    enrollment = evaluation.get("enrollment", 0)
+    enrollment = evaluation.get("enrollment", DEFAULT_ENROLLMENT)
     if isinstance(enrollment, bool) or not isinstance(enrollment, (int, str)):
-        raise RecipeError(f"`enrollment:` is a set label or the index of a class's set in sorted order, got {enrollment!r}",
+        raise RecipeError(f"`enrollment:` is staggered, a set label, or the index of a class's set in sorted order, got {enrollment!r}",
                           source=source, where="evaluation.enrollment")
     rotate = evaluation.get("rotate", False)
     if not isinstance(rotate, bool):

@@ -186,7 +186,7 @@ def test_defaults(tmp_path, good, registry):
     recipe = {"data": good["data"]}
     parsed = parse_recipe(recipe, registry, base_dir=tmp_path)
     assert parsed.targets == DEFAULT_TARGETS == (0.005, 0.0025, 0.001, 0.0005)
-    assert [e.info.name for e in parsed.estimators] == ["class-interp"]
+    assert [e.info.name for e in parsed.estimators] == ["auto"]  # the default configuration (docs/estimators.md)
     assert parsed.transform.info.name == "identity"
     assert [e.info.name for e in parsed.evaluators] == ["fpr"]
     assert parsed.output_dir == (tmp_path / "results").resolve()
@@ -220,3 +220,11 @@ def test_written_recipe_round_trips_through_yaml(tmp_path, good, registry):
     assert yaml.safe_load(path.read_text()) == good
     parsed = load_recipe(path, registry)
     assert parsed.raw == good
+
+
+def test_a_recipe_naming_no_estimator_is_calibrated_by_auto_with_staggered_enrollment(tmp_path):
+    raw = {"data": {"plugin": "synthetic-patterns", "classes": 6, "sets": 3, "samples": 2, "dim": 3}}
+    recipe = parse_recipe(raw, build_registry(), base_dir=tmp_path)
+    assert [(e.info.name, e.label, e.params) for e in recipe.estimators] == [("auto", "auto", {})]
+    assert recipe.protocol.enrollment == "staggered" and recipe.protocol.rotate is False
+    assert recipe.targets == DEFAULT_TARGETS == (0.005, 0.0025, 0.001, 0.0005)
