@@ -90,7 +90,7 @@ def test_npz_euclidean_enrollment_protocol(tmp_path):
 def test_npz_rotating_enrollment_sums_over_folds(tmp_path):
     path, X, labels, sets = _patterns(tmp_path)
     recipe = {"data": {"plugin": "npz-patterns", "path": str(path)}, "distance": {"plugin": "euclidean"},
-              "estimators": ["class-interp"], "evaluation": {"targets": [0.2], "rotate": True},
+              "estimators": ["class-interp"], "evaluation": {"targets": [0.2], "enrollment": 0, "rotate": True},
               "output": {"dir": str(tmp_path / "out"), "plots": False}}
     calibrate.run(write_recipe(tmp_path / "recipe.yaml", recipe))
     out = tmp_path / "out"
