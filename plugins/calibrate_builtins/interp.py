@@ -19,17 +19,22 @@ from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.types import ImpostorDistances
 
 
-def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """The paper's interpolation formula for every target (``sorted_distances`` ascending)."""
-    d = np.asarray(sorted_distances, dtype=np.float64)
+def interpolate_rank(sorted_values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Linear interpolation between order statistics at 1-based ``ranks`` (clamped to [1, N])."""
+    d = np.asarray(sorted_values, dtype=np.float64)
     n = d.size
-    k = np.asarray(targets, dtype=np.float64) * n
+    k = np.asarray(ranks, dtype=np.float64)
     lo = np.clip(np.floor(k).astype(np.int64), 1, n)
     hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
     frac = np.where(hi > lo, k - lo, 0.0)
-    above = d[lo - 1] + frac * (d[hi - 1] - d[lo - 1])
-    below = k * d[0]
-    return np.where(k <= 1.0, below, above)
+    return d[lo - 1] + frac * (d[hi - 1] - d[lo - 1])
+
+
+def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The paper's interpolation formula for every target (``sorted_distances`` ascending)."""
+    d = np.asarray(sorted_distances, dtype=np.float64)
+    k = np.asarray(targets, dtype=np.float64) * d.size
+    return np.where(k <= 1.0, k * d[0], interpolate_rank(d, k))
 
 
 class _SortedModel(FittedModel):

@@ -58,6 +58,7 @@ from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
 
 from .gpd_tail import TailFit, check_shape_bounds, check_tail_params, fit_lower_tail, monotone
+from .interp import interpolate_rank
 
 Family = Literal["gaussian", "lognormal"]
 
@@ -166,12 +167,7 @@ def standardise(y: np.ndarray, robust: bool, jackknife: float) -> tuple[np.ndarr
 def pooled_quantile(sorted_z: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Linear interpolation between order statistics at rank e N (clamped to the sample's range)."""
     z = np.asarray(sorted_z, dtype=np.float64)
-    n = z.size
-    k = np.asarray(targets, dtype=np.float64) * n
-    lo = np.clip(np.floor(k).astype(np.int64), 1, n)
-    hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
-    frac = np.where(hi > lo, k - lo, 0.0)
-    return z[lo - 1] + frac * (z[hi - 1] - z[lo - 1])
+    return interpolate_rank(z, np.asarray(targets, dtype=np.float64) * z.size)
 
 
 def check_class_sizes(impostors: ImpostorDistances, minimum: int, who: str) -> None:
