@@ -76,6 +76,8 @@ SPECIAL: dict[tuple[str, str], dict] = {
     ("datasets", "score-matrix"): {"make_params": _score_csv},
     ("datasets", "synthetic-patterns"): {"params": {"classes": 4, "sets": 2, "samples": 2, "dim": 3},
                                          "make_params": lambda tmp: {}},
+    ("datasets", "synthetic-impostors"): {"params": {"classes": 6, "train": 20, "test": 10},
+                                          "make_params": lambda tmp: {}},
     ("datasets", "image-sets"): {"make_params": _image_tree},
     ("datasets", "extended-yale-b"): {"make_params": _yale_tree},
     ("executors", "processes"): {"params": {"workers": 1}},

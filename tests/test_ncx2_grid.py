@@ -228,7 +228,8 @@ def test_parameter_validation(kwargs, message):
 
 def test_parameters_round_trip_through_get_params():
     est = Ncx2Grid(dim=[16, 18], sigma={"steps": 5}, score="bhattacharyya")
-    assert est.get_params() == {"dim": [16, 18], "sigma": {"steps": 5}, "score": "bhattacharyya", "scaling": "divide"}
+    assert est.get_params() == {"dim": [16, 18], "sigma": {"steps": 5}, "score": "bhattacharyya", "scaling": "divide",
+                                "mode": "exact"}
     assert type(Ncx2Grid(**est.get_params())) is Ncx2Grid
 
 

@@ -15,6 +15,7 @@ def calibrate_register_datasets(register):
     register("npz-patterns", NpzPatterns)
     register("score-matrix", ScoreMatrixDataset)
     register("synthetic-patterns", SyntheticPatterns)
+    from .synthetic_impostors import SyntheticImpostors; register("synthetic-impostors", SyntheticImpostors)  # noqa: E702
     from .image_sets import ExtendedYaleB, ImageSets
 
     register("image-sets", ImageSets)
