@@ -103,6 +103,21 @@ def datasets(out_root: Path) -> dict[str, dict]:
                 "distance": {"plugin": "mutual-subspace", "components": 6},
                 "transform": {"plugin": "neg-log-complement"},
                 "evaluation": {"enrollment": enrollment, "rotate": True}}
+        out["held-out-yale-euclidean"] = {
+            "about": "Held out (added after auto was chosen; nothing was changed after seeing it): Extended Yale B "
+                     "as above with a different matcher, the Euclidean distance between set means of the raw "
+                     "pixels, no transform; staggered enrollment rotated over the 7 positions.",
+            "data": {"plugin": "extended-yale-b", "path": str(yale), "resize": [42, 48], "sets": 7},
+            "distance": {"plugin": "euclidean"},
+            "transform": {"plugin": "identity"},
+            "evaluation": {"enrollment": "staggered", "rotate": True}}
+    if (bssr1 / "face-C.csv").exists():
+        out["held-out-face-c-quarter"] = {
+            "about": "Held out: BSSR1 face-C with only a quarter of each class's impostor rows for fitting (about 129) "
+                     "and another split seed; distance = -log(score).",
+            "data": {"plugin": "score-matrix", "path": str(bssr1 / "face-C.csv"), "kind": "similarity", "missing": -1,
+                     "fit_fraction": 0.25, "seed": 5},
+            "transform": {"plugin": "similarity-to-distance", "method": "neg-log"}}
     out["synthetic-image-sets"] = {
         "about": "synthetic-patterns: 60 Gaussian classes in 16 dimensions, 8 image sets of 6 samples with a set "
                  "(session) shift; Euclidean distance between set means; staggered enrollment rotated over the 8 sets.",
@@ -231,7 +246,7 @@ def default_section(runs: dict[str, dict]) -> list[str]:
              "on target whatever shape the per-class distributions have; the per-class location and scale make "
              "the thresholds class-specific. Methods that fit a shape per class (ncx2 with fixed priors, per-class "
              "GPD, per-class Z-norm) must extrapolate each class's tail from tens or hundreds of points and are "
-             "off by 2x to 100x on some dataset above; the interpolation baselines either cannot go below 1/n "
+             "off by 2x to several hundred x on some dataset above (see the summary's worst ratios); the interpolation baselines either cannot go below 1/n "
              "(class-interp) or need the target's worth of pooled data (generic-interp, 0.00 when e N < 1).",
              "* Robust location/scale on the log scale: among the variants tried during design (mean/sd or "
              "median/IQR, raw or log distances) it had the smallest spread of ratios over the synthetic families "
@@ -247,23 +262,31 @@ def default_section(runs: dict[str, dict]) -> list[str]:
         rows = run["results"].get("auto", {}).get("targets")
         if rows:
             lines.append(f"| {name} | " + ", ".join(f"{r['ratio']:.2f}" for r in rows) + f" | {in_band(rows)}/4 |")
+    misses = [n for n, run in runs.items() if n != "yale-same-position"
+              and in_band(run["results"].get("auto", {}).get("targets", [])) < 4]
     lines += ["",
               "Failures, plainly:", "",
-              "* **Extended Yale B under this protocol: no estimator works.** Every class enrolls the same set "
-              "position, i.e. the same light directions, so the training (enrollment-vs-enrollment) distances "
-              "compare images lit the same way, while every evaluation distance compares different lighting. The "
-              "training distances are far smaller than the evaluation ones (with `grouping: runs` the medians are "
-              "0.23 vs 0.55 after -log(1 - d)), so every threshold learnt from them is far too strict: all "
-              "estimators except ncx2-grid/ncx2-tail (which overshoot on the other datasets) admit almost nobody. "
-              "`grouping: interleaved` narrows the gap but does not close it (enrolled sets still share light "
-              "directions). Nothing in the training distances reveals this shift.",
-              "* Design was not blind to every real dataset: the configuration was chosen on synthetic galleries "
-              "(score-matrix and image-set layouts, several distance families) and face-C, and finger-left was "
-              "looked at while comparing robust and non-robust scales; Yale was not used to choose anything.",
-              "* With 38 classes the pooled sample has about 1,400 values (each distance twice), so at 0.05% the "
-              "threshold is a GPD extrapolation from about 140 values; on synthetic galleries of that size the "
-              "ratio at 0.05% varied between seeds by a factor of about 2 around 0.8 (in band in about half the "
-              "seeds), even without any train/test shift.",
+              "* **The goal (every ratio in [0.67, 1.5] on every real dataset) is not met.** Datasets other than the "
+              "same-position protocol where auto misses a target: " + (", ".join(misses) or "none") + ". These are "
+              "the 38-subject Yale galleries: 38 x 37 = 1,406 pooled training distances (703 distinct pairs), so at "
+              "0.1% and 0.05% e N is 1.4 and 0.7 and the threshold is an extrapolation of a GPD tail fitted to about "
+              "140 pooled values. Its error goes either way with the tail's shape: too loose with interleaved sets, "
+              "too strict with Euclidean set-mean distances (the held-out matcher, added after auto was chosen and not "
+              "used to change it). No estimator here is in band on both; a gallery this small cannot pin a 1-in-2,000 "
+              "quantile without a tail model, and the tail models disagree.",
+              "* **Extended Yale B with every class enrolled from the same set position: no estimator works.** All "
+              "enrollment sets then share the same light directions, so the training (enrollment-vs-enrollment) "
+              "distances compare images lit alike while every evaluation distance compares different lighting; "
+              "training distances are far smaller (with `grouping: runs`, medians about 0.23 vs 0.55 after "
+              "-log(1 - d)) and every threshold learnt from them is far too strict. Nothing in the training data "
+              "reveals this shift. The default protocol (`enrollment: staggered`) avoids creating it; a deployment "
+              "whose enrollments are all captured under one condition has it for real.",
+              "* Design was not blind to every real dataset: auto was chosen on synthetic galleries (score-matrix and "
+              "image-set layouts, several distance families) and face-C; finger-left was looked at while comparing "
+              "robust and non-robust scales; Yale with the staggered protocol and the two held-out datasets were not "
+              "used to choose anything.",
+              "* With about 38 classes, the ratio at 0.05% varied between seeds by a factor of about 2 around 0.8 on "
+              "synthetic galleries of that size even without any train/test shift (measured while designing auto).",
               ""]
     return lines
 

@@ -39,7 +39,9 @@ def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
     targets = sorted({r.target_fpr for rows in results.values() for r in rows})
     lo, hi = min(targets) / 3, max(targets) * 3
     ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="ideal (achieved = target)")
-    for label, rows in results.items():
+    colours = plt.get_cmap("tab20" if len(results) > 10 else "tab10").colors
+    markers = "os^Dv<>pXh*"
+    for i, (label, rows) in enumerate(results.items()):
         t = np.array([r.target_fpr for r in rows])
         f = np.array([r.fpr for r in rows])
         err_lo = f - np.array([r.extra.get("fpr_ci_low", r.fpr) for r in rows])
@@ -47,7 +49,8 @@ def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
         shown = np.maximum(f, lo)  # a zero (or tiny) FPR is drawn on the bottom edge
         below = np.clip(np.minimum(err_lo, shown - lo * 0.999), 0.0, None)
         above = np.clip(err_hi - (shown - f), 0.0, None)
-        ax.errorbar(t, shown, yerr=[below, above], marker="o", capsize=3, label=label)
+        ax.errorbar(t, shown, yerr=[below, above], marker=markers[i % len(markers)], color=colours[i % len(colours)],
+                    capsize=3, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -55,7 +58,10 @@ def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
     ax.set_xlabel("target FPR")
     ax.set_ylabel("achieved FPR on unseen impostors")
     ax.set_title("Calibration: achieved vs target FPR")
-    ax.legend(fontsize=8)
+    if len(results) > 4:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    else:
+        ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     return _png(fig)
 
