@@ -75,7 +75,14 @@ def check_target(target: float) -> float:
 
 
 class Dataset(Component, ABC):
-    """Produces either patterns (to be compared by a distance) or ready-made comparisons."""
+    """Produces either patterns (to be compared by a distance) or ready-made comparisons.
+
+    A score dataset that knows before loading whether it gives similarities or distances says
+    so in ``output_kind()``; recipes are then checked against the transform's ``accepts``.
+    """
+
+    def output_kind(self) -> str | None:
+        return None
 
     def load(self, context: RunContext | None = None) -> PatternSet | "ScoreSplit":
         return self._load(context or RunContext())
@@ -120,7 +127,12 @@ class Transform(Component, ABC):
 
     ``fit`` sees the training matrix only; ``apply`` is then used on training and evaluation
     matrices alike, so nothing from evaluation data leaks into calibration.
+
+    ``accepts`` names the kinds of input (``distance``, ``similarity``) the transform takes, so
+    that a recipe pairing it with a dataset of the other kind fails at validation, not mid-run.
     """
+
+    accepts: tuple[str, ...] = ("distance", "similarity")
 
     def fit(self, train: DistanceMatrix) -> "Transform":
         self._fit(train)

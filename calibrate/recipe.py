@@ -92,6 +92,25 @@ def _unknown_key(key: str, allowed: tuple[str, ...], where: str, source: str) ->
     return RecipeError(f"unknown key {key!r}; {hint}allowed: {', '.join(allowed)}", source=source, where=where)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML would keep the last silently)."""
+
+
+def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, yaml.Mark] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears twice in one mapping (first on line {seen[key].line + 1}); "
+                "keep one of them", key_node.start_mark)
+        seen[key] = key_node.start_mark
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
 def read_yaml(path: Path) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -100,11 +119,13 @@ def read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(f"cannot read recipe file {str(path)!r}: {exc}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         loc = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        if "appears twice" in str(problem):
+            raise RecipeError(f"{loc}: {problem}") from None
         raise RecipeError(f"{loc}: YAML syntax error: {problem}; fix the indentation or quoting on that line") from None
 
 
@@ -133,7 +154,10 @@ def _component(registry: Registry, kind: str, entry: Any, where: str, source: st
         try:
             params[key] = coerce(value, specs[key].annotation, f"{where}.{key}", base_dir)
         except ParameterError as exc:
-            raise RecipeError(f"{exc} ({specs[key].describe()})", source=source) from None
+            message = str(exc).removeprefix(f"{where}.{key}: ")
+            if "does not exist" not in message:
+                message += f"; expected {specs[key].describe()}"
+            raise RecipeError(message, source=source, where=f"{where}.{key}") from None
     missing = [p.name for p in specs.values() if p.required and p.name not in params]
     if missing:
         raise RecipeError(f"{SINGULAR[kind]} {name!r} needs parameter {missing[0]!r}; valid parameters: {listing}",
@@ -171,6 +195,14 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     if raw.get("distance") is not None:
         distance = _component(registry, "distances", raw["distance"], "distance", source, base_dir)
     transform = _component(registry, "transforms", raw.get("transform") or {"plugin": "identity"}, "transform", source, base_dir)
+    kind = data.build().output_kind()
+    accepts = getattr(transform.info.factory, "accepts", ("distance", "similarity"))
+    if kind is not None and kind not in accepts:
+        fix = ("add `transform: {plugin: similarity-to-distance}` (higher scores must become smaller distances)"
+               if kind == "similarity" else "use a transform for distances, e.g. `transform: {plugin: identity}`")
+        raise RecipeError(f"the data are {kind} scores but transform {transform.info.name!r} takes "
+                          f"{' or '.join(accepts)} scores; {fix}", source=source,
+                          where="transform.plugin" if raw.get("transform") else "transform")
 
     estimators_raw = raw.get("estimators") or list(DEFAULT_ESTIMATORS)
     if not isinstance(estimators_raw, list):
@@ -196,6 +228,10 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not (0 < t < 1):
             raise RecipeError(f"target FPR {t!r} is not a number in (0, 1); write 0.001 for 0.1%",
                               source=source, where=f"evaluation.targets[{i}]")
+    if len(set(targets_raw)) != len(targets_raw):
+        dup = next(t for t in targets_raw if targets_raw.count(t) > 1)
+        raise RecipeError(f"target FPR {dup!r} is listed twice; list each target once", source=source,
+                          where="evaluation.targets")
     evaluators_raw = evaluation.get("evaluators") or list(DEFAULT_EVALUATORS)
     if not isinstance(evaluators_raw, list):
         raise RecipeError("`evaluators:` must be a list", source=source, where="evaluation.evaluators")

@@ -77,14 +77,14 @@ BAD = [
     ("unknown parameter of a parameterless plugin", ("estimators.1", {"plugin": "class-interp", "k": 3}),
      ["estimators[1].k in ", "has no parameter 'k'", "valid parameters: none"]),
     ("wrong type", ("transform", {"plugin": "similarity-to-distance", "upper": "one"}),
-     ["transform.upper: expected a number, got 'one'", "(upper (float or null, default None))"]),
+     ["transform.upper in ", "expected a number, got 'one'; expected upper (float or null, default None)"]),
     ("wrong choice", ("data.kind", "similarities"),
-     ["data.kind: 'similarities' is not one of 'similarity', 'distance'"]),
-    ("wrong integer", ("data.seed", 1.5), ["data.seed: expected an integer, got 1.5", "(seed (int, default 0))"]),
+     ["data.kind in ", "'similarities' is not one of 'similarity', 'distance'"]),
+    ("wrong integer", ("data.seed", 1.5), ["data.seed in ", "expected an integer, got 1.5; expected seed (int, default 0)"]),
     ("value refused by the constructor", ("data.fit_fraction", 1.5),
      ["data in ", "fit_fraction must be in (0, 1), got 1.5"]),
     ("missing file", ("data.path", "no-such-scores.csv"),
-     ["data.path: file or folder ", "no-such-scores.csv' does not exist", "relative to the recipe file"]),
+     ["data.path in ", "file or folder ", "no-such-scores.csv' does not exist", "relative to the recipe file"]),
     ("missing required parameter", ("data", {"plugin": "npz-patterns"}),
      ["data in ", "dataset 'npz-patterns' needs parameter 'path'", "valid parameters: path (path, required)"]),
     ("missing plugin key", ("estimators.0", {"name": "x"}), ["estimators[0] in ", "missing `plugin:`", "class-interp"]),
@@ -183,7 +183,7 @@ def test_paths_are_relative_to_the_recipe_file(tmp_path, good, registry, monkeyp
 
 
 def test_defaults(tmp_path, good, registry):
-    recipe = {"data": good["data"]}
+    recipe = {"data": {**good["data"], "kind": "distance"}}  # distances need no transform: identity
     parsed = parse_recipe(recipe, registry, base_dir=tmp_path)
     assert parsed.targets == DEFAULT_TARGETS == (0.005, 0.0025, 0.001, 0.0005)
     assert [e.info.name for e in parsed.estimators] == ["auto"]  # the default configuration (docs/estimators.md)
@@ -228,3 +228,32 @@ def test_a_recipe_naming_no_estimator_is_calibrated_by_auto_with_staggered_enrol
     assert [(e.info.name, e.label, e.params) for e in recipe.estimators] == [("auto", "auto", {})]
     assert recipe.protocol.enrollment == "staggered" and recipe.protocol.rotate is False
     assert recipe.targets == DEFAULT_TARGETS == (0.005, 0.0025, 0.001, 0.0005)
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("data: {plugin: synthetic-patterns}\nestimators: [{plugin: generic-interp}]\n"
+                    "estimators: [{plugin: class-interp}]\n")
+    with pytest.raises(RecipeError, match=r"twice.yaml:3:1: key 'estimators' appears twice in one mapping "
+                                          r"\(first on line 2\); keep one of them"):
+        load_recipe(path, build_registry())
+
+
+def test_a_target_listed_twice_is_refused(tmp_path):
+    raw = {"data": {"plugin": "synthetic-patterns"}, "evaluation": {"targets": [0.001, 0.005, 0.001]}}
+    with pytest.raises(RecipeError, match=r"evaluation.targets in .*0.001 is listed twice"):
+        parse_recipe(raw, build_registry(), base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("transform, kind, expected", [
+    (None, "similarity", r"transform in .*similarity scores but transform 'identity' takes distance.*similarity-to-distance"),
+    ({"plugin": "neg-log-complement"}, "similarity", r"transform.plugin in .*'neg-log-complement' takes distance"),
+    ({"plugin": "similarity-to-distance"}, "distance", r"transform.plugin in .*distance scores but .* takes similarity.*identity"),
+])
+def test_validation_catches_a_transform_that_cannot_take_the_data(tmp_path, transform, kind, expected):
+    scores = write_scores(tmp_path / "s.csv", *make_scores(seed=3, kind=kind))
+    raw = {"data": {"plugin": "score-matrix", "path": str(scores), "kind": kind}}
+    if transform:
+        raw["transform"] = transform
+    with pytest.raises(RecipeError, match=expected):
+        parse_recipe(raw, build_registry(), base_dir=tmp_path)

@@ -50,6 +50,7 @@ def _check_clip(clip: float | None) -> None:
 
 class _UnitIntervalTransform(Transform):
     name = ""
+    accepts = ("distance",)
 
     def _domain(self, values: np.ndarray, kind: str) -> np.ndarray:
         if kind != "distance":

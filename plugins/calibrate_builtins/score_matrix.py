@@ -46,7 +46,8 @@ def read_score_csv(path: Path, missing: float | None) -> tuple[np.ndarray, np.nd
             try:
                 values[r - 2, c] = float(cell)
             except ValueError:
-                raise DataError(f"{path}, line {r}, column {c + 2} ({gallery[c]}): {cell!r} is not a number") from None
+                raise DataError(f"{path}, line {r}, column {c + 2} ({gallery[c]}): {cell!r} is not a number; "
+                                f"write the score, or a marker such as -1 there and set `missing: -1`") from None
     valid = np.ones(values.shape, bool) if missing is None else values != missing
     bad = valid & ~np.isfinite(values)
     if bad.any():
@@ -95,6 +96,9 @@ class ScoreMatrixDataset(Dataset):
             raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
         self.path, self.train, self.test = path, train, test
         self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
+
+    def output_kind(self) -> str | None:
+        return self.kind
 
     def _load(self, context: RunContext) -> ScoreSplit:
         split = self._split_one() if self.path is not None else self._two_files()

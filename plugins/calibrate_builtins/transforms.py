@@ -14,6 +14,8 @@ from calibrate.types import DistanceMatrix
 class Identity(Transform):
     """Leaves distances as they are (they must already be distances in [0, inf))."""
 
+    accepts = ("distance",)
+
     def __init__(self):
         pass
 
@@ -34,6 +36,8 @@ class SimilarityToDistance(Transform):
     :param method: flip or neg-log.
     :param upper: the largest possible similarity (e.g. 1 for scores in [0, 1]); default: the largest training score.
     """
+
+    accepts = ("similarity",)
 
     def __init__(self, *, method: Literal["flip", "neg-log"] = "flip", upper: float | None = None):
         if upper is not None and not np.isfinite(upper):
