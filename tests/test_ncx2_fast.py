@@ -186,3 +186,26 @@ def test_mode_parameter_and_errors_in_both_modes():
         with pytest.raises(DataError, match="class 'good'.*no grid point"):
             Ncx2Grid(sigma={"low": 1e40, "high": 2e40, "steps": 3}, mode=mode).fit(
                 ImpostorDistances.from_lists({"good": [1.0, 2.0, 3.0]}))
+
+
+@pytest.mark.parametrize("score", ["ncc", "bhattacharyya"])
+def test_heavily_tied_classes_get_algorithm_1s_grid_point(score):
+    # an independent review's reproducer: 1,000 distances with 4 distinct values, where the cascade
+    # once returned a neighbouring sigma (thresholds off by 1.3-1.7%)
+    d = np.round(0.05 * np.sqrt(np.random.default_rng(2).noncentral_chisquare(18, 300, 1000)), 1)
+    sigma = {"low": 0.003, "high": 0.2, "steps": 100, "spacing": "log"}
+    dim, sig, lam, fs = fit_class(d, range(15, 23), sigma_grid(d, sigma, DIMS, "divide"), score, "divide")
+    for mode in ("exact", "fast"):
+        (row,) = Ncx2Grid(sigma=sigma, score=score, mode=mode).fit(ImpostorDistances.from_lists({"c": d})).parameters()
+        assert (row["dim"], row["sigma"]) == (dim, pytest.approx(sig, rel=1e-12)), mode
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5, 9])
+def test_fast_mode_with_few_degrees_of_freedom_equals_exact(seed):
+    # Sankaran's approximation ranks grid points poorly for small dim: fast mode's coarse search once
+    # moved these thresholds by 95% (dim [1, 4], Rayleigh distances); such ranges use the exact cascade
+    d = np.random.default_rng(seed).rayleigh(1.0, 800)
+    imp = ImpostorDistances.from_lists({"c": d})
+    exact = Ncx2Grid(dim=[1, 4], mode="exact").fit(imp).thresholds(TARGETS).values
+    fast = Ncx2Grid(dim=[1, 4], mode="fast").fit(imp).thresholds(TARGETS).values
+    np.testing.assert_allclose(fast, exact, rtol=1e-12)

@@ -43,7 +43,11 @@ Exact mode (thresholds equal to ``fit_class``'s)
 Fast mode (thresholds within ``FAST_BOUND`` of exact mode)
 ---------------------------------------------------------
 Classes with at most ``FAST_EXACT_UPTO`` (400) distances go through the exact cascade (cheap there,
-and a coarse search on so few points is not reliable). Larger classes with more than
+and a coarse search on so few points is not reliable), and so do all classes when the dim range
+starts below ``FAST_MIN_DIM`` (10): there Sankaran's approximation ranks grid points poorly, and
+an independent check found the coarse search off by up to 97% (Rayleigh and uniform distances,
+dim [1, 4]; Weibull, dim optimum 2-6). Heavily tied classes skip the cascade altogether
+(``ncx2_grid.TIE_DISTINCT_FRACTION``). Larger classes with more than
 ``FAST_MAX_POINTS`` distances are first reduced to that many by a deterministic systematic
 sample (``FAST_MAX_POINTS`` evenly spaced positions in the order given; the derived sigma range
 comes from the sample, the mean of delta^2, which fixes lambda, from all distances), so the cost
@@ -57,7 +61,8 @@ Bound. On generated data (the synthetic-impostors families: non-central chi-squa
 lognormal, shifted |t|, 60% off-model; with ties; cohorts of 400 to 8,209; both scores; both
 scalings; about 8,300 classes) ``|fast / exact - 1|`` of the thresholds at targets 1e-2, 1e-3
 and 1e-4 had median 0 to 0.3%, 99th percentile at most 3.1% and maximum 3.9%; the documented and
-tested bound is ``FAST_BOUND`` = 6%. (With the coarse search on 250-300 distances, 4 of 3,200
+tested bound is ``FAST_BOUND`` = 6%. The bound is measured, not proven: it holds for the families
+above with dim ranges from 10 up, and the two guards above exist because it failed outside them. (With the coarse search on 250-300 distances, 4 of 3,200
 classes moved by more, up to 28%: hence ``FAST_EXACT_UPTO``.)
 """
 
@@ -94,6 +99,9 @@ FAST_K = 4
 FAST_MAX_POINTS = 4096
 #: fast mode fits classes with at most this many distances with the exact cascade instead
 FAST_EXACT_UPTO = 400
+#: fast mode's coarse search needs Sankaran's approximation to rank grid points, which it does
+#: poorly with few degrees of freedom; dim ranges starting below this use the exact cascade
+FAST_MIN_DIM = 10
 #: documented bound: |fast threshold / exact threshold - 1| <= FAST_BOUND at targets 1e-2 .. 1e-4
 #: (measured on generated data of several families: see the module docstring and docs/performance.md)
 FAST_BOUND = 0.06

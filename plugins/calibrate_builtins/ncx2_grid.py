@@ -299,6 +299,10 @@ _CHUNK = {"exact": 128, "fast": 1024}
 _SUB = 64
 
 
+#: classes with fewer distinct distances than this share of their count skip the cascade
+TIE_DISTINCT_FRACTION = 0.95
+
+
 def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec: dict[str, Any], score: Score,
                scaling: Scaling, mode: Mode) -> list[tuple[int, float, float, float, bool]]:
     """Many classes through the batched cascade (:mod:`calibrate_builtins.ncx2_batch`); module-level
@@ -314,15 +318,23 @@ def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec:
         names.append(name)
     loop_dims = list(range(dims[0], dims[1] + 1))
     out: list[Any] = [None] * len(ds)
+    # The cascade's compressed scores assume (nearly) distinct distances; on heavily tied cohorts
+    # (integer fingerprint scores: 3.5% distinct) it missed Algorithm 1's grid point for 6 of 104
+    # BSSR1 finger-left classes, so those go to fit_class itself, in either mode.
+    tied = np.array([np.unique(d).size < TIE_DISTINCT_FRACTION * d.size for d in ds], dtype=bool)
+    for i in np.flatnonzero(tied):
+        out[i] = _fit_item((names[i], ds[i]), dims, spec, score, scaling)
     sizes = np.array([d.size for d in ds])
     order = np.argsort(sizes, kind="stable")  # similar sizes share a batch: little padding
+    order = order[~tied[order]]
     # fast mode on small cohorts: the exact cascade is cheap there, and the fast search's error is not
-    exact_upto = len(order) if mode == "exact" else int(np.searchsorted(sizes[order], nb.FAST_EXACT_UPTO, side="right"))
+    all_exact = mode == "exact" or dims[0] < nb.FAST_MIN_DIM
+    exact_upto = len(order) if all_exact else int(np.searchsorted(sizes[order], nb.FAST_EXACT_UPTO, side="right"))
     batches = [order[s0:min(s0 + _SUB, exact_upto)] for s0 in range(0, exact_upto, _SUB)]
     batches += [order[s0:s0 + _SUB] for s0 in range(exact_upto, len(order), _SUB)]
     for idx in batches:
         sub = [ds[i] for i in idx]
-        exact = mode == "exact" or sizes[idx].max() <= nb.FAST_EXACT_UPTO
+        exact = all_exact or sizes[idx].max() <= nb.FAST_EXACT_UPTO
         if exact:
             prep = nb.Prepared(sub, None, loop_dims, scaling, nb.EXACT_M1, nb.EXACT_M)
         else:
