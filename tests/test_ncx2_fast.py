@@ -131,8 +131,8 @@ def test_fast_mode_within_documented_bound(case):
     off = 0.2
     if case == "off-model":
         off = 1.0
-    elif case == "ties":
-        rnd = 2
+    elif case == "ties":  # heavily tied cohorts go to Algorithm 1 in both modes: few classes suffice
+        rnd, classes = 2, 12
     elif case == "small":
         n = nb.FAST_EXACT_UPTO + 50  # the smallest cohorts the fast search itself handles
     elif case == "bhattacharyya":
@@ -209,3 +209,15 @@ def test_fast_mode_with_few_degrees_of_freedom_equals_exact(seed):
     exact = Ncx2Grid(dim=[1, 4], mode="exact").fit(imp).thresholds(TARGETS).values
     fast = Ncx2Grid(dim=[1, 4], mode="fast").fit(imp).thresholds(TARGETS).values
     np.testing.assert_allclose(fast, exact, rtol=1e-12)
+
+
+def test_tie_rule_sends_heavily_tied_cohorts_of_any_size_to_algorithm_1():
+    rng = np.random.default_rng(4)
+    for n in (300, 50_000):  # the large cohort is judged on a sample of ng.TIE_SAMPLE distances
+        d = rng.gamma(20.0, 1.0, n)
+        assert not ng.heavily_tied(d)
+        assert ng.heavily_tied(np.round(d))  # integer scores, as BSSR1 fingerprints
+    # mild ties (97.5% distinct, as BSSR1 face-C) stay in the cascade, which matched Algorithm 1 on them
+    d = rng.gamma(20.0, 1.0, 1000)
+    d[:25] = d[25:50]
+    assert not ng.heavily_tied(d)

@@ -301,6 +301,17 @@ _SUB = 64
 
 #: classes with fewer distinct distances than this share of their count skip the cascade
 TIE_DISTINCT_FRACTION = 0.95
+#: ties are counted on a systematic sample of at most this many distances, so that the check
+#: does not make fast mode's cost per class grow with the cohort (a sample only shows more
+#: distinct values than the whole, and heavy ties stay visible in it)
+TIE_SAMPLE = 4096
+
+
+def heavily_tied(distances: np.ndarray) -> bool:
+    d = np.asarray(distances)
+    if d.size > TIE_SAMPLE:
+        d = d[:: d.size // TIE_SAMPLE][:TIE_SAMPLE]
+    return np.unique(d).size < TIE_DISTINCT_FRACTION * d.size
 
 
 def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec: dict[str, Any], score: Score,
@@ -321,7 +332,7 @@ def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec:
     # The cascade's compressed scores assume (nearly) distinct distances; on heavily tied cohorts
     # (integer fingerprint scores: 3.5% distinct) it missed Algorithm 1's grid point for 6 of 104
     # BSSR1 finger-left classes, so those go to fit_class itself, in either mode.
-    tied = np.array([np.unique(d).size < TIE_DISTINCT_FRACTION * d.size for d in ds], dtype=bool)
+    tied = np.array([heavily_tied(d) for d in ds], dtype=bool)
     for i in np.flatnonzero(tied):
         out[i] = _fit_item((names[i], ds[i]), dims, spec, score, scaling)
     sizes = np.array([d.size for d in ds])
