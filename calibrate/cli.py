@@ -120,8 +120,8 @@ def plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable
     current = None
     for info in infos:
         if info.kind != current:
+            typer.echo(f"{'' if current is None else chr(10)}{info.kind}:")
             current = info.kind
-            typer.echo(f"\n{info.kind}:")
         origin = f"{info.distribution} {info.version}" if info.distribution else info.plugin
         typer.echo(f"  {info.name}  [{origin}]  {info.summary}")
         for p in info.params:
