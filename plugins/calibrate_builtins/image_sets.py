@@ -147,6 +147,20 @@ def _check_root(path: Path, name: str) -> Path:
     return path
 
 
+def _class_folders(root: Path, passed: "PassedOver", hidden: str, loose: str) -> list[Path]:
+    """The root's sub-folders (one per class); hidden entries and loose files are passed over
+    under the kinds ``hidden`` and ``loose``."""
+    folders = []
+    for entry in _listing(root):
+        if entry.name.startswith("."):
+            passed.add(hidden, entry.name)
+        elif entry.is_dir():
+            folders.append(entry)
+        else:
+            passed.add(loose, entry.name)
+    return folders
+
+
 def _label(k: int, n: int) -> str:
     """Set labels 1..n, zero-padded so that they sort in order."""
     return f"{k + 1:0{len(str(n))}d}"
@@ -184,14 +198,7 @@ class ImageSets(Dataset):
         # (class, set label or None for flat, path); per class its set folders (None: flat layout)
         files: list[tuple[str, str | None, Path]] = []
         layout: dict[str, list[str] | None] = {}
-        classes = []
-        for entry in _listing(root):
-            if entry.name.startswith("."):
-                passed.add("hidden files or folders", entry.name)
-            elif entry.is_dir():
-                classes.append(entry)
-            else:
-                passed.add("files outside class folders", entry.name)
+        classes = _class_folders(root, passed, "hidden files or folders", "files outside class folders")
         if not classes:
             raise DataError(f"{name}: no class folders in {root}; expected root/<class>/<set>/<images> "
                             "(or root/<class>/<images> with flat_sets:)")
@@ -295,14 +302,7 @@ class ExtendedYaleB(Dataset):
         root = _check_root(self.path, name)
         passed = PassedOver()
         found: list[tuple[str, tuple[int, int], Path]] = []
-        subjects = []
-        for entry in _listing(root):
-            if entry.name.startswith("."):
-                passed.add("hidden files", entry.name)
-            elif entry.is_dir():
-                subjects.append(entry)
-            else:
-                passed.add("other non-image files", entry.name)
+        subjects = _class_folders(root, passed, "hidden files", "other non-image files")
         for sdir in subjects:
             for f in _listing(sdir):
                 n = f.name
