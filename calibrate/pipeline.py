@@ -50,14 +50,15 @@ def _enrollment_choices(groups: list[tuple[str, str, np.ndarray]], recipe: Recip
         raise DataError(f"the dataset has {len(by_class)} class(es); verification thresholds need at least 2 classes")
     enrollment = recipe.protocol.enrollment
     if enrollment == "staggered":
-        # class number i (in sorted order) enrolls its set (i + fold) mod n: enrollment pairs then mix
-        # set positions (e.g. lighting conditions) as query-vs-enrollment pairs do
-        n = min(len(v) for v in by_class.values())
-        if n < 2:
-            raise RecipeError("`enrollment: staggered` needs at least 2 sets per class", source=recipe.source,
-                              where="evaluation.enrollment")
-        folds = range(n) if recipe.protocol.rotate else range(1)
-        return [{c: idx[(i + k) % n] for i, (c, idx) in enumerate(sorted(by_class.items()))} for k in folds]
+        # class number i (in sorted order) enrolls its set (i + fold) mod (its number of sets): enrollment
+        # pairs then mix set positions (e.g. lighting conditions) as query-vs-enrollment pairs do. A class
+        # with a single set enrolls it and contributes no queries.
+        n_min = min(len(v) for v in by_class.values())
+        if recipe.protocol.rotate and n_min < 2:
+            raise RecipeError("`rotate: true` needs at least 2 sets per class", source=recipe.source,
+                              where="evaluation.rotate")
+        folds = range(n_min) if recipe.protocol.rotate else range(1)
+        return [{c: idx[(i + k) % len(idx)] for i, (c, idx) in enumerate(sorted(by_class.items()))} for k in folds]
     if recipe.protocol.rotate:
         n = min(len(v) for v in by_class.values())
         if n < 2:

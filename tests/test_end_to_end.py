@@ -183,3 +183,15 @@ def test_bssr1_face_c_with_both_interpolation_estimators(tmp_path):
     table = [l for l in report.splitlines() if l.startswith("| ") and l.split("|")[1].strip().endswith("%")]
     assert [l.split("|")[1].strip() for l in table[:4]] == ["0.5%", "0.25%", "0.1%", "0.05%"]
     assert "failed comparisons" in report
+
+
+def test_default_enrollment_copes_with_classes_of_one_set(tmp_path):
+    path, X, labels, sets = _patterns(tmp_path)
+    keep = ~((labels == "k0") & (sets != "s0")) & ~((labels == "k1") & (sets == "s2"))  # k0: 1 set, k1: 2 sets
+    np.savez(path, X=X[keep], labels=labels[keep], sets=sets[keep])
+    recipe = {"data": {"plugin": "npz-patterns", "path": str(path)}, "distance": {"plugin": "euclidean"},
+              "estimators": ["class-interp"], "evaluation": {"targets": [0.2]}, "output": {"dir": str(tmp_path / "out")}}
+    (fold,) = calibrate.run(write_recipe(tmp_path / "recipe.yaml", recipe)).folds
+    # class number i enrolls set i mod (its number of sets): k0 its only set, k1 s1, k2 s2, k3 s0, ...
+    assert fold.train.gallery_ids.tolist() == ["k0/s0", "k1/s1", "k2/s2", "k3/s0", "k4/s1", "k5/s2"]
+    assert not any(p.startswith("k0/") for p in fold.test.probe_ids)  # a one-set class gives no queries
