@@ -106,7 +106,6 @@ def validate(recipe: Path = typer.Argument(..., help="Recipe YAML file.")) -> No
 def plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List every plugin component with its parameters and where it came from."""
     from .manager import build_registry
-    from .registry import SINGULAR
 
     try:
         registry = build_registry()

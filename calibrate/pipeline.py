@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import platform
-import sys
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path

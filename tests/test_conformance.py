@@ -285,7 +285,7 @@ def test_parametrize_accepts_names_tuples_and_component_infos():
     n = len(kit.checks_for("estimators"))
     assert len(ids) == 3 * n
     assert ids[0] == "estimator:class-interp-check_signature"
-    assert f"estimator:GenericInterp-check_model_parameters" in ids
+    assert "estimator:GenericInterp-check_model_parameters" in ids
 
 
 def test_every_check_is_documented():

@@ -302,6 +302,14 @@ def _fit(case: ComponentCase, params, impostors: ImpostorDistances, seed: int = 
     return model
 
 
+def _fitted_on_sample(case: ComponentCase, tmp_path: Path | None) -> tuple[ImpostorDistances, FittedModel]:
+    """The kit's sample impostor distances and the case's estimator fitted on them."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    imp = make_impostors()
+    return imp, _fit(case, params, imp)
+
+
 def _check_table(case, model: FittedModel, impostors: ImpostorDistances, targets=TARGETS, what="") -> np.ndarray:
     table = model.thresholds(targets, label=case.name)
     assert isinstance(table, ThresholdTable), f"{case.id}: thresholds() returned {type(table).__name__}"
@@ -330,10 +338,7 @@ def check_estimator_fit(case: ComponentCase, tmp_path: Path | None = None) -> No
     model_class = getattr(case.factory, "model_class", None)
     assert inspect.isclass(model_class) and issubclass(model_class, FittedModel), \
         f"{case.id}: set the class attribute model_class to the FittedModel subclass fit() returns"
-    with _tmpdir(tmp_path) as tmp:
-        params = _params(case, tmp)
-    imp = make_impostors()
-    model = _fit(case, params, imp)
+    imp, model = _fitted_on_sample(case, tmp_path)
     assert isinstance(model, model_class), \
         f"{case.id}: fit returned {type(model).__name__}, but model_class is {model_class.__name__}"
     assert model.classes == imp.classes, f"{case.id}: model.classes {model.classes} != fitted classes {imp.classes}"
@@ -342,10 +347,7 @@ def check_estimator_fit(case: ComponentCase, tmp_path: Path | None = None) -> No
 
 def check_estimator_monotone(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """Thresholds are non-decreasing in the target FPR, and each column depends only on its target."""
-    with _tmpdir(tmp_path) as tmp:
-        params = _params(case, tmp)
-    imp = make_impostors()
-    model = _fit(case, params, imp)
+    imp, model = _fitted_on_sample(case, tmp_path)
     v = _check_table(case, model, imp)
     _check_monotone(case, v, TARGETS)
     shuffled = tuple(np.random.default_rng(SEED).permutation(TARGETS).tolist())
@@ -358,10 +360,7 @@ def check_estimator_monotone(case: ComponentCase, tmp_path: Path | None = None) 
 
 def check_estimator_threshold_matches_table(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """``model.threshold(class, e)`` equals the matching ``model.thresholds(...)`` entry."""
-    with _tmpdir(tmp_path) as tmp:
-        params = _params(case, tmp)
-    imp = make_impostors()
-    model = _fit(case, params, imp)
+    imp, model = _fitted_on_sample(case, tmp_path)
     v = _check_table(case, model, imp)
     for i, cls in enumerate(imp.classes):
         for k in (0, 4, len(TARGETS) - 1):
@@ -475,10 +474,7 @@ def check_estimator_degenerate_input(case: ComponentCase, tmp_path: Path | None 
 
 def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """``to_state()`` -> JSON -> ``model_class.from_state()`` rebuilds a model with equal thresholds."""
-    with _tmpdir(tmp_path) as tmp:
-        params = _params(case, tmp)
-    imp = make_impostors()
-    model = _fit(case, params, imp)
+    imp, model = _fitted_on_sample(case, tmp_path)
     state = model.to_state()
     try:
         text = json.dumps(state)
@@ -499,10 +495,7 @@ def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = No
 
 def check_model_rejects_bad_targets(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """Target FPRs outside (0, 1) raise ParameterError; an unknown class raises KeyError."""
-    with _tmpdir(tmp_path) as tmp:
-        params = _params(case, tmp)
-    imp = make_impostors()
-    model = _fit(case, params, imp)
+    imp, model = _fitted_on_sample(case, tmp_path)
     for bad in (0.0, 1.0, -0.01, 1.5, float("nan")):
         try:
             model.thresholds([0.01, bad])
@@ -526,10 +519,7 @@ def check_model_rejects_bad_targets(case: ComponentCase, tmp_path: Path | None =
 
 def check_model_parameters(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """``model.parameters()`` (models.csv rows) is a list of dicts, each naming a fitted class."""
-    with _tmpdir(tmp_path) as tmp:
-        params = _params(case, tmp)
-    imp = make_impostors()
-    model = _fit(case, params, imp)
+    imp, model = _fitted_on_sample(case, tmp_path)
     rows = model.parameters()
     assert isinstance(rows, list), f"{case.id}: parameters() returned {type(rows).__name__}, not a list"
     for row in rows:
