@@ -202,8 +202,10 @@ class ImpostorDistances:
     def from_matrix(cls, matrix: DistanceMatrix) -> "ImpostorDistances":
         matrix.check_distances("training distances")
         mask = matrix.impostor_mask()
-        cols = [matrix.values[mask[:, j], j] for j in range(matrix.shape[1])]
-        return cls.from_lists(dict(zip(matrix.gallery_classes.tolist(), cols)))
+        # column by column, rows in order: what the transposed mask selects in C order
+        values = matrix.values.T[mask.T]
+        offsets = np.concatenate([[0], np.cumsum(mask.sum(axis=0))])
+        return cls(tuple(matrix.gallery_classes.tolist()), values, offsets)
 
     def __len__(self) -> int:
         return len(self.classes)
