@@ -183,11 +183,29 @@ def _run(recipe: Recipe, context: RunContext) -> RunResult:
             tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
         folds.append(Fold(name, train_d, test_d, models, tables))
 
+    note_training_support(folds, recipe.targets, context)
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = [spec.build().evaluate(evaluation, context) for spec in recipe.evaluators]
     results = _merge(evaluated)
     write_outputs(recipe, folds, evaluated, results, context)
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes))
+
+
+#: below this many training impostor distances under an on-target threshold, the threshold is an extrapolation
+SUPPORT_WARNING = 10.0
+
+
+def note_training_support(folds: list[Fold], targets: tuple[float, ...], context: RunContext) -> None:
+    """Say which targets lie beyond what the training impostor distances can show (e x N_train < 10)."""
+    n = min(int(f.train.impostor_mask().sum()) for f in folds)
+    thin = [t for t in targets if t * n < SUPPORT_WARNING]
+    if not thin:
+        return
+    listed = ", ".join(f"{100 * t:.3g}% ({t * n:.1f})" for t in sorted(thin, reverse=True))
+    context.note(f"{n} training impostor distances: at target(s) {listed} fewer than {SUPPORT_WARNING:.0f} of them "
+                 "would lie below an on-target threshold, so every estimator extrapolates there and the achieved "
+                 "rate can stray far from the target by chance; read the class-bootstrap interval in the report, "
+                 "and enroll more classes (or add impostor comparisons) for a firmer threshold")
 
 
 def _jsonable_recipe(recipe: Recipe) -> dict:

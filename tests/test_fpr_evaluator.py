@@ -1,0 +1,130 @@
+"""The fpr evaluator's figures, each checked against an independent computation on generated data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import calibrate
+from calibrate.base import EvaluationInput, Fold, RunContext
+from calibrate.types import DistanceMatrix, ImpostorDistances, ThresholdTable
+from calibrate_builtins.interp import GenericInterp
+from calibrate_builtins.fpr import FprEvaluator, class_bootstrap, clopper_pearson, evaluate_label
+
+from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
+
+TARGETS = (0.05, 0.01)
+
+
+def random_fold(seed: int, n_classes: int = 9, sets_per_class: int = 3, name: str = "f") -> Fold:
+    """Query sets of every class against one enrolled set per class, with random thresholds."""
+    rng = np.random.default_rng(seed)
+    classes = [f"c{i}" for i in range(n_classes)]
+    probes = np.repeat(classes, sets_per_class)
+    test = DistanceMatrix(rng.gamma(4.0, 1.0, (probes.size, n_classes)), probes, np.array(classes), source="test")
+    train = DistanceMatrix(rng.gamma(4.0, 1.0, (n_classes, n_classes)), np.array(classes), np.array(classes), source="train")
+    taus = np.sort(rng.uniform(0.5, 3.0, (n_classes, len(TARGETS))), axis=1)[:, ::-1]  # lower target, lower threshold
+    table = ThresholdTable("est", tuple(classes), TARGETS, taus)
+    model = GenericInterp().fit(ImpostorDistances.from_matrix(train))  # only names the label; the table is random
+    return Fold(name, train, test, {"est": model}, {"est": table})
+
+
+def brute_force(folds: list[Fold], k: int) -> dict:
+    fa = n = 0
+    pairs = set()
+    per_class: dict[str, list[int]] = {}
+    for fold in folds:
+        table, test = fold.tables["est"], fold.test
+        for j, g in enumerate(test.gallery_classes):
+            tau = table.values[table.classes.index(g), k]
+            for i, p in enumerate(test.probe_classes):
+                if p == g:
+                    continue
+                n += 1
+                per_class.setdefault(g, [0, 0])[1] += 1
+                if test.values[i, j] <= tau:
+                    fa += 1
+                    per_class[g][0] += 1
+                    pairs.add(tuple(sorted((str(p), str(g)))))
+    return {"fa": fa, "n": n, "pairs": len(pairs), "per_class": per_class}
+
+
+@pytest.mark.parametrize("k, n", [(0, 50), (1, 50), (7, 200), (50, 50), (3, 100_000)])
+def test_clopper_pearson_inverts_the_binomial_tails(k, n):
+    low, high = clopper_pearson(k, n)
+    if k > 0:
+        assert stats.binom.sf(k - 1, n, low) == pytest.approx(0.025, rel=1e-6)  # P(X >= k | low)
+    else:
+        assert low == 0.0
+    if k < n:
+        assert stats.binom.cdf(k, n, high) == pytest.approx(0.025, rel=1e-6)  # P(X <= k | high)
+    else:
+        assert high == 1.0
+
+
+def test_counts_pairs_and_shares_match_a_brute_force_count_over_two_folds():
+    folds = [random_fold(1, name="a"), random_fold(2, name="b")]
+    rows = evaluate_label(tuple(folds), "est", TARGETS, seed=0)
+    for k, row in enumerate(rows):
+        ref = brute_force(folds, k)
+        assert (row.false_accepts, row.impostor_attempts) == (ref["fa"], ref["n"])
+        assert row.extra["false_accept_pairs"] == ref["pairs"]
+        assert row.extra["training_support"] == pytest.approx(TARGETS[k] * 9 * 8)
+        low, high = clopper_pearson(ref["fa"], ref["n"])
+        assert row.extra["ratio_ci_low"] == pytest.approx(low / TARGETS[k])
+        assert row.extra["ratio_ci_high"] == pytest.approx(high / TARGETS[k])
+    # per-class shares: each fold's class rates, as the evaluator pools them
+    k = 0
+    rates = []
+    for fold in folds:
+        ref = brute_force([fold], k)
+        rates += [fa / n for fa, n in ref["per_class"].values()]
+    assert rows[k].extra["share_classes_over_2x"] == pytest.approx(np.mean(np.array(rates) > 2 * TARGETS[k]))
+
+
+def test_class_bootstrap_widens_when_false_accepts_cluster_in_one_class():
+    imp = np.full(30, 200)
+    clustered = np.zeros(30, dtype=int)
+    clustered[0] = 12  # all 12 false accepts from one look-alike class
+    low, high = class_bootstrap(clustered, imp, np.random.default_rng(0))
+    cp_low, cp_high = clopper_pearson(12, 6000)
+    assert low == 0.0 < cp_low  # that class is left out of many resamples
+    assert high > 1.5 * cp_high
+
+
+def test_class_bootstrap_agrees_with_clopper_pearson_when_attempts_are_independent():
+    rng = np.random.default_rng(5)
+    imp = np.full(400, 500)
+    fa = rng.binomial(imp, 0.004)
+    low, high = class_bootstrap(fa, imp, np.random.default_rng(1))
+    cp_low, cp_high = clopper_pearson(int(fa.sum()), int(imp.sum()))
+    assert low == pytest.approx(cp_low, rel=0.15)
+    assert high == pytest.approx(cp_high, rel=0.15)
+
+
+def test_bootstrap_interval_is_reproducible_for_a_seed_and_brackets_the_ratio():
+    folds = (random_fold(3), random_fold(4))
+    data = EvaluationInput(folds, TARGETS, plots=False)
+    first = FprEvaluator(plots=False).evaluate(data, RunContext(seed=7)).estimators["est"]
+    again = FprEvaluator(plots=False).evaluate(data, RunContext(seed=7)).estimators["est"]
+    for a, b in zip(first, again):
+        assert a.extra == b.extra
+        assert a.extra["ratio_boot_low"] <= a.ratio <= a.extra["ratio_boot_high"]
+
+
+def test_run_reports_thin_training_support_in_notes_and_report(tmp_path):
+    values, probes, gallery = make_scores(seed=3, n_classes=10, probes_per_class=6)
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    recipe = write_recipe(tmp_path / "r.yaml", score_recipe(csv_path, tmp_path / "out", targets=(0.05, 0.001)))
+    with pytest.warns(UserWarning, match="training impostor distances"):
+        calibrate.run(recipe)
+    doc = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    support = [n for n in doc["notes"] if "extrapolates" in n]
+    assert len(support) == 1 and "0.1% (" in support[0] and "5% (" not in support[0]  # 0.05 x 270 = 13.5 is enough
+    row = doc["estimators"]["generic-interp"]["targets"][1]
+    assert {"ratio_boot_low", "ratio_boot_high", "false_accept_pairs", "training_support"} <= set(row)
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "Class bootstrap" in report and "Training support" in report
