@@ -196,8 +196,19 @@ SUPPORT_WARNING = 10.0
 
 
 def note_training_support(folds: list[Fold], targets: tuple[float, ...], context: RunContext) -> None:
-    """Say which targets lie beyond what the training impostor distances can show (e x N_train < 10)."""
+    """Say which targets lie beyond what the training impostor distances can show: below the share of
+    distances tied at the smallest value (no threshold reaches them), or with e x N_train < 10."""
     n = min(int(f.train.impostor_mask().sum()) for f in folds)
+    pooled = folds[0].train.values[folds[0].train.impostor_mask()]
+    if pooled.size:
+        smallest = float(pooled.min())
+        tied = float(np.mean(pooled == smallest))
+        below = [t for t in targets if t < tied]
+        if tied > 1.0 / pooled.size and below:
+            context.note(f"{100 * tied:.3g}% of the training impostor distances equal the smallest one ({smallest:.6g}); "
+                         f"at target(s) {', '.join(f'{100 * t:.3g}%' for t in sorted(below, reverse=True))} no threshold "
+                         "can be on target, since `distance <= threshold` accepts all of these ties or none of them: "
+                         "a matcher with finer scores (or a transform that keeps them apart) is needed there")
     thin = [t for t in targets if t * n < SUPPORT_WARNING]
     if not thin:
         return

@@ -128,3 +128,24 @@ def test_run_reports_thin_training_support_in_notes_and_report(tmp_path):
     assert {"ratio_boot_low", "ratio_boot_high", "false_accept_pairs", "training_support"} <= set(row)
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "Class bootstrap" in report and "Training support" in report
+
+
+def test_run_says_when_ties_at_the_smallest_distance_make_a_target_unreachable(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 30
+    gallery = [f"id{c:02d}" for c in range(n)]
+    probes = [g for g in gallery for _ in range(4)]
+    values = np.round(rng.gamma(3.0, 1.0, (len(probes), n)))  # integer distances: about 2% of them are 0
+    values[np.array(probes)[:, None] == np.array(gallery)[None, :]] = 0.0
+    csv_path = write_scores(tmp_path / "d.csv", values, probes, gallery)
+    raw = score_recipe(csv_path, tmp_path / "out", targets=(0.05, 0.005))
+    raw["data"]["kind"] = "distance"
+    raw["transform"] = {"plugin": "identity"}
+    with pytest.warns(UserWarning):
+        result = calibrate.run(write_recipe(tmp_path / "r.yaml", raw))
+    train = result.folds[0].train
+    pooled = train.values[train.impostor_mask()]
+    share = np.mean(pooled == pooled.min())
+    assert 0.005 < share < 0.05
+    tied = [note for note in result.notes if "equal the smallest one" in note]
+    assert len(tied) == 1 and "0.5%" in tied[0] and "5%," not in tied[0] and f"{100 * share:.3g}%" in tied[0]
