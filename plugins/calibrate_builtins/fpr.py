@@ -12,8 +12,8 @@ Yale B at e = 0.5%, 17 of 184 false accepts came from one pair of subjects, seen
 query sets). So each row also carries
 
 * ``ratio_boot_low`` / ``ratio_boot_high``: a 95% percentile bootstrap over enrolled classes
-  (each class's false accepts and attempts, summed over folds, resampled as a unit; Poisson
-  weights, 1,000 replicates, seeded by the run's seed), which widens when false accepts cluster;
+  (each class's false accepts and attempts, summed over folds, resampled with replacement as a
+  unit; 1,000 replicates, seeded by the run's seed), which widens when false accepts cluster;
 * ``false_accept_pairs``: how many distinct (unordered) class pairs the false accepts come from;
 * ``training_support``: ``e`` times the number of training impostor distances (mean over folds),
   i.e. how many training distances lie below an on-target threshold. Below about 10 every
@@ -40,29 +40,31 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return low, high
 
 
-#: bootstrap replicates for the class-level interval, and how many are drawn at once (memory: chunk x classes)
+#: bootstrap replicates for the class-level interval
 BOOT_REPLICATES = 1000
-_BOOT_CHUNK = 50
+#: resampled class indices held in memory at once (replicates x classes)
+_BOOT_BLOCK = 2_000_000
 
 
 def class_bootstrap(fa: np.ndarray, imp: np.ndarray, rng: np.random.Generator, level: float = 0.95,
                     replicates: int = BOOT_REPLICATES) -> tuple[float, float]:
-    """Percentile interval of ``sum(fa) / sum(imp)`` when whole classes are resampled (Poisson weights).
+    """Percentile interval of ``sum(fa) / sum(imp)`` when whole classes are resampled with replacement.
 
-    ``fa[i]`` and ``imp[i]`` are class i's false accepts and attempts. Replicates whose resampled
-    attempts are 0 (every class drawn 0 times) are discarded.
+    ``fa[i]`` and ``imp[i]`` are class i's false accepts and attempts (classes with no attempts
+    carry no information and are dropped first).
     """
     fa = np.asarray(fa, dtype=np.float64)
     imp = np.asarray(imp, dtype=np.float64)
-    if imp.sum() == 0:
+    keep = imp > 0
+    fa, imp = fa[keep], imp[keep]
+    if imp.size == 0:
         return float("nan"), float("nan")
-    out = []
-    for start in range(0, replicates, _BOOT_CHUNK):
-        w = rng.poisson(1.0, size=(min(_BOOT_CHUNK, replicates - start), fa.size)).astype(np.float64)
-        den = w @ imp
-        keep = den > 0
-        out.append((w @ fa)[keep] / den[keep])
-    rates = np.concatenate(out)
+    chunk = max(1, min(replicates, _BOOT_BLOCK // imp.size))
+    rates = []
+    for start in range(0, replicates, chunk):
+        idx = rng.integers(0, imp.size, size=(min(chunk, replicates - start), imp.size))
+        rates.append(fa[idx].sum(axis=1) / imp[idx].sum(axis=1))
+    rates = np.concatenate(rates)
     a = (1 - level) / 2
     return float(np.quantile(rates, a)), float(np.quantile(rates, 1 - a))
 
