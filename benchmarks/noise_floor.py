@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.spatial.distance import cdist
 from scipy.special import chndtr
 
 from calibrate.base import RunContext
@@ -107,12 +108,6 @@ def make_gallery(rng: np.random.Generator, n: int, k: int, p: int, setting: Sett
     return Gallery(subjects, conditions, enrolled_pos, enrolled, setting.s)
 
 
-def pairwise(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Squared Euclidean distances between the rows of ``x`` and of ``y``."""
-    d2 = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2.0 * x @ y.T
-    return np.maximum(d2, 0.0)
-
-
 def class_names(n: int) -> list[str]:
     """Class labels whose sorted order is the subject order (as the staggered enrollment assumes)."""
     return [f"s{i:04d}" for i in range(n)]
@@ -120,7 +115,7 @@ def class_names(n: int) -> list[str]:
 
 def training_impostors(gallery: Gallery) -> ImpostorDistances:
     """Per class: distances from its enrolled set to every other subject's enrolled set."""
-    d = np.sqrt(pairwise(gallery.enrolled, gallery.enrolled))
+    d = cdist(gallery.enrolled, gallery.enrolled)
     n = gallery.size
     off = ~np.eye(n, dtype=bool)
     return ImpostorDistances.from_lists({name: d[i, off[i]] for i, name in enumerate(class_names(n))})
@@ -140,7 +135,7 @@ def fit_thresholds(impostors: ImpostorDistances, estimators: dict, targets: tupl
 def true_fpr(gallery: Gallery, thresholds: np.ndarray) -> np.ndarray:
     """Expected pooled FPR per target over fresh query noise (exact, non-central chi-square)."""
     means, owner = gallery.queries()
-    lam = pairwise(gallery.enrolled, means) / gallery.s ** 2       # (classes, queries)
+    lam = cdist(gallery.enrolled, means, "sqeuclidean") / gallery.s ** 2       # (classes, queries)
     impostor = owner[None, :] != np.arange(gallery.size)[:, None]
     lam = lam[impostor].reshape(gallery.size, -1)                  # every class has N - 1 impostors x (k - 1)
     p = gallery.enrolled.shape[1]
@@ -152,7 +147,7 @@ def evaluated_fpr(gallery: Gallery, thresholds: np.ndarray, rng: np.random.Gener
     """Pooled FPR per target from one query set per (subject, position), and the number of attempts."""
     means, owner = gallery.queries()
     queries = means + gallery.s * rng.standard_normal(means.shape)
-    d = np.sqrt(pairwise(queries, gallery.enrolled))                # (queries, classes)
+    d = cdist(queries, gallery.enrolled)                # (queries, classes)
     impostor = owner[:, None] != np.arange(gallery.size)[None, :]
     accept = d[:, :, None] <= thresholds[None, :, :]
     return (accept & impostor[:, :, None]).sum(axis=(0, 1)) / impostor.sum(), int(impostor.sum())

@@ -69,24 +69,16 @@ def class_bootstrap(fa: np.ndarray, imp: np.ndarray, rng: np.random.Generator, l
     return float(np.quantile(rates, a)), float(np.quantile(rates, 1 - a))
 
 
-def false_accept_pairs(folds: tuple[Fold, ...], label: str, k: int) -> int:
-    """Distinct unordered (probe class, enrolled class) pairs among the false accepts at target index k."""
-    names = np.unique(np.concatenate([np.concatenate([np.asarray(f.test.probe_classes).astype(str),
-                                                      np.asarray(f.test.gallery_classes).astype(str)]) for f in folds]))
-    keys = []
-    for fold in folds:
-        table, test = fold.tables[label], fold.test
-        index = {c: i for i, c in enumerate(table.classes)}
-        tau = table.values[[index[c] for c in test.gallery_classes], k]
-        rows, cols = np.nonzero((test.values <= tau[None, :]) & test.impostor_mask())
-        a = np.searchsorted(names, np.asarray(test.probe_classes).astype(str)[rows])
-        b = np.searchsorted(names, np.asarray(test.gallery_classes).astype(str)[cols])
-        keys.append(np.minimum(a, b).astype(np.int64) * names.size + np.maximum(a, b))
-    return int(np.unique(np.concatenate(keys)).size)
+def class_names(folds: tuple[Fold, ...]) -> np.ndarray:
+    """Every class name met in the evaluation folds (probe or enrolled), sorted: the codes of :func:`fold_counts`."""
+    return np.unique(np.concatenate([np.concatenate([np.asarray(f.test.probe_classes).astype(str),
+                                                     np.asarray(f.test.gallery_classes).astype(str)]) for f in folds]))
 
 
-def fold_counts(fold: Fold, label: str) -> dict[str, np.ndarray]:
-    """Per target (rows) and enrolled class (columns): false accepts, impostor attempts, genuine."""
+def fold_counts(fold: Fold, label: str, names: np.ndarray) -> dict[str, np.ndarray]:
+    """Per target (rows) and enrolled class (columns): false accepts, impostor attempts, genuine; and
+    ``pairs``: one int64 key per false accept, ``target * M^2 + lo * M + hi`` with ``lo <= hi`` the
+    codes (indices into ``names``, M of them) of its probe and enrolled classes."""
     table = fold.tables[label]
     test = fold.test
     index = {c: i for i, c in enumerate(table.classes)}
@@ -94,25 +86,34 @@ def fold_counts(fold: Fold, label: str) -> dict[str, np.ndarray]:
     tau = table.values[order]  # (gallery, targets), aligned with the evaluation columns
     imp, gen = test.impostor_mask(), test.genuine_mask()
     accept = test.values[:, :, None] <= tau[None, :, :]
-    return {"fa": (accept & imp[:, :, None]).sum(axis=0).T, "imp": np.broadcast_to(imp.sum(axis=0), (tau.shape[1], tau.shape[0])),
-            "ga": (accept & gen[:, :, None]).sum(axis=0).T, "gen": np.broadcast_to(gen.sum(axis=0), (tau.shape[1], tau.shape[0]))}
+    false_accept = accept & imp[:, :, None]
+    rows, cols, k = np.nonzero(false_accept)
+    a = np.searchsorted(names, np.asarray(test.probe_classes).astype(str))[rows].astype(np.int64)
+    b = np.searchsorted(names, np.asarray(test.gallery_classes).astype(str))[cols].astype(np.int64)
+    m = np.int64(names.size)
+    return {"fa": false_accept.sum(axis=0).T, "imp": np.broadcast_to(imp.sum(axis=0), (tau.shape[1], tau.shape[0])),
+            "ga": (accept & gen[:, :, None]).sum(axis=0).T, "gen": np.broadcast_to(gen.sum(axis=0), (tau.shape[1], tau.shape[0])),
+            "pairs": k * m * m + np.minimum(a, b) * m + np.maximum(a, b)}
 
 
-def _per_class_totals(folds: tuple[Fold, ...], counts: list[dict[str, np.ndarray]], label: str, k: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """False accepts and attempts per enrolled class (by name), summed over folds, at target index k."""
-    fa: dict[str, int] = {}
-    imp: dict[str, int] = {}
-    for fold, c in zip(folds, counts):
-        for name, f, n in zip(fold.tables[label].classes, c["fa"][k], c["imp"][k]):
-            fa[name] = fa.get(name, 0) + int(f)
-            imp[name] = imp.get(name, 0) + int(n)
-    names = sorted(fa)
-    return np.array([fa[n] for n in names]), np.array([imp[n] for n in names])
+def per_class_totals(folds: tuple[Fold, ...], counts: list[dict[str, np.ndarray]], label: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """False accepts and attempts per target (rows) and enrolled class (columns, by name), summed over folds."""
+    classes = np.concatenate([np.asarray(f.tables[label].classes).astype(str) for f in folds])
+    _, slot = np.unique(classes, return_inverse=True)
+    n = int(slot.max()) + 1
+    fa = np.concatenate([c["fa"] for c in counts], axis=1)
+    imp = np.concatenate([c["imp"] for c in counts], axis=1)
+    return (np.stack([np.bincount(slot, weights=row, minlength=n) for row in fa]),
+            np.stack([np.bincount(slot, weights=row, minlength=n) for row in imp]))
 
 
 def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...], seed: int = 0) -> list[TargetResult]:
-    counts = [fold_counts(f, label) for f in folds]
+    names = class_names(folds)
+    counts = [fold_counts(f, label, names) for f in folds]
+    class_fa, class_imp = per_class_totals(folds, counts, label)
+    pair_targets = np.unique(np.concatenate([c["pairs"] for c in counts])) // (names.size * names.size)
+    n_pairs = np.bincount(pair_targets, minlength=len(targets))
     n_train = float(np.mean([f.train.impostor_mask().sum() for f in folds]))
     rows = []
     for k, target in enumerate(targets):
@@ -126,15 +127,13 @@ def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ..
         with np.errstate(invalid="ignore", divide="ignore"):
             per_class = np.where(imp > 0, fa / np.maximum(imp, 1), np.nan)
         scored = per_class[~np.isnan(per_class)]
+        b_low, b_high = class_bootstrap(class_fa[k], class_imp[k], np.random.default_rng([seed, k]))
         extra = {"fpr_ci_low": low, "fpr_ci_high": high, "ratio_ci_low": low / target, "ratio_ci_high": high / target,
                  "genuine_attempts": gen,
                  "share_classes_over_2x": float(np.mean(scored > 2 * target)) if scored.size else float("nan"),
-                 "share_classes_over_10x": float(np.mean(scored > 10 * target)) if scored.size else float("nan")}
-        class_fa, class_imp = _per_class_totals(folds, counts, label, k)
-        b_low, b_high = class_bootstrap(class_fa, class_imp, np.random.default_rng([seed, k]))
-        extra.update({"ratio_boot_low": b_low / target, "ratio_boot_high": b_high / target,
-                      "false_accept_pairs": false_accept_pairs(folds, label, k),
-                      "training_support": target * n_train})
+                 "share_classes_over_10x": float(np.mean(scored > 10 * target)) if scored.size else float("nan"),
+                 "ratio_boot_low": b_low / target, "ratio_boot_high": b_high / target,
+                 "false_accept_pairs": int(n_pairs[k]), "training_support": target * n_train}
         rows.append(TargetResult(target, fpr, fpr / target, n_fa, n_imp, (1 - ga / gen) if gen else None, extra))
     return rows
 
