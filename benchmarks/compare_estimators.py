@@ -334,7 +334,8 @@ def default_section(runs: dict[str, dict]) -> list[str]:
               "0.05% is 0.4-1.4 distances and the threshold is an extrapolation of a GPD tail fitted to 90-140 pooled "
               "values. Its error goes either way: too loose on the 30-subject elevation layout and with interleaved "
               "sets, too strict with Euclidean set-mean distances. No estimator here is in band on all of them.",
-              "* **How much of that is chance.** `benchmarks/noise_floor.py` (240 s) draws synthetic galleries whose "
+              "* **How much of that is chance.** `benchmarks/noise_floor.py` (about 4 min; its tables are in "
+              "[noise-floor.md](noise-floor.md)) draws synthetic galleries whose "
               "true FPR is known exactly (non-central chi-square) and fits auto as the pipeline does. With 30-38 "
               "classes, auto's *true* ratio (training-side chance alone, no evaluation noise) is in band at 0.05% in "
               "only 15-35% of replicates and at all four targets at once in 15-32%, with medians 0.91-1.61 (no "

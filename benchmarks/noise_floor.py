@@ -2,6 +2,7 @@
 
     /work/.venv/bin/python benchmarks/noise_floor.py            # full run (a few minutes on 2 cores)
     /work/.venv/bin/python benchmarks/noise_floor.py --quick    # tiny run (seconds)
+    /work/.venv/bin/python benchmarks/noise_floor.py --out docs/noise-floor.md   # refresh the committed tables
 
 On a gallery of 30-40 enrolled classes every class has only N - 1 training impostor distances
 (its enrolled set against the other classes' enrolled sets), so a threshold at a target FPR of
