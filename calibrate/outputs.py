@@ -1,47 +1,324 @@
-"""Writing run outputs atomically: everything is staged in a sibling folder and swapped in at
-the end, so an interrupted or failed run never leaves a partial result that looks complete."""
+"""Writing run outputs: only the files of the output contract, never anything else in the folder.
+
+A run's result is a *file set* (thresholds.csv, results.json, report.md, ...) described by
+``manifest.json``, which lists every file with its size and SHA-256 and is written last. A
+folder holds a complete result exactly when its manifest is present and every file it lists
+matches (:func:`read_manifest` checks that). The protocol, for one run into ``--out``:
+
+1. At the start, a staging folder ``.calibrate-staging-*`` is made *inside* the output folder
+   (same file system, so renames are atomic) and locked for the run's lifetime (``flock``; the
+   kernel releases it when the process dies, however it dies). Files are written there.
+2. At commit, under an exclusive lock on the output folder itself: a journal listing the new
+   file set is written into the staging folder; the old ``manifest.json`` is removed (from here
+   on the folder does not claim a complete result); each new file is renamed into place; files
+   of the previous result that this run does not write are removed; the new manifest is renamed
+   into place; the staging folder is removed.
+3. A run killed inside step 2 leaves its journal behind. The next run into the folder (any run,
+   before it does anything else) finds the unlocked journal and finishes that commit, so the
+   folder again holds one run's complete result. Staging folders without a journal whose owner
+   died are removed.
+
+Files the run did not write are never removed or replaced: the run only touches names that the
+current manifest (or an interrupted commit's journal) lists as written by calibrate, and its own
+new files. If the folder holds a file of the same name as an output that no manifest claims, the
+run refuses before computing anything (and again at commit), naming the file. The folder's own
+permissions are left as they are; a folder the run created is removed again if the run fails.
+Two runs into one folder commit one after the other under the lock: the folder ends with the
+complete result of the one that committed last, never a mix.
+
+Locks need ``fcntl`` (Linux, macOS); elsewhere runs into one folder must not overlap.
+"""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
 import os
 import shutil
 import tempfile
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from .errors import CalibrateError
 from .types import TargetResult, ThresholdTable
+
+try:  # POSIX advisory locks; absent on Windows
+    import fcntl
+except ImportError:  # pragma: no cover - not on the platforms CI runs
+    fcntl = None  # type: ignore[assignment]
+
+MANIFEST = "manifest.json"
+STAGING_PREFIX = ".calibrate-staging-"
+JOURNAL = ".journal.json"
+#: names every run may write; a file of one of these names that no manifest claims blocks a run
+CONTRACT_NAMES = ("thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", MANIFEST)
+
+
+class OutputError(CalibrateError):
+    """The output folder cannot take this run's result as it stands (the message says why and what to do)."""
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Exclusive lock on the output folder (its directory inode), held while a commit runs."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _is_abandoned(staging: Path) -> bool:
+    """True when no live process holds the staging folder's lock."""
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(staging, os.O_RDONLY)
+    except OSError:
+        return False  # vanished meanwhile: its owner finished
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _write_durably(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _manifest_files(folder: Path) -> set[str]:
+    """Names the current manifest lists (files calibrate wrote there), or an empty set."""
+    doc = _load_json(folder / MANIFEST)
+    if isinstance(doc, dict) and doc.get("format") == "calibrate-output" and isinstance(doc.get("files"), dict):
+        return {name for name in doc["files"] if isinstance(name, str) and _plain_name(name)}
+    return set()
+
+
+def _legacy_files(folder: Path) -> set[str]:
+    """Outputs of a calibrate version before manifests, recognised by their results.json."""
+    doc = _load_json(folder / "results.json")
+    if not (isinstance(doc, dict) and {"estimators", "recipe", "versions"} <= set(doc)):
+        return set()
+    names = {n for n in CONTRACT_NAMES if (folder / n).is_file()}
+    names |= {p.name for p in folder.glob("thresholds-fold*.csv")}
+    names |= {n for n in ("calibration.png", "cdf-fits.png", "det.png") if (folder / n).is_file()}
+    return names
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..") and not name.startswith(".")
+
+
+def owned_files(folder: Path) -> set[str]:
+    """Files in ``folder`` that calibrate wrote and may therefore replace or remove."""
+    listed = _manifest_files(folder)
+    if listed:
+        return listed | {MANIFEST}
+    return _legacy_files(folder)
+
+
+def _finish_commit(folder: Path, staging: Path, journal: dict) -> None:
+    """Steps 2b-2e of the protocol; idempotent, so an interrupted commit can be finished by anyone."""
+    (folder / MANIFEST).unlink(missing_ok=True)
+    new = journal["files"]
+    for name in new:
+        src = staging / name
+        if src.exists():
+            os.replace(src, folder / name)
+    for name in journal.get("replaces", []):
+        if name not in new and name != MANIFEST:
+            (folder / name).unlink(missing_ok=True)
+    # written afresh from the journal every time, so that a manifest cut short by a kill is never used
+    manifest = staging / (MANIFEST + ".tmp")
+    _write_durably(manifest, json.dumps(journal["manifest"], indent=1) + "\n")
+    os.replace(manifest, folder / MANIFEST)
+    _fsync_dir(folder)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def recover(folder: Path) -> None:
+    """Finish commits that a killed run left half done; remove staging folders of dead runs.
+
+    Call with the folder lock held.
+    """
+    for staging in sorted(folder.glob(STAGING_PREFIX + "*")):
+        if not staging.is_dir() or not _is_abandoned(staging):
+            continue
+        journal = _load_json(staging / JOURNAL)
+        if isinstance(journal, dict) and isinstance(journal.get("files"), list) and "manifest" in journal:
+            _finish_commit(folder, staging, journal)
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any] | None:
+    """The manifest of a complete result in ``folder``, or None when the folder holds none.
+
+    Complete means: ``manifest.json`` is present and every file it lists exists with the size and
+    SHA-256 it records.
+    """
+    folder = Path(folder)
+    doc = _load_json(folder / MANIFEST)
+    if not (isinstance(doc, dict) and doc.get("format") == "calibrate-output" and isinstance(doc.get("files"), dict)):
+        return None
+    for name, entry in doc["files"].items():
+        path = folder / name
+        if not _plain_name(name) or not path.is_file() or path.stat().st_size != entry.get("bytes") \
+                or _sha256(path) != entry.get("sha256"):
+            return None
+    return doc
 
 
 class StagedOutput:
-    """Collects files in a temporary folder beside ``final``; :meth:`commit` swaps it in."""
+    """A run's outputs, staged inside ``final`` and committed as one file set (see the module doc).
+
+    Create it when the run starts: it checks the folder (refusing files it would have to
+    replace without owning them) and finishes any interrupted commit there.
+    """
 
     def __init__(self, final: Path):
         self.final = Path(final)
-        self.final.parent.mkdir(parents=True, exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.partial-", dir=self.final.parent))
+        if self.final.exists() and not self.final.is_dir():
+            raise OutputError(f"output {str(self.final)!r} is a file, not a folder; choose a folder with --out "
+                              "(or the recipe's `output:`)")
+        self._created: list[Path] = []
+        missing = []
+        p = self.final.absolute()
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        try:
+            self.final.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create the output folder {str(self.final)!r} ({exc.strerror}); "
+                              "choose another with --out") from None
+        self._created = missing  # deepest first: removed in this order if the run fails
+        self._lock_fd: int | None = None
+        self._names: list[str] = []
+        self.dir = self.final / STAGING_PREFIX  # replaced below; set so that discard() is always safe
+        try:
+            # under the folder lock, so that no other run's recovery sees our staging folder unlocked
+            with _folder_lock(self.final):
+                try:
+                    self.dir = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=self.final))
+                except OSError as exc:
+                    raise OutputError(f"cannot write into the output folder {str(self.final)!r} ({exc.strerror}); "
+                                      "choose another with --out") from None
+                if fcntl is not None:
+                    self._lock_fd = os.open(self.dir, os.O_RDONLY)
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+                recover(self.final)
+                self._check_conflicts(CONTRACT_NAMES)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _check_conflicts(self, names) -> None:
+        owned = owned_files(self.final)
+        foreign = sorted(n for n in names if n not in owned and (self.final / n).exists())
+        if foreign:
+            raise OutputError(f"the output folder {str(self.final)!r} already holds {', '.join(foreign)}, which no "
+                              f"calibrate run wrote there (no {MANIFEST} lists them); calibrate never replaces files "
+                              "it did not write: move them away or choose another folder with --out")
 
     def write_text(self, name: str, text: str) -> None:
-        (self.dir / name).write_text(text, encoding="utf-8")
+        self.write_bytes(name, text.encode("utf-8"))
 
     def write_bytes(self, name: str, data: bytes) -> None:
-        (self.dir / name).write_bytes(data)
+        if not _plain_name(name) or name in (MANIFEST, JOURNAL):
+            raise ValueError(f"output file name {name!r} is not allowed (plain names only, not {MANIFEST})")
+        with open(self.dir / name, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if name not in self._names:
+            self._names.append(name)
+
+    def _manifest(self) -> dict[str, Any]:
+        from . import __version__
+
+        files = {name: {"bytes": (self.dir / name).stat().st_size, "sha256": _sha256(self.dir / name)}
+                 for name in self._names}
+        return {"format": "calibrate-output", "version": 1, "run_id": uuid.uuid4().hex,
+                "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "calibrate": __version__, "files": files}
 
     def commit(self) -> Path:
-        old = None
-        if self.final.exists():
-            old = self.final.parent / f".{self.final.name}.old-{os.getpid()}"
-            os.replace(self.final, old)
-        os.replace(self.dir, self.final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        manifest = self._manifest()
+        with _folder_lock(self.final):
+            recover(self.final)
+            self._check_conflicts(self._names)
+            journal = {"files": list(self._names), "replaces": sorted(owned_files(self.final)), "manifest": manifest}
+            # the journal appears whole or not at all: from here on the commit is as good as done
+            _write_durably(self.dir / (JOURNAL + ".tmp"), json.dumps(journal))
+            os.replace(self.dir / (JOURNAL + ".tmp"), self.dir / JOURNAL)
+            _finish_commit(self.final, self.dir, journal)
+        self._release()
+        self._created = []
         return self.final
 
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _remove_created(self) -> None:
+        for folder in self._created:
+            try:
+                folder.rmdir()  # only if empty: another run may be using it
+            except OSError:
+                break
+        self._created = []
+
     def discard(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir.name != STAGING_PREFIX:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self._release()
+        self._remove_created()
 
 
 def thresholds_csv(tables: list[ThresholdTable]) -> str:

@@ -153,6 +153,17 @@ def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResul
 
 
 def _run(recipe: Recipe, context: RunContext) -> RunResult:
+    # claimed before any work: a folder holding files calibrate would have to replace without
+    # having written them is refused now, not after a long run
+    staged = StagedOutput(recipe.output_dir)
+    try:
+        return _run_stages(recipe, context, staged)
+    except BaseException:
+        staged.discard()
+        raise
+
+
+def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
     dataset = recipe.data.build()
     data = dataset.load(context)
     if isinstance(data, PatternSet):
@@ -187,7 +198,7 @@ def _run(recipe: Recipe, context: RunContext) -> RunResult:
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = [spec.build().evaluate(evaluation, context) for spec in recipe.evaluators]
     results = _merge(evaluated)
-    write_outputs(recipe, folds, evaluated, results, context)
+    write_outputs(staged, recipe, folds, evaluated, results, context)
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes))
 
 
@@ -223,38 +234,34 @@ def _jsonable_recipe(recipe: Recipe) -> dict:
     return json.loads(json.dumps(recipe.raw, default=str))
 
 
-def write_outputs(recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult],
+def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult],
                   results: dict[str, list[TargetResult]], context: RunContext) -> None:
-    staged = StagedOutput(recipe.output_dir)
-    try:
-        first = folds[0]
-        staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values())))
-        for k, fold in enumerate(folds[1:], start=1):
-            staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values())))
-        rows = []
-        for label, model in first.models.items():
-            for row in model.parameters():
-                rows.append({"estimator": label, **row})
-        if rows:
-            staged.write_text("models.csv", models_csv(rows))
-        if recipe.save_calibration:
-            staged.write_text("calibration.json", calibration_json(recipe, first))
-        sections, files = [], {}
-        for res in evaluated:
-            sections += res.sections
-            files.update(res.files)
-        for name, content in files.items():
-            staged.write_bytes(name, content)
-        preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
-                    f"{first.train.shape[1]} enrolled classes; "
-                    f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
-        staged.write_text("report.md", report_md("Calibration report", results, sections, context.notes, preamble))
-        staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
-                                                       {"notes": context.notes}))
-        staged.commit()
-    except BaseException:
-        staged.discard()
-        raise
+    """Stage every output file, then commit them as one file set (the caller discards on failure)."""
+    first = folds[0]
+    staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values())))
+    for k, fold in enumerate(folds[1:], start=1):
+        staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values())))
+    rows = []
+    for label, model in first.models.items():
+        for row in model.parameters():
+            rows.append({"estimator": label, **row})
+    if rows:
+        staged.write_text("models.csv", models_csv(rows))
+    if recipe.save_calibration:
+        staged.write_text("calibration.json", calibration_json(recipe, first))
+    sections, files = [], {}
+    for res in evaluated:
+        sections += res.sections
+        files.update(res.files)
+    for name, content in files.items():
+        staged.write_bytes(name, content)
+    preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
+                f"{first.train.shape[1]} enrolled classes; "
+                f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
+    staged.write_text("report.md", report_md("Calibration report", results, sections, context.notes, preamble))
+    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
+                                                   {"notes": context.notes}))
+    staged.commit()
 
 
 def calibration_json(recipe: Recipe, fold: Fold) -> str:

@@ -13,7 +13,6 @@ import pytest
 import calibrate
 from calibrate.base import Evaluator
 from calibrate.hookspecs import hookimpl
-from calibrate.outputs import StagedOutput
 
 from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
 
@@ -165,25 +164,6 @@ def test_failed_run_leaves_previous_result_intact_and_nothing_partial(tmp_path, 
         calibrate.run(bad_path, out=fresh, extra_plugins=(_Failing(where),))
     assert not fresh.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-
-
-def test_successful_rerun_replaces_the_whole_folder(tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "stale.txt").write_text("from an older run")
-    staged = StagedOutput(out)
-    staged.write_text("thresholds.csv", "estimator,class,target_fpr,threshold\n")
-    assert not (out / "thresholds.csv").exists()  # nothing visible before commit
-    staged.commit()
-    assert sorted(p.name for p in out.iterdir()) == ["thresholds.csv"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-
-
-def test_discarded_staging_leaves_no_trace(tmp_path):
-    staged = StagedOutput(tmp_path / "out")
-    staged.write_bytes("x.png", b"\x89PNG")
-    staged.discard()
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_thresholds_csv_values_survive_a_round_trip():

@@ -1,0 +1,328 @@
+"""Output safety: a run writes only its own files into --out, as one file set behind manifest.json.
+
+What a user relies on: files of theirs in the output folder survive any run (successful, failed,
+killed) with their permissions; a folder never holds a result that looks complete but is not
+(manifest.json present means every file it lists is there, whole, from one run); two runs into
+one folder end with one run's complete result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import calibrate
+from calibrate.outputs import MANIFEST, STAGING_PREFIX, OutputError, StagedOutput, read_manifest
+
+from calibrate_test_helpers import make_scores, run_cli, score_recipe, write_recipe, write_scores
+
+OUTPUTS = {"thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", MANIFEST}
+
+
+def user_files(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """The user's own files in ``folder`` (everything not written by calibrate): content and mode."""
+    (folder / "my-notes.txt").write_text("mine, do not touch\n")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "data.bin").write_bytes(b"\x00\x01 keep")
+    os.chmod(folder, 0o751)
+    return snapshot_user(folder)
+
+
+def snapshot_user(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {"my-notes.txt": ((folder / "my-notes.txt").read_bytes(), (folder / "my-notes.txt").stat().st_mode),
+            "sub/data.bin": ((folder / "sub" / "data.bin").read_bytes(), (folder / "sub" / "data.bin").stat().st_mode),
+            ".": (b"", folder.stat().st_mode)}
+
+
+@pytest.fixture
+def score_setup(tmp_path):
+    values, probes, gallery = make_scores(seed=21, n_classes=10, probes_per_class=6)
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    return tmp_path, csv_path
+
+
+def test_a_run_leaves_the_users_files_and_folder_mode_alone(score_setup):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    out.mkdir()
+    before = user_files(out)
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
+    for _ in range(2):  # a first run and a rerun over its own result
+        calibrate.run(recipe)
+        assert snapshot_user(out) == before
+        assert stat.S_IMODE(out.stat().st_mode) == 0o751
+        manifest = read_manifest(out)
+        assert manifest is not None and set(manifest["files"]) == OUTPUTS - {MANIFEST}, manifest["files"]
+        assert {p.name for p in out.iterdir()} == OUTPUTS | {"my-notes.txt", "sub"}
+
+
+def test_out_dot_keeps_the_current_folder(score_setup):
+    tmp, csv_path = score_setup
+    work = tmp / "work"
+    work.mkdir()
+    before = user_files(work)
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, tmp / "unused"))
+    done = run_cli("run", str(recipe), "--out", ".", "--quiet", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert snapshot_user(work) == before
+    assert read_manifest(work) is not None
+    assert not (tmp / "unused").exists()
+
+
+def test_new_files_follow_the_umask_not_a_private_temporary_mode(score_setup):
+    tmp, csv_path = score_setup
+    out = tmp / "fresh" / "deeper"
+    calibrate.run(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out)))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE((out / "thresholds.csv").stat().st_mode) == 0o666 & ~umask
+
+
+def test_a_file_of_an_output_name_that_calibrate_did_not_write_is_refused_before_any_work(score_setup, monkeypatch):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    out.mkdir()
+    (out / "report.md").write_text("my own report")
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
+    import calibrate_builtins.score_matrix as sm
+
+    def boom(*a, **k):
+        raise AssertionError("the dataset was read although the folder was going to be refused")
+
+    monkeypatch.setattr(sm, "read_score_csv", boom)
+    with pytest.raises(OutputError, match=r"already holds report\.md.*move them away or choose another folder"):
+        calibrate.run(recipe)
+    assert [p.name for p in out.iterdir()] == ["report.md"]
+    assert (out / "report.md").read_text() == "my own report"
+
+
+def test_refusal_is_exit_2_with_one_line(score_setup):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    out.mkdir()
+    (out / "thresholds.csv").write_text("x")
+    done = run_cli("run", str(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))), "--quiet")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "thresholds.csv" in done.stderr
+    target = tmp / "a-file"
+    target.write_text("x")
+    done = run_cli("run", str(tmp / "r.yaml"), "--out", str(target), "--quiet")
+    assert done.returncode == 2 and "is a file, not a folder" in done.stderr
+    assert target.read_text() == "x"
+
+
+def test_outputs_of_a_version_before_manifests_are_replaced(score_setup):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    out.mkdir()
+    legacy = {"estimators": {}, "recipe": {}, "versions": {}}
+    (out / "results.json").write_text(json.dumps(legacy))
+    (out / "thresholds-fold1.csv").write_text("old")
+    (out / "det.png").write_bytes(b"old")
+    (out / "my-notes.txt").write_text("mine")
+    calibrate.run(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out)))
+    assert read_manifest(out) is not None
+    assert not (out / "thresholds-fold1.csv").exists() and not (out / "det.png").exists()
+    assert (out / "my-notes.txt").read_text() == "mine"
+
+
+def test_a_rerun_removes_only_what_the_previous_run_wrote(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    first = StagedOutput(out)
+    for name in ("thresholds.csv", "thresholds-fold1.csv", "det.png"):
+        first.write_text(name, f"first {name}")
+    assert not (out / "thresholds.csv").exists()  # nothing visible before commit
+    first.commit()
+    second = StagedOutput(out)
+    second.write_text("thresholds.csv", "second")
+    second.commit()
+    assert {p.name for p in out.iterdir()} == {MANIFEST, "keep.txt", "thresholds.csv"}
+    assert (out / "thresholds.csv").read_text() == "second"
+    assert set(read_manifest(out)["files"]) == {"thresholds.csv"}
+
+
+def test_a_failed_run_into_a_new_folder_leaves_nothing(tmp_path):
+    staged = StagedOutput(tmp_path / "a" / "b")
+    staged.write_bytes("x.png", b"\x89PNG")
+    staged.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_commit_killed_half_way_is_finished_by_the_next_run(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    old = StagedOutput(out)
+    old.write_text("thresholds.csv", "old")
+    old.write_text("report.md", "old")
+    old.commit()
+    new = StagedOutput(out)
+    new.write_text("thresholds.csv", "new")
+    new.write_text("report.md", "new")
+    import calibrate.outputs as outputs
+
+    real_replace, calls = os.replace, []
+
+    def dies_after_one(src, dst):
+        calls.append(dst)
+        if len(calls) > 1:
+            raise KeyboardInterrupt  # stands for SIGKILL: nothing after this point runs
+        real_replace(src, dst)
+
+    monkeypatch.setattr(outputs.os, "replace", dies_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        new.commit()
+    monkeypatch.setattr(outputs.os, "replace", real_replace)
+    assert not (out / MANIFEST).exists()  # a mix of old and new files that does not claim to be complete
+    assert read_manifest(out) is None
+    new._release()  # the killed process's lock goes with it
+    StagedOutput(out).discard()  # any later run first finishes the interrupted commit
+    assert read_manifest(out) is not None
+    assert (out / "thresholds.csv").read_text() == "new" and (out / "report.md").read_text() == "new"
+    assert not list(out.glob(STAGING_PREFIX + "*"))
+
+
+def test_staging_of_a_live_run_is_left_alone_and_of_a_dead_one_removed(tmp_path):
+    out = tmp_path / "out"
+    alive = StagedOutput(out)
+    alive.write_text("thresholds.csv", "alive")
+    other = StagedOutput(out)  # a second run starting meanwhile
+    assert alive.dir.exists()
+    other.discard()
+    alive._release()  # its process dies before committing
+    StagedOutput(out).discard()
+    assert not alive.dir.exists() and list(out.iterdir()) == []
+
+
+# ---- kills and races in real processes ----------------------------------------------------------
+
+WRITER = textwrap.dedent("""
+    import sys
+    from calibrate.outputs import StagedOutput
+    out, tag, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    for i in range(rounds):
+        staged = StagedOutput(out)
+        # a varying number of files of varying size: every file carries the run that wrote it
+        for k in range(1 + i % 4):
+            staged.write_text(f"part{k}.csv", f"{tag}:{i}\\n" * (1 + 500 * k))
+        staged.write_text("results.json", f"{tag}:{i}\\n")
+        staged.commit()
+        print(i, flush=True)
+""")
+
+
+def check_folder(out: Path, user: dict) -> str | None:
+    """The invariants after any kill: user files intact, and either no manifest or a true one from one run."""
+    assert snapshot_user(out) == user
+    if not (out / MANIFEST).exists():
+        return None
+    manifest = read_manifest(out)
+    assert manifest is not None, "manifest.json present but the files do not match it: a partial result looks complete"
+    tags = {(out / name).read_text().split("\n", 1)[0] for name in manifest["files"]}
+    assert len(tags) == 1, f"files from different runs behind one manifest: {tags}"
+    return tags.pop()
+
+
+def test_sigkill_at_random_moments_never_leaves_a_complete_looking_partial_result(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    user = user_files(out)
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    rng = np.random.default_rng(20261123)
+    seen = set()
+    for kill in range(12):
+        proc = subprocess.Popen([sys.executable, str(script), str(out), f"k{kill}", "100000"],
+                                stdout=subprocess.PIPE, text=True)
+        proc.stdout.readline()  # at least one commit happened, so kills land among commits
+        time.sleep(float(rng.uniform(0.0, 0.05)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        seen.add(check_folder(out, user) is None)
+        # the next run first finishes or clears what the killed one left
+        StagedOutput(out).discard()
+        assert check_folder(out, user) is not None
+        assert not list(out.glob(STAGING_PREFIX + "*"))
+    assert stat.S_IMODE(out.stat().st_mode) == 0o751
+
+
+def test_two_concurrent_runs_end_with_one_runs_complete_result(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    user = user_files(out)
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(out), tag, "40"], stdout=subprocess.DEVNULL)
+             for tag in ("A", "B")]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    tag = check_folder(out, user)
+    assert tag in {"A:39", "B:39"}
+    assert not list(out.glob(STAGING_PREFIX + "*"))
+
+
+def test_two_concurrent_cli_runs_into_one_folder(score_setup):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    out.mkdir()
+    user = user_files(out)
+    recipes = []
+    for seed in (1, 2):
+        r = score_recipe(csv_path, out)
+        r["data"]["seed"] = seed
+        recipes.append(write_recipe(tmp / f"r{seed}.yaml", r))
+    from calibrate_test_helpers import CALIBRATE
+
+    procs = [subprocess.Popen([str(CALIBRATE), "run", str(r), "--quiet"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for r in recipes]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    assert snapshot_user(out) == user
+    manifest = read_manifest(out)
+    assert manifest is not None
+    seed = json.loads((out / "results.json").read_text())["recipe"]["data"]["seed"]
+    # the thresholds are those of the run whose results.json is there
+    alone = tmp / f"alone{seed}"
+    calibrate.run(recipes[seed - 1], out=alone)
+    assert (out / "thresholds.csv").read_text() == (alone / "thresholds.csv").read_text()
+
+
+def test_killed_cli_runs_leave_the_previous_complete_result_or_none(score_setup):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    out.mkdir()
+    user = user_files(out)
+    from calibrate_test_helpers import CALIBRATE
+
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
+    rng = np.random.default_rng(7)
+    previous = None
+    for _ in range(3):
+        proc = subprocess.Popen([str(CALIBRATE), "run", str(recipe), "--quiet"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(float(rng.uniform(0.2, 2.5)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert snapshot_user(out) == user
+        manifest = read_manifest(out)
+        assert (out / MANIFEST).exists() == (manifest is not None), "manifest present but files do not match it"
+        if manifest is not None and previous is not None and manifest["run_id"] != previous:
+            assert set(manifest["files"]) == OUTPUTS - {MANIFEST}  # a later complete result, never a partial one
+        previous = manifest["run_id"] if manifest else previous
+    done = run_cli("run", str(recipe), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert read_manifest(out) is not None and snapshot_user(out) == user
+    assert not list(out.glob(STAGING_PREFIX + "*"))
