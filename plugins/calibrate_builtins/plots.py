@@ -1,10 +1,18 @@
-"""Pictures written next to report.md (matplotlib, Agg backend, PNG).
+"""Pictures written next to report.md (matplotlib, Agg canvas, PNG).
 
 * ``calibration.png``: achieved vs target FPR on log-log axes, one line per estimator, with the
-  ideal diagonal and each point's 95% Clopper-Pearson interval.
-* ``cdf-fits.png``: for a few classes, the empirical CDF of the training impostor distances and
-  the fitted model CDF (as the paper's Figure 4), for models that expose ``cdf(row, x)``.
-* ``det.png``: the DET curve (FNR against FPR) of the distance on the evaluation data.
+  ideal diagonal and each point's 95% Clopper-Pearson interval. An achieved FPR of zero (or one
+  beyond the axis) is drawn as a triangle on the floor (or ceiling), named in the legend.
+* ``cdf-fits.png``: for a few classes, the lower tail of the empirical CDF of the training impostor
+  distances and of the fitted model CDF (as the paper's Figure 4) on a log CDF axis spanning the
+  targets, with every estimator's threshold for that class marked at each target; for runs with
+  at least one model that exposes ``cdf(row, x)``.
+* ``det.png``: the DET curve (FNR against FPR, probit axes) of the distance on the evaluation data,
+  with the target FPRs marked.
+
+The ``*_figure`` functions build and return a matplotlib ``Figure`` (tests inspect it); the
+``*_plot`` functions render it to PNG bytes. matplotlib is imported only when a picture is drawn,
+and pyplot not at all: each figure is a plain ``Figure`` on the Agg canvas, freed once rendered.
 """
 
 from __future__ import annotations
@@ -16,103 +24,306 @@ import numpy as np
 from calibrate.base import EvaluationInput
 from calibrate.types import TargetResult
 
+DPI = 100
+ZERO_NOTE = "0 achieved (plotted at floor)"
+BELOW_NOTE = "below the axis (plotted at floor)"
+ABOVE_NOTE = "above the axis (plotted at ceiling)"
+#: at most this many points per drawn curve (sorted values are subsampled evenly beyond it)
+MAX_POINTS = 600
+_MARKERS = "osDpXhP*d"  # no up/down triangles: those mark the floor and ceiling
 
-def _figure():
-    import matplotlib
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+def _new_figure(width: float, height: float):
+    from matplotlib.figure import Figure
 
-    return plt
+    return Figure(figsize=(width, height), dpi=DPI)
+
+
+def _colours(n: int):
+    from matplotlib import colormaps
+
+    return colormaps["tab20" if n > 10 else "tab10"].colors
 
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    _figure().close(fig)
+    fig.savefig(buf, format="png", dpi=DPI)
+    fig.clear()
     return buf.getvalue()
 
 
-def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+def short_label(name: str, width: int = 12) -> str:
+    """A class name short enough for a panel title: long names (NIST's 32-hex-digit ids) become
+    their first 8 characters and an ellipsis."""
+    name = str(name)
+    return name if len(name) <= width else name[:8] + "\u2026"
+
+
+def _percent(p: float) -> str:
+    return f"{100 * p:g}%" if p >= 1e-6 else f"{p:.0e}"
+
+
+def probit_ticks(lo: float, hi: float, min_gap: float = 0.1) -> list[float]:
+    """Tick probabilities for a probit axis from ``lo`` to ``hi``: decades first, then 5%, 20%,
+    50%, 80%..., each kept only if it is at least ``min_gap`` of the axis length from every tick
+    already kept, so the labels never run into each other."""
+    from scipy.special import ndtri
+
+    a, b = ndtri(lo), ndtri(hi)
+    decades = [10.0 ** e for e in range(-6, 0)]
+    extra = [0.5, 0.05, 0.2, 0.8, 0.9, 0.95, 0.99, 0.02, 0.002, 0.0002]
+    kept: list[float] = []
+    for p in decades + extra:
+        z = ndtri(p)
+        if lo <= p <= hi and all(abs(z - ndtri(q)) >= min_gap * (b - a) for q in kept):
+            kept.append(p)
+    return sorted(kept)
+
+
+def _thin(n: int, limit: int = MAX_POINTS) -> np.ndarray:
+    """Indices of at most ``limit`` evenly spaced points of ``n``, first and last included."""
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
+
+
+# --------------------------------------------------------------------------------------------
+# calibration.png
+
+
+def calibration_figure(results: dict[str, list[TargetResult]]):
+    """Achieved vs target FPR; see the module docstring."""
+    from matplotlib.lines import Line2D
+
     targets = sorted({r.target_fpr for rows in results.values() for r in rows})
-    lo, hi = min(targets) / 3, max(targets) * 3
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="ideal (achieved = target)")
-    colours = plt.get_cmap("tab20" if len(results) > 10 else "tab10").colors
-    markers = "os^Dv<>pXh*"
+    achieved = [r.fpr for rows in results.values() for r in rows if np.isfinite(r.fpr)]
+    positive = [f for f in achieved if f > 0]
+    x_lo, x_hi = min(targets) / 3, max(targets) * 3
+    # the y axis reaches down to the smallest nonzero achieved FPR and up to the largest, within
+    # 30x of the target range; zeros and anything beyond are drawn on that floor or ceiling
+    floor = min(x_lo, max(min(positive, default=x_lo) / 1.5, min(targets) / 30))
+    ceiling = max(x_hi, min(max(positive, default=x_hi) * 1.5, max(targets) * 30))
+
+    n = len(results)
+    notes = {ZERO_NOTE: False, BELOW_NOTE: False, ABOVE_NOTE: False}
+    fig = _new_figure(5.5, 4.5)
+    ax = fig.add_subplot()
+    ax.plot([min(x_lo, floor), max(x_hi, ceiling)], [min(x_lo, floor), max(x_hi, ceiling)], "k--", lw=1,
+            label="ideal (achieved = target)")
+    colours = _colours(n)
     for i, (label, rows) in enumerate(results.items()):
+        rows = [r for r in rows if np.isfinite(r.fpr)]
+        if not rows:
+            continue
+        colour, marker = colours[i % len(colours)], _MARKERS[i % len(_MARKERS)]
         t = np.array([r.target_fpr for r in rows])
         f = np.array([r.fpr for r in rows])
-        err_lo = f - np.array([r.extra.get("fpr_ci_low", r.fpr) for r in rows])
-        err_hi = np.array([r.extra.get("fpr_ci_high", r.fpr) for r in rows]) - f
-        shown = np.maximum(f, lo)  # a zero (or tiny) FPR is drawn on the bottom edge
-        below = np.clip(np.minimum(err_lo, shown - lo * 0.999), 0.0, None)
-        above = np.clip(err_hi - (shown - f), 0.0, None)
-        ax.errorbar(t, shown, yerr=[below, above], marker=markers[i % len(markers)], color=colours[i % len(colours)],
-                    capsize=3, label=label)
+        ci_lo = np.array([r.extra.get("fpr_ci_low", r.fpr) for r in rows])
+        ci_hi = np.array([r.extra.get("fpr_ci_high", r.fpr) for r in rows])
+        zero, below, above = f <= 0, (f > 0) & (f < floor), f > ceiling
+        special = zero | below | above
+        shown = np.clip(f, floor, ceiling)
+        # series on the floor or ceiling are nudged sideways a little so they do not hide each other
+        x = np.where(special, t * 1.07 ** (i - (n - 1) / 2), t)
+        err = [shown - np.clip(ci_lo, floor, ceiling), np.clip(ci_hi, floor, ceiling) - shown]
+        ax.errorbar(x, shown, yerr=np.clip(err, 0.0, None), color=colour, marker=marker,
+                    markevery=[int(k) for k in np.flatnonzero(~special)], capsize=3, label=label)
+        for mask, note, symbol, face, gid in ((zero, ZERO_NOTE, "v", "white", "zero-at-floor"),
+                                              (below, BELOW_NOTE, "v", colour, "below-floor"),
+                                              (above, ABOVE_NOTE, "^", colour, "above-ceiling")):
+            if mask.any():
+                notes[note] = True
+                ax.plot(x[mask], shown[mask], linestyle="none", marker=symbol, markersize=9, markeredgewidth=1.6,
+                        markerfacecolor=face, markeredgecolor=colour, clip_on=False, zorder=5, gid=gid)
+    for note, symbol, face in ((ZERO_NOTE, "v", "white"), (BELOW_NOTE, "v", "0.4"), (ABOVE_NOTE, "^", "0.4")):
+        if notes[note]:
+            ax.add_line(Line2D([], [], linestyle="none", marker=symbol, markersize=8, markeredgewidth=1.6,
+                               markerfacecolor=face, markeredgecolor="0.3", label=note))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, max(hi, max((r.fpr for rows in results.values() for r in rows), default=hi) * 1.5))
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(floor / 1.2, ceiling * 1.2)
     ax.set_xlabel("target FPR")
     ax.set_ylabel("achieved FPR on unseen impostors")
     ax.set_title("Calibration: achieved vs target FPR")
-    if len(results) > 4:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    else:
-        ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
-    return _png(fig)
+    # series first, then the diagonal and the floor/ceiling notes
+    handles, names = ax.get_legend_handles_labels()
+    order = sorted(range(len(names)), key=lambda k: (names[k] == "ideal (achieved = target)" or names[k] in notes, k))
+    handles, names = [handles[k] for k in order], [names[k] for k in order]
+    if len(names) > 7:
+        fig.set_size_inches(7.7, 4.5)
+        ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        fig.subplots_adjust(left=0.11, right=0.68, bottom=0.12, top=0.92)
+    else:
+        ax.legend(handles, names, fontsize=8, loc="best")
+        fig.subplots_adjust(left=0.15, right=0.96, bottom=0.12, top=0.92)
+    return fig
 
 
-def det_plot(data: EvaluationInput) -> bytes | None:
-    from scipy.stats import norm
+def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
+    return _png(calibration_figure(results))
+
+
+# --------------------------------------------------------------------------------------------
+# det.png
+
+
+def det_figure(data: EvaluationInput):
+    """DET curve of the distance on the first fold's evaluation data, or None without both kinds."""
+    from scipy.special import ndtr, ndtri  # the normal CDF and its inverse, without importing scipy.stats
 
     test = data.folds[0].test
     imp = np.sort(test.values[test.impostor_mask()])
     gen = np.sort(test.values[test.genuine_mask()])
     if imp.size == 0 or gen.size == 0:
         return None
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(5, 4.5))
-    thresholds = np.unique(np.quantile(np.concatenate([imp, gen]), np.linspace(0, 1, 400)))
-    fpr = np.searchsorted(imp, thresholds, side="right") / imp.size
-    fnr = 1 - np.searchsorted(gen, thresholds, side="right") / gen.size
-    eps = 0.5 / max(imp.size, gen.size)
-    ax.plot(norm.ppf(np.clip(fpr, eps, 1 - eps)), norm.ppf(np.clip(fnr, eps, 1 - eps)))
-    ticks = np.array([1e-4, 1e-3, 1e-2, 0.05, 0.2, 0.5, 0.8])
-    ax.set_xticks(norm.ppf(ticks), [f"{100 * t:g}%" for t in ticks])
-    ax.set_yticks(norm.ppf(ticks), [f"{100 * t:g}%" for t in ticks])
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("false negative rate")
-    ax.set_title(f"DET of the distance ({data.folds[0].name})")
+    ni, ng = imp.size, gen.size
+    # thresholds at FPR (and FNR) levels evenly spaced on the probit scale, so the low-FPR end is
+    # as finely drawn as the bulk without evaluating every one of millions of distances
+    levels = ndtr(np.linspace(ndtri(0.5 / max(ni, ng)), ndtri(1 - 0.5 / max(ni, ng)), MAX_POINTS // 2))
+    thr = np.unique(np.concatenate([imp[np.clip(np.ceil(levels * ni).astype(int) - 1, 0, ni - 1)],
+                                    gen[np.clip(np.ceil(levels * ng).astype(int) - 1, 0, ng - 1)]]))
+    fpr = np.searchsorted(imp, thr, side="right") / ni
+    fnr = 1 - np.searchsorted(gen, thr, side="right") / ng
+
+    targets = sorted(data.targets)
+    x_lo = min(max(1.0 / ni, min(targets) / 20), min(targets) / 1.5)  # every target on the axis
+    x_hi = 0.5
+    seen = (fpr >= x_lo) & (fpr <= x_hi)
+    fnr_seen = fnr[seen]
+    y_lo = max(0.5 / ng, min(fnr_seen[fnr_seen > 0], default=1.0 / ng) / 1.5)
+    y_hi = min(0.99, max(0.5, float(fnr_seen.max(initial=0.5)) * 1.2))
+    # the curve stops where no genuine attempt is rejected any more (FNR 0 has no probit), marked
+    stop = int(np.argmax(fnr <= 0)) if (fnr <= 0).any() else fpr.size
+    keep = (fpr > 0) & (fpr <= 0.95) & (np.arange(fpr.size) <= stop)
+    xs = ndtri(fpr[keep])
+    ys = ndtri(np.clip(fnr[keep], y_lo, y_hi))
+
+    fig = _new_figure(5.2, 4.6)
+    ax = fig.add_subplot()
+    ax.plot(xs, ys, lw=1.6, label="distance")
+    if (fnr[keep] <= 0).any() and fpr[keep][-1] <= x_hi:
+        ax.plot(xs[-1:], ys[-1:], linestyle="none", marker="v", markersize=8, markerfacecolor="white",
+                markeredgecolor="C0", clip_on=False, gid="fnr-zero", label="FNR 0 from here (plotted at floor)")
+    for k, t in enumerate(targets):
+        if x_lo <= t <= x_hi:
+            ax.axvline(ndtri(t), color="0.5", lw=0.8, ls=":", label="target FPRs" if k == 0 else None)
+    ax.set_xlim(ndtri(x_lo), ndtri(x_hi))
+    ax.set_ylim(ndtri(y_lo), ndtri(y_hi))
+    for axis, lo, hi in ((ax.xaxis, x_lo, x_hi), (ax.yaxis, y_lo, y_hi)):
+        ticks = probit_ticks(lo, hi)
+        axis.set_ticks(ndtri(ticks), [_percent(p) for p in ticks])
+    ax.set_xlabel("false positive rate (probit scale)")
+    ax.set_ylabel("false negative rate (probit scale)")
+    ax.set_title(f"DET of the distance ({data.folds[0].name})", fontsize=10)
     ax.grid(True, alpha=0.3)
-    return _png(fig)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.subplots_adjust(left=0.16, right=0.96, bottom=0.12, top=0.92)
+    return fig
 
 
-def cdf_plot(data: EvaluationInput, n_classes: int = 4) -> bytes | None:
+def det_plot(data: EvaluationInput) -> bytes | None:
+    fig = det_figure(data)
+    return None if fig is None else _png(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# cdf-fits.png
+
+
+def cdf_limits(targets, n_impostors: int) -> tuple[float, float]:
+    """The CDF (y) range of a cdf-fits panel: from a little below the smallest target to 10x the
+    largest, and at least far enough up to show the first few empirical steps (4 of n)."""
+    return min(targets) / 4, min(1.0, max(10 * max(targets), 4.0 / max(n_impostors, 1)))
+
+
+def cdf_figure(data: EvaluationInput, n_classes: int = 4):
+    """The lower tail of the training impostor CDF for a few classes; None without a model CDF."""
+    from matplotlib.ticker import NullLocator
+
     fold = data.folds[0]
     fitted = {label: m for label, m in fold.models.items() if hasattr(m, "cdf")}
     if not fitted:
         return None
+    targets = np.array(sorted(data.targets))
     mask = fold.train.impostor_mask()
     classes = list(fold.train.gallery_classes)
     picks = np.unique(np.linspace(0, len(classes) - 1, min(n_classes, len(classes))).astype(int))
-    plt = _figure()
-    fig, axes = plt.subplots(1, len(picks), figsize=(3.6 * len(picks), 3.3), squeeze=False)
-    for ax, j in zip(axes[0], picks):
+    # each estimator keeps its colour from calibration.png (the empirical CDF is black)
+    labels = list(fold.models) + [label for label in fold.tables if label not in fold.models]
+    colours = _colours(len(labels))
+    colour_of = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
+    fig = _new_figure(3.3 * len(picks), 3.6)
+    axes = [fig.add_subplot(1, len(picks), k + 1) for k in range(len(picks))]
+    handles: dict[str, object] = {}
+    for ax, j in zip(axes, picks):
+        cls = classes[j]
         d = np.sort(fold.train.values[mask[:, j], j])
-        ax.step(d, np.arange(1, d.size + 1) / d.size, where="post", color="c", label="empirical")
-        grid = np.linspace(0, d.max() * 1.05, 300)
+        y_lo, y_hi = cdf_limits(targets, d.size)
+        # thresholds of every estimator for this class, at each target
+        marks = {}
+        for label in labels:
+            table = fold.tables.get(label)
+            if table is not None and cls in table.classes:
+                order = np.argsort(table.targets)
+                marks[label] = (np.asarray(table.values[table.classes.index(cls)])[order],
+                                np.asarray(table.targets)[order])
+        # x range: from the smallest training distance (or threshold) to where the CDF reaches y_hi
+        shown = d[: min(d.size, int(np.ceil(y_hi * d.size)) + 1)]
+        xs = [v for v in (shown[:1].tolist() + shown[-1:].tolist()) if np.isfinite(v)]
+        xs += [float(v) for th, _ in marks.values() for v in th if np.isfinite(v)]
+        if not xs:
+            continue
+        x_min, x_max = min(xs), max(xs)
+        pad = 0.08 * (x_max - x_min) if x_max > x_min else 0.05 * max(abs(x_max), 1e-9)
+        x_min, x_max = x_min - pad, x_max + pad
+        if d.size and d[0] >= 0:
+            x_min = max(x_min, 0.0)
+        for t in targets:
+            ax.axhline(t, color="0.75", lw=0.7, ls=":", zorder=0)
+        if shown.size:
+            idx = _thin(shown.size)
+            steps = ax.step(np.append(shown[idx], x_max), np.append((idx + 1) / d.size, (idx[-1] + 1) / d.size),
+                            where="post", color="k", lw=1.4, label="empirical")
+            handles.setdefault("empirical", steps[0])
+        grid = np.linspace(x_min, x_max, 160)
         for label, model in fitted.items():
-            row = model._index[classes[j]]
-            ax.plot(grid, model.cdf(row, grid), "--", label=label)
-        ax.set_title(f"class {classes[j]}", fontsize=9)
-        ax.set_xlabel("distance")
-    axes[0][0].set_ylabel("CDF of training impostor distances")
-    axes[0][0].legend(fontsize=7)
-    return _png(fig)
+            if cls not in model._index:
+                continue
+            with np.errstate(all="ignore"):
+                y = np.asarray(model.cdf(model._index[cls], grid), dtype=np.float64)
+            (line,) = ax.plot(grid, np.where(y > 0, y, np.nan), "--", lw=1.4, color=colour_of.get(label, "C1"),
+                              label=f"{label} model CDF")
+            handles.setdefault(f"cdf {label}", line)
+        for label, (th, tg) in marks.items():
+            k = labels.index(label)
+            (pts,) = ax.plot(th, tg, linestyle="none", marker=_MARKERS[k % len(_MARKERS)], markersize=6,
+                             markerfacecolor="none", markeredgewidth=1.4, color=colour_of[label],
+                             label=f"{label} thresholds", zorder=4)
+            handles.setdefault(f"thr {label}", pts)
+        ax.set_yscale("log")
+        ax.yaxis.set_minor_locator(NullLocator())  # minor ticks on four log panels cost more than they show
+        ax.set_ylim(y_lo, y_hi)
+        ax.set_xlim(x_min, x_max)
+        ax.set_title(f"class {short_label(cls)}  (n={d.size})", fontsize=9)
+        ax.set_xlabel("distance", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].set_ylabel("CDF of training impostor distances", fontsize=9)
+    fig.suptitle("Lower tail: training impostor CDF, fitted CDF and thresholds at each target (dotted)",
+                 fontsize=9)
+    fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="lower center",
+               ncol=min(4, len(handles)), fontsize=8, frameon=False)
+    rows = -(-len(handles) // 4)
+    fig.subplots_adjust(left=0.07 if len(picks) > 2 else 0.15, right=0.98, top=0.86, wspace=0.3,
+                        bottom=0.16 + 0.055 * rows)
+    return fig
+
+
+def cdf_plot(data: EvaluationInput, n_classes: int = 4) -> bytes | None:
+    fig = cdf_figure(data, n_classes)
+    return None if fig is None else _png(fig)
 
 
 def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]]) -> tuple[list[str], dict[str, bytes]]:
@@ -121,7 +332,7 @@ def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]]) ->
     cdf = cdf_plot(data)
     if cdf is not None:
         files["cdf-fits.png"] = cdf
-        lines += ["![Empirical vs fitted CDF for a few classes](cdf-fits.png)", ""]
+        lines += ["![Lower tail of the empirical and fitted CDF for a few classes, thresholds marked](cdf-fits.png)", ""]
     det = det_plot(data)
     if det is not None:
         files["det.png"] = det
