@@ -13,15 +13,18 @@ Conventions (after scikit-learn and scipy.stats):
 from __future__ import annotations
 
 import inspect
+import re
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from .errors import DataError, ParameterError
+from .progress import NULL_TASK, Task
 from .types import (DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
                     ThresholdTable)
 
@@ -30,29 +33,134 @@ T = TypeVar("T")
 
 @dataclass
 class RunContext:
-    """Services the pipeline offers to components while a recipe runs."""
+    """Services the pipeline offers to components while a recipe runs.
+
+    Progress: work that takes long reports through ``stage`` (a stage with a total, advanced as
+    items finish), ``advance`` (the innermost open stage), ``track`` (iterate inside a stage) or
+    ``map`` (reports each item, or chunk, as it completes). The public methods of the base
+    classes open a stage around the component's work (``Estimator.fit``: one counting classes;
+    ``Evaluator.evaluate``: one counting estimators; ``Distance.pairwise``: one without a total),
+    which the component advances, or nests its own stages under. Nothing is shown unless the
+    caller gave a ``reporter`` (:mod:`calibrate.progress`); ``progress`` is the older interface,
+    a ``track``-like function, still honoured when there is no reporter.
+    """
 
     progress: Callable[[Iterable[T], str, int | None], Iterator[T]] | None = None
     notes: list[str] = field(default_factory=list)
     seed: int = 0
     executor: Any = None
+    reporter: Any = None
+    _stages: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    @contextmanager
+    def stage(self, description: str, total: float | None = None, unit: str = "") -> Iterator[Task]:
+        """A stage of ``total`` items (``unit``: e.g. classes); yields a task to ``advance(n)``.
+
+        Finished (with its duration) when the block ends; stages nest.
+        """
+        if self.reporter is None:
+            yield NULL_TASK
+            return
+        task = self.reporter.start(description, total, unit, depth=len(self._stages))
+        self._stages.append(task)
+        ok = False
+        try:
+            yield task
+            ok = True
+        finally:
+            if task in self._stages:
+                self._stages.remove(task)
+            task.finish(ok)
+
+    def advance(self, n: float = 1) -> None:
+        """Advance the innermost open stage by ``n`` items (nothing when no stage is open)."""
+        if self._stages:
+            self._stages[-1].advance(n)
 
     def track(self, items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-        """Iterate with a progress bar when the caller asked for one."""
-        if self.progress is None:
-            return iter(items)
-        return self.progress(items, description, total)
+        """Iterate inside a stage of its own, advanced by one per item."""
+        if self.reporter is None:
+            if self.progress is None:
+                return iter(items)
+            return self.progress(items, description, total)
+        if total is None:
+            try:
+                total = len(items)  # type: ignore[arg-type]
+            except TypeError:
+                total = None
+        return self._track(items, description, total)
+
+    def _track(self, items: Iterable[T], description: str, total: int | None) -> Iterator[T]:
+        with self.stage(description, total) as task:
+            for item in items:
+                yield item
+                task.advance(1)
 
     def note(self, message: str) -> None:
         """Record something the user should read in report.md (and see as a warning)."""
         self.notes.append(message)
         warnings.warn(message, stacklevel=2)
 
-    def map(self, function: Callable, items: Sequence) -> list:
-        """Apply ``function`` to every item, through the executor when one is configured."""
+    def map(self, function: Callable, items: Sequence, *, description: str | None = None,
+            sizes: Sequence[float] | None = None, unit: str = "") -> list:
+        """``[function(item) for item in items]``, through the executor when one is configured.
+
+        Progress is reported as items (or the executor's chunks) complete: in a stage of its own
+        when ``description`` is given, else to the innermost open stage. Item i counts ``sizes[i]``
+        (e.g. the classes in a chunk of classes), 1 by default.
+        """
+        if self.reporter is None:
+            if self.executor is None:
+                return [function(item) for item in items]
+            return self.executor.map(function, items)
+        items = list(items)
+        weights = [1] * len(items) if sizes is None else list(sizes)
+        if len(weights) != len(items):
+            raise ValueError(f"map: {len(weights)} sizes for {len(items)} items")
+        if description is None:
+            return self._map_reporting(function, items, weights, self.advance)
+        with self.stage(description, sum(weights), unit) as task:
+            return self._map_reporting(function, items, weights, task.advance)
+
+    def _map_reporting(self, function: Callable, items: list, weights: list, advance: Callable) -> list:
+        def done(indices) -> None:
+            advance(sum(weights[i] for i in indices))
+
         if self.executor is None:
-            return [function(item) for item in items]
-        return self.executor.map(function, items)
+            out = []
+            for i, item in enumerate(items):
+                out.append(function(item))
+                done((i,))
+            return out
+        return map_reporting(self.executor, function, items, done)
+
+
+def _accepts_keyword(function: Callable, name: str) -> bool:
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def map_reporting(executor: Any, function: Callable, items: list, on_done: Callable) -> list:
+    """``executor.map`` that calls ``on_done(indices)`` as items complete; an executor whose ``map``
+    takes no ``on_done`` (written before it existed) reports every item once it returns."""
+    if _accepts_keyword(executor.map, "on_done"):
+        return executor.map(function, items, on_done=on_done)
+    out = executor.map(function, items)
+    on_done(range(len(items)))
+    return out
+
+
+def progress_name(component: Any) -> str:
+    """How progress lines name a component: its ``progress_name`` attribute, else its class name in
+    kebab case (``Ncx2Grid`` -> ``ncx2-grid``, the way plugins are usually registered)."""
+    name = getattr(component, "progress_name", None)
+    if isinstance(name, str) and name:
+        return name
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+|[0-9]+", type(component).__name__)
+    return "-".join(w.lower() for w in words) or type(component).__name__
 
 
 class Component:
@@ -99,6 +207,8 @@ class ScoreSplit:
     test: DistanceMatrix
     missing: int = 0
     description: str = ""
+    #: failed comparisons per data file (a file read for both train and test counted once)
+    missing_by_file: tuple[tuple[str, int], ...] = ()
 
 
 class Distance(Component, ABC):
@@ -113,7 +223,9 @@ class Distance(Component, ABC):
                 if not np.all(np.isfinite(samples)):
                     raise DataError(f"{type(self).__name__}: {role} set {set_id} contains NaN or infinite values; "
                                     "clean or drop those samples")
-        out = np.asarray(self._pairwise(probes, gallery, context or RunContext()), dtype=np.float64)
+        context = context or RunContext()
+        with context.stage(f"{progress_name(self)}: {len(probes)} x {len(gallery)} set distances"):
+            out = np.asarray(self._pairwise(probes, gallery, context), dtype=np.float64)
         if out.shape != (len(probes), len(gallery)):
             raise DataError(f"{type(self).__name__} returned shape {out.shape}, expected {(len(probes), len(gallery))}")
         return out
@@ -198,7 +310,10 @@ class Estimator(Component, ABC):
             raise DataError(f"{type(self).__name__}.fit expects ImpostorDistances, got {type(impostors).__name__}")
         if len(impostors) == 0:
             raise DataError(f"{type(self).__name__}: no classes to calibrate")
-        return self._fit(impostors, context or RunContext())
+        context = context or RunContext()
+        # a stage counting classes: ``_fit`` advances it (context.advance, or context.map over classes)
+        with context.stage(f"{progress_name(self)}: fitting {len(impostors)} classes", len(impostors), "classes"):
+            return self._fit(impostors, context)
 
     @abstractmethod
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel: ...
@@ -234,7 +349,11 @@ class Evaluator(Component, ABC):
     def evaluate(self, data: EvaluationInput, context: RunContext | None = None) -> EvaluationResult:
         for fold in data.folds:
             fold.test.check_distances(f"evaluation distances ({fold.name})")
-        return self._evaluate(data, context or RunContext())
+        context = context or RunContext()
+        # a stage counting estimators: ``_evaluate`` advances it as each estimator's results are ready
+        with context.stage(f"{progress_name(self)}: evaluating {len(data.labels)} estimator(s)", len(data.labels),
+                           "estimators"):
+            return self._evaluate(data, context)
 
     @abstractmethod
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult: ...
@@ -246,6 +365,11 @@ class Executor(Component, ABC):
     Used as a context manager around a run: ``__enter__`` starts workers, ``__exit__`` stops
     them. ``map`` must return results in input order, identical to a serial loop. Functions
     given to ``map`` are module-level (picklable) so that they can travel to other processes.
+
+    Progress: ``map(..., on_done=f)`` calls ``f(indices)`` in this process with the indices of the
+    items whose results are ready, as they become ready (every index exactly once). An
+    executor whose ``_map`` takes an ``on_done`` keyword reports as its chunks complete; one
+    whose ``_map`` does not is reported in one step when ``_map`` returns.
     """
 
     def __enter__(self) -> "Executor":
@@ -254,11 +378,17 @@ class Executor(Component, ABC):
     def __exit__(self, *exc) -> None:
         return None
 
-    def map(self, function: Callable, items: Sequence) -> list:
+    def map(self, function: Callable, items: Sequence, *, on_done: Callable[[Sequence[int]], None] | None = None) -> list:
         items = list(items)
         if not items:
             return []
-        return list(self._map(function, items))
+        if on_done is None:
+            return list(self._map(function, items))
+        if _accepts_keyword(self._map, "on_done"):
+            return list(self._map(function, items, on_done=on_done))
+        out = list(self._map(function, items))
+        on_done(range(len(items)))
+        return out
 
     @abstractmethod
     def _map(self, function: Callable, items: list) -> list: ...

@@ -175,7 +175,12 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         if recipe.protocol.rotate:
             raise RecipeError("`rotate:` applies to image-set datasets only", source=recipe.source, where="evaluation.rotate")
         if data.missing:
-            context.note(f"{data.missing} failed comparisons (the dataset's `missing:` marker) were excluded from fitting and evaluation")
+            per_file = ", ".join(f"{n} in {name}" for name, n in data.missing_by_file) or str(data.missing)
+            context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
+                         f"evaluation: {per_file}")
+        hint = repeated_score_hint(data.train, getattr(dataset, "missing", None))
+        if hint:
+            context.note(hint)
         raw_folds = [("score split", data.train, data.test)]
     else:
         raise DataError(f"dataset {recipe.data.info.name!r} returned {type(data).__name__}; expected PatternSet or ScoreSplit")
@@ -189,7 +194,12 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         models: dict[str, FittedModel] = {}
         tables = {}
         for spec in recipe.estimators:
-            model = spec.build().fit(impostors, context)
+            try:
+                model = spec.build().fit(impostors, context)
+            except DataError as exc:
+                if isinstance(data, ScoreSplit) and hint:
+                    raise DataError(f"{exc}. {hint}") from None
+                raise
             models[spec.label] = model
             tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
         folds.append(Fold(name, train_d, test_d, models, tables))
@@ -200,6 +210,38 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     results = _merge(evaluated)
     write_outputs(staged, recipe, folds, evaluated, results, context)
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes))
+
+
+#: a share of training scores on one value above which a run suspects a failed-comparison marker
+REPEATED_SHARE = 0.01
+
+
+def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | None:
+    """When one score value, the smallest or largest, dominates the training impostor scores (or fills a
+    whole gallery column), say that it is probably a failed-comparison marker and name `missing:`."""
+    if missing is not None:
+        return None
+    mask = train.impostor_mask()
+    values = train.values[mask]
+    if values.size < 2:
+        return None
+    uniq, counts = np.unique(values, return_counts=True)
+    k = int(counts.argmax())
+    value, count = float(uniq[k]), int(counts[k])
+    # a gallery column whose training scores are all one value
+    columns = [j for j in range(train.shape[1]) if mask[:, j].sum() > 1
+               and np.all(train.values[mask[:, j], j] == train.values[mask[:, j], j][0])]
+    if columns:
+        value = float(train.values[mask[:, columns[0]], columns[0]][0])
+        where = (f"Every training score of {len(columns)} gallery class(es) ({', '.join(map(str, train.gallery_classes[columns][:3]))}"
+                 f"{' ...' if len(columns) > 3 else ''}) is {value:g}")
+    elif count / values.size >= REPEATED_SHARE and k in (0, uniq.size - 1) and count > 1:
+        where = (f"{count} of the {values.size} training impostor scores ({100 * count / values.size:.3g}%) equal "
+                 f"{value:g}, the {'smallest' if k == 0 else 'largest'} score")
+    else:
+        return None
+    return (f"{where}: such a repeated extreme value is often a matcher's marker of a failed comparison; "
+            f"if it is one here, set `missing: {value:g}` under `data:` so that those comparisons are excluded")
 
 
 #: below this many training impostor distances under an on-target threshold, the threshold is an extrapolation

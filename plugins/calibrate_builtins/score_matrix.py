@@ -71,7 +71,7 @@ def _drop_failed_columns(split: ScoreSplit, context: RunContext) -> ScoreSplit:
         return DistanceMatrix(m.values[:, keep], m.probe_classes, m.gallery_classes[keep], m.valid[:, keep], m.kind,
                               m.probe_ids, m.gallery_ids[keep], m.source)
 
-    return ScoreSplit(cut(split.train), cut(split.test), split.missing, split.description)
+    return ScoreSplit(cut(split.train), cut(split.test), split.missing, split.description, split.missing_by_file)
 
 
 class ScoreMatrixDataset(Dataset):
@@ -111,7 +111,12 @@ class ScoreMatrixDataset(Dataset):
             raise DataError(f"{self.train} and {self.test} have different gallery columns; both must enroll the same classes in the same order")
         train = DistanceMatrix(tr, trp, trg, trv, self.kind, source=str(self.train))
         test = DistanceMatrix(te, tep, teg, tev, self.kind, source=str(self.test))
-        return ScoreSplit(train, test, int((~trv).sum() + (~tev).sum()), f"train {self.train.name}, test {self.test.name}")
+        if Path(self.train).resolve() == Path(self.test).resolve():  # one file named twice: its failures once
+            by_file = ((self.train.name, int((~trv).sum())),)
+        else:
+            by_file = ((self.train.name, int((~trv).sum())), (self.test.name, int((~tev).sum())))
+        return ScoreSplit(train, test, sum(n for _, n in by_file), f"train {self.train.name}, test {self.test.name}",
+                          by_file)
 
     def _split_one(self) -> ScoreSplit:
         values, valid, probes, gallery = read_score_csv(self.path, self.missing)
@@ -124,4 +129,5 @@ class ScoreMatrixDataset(Dataset):
         evaluate = valid & ~fit
         train = DistanceMatrix(values, probes, gallery, fit, self.kind, source=f"{self.path} (fit rows)")
         test = DistanceMatrix(values, probes, gallery, evaluate, self.kind, source=f"{self.path} (evaluation rows)")
-        return ScoreSplit(train, test, int((~valid).sum()), f"{self.path.name}, split per class (seed {self.seed})")
+        return ScoreSplit(train, test, int((~valid).sum()), f"{self.path.name}, split per class (seed {self.seed})",
+                          ((self.path.name, int((~valid).sum())),))

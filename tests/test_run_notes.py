@@ -1,0 +1,77 @@
+"""Notes and hints a run gives when the data are probably not what the recipe says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import calibrate
+from calibrate.errors import DataError
+
+from calibrate_test_helpers import DATA, make_scores, score_recipe, write_recipe, write_scores
+
+
+def run_notes(tmp_path, values, probes, gallery, **data):
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    recipe = write_recipe(tmp_path / "r.yaml", score_recipe(csv_path, tmp_path / "out", **data))
+    with pytest.warns(UserWarning):
+        return calibrate.run(recipe).notes
+
+
+def test_a_column_of_one_repeated_score_names_the_missing_parameter(tmp_path):
+    values, probes, gallery = make_scores(seed=3, n_classes=10, probes_per_class=8)
+    values[:, 4] = -1.0  # a failed gallery template: every comparison with it is the marker
+    notes = run_notes(tmp_path, values, probes, gallery)
+    assert ("Every training score of 1 gallery class(es) (id04) is -1: such a repeated extreme value is often a "
+            "matcher's marker of a failed comparison; if it is one here, set `missing: -1` under `data:`") in " ".join(notes)
+
+
+@pytest.mark.shared_data
+def test_bssr1_without_its_missing_marker_fails_with_the_hint(tmp_path):
+    face_c = DATA / "bssr1-set1" / "face-C.csv"
+    if not face_c.exists():
+        pytest.skip(f"needs the NIST BSSR1 scores at {face_c} (../shared/data)")
+    recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "output": str(tmp_path / "out"),
+                                                "data": {"plugin": "score-matrix", "path": str(face_c), "kind": "similarity"},
+                                                "transform": {"plugin": "similarity-to-distance", "upper": 1.0}})
+    with pytest.raises(DataError, match=r"training distances are equal.*Every training score of 1 gallery class.* is -1"
+                                        r".*set `missing: -1` under `data:`"):
+        calibrate.run(recipe)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dominant_extreme_score_is_pointed_out_in_the_notes(tmp_path):
+    values, probes, gallery = make_scores(seed=4, n_classes=10, probes_per_class=8)
+    rng = np.random.default_rng(0)
+    values[rng.random(values.shape) < 0.05] = -1.0
+    notes = run_notes(tmp_path, values, probes, gallery)
+    hint = [n for n in notes if "marker of a failed comparison" in n]
+    assert len(hint) == 1 and "equal -1, the smallest score" in hint[0] and "`missing: -1`" in hint[0]
+
+
+def test_no_hint_for_continuous_scores_or_when_missing_is_set(tmp_path):
+    values, probes, gallery = make_scores(seed=5, n_classes=10, probes_per_class=8)
+    notes = run_notes(tmp_path, values, probes, gallery)
+    assert not [n for n in notes if "marker of a failed comparison" in n]
+    values[0, :] = -1.0
+    notes = run_notes(tmp_path, values, probes, gallery, missing=-1)
+    assert not [n for n in notes if "marker of a failed comparison" in n]
+
+
+def test_failed_comparisons_are_counted_per_file_not_per_mention(tmp_path):
+    values, probes, gallery = make_scores(seed=6, n_classes=10, probes_per_class=8)
+    values[[1, 5, 9], 2] = -1.0
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    recipe = score_recipe(csv_path, tmp_path / "out", missing=-1)
+    del recipe["data"]["path"]
+    recipe["data"].update(train=str(csv_path), test=str(csv_path))
+    with pytest.warns(UserWarning):
+        notes = calibrate.run(write_recipe(tmp_path / "r.yaml", recipe)).notes
+    counted = [n for n in notes if "failed comparisons" in n]
+    assert counted == ["failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
+                       "evaluation: 3 in scores.csv"]
+    other = write_scores(tmp_path / "eval.csv", values, probes, gallery)
+    recipe["data"]["test"] = str(other)
+    with pytest.warns(UserWarning):
+        notes = calibrate.run(write_recipe(tmp_path / "r.yaml", recipe)).notes
+    assert [n for n in notes if "failed comparisons" in n][0].endswith("3 in scores.csv, 3 in eval.csv")
