@@ -192,6 +192,14 @@ class Dataset(Component, ABC):
     def output_kind(self) -> str | None:
         return None
 
+    def check(self) -> None:
+        """Read just enough of the data files to reject a wrong format (validation; default: nothing).
+
+        Raise the same :class:`~calibrate.errors.DataError` a full ``load`` would, so that
+        ``calibrate validate`` and ``calibrate run`` say the same thing about the same file.
+        """
+        return None
+
     def load(self, context: RunContext | None = None) -> PatternSet | "ScoreSplit":
         return self._load(context or RunContext())
 

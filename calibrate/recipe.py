@@ -195,7 +195,9 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     if raw.get("distance") is not None:
         distance = _component(registry, "distances", raw["distance"], "distance", source, base_dir)
     transform = _component(registry, "transforms", raw.get("transform") or {"plugin": "identity"}, "transform", source, base_dir)
-    kind = data.build().output_kind()
+    dataset = data.build()
+    dataset.check()  # the head of every data file, read by the run's own parser
+    kind = dataset.output_kind()
     accepts = getattr(transform.info.factory, "accepts", ("distance", "similarity"))
     if kind is not None and kind not in accepts:
         fix = ("add `transform: {plugin: similarity-to-distance}` (higher scores must become smaller distances)"

@@ -21,14 +21,22 @@ class NpzPatterns(Dataset):
     def __init__(self, *, path: Path):
         self.path = path
 
-    def _load(self, context: RunContext) -> PatternSet:
+    def _read(self, names_only: bool) -> dict:
         try:
             with np.load(self.path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+                arrays = {k: (None if names_only else npz[k]) for k in npz.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise DataError(f"{self.path}: not a readable .npz file ({exc}); save it with numpy.savez") from None
         missing = [k for k in ("X", "labels", "sets") if k not in arrays]
         if missing:
             raise DataError(f"{self.path}: missing array(s) {', '.join(missing)}; the file needs X (samples x features), "
                             f"labels and sets (one entry per sample); it has {', '.join(arrays) or 'nothing'}")
+        return arrays
+
+    def check(self) -> None:
+        """Open the archive and check its array names (the arrays themselves are read by the run)."""
+        self._read(names_only=True)
+
+    def _load(self, context: RunContext) -> PatternSet:
+        arrays = self._read(names_only=False)
         return PatternSet(arrays["X"], arrays["labels"], arrays["sets"], source=str(self.path))

@@ -24,19 +24,44 @@ from calibrate.errors import DataError, ParameterError
 from calibrate.types import DistanceMatrix
 
 
-def read_score_csv(path: Path, missing: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(values, valid, probe labels, gallery labels); names the row and column of bad cells."""
+#: rows that ``calibrate validate`` reads of each score CSV (the header and this many probe rows)
+CHECK_ROWS = 200
+
+
+def _looks_like_score_list(line: list[str]) -> int:
+    """Columns of a whitespace-separated line (a bob-style score list), or 0."""
+    fields = line[0].split() if len(line) == 1 else []
+    return len(fields) if len(fields) in (4, 5) else 0
+
+
+def read_score_csv(path: Path, missing: float | None,
+                   max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(values, valid, probe labels, gallery labels); names the row and column of bad cells.
+
+    ``max_rows``: read only the header and that many probe rows (validation); the checks and
+    messages are those of a full read.
+    """
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError) as exc:
+            rows = []
+            for row in csv.reader(fh):
+                if row and any(cell.strip() for cell in row):
+                    rows.append(row)
+                    if max_rows is not None and len(rows) > max_rows:
+                        break
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"{path}: cannot read the score CSV ({exc})") from None
-    rows = [r for r in rows if r and any(cell.strip() for cell in r)]
+    if rows and _looks_like_score_list(rows[0]):
+        raise DataError(f"{path}, line 1: {_looks_like_score_list(rows[0])} whitespace-separated columns and no commas: "
+                        "this looks like a score list (one comparison per line, as bob's score files), but "
+                        "score-matrix reads a probe x gallery matrix in CSV (a header row of gallery labels after "
+                        "one empty cell, then one row per probe)")
     if len(rows) < 2:
         raise DataError(f"{path}: needs a header row of gallery labels and at least one probe row")
     gallery = [c.strip() for c in rows[0][1:]]
     if not gallery:
-        raise DataError(f"{path}: the header row has no gallery labels after the first cell")
+        raise DataError(f"{path}: the header row has no gallery labels after the first cell; score-matrix reads a "
+                        "probe x gallery matrix in CSV (a header row of gallery labels after one empty cell)")
     probes, values = [], np.empty((len(rows) - 1, len(gallery)))
     for r, row in enumerate(rows[1:], start=2):
         if len(row) != len(gallery) + 1:
@@ -94,11 +119,19 @@ class ScoreMatrixDataset(Dataset):
             raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
         if not 0.0 < fit_fraction < 1.0:
             raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
+        if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
+            raise ParameterError(f"seed must be a non-negative integer, got {seed}")
         self.path, self.train, self.test = path, train, test
         self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
 
     def output_kind(self) -> str | None:
         return self.kind
+
+    def check(self) -> None:
+        """Read the header and the first rows of every file with the run's own parser."""
+        for path in (self.path, self.train, self.test):
+            if path is not None:
+                read_score_csv(path, self.missing, max_rows=CHECK_ROWS)
 
     def _load(self, context: RunContext) -> ScoreSplit:
         split = self._split_one() if self.path is not None else self._two_files()
