@@ -99,7 +99,14 @@ class _StrictLoader(yaml.SafeLoader):
 def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, yaml.Mark] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: construct_mapping merges it, own keys win
+            continue
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a mapping key must be a plain name, not a {type(key).__name__}", key_node.start_mark) from None
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"key {key!r} appears twice in one mapping (first on line {seen[key].line + 1}); "
@@ -137,6 +144,9 @@ def _component(registry: Registry, kind: str, entry: Any, where: str, source: st
     if "plugin" not in entry:
         raise RecipeError(f"missing `plugin:`; name one of: {', '.join(registry.names(kind))}", source=source, where=where)
     name = entry["plugin"]
+    if not isinstance(name, str):
+        raise RecipeError(f"`plugin:` must be a name, got {name!r}; name one of: {', '.join(registry.names(kind))}",
+                          source=source, where=f"{where}.plugin")
     info = registry.get(kind, name, where=f"{where}.plugin", source=source)
     label = entry.get("name", name)
     if not isinstance(label, str) or not label:
@@ -260,8 +270,8 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
             raise RecipeError(f"`{key}:` must be true or false", source=source, where=f"output.{key}")
     out_dir = Path(out) if out is not None else base_dir / str(output.get("dir", "results"))
     seed = raw.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise RecipeError(f"`seed:` must be an integer, got {seed!r}", source=source, where="seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise RecipeError(f"`seed:` must be an integer >= 0 (numpy seeds are non-negative), got {seed!r}", source=source, where="seed")
 
     executor = _component(registry, "executors", raw.get("executor") or {"plugin": "serial"}, "executor", source, base_dir)
 

@@ -121,6 +121,8 @@ class ScoreMatrixDataset(Dataset):
             raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
         if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
             raise ParameterError(f"seed must be a non-negative integer, got {seed}")
+        if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
+            raise ParameterError(f"seed must be a non-negative integer, got {seed}")
         self.path, self.train, self.test = path, train, test
         self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
 

@@ -34,6 +34,8 @@ class SyntheticPatterns(Dataset):
         for name, value, low in (("classes", classes, 2), ("sets", sets, 1), ("samples", samples, 1), ("dim", dim, 1)):
             if value < low:
                 raise ParameterError(f"{name} must be at least {low}, got {value}")
+        if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
+            raise ParameterError(f"seed must be a non-negative integer, got {seed}")
         for name, value in (("class_spread", class_spread), ("set_shift", set_shift), ("noise", noise)):
             if not value >= 0:
                 raise ParameterError(f"{name} must be >= 0, got {value}")

@@ -83,6 +83,8 @@ class SyntheticImpostors(Dataset):
         for name, value, low in (("classes", classes, 2), ("train", train, 2), ("test", test, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ParameterError(f"{name} must be a whole number >= {low}, got {value!r}")
+        if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
+            raise ParameterError(f"seed must be a non-negative integer, got {seed}")
         if not 0.0 <= off_model <= 1.0:
             raise ParameterError(f"off_model must be a fraction in [0, 1], got {off_model!r}")
         if round is not None and (isinstance(round, bool) or not isinstance(round, int) or round < 0):

@@ -1,0 +1,520 @@
+"""Fuzzing the CLI with generated recipes and data files (hypothesis).
+
+Every generated input must end in exit 0 (stderr: only `note:` lines) or exit 2 (stderr: exactly
+one `error: ...` line, and no result file left in the output folder), never in a traceback
+(exit 1), a hang or a partial result. The CLI is called in-process (typer's CliRunner) and the
+data are tiny, so that an example costs tens of milliseconds.
+
+Profiles: `calibrate-fuzz` (the default: few examples, derandomized so that CI is deterministic)
+and `calibrate-fuzz-long` (CALIBRATE_FUZZ_PROFILE=long, CALIBRATE_FUZZ_EXAMPLES=N; random).
+benchmarks/fuzz_long.py runs these properties with many examples and counts the outcomes.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import io
+import os
+import signal
+import tempfile
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from calibrate.cli import app
+
+_COMMON = dict(deadline=None, database=None, print_blob=True,
+               phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # no slow "explain" phase
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("calibrate-fuzz", max_examples=int(os.environ.get("CALIBRATE_FUZZ_EXAMPLES", 40)),
+                          derandomize=True, **_COMMON)
+settings.register_profile("calibrate-fuzz-long", max_examples=int(os.environ.get("CALIBRATE_FUZZ_EXAMPLES", 2000)),
+                          derandomize=False, **_COMMON)
+FUZZ = settings.get_profile("calibrate-fuzz-long" if os.environ.get("CALIBRATE_FUZZ_PROFILE") == "long"
+                            else "calibrate-fuzz")
+#: seconds one CLI call may take before it counts as a hang
+HANG_SECONDS = float(os.environ.get("CALIBRATE_FUZZ_TIMEOUT", 60))
+RESULT_FILES = ("results.json", "thresholds.csv", "manifest.json")
+
+#: (command, exit code) -> count, read by benchmarks/fuzz_long.py
+OUTCOMES: collections.Counter = collections.Counter()
+runner = CliRunner()
+
+
+class Hang(BaseException):
+    """A CLI call ran longer than HANG_SECONDS (BaseException: the CLI's handler must not swallow it)."""
+
+
+@contextmanager
+def _time_limit(seconds: float):
+    if not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise Hang(f"no answer after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def invoke_and_check(recipe: Path, out: Path) -> int:
+    """`validate` then `run` the recipe in-process; assert the exit-code contract of both."""
+    with _time_limit(HANG_SECONDS):
+        checked = runner.invoke(app, ["validate", str(recipe)])
+    _check(checked, "validate", None)
+    with _time_limit(HANG_SECONDS):
+        result = runner.invoke(app, ["run", str(recipe), "--out", str(out), "--quiet"])
+    _check(result, "run", out)
+    if checked.exit_code == 2:
+        assert result.exit_code == 2, f"validate refused the recipe but run accepted it:\n{checked.stderr}"
+    return result.exit_code
+
+
+def _check(result, command: str, out: Path | None) -> None:
+    OUTCOMES[(command, result.exit_code)] += 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if result.exit_code == 0:
+        odd = [line for line in lines if not line.startswith("note: ")]
+        assert not odd, f"{command}: exit 0 but stderr has lines other than notes: {odd}"
+        if out is not None:
+            assert (out / "results.json").is_file(), f"{command}: exit 0 without results.json in {out}"
+        return
+    assert result.exit_code == 2, (f"{command}: exit {result.exit_code} (expected 0 or 2)\n{result.stderr}"
+                                   f"\n{result.exception!r}")
+    assert len(lines) == 1 and lines[0].startswith("error: "), \
+        f"{command}: exit 2 must print exactly one `error:` line, got {lines}"
+    if out is not None and out.exists():
+        left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.name in RESULT_FILES)
+        assert not left, f"{command}: exit 2 but result files were left in {out}: {left}"
+
+
+# ---------------------------------------------------------------------------------------------
+# recipes: a valid base, then deleted keys, wrong types, YAML anchors/aliases/tags, bad bytes
+
+JUNK = [None, "", "x", "日本語", "Ünïcödé", -1, 0, 1, 2 ** 64, -(2 ** 70), 0.5, -0.5, 1e-300, float("inf"),
+        float("-inf"), float("nan"), True, False, [], {}, [1, 2], [0.5, "a"], [[1, 2]], {"plugin": "nope"},
+        {"plugin": None}, {"a": 1}, "../../nowhere", "identity", "class-interp", "similarity", "1/0"]
+YAML_TOKENS = ["!!python/object:os.system {}", "!!python/object/apply:os.getcwd []", "!!python/name:os.system",
+               "!!binary aGVsbG8=", "!!set {a, b}", "!!timestamp 2001-12-14", "*nowhere", "&a [*a]",
+               "!!str 0.5", "!!float '1e-3'", "!!int '0x10'", "!!null ''", "!!bool yes", "{[1, 2]: 3}",
+               "!custom 3", "[unclosed", "'quote", "@reserved", "\t0.1", ".nan", ".inf", "-.inf", "0x1F",
+               "1_000", "0o17", "~", "|\n  literal", "!!map {? a}"]
+
+
+def _paths(node, prefix=()):
+    """Every (path, value) inside nested dicts/lists."""
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.append((prefix + (k,), v))
+            out += _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.append((prefix + (i,), v))
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+@st.composite
+def mutated(draw, recipe: dict) -> dict:
+    """The recipe with up to three random deletions, wrong-typed values or misspelt keys."""
+    for _ in range(draw(st.sampled_from([0, 1, 1, 2, 3]))):
+        paths = _paths(recipe)
+        if not paths:
+            break
+        path, _ = draw(st.sampled_from(paths))
+        parent = recipe
+        for key in path[:-1]:
+            parent = parent[key]
+        key = path[-1]
+        op = draw(st.sampled_from(["delete", "junk", "junk", "rename"]))
+        if op == "delete":
+            del parent[key]
+        elif op == "junk":
+            parent[key] = draw(st.sampled_from(JUNK))
+        elif isinstance(parent, dict):
+            parent[draw(st.sampled_from([f"{key}s", str(key).upper(), "", "é", str(key)[:-1] or "k"]))] = parent.pop(key)
+    return recipe
+
+
+@st.composite
+def recipe_bytes(draw, recipe: dict, damage: bool = True) -> bytes:
+    """The YAML of a (mutated) recipe, sometimes with anchors, tags or undecodable bytes spliced in."""
+    if not damage:
+        return yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True).encode("utf-8")
+    recipe = draw(mutated(recipe))
+    text = yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    style = draw(st.sampled_from(["plain"] * 6 + ["token", "token", "anchor", "merge", "bytes", "whole", "dup"]))
+    lines = text.splitlines()
+    if style == "token":
+        candidates = [i for i, line in enumerate(lines) if ": " in line or line.rstrip().endswith(":")]
+        if candidates:
+            i = draw(st.sampled_from(candidates))
+            head = lines[i].split(":", 1)[0]
+            lines[i] = f"{head}: {draw(st.sampled_from(YAML_TOKENS))}"
+        text = "\n".join(lines) + "\n"
+    elif style == "anchor" and isinstance(recipe.get("estimators"), list) and recipe["estimators"]:
+        # the same estimator twice through an alias (two estimators labelled alike)
+        first = yaml.safe_dump(recipe["estimators"][0], default_flow_style=True).strip()
+        rest = {k: v for k, v in recipe.items() if k != "estimators"}
+        text = yaml.safe_dump(rest, sort_keys=False, allow_unicode=True) + f"estimators:\n- &e {first}\n- *e\n"
+    elif style == "merge" and isinstance(recipe.get("data"), dict):
+        rest = {k: v for k, v in recipe.items() if k not in ("data", "transform")}
+        data = yaml.safe_dump(recipe["data"], default_flow_style=True).strip()
+        extra = draw(st.sampled_from(["{<<: *d}", "{<<: *d, kind: distance}", "*d", "{<<: [*d, *d]}"]))
+        text = (f"data: &d {data}\ntransform: {extra}\n" + yaml.safe_dump(rest, sort_keys=False, allow_unicode=True))
+    elif style == "dup":
+        text = text + (lines[0] + "\n" if lines else "")
+    elif style == "whole":
+        text = draw(st.sampled_from(["", "---\n", "null\n", "[]\n", "42\n", "- data\n", "data:\n", "%YAML 1.1\n---\n{}",
+                                     "version: 1\ndata: &a [*a]\n", "? [a, b]\n: c\n", "\ufeffversion: 1\n"]))
+    raw = text.encode("utf-8")
+    if style == "bytes":
+        at = draw(st.integers(0, len(raw)))
+        raw = raw[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\x00", b"\xfe\xff", b"\x80abc"])) + raw[at:]
+    return raw
+
+
+#: (damage the recipe, damage the data): a quarter of the examples are clean, to reach the later stages
+MODES = st.sampled_from([(False, False), (True, False), (False, True), (True, True)])
+
+
+def estimators():
+    cheap = st.sampled_from([{"plugin": "generic-interp"}, {"plugin": "class-interp"}])
+    listed = st.lists(cheap, min_size=1, max_size=2, unique_by=lambda e: e["plugin"])
+    # `auto` (named, or the default of a recipe without estimators) now and then: it is slower
+    return st.one_of(listed, listed, listed, listed, st.just([{"plugin": "auto"}]), st.just([]))
+
+
+def evaluation(patterns: bool):
+    keys = {"targets": st.sampled_from([[0.05, 0.01], [0.1], [0.5, 0.2, 0.01], [0.001]])}
+    if patterns:
+        keys["enrollment"] = st.sampled_from(["staggered", 0, 1, -1, "1", "s0", "nope", 7])
+        keys["rotate"] = st.booleans()
+    return st.fixed_dictionaries({}, optional=keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# score-matrix CSVs: ragged rows, NaN/inf cells, unicode labels, empty files, non-UTF-8 bytes
+
+LABELS = ["a", "b", "c", "d", "Ünï", "日本", "a b", "a,b", 'q"t', "", " ", "1", "-1", "nan", "ok\u200b", "\u0000x"]
+CELLS = ["0.1", "0.2", "0.35", "0.5", "0.7", "0.9", "0", "1", "-1", "-0.3", "2.5", "nan", "inf", "-inf", "NaN",
+         "1e308", "1e-320", "", " ", "x", "0,5", "１"]
+
+
+@st.composite
+def score_csv(draw, damage: bool = True) -> bytes:
+    messy = damage and draw(st.booleans())
+    if messy:
+        gallery = draw(st.lists(st.sampled_from(LABELS), min_size=0, max_size=4))
+    else:
+        gallery = draw(st.lists(st.sampled_from(LABELS[:6]), min_size=1, max_size=4, unique=True))
+    probes = [g for g in gallery for _ in range(draw(st.integers(1, 2)))] + ["outsider"] * draw(st.integers(0, 2))
+    if messy:
+        probes = draw(st.lists(st.sampled_from(gallery + LABELS) if gallery else st.sampled_from(LABELS), max_size=8))
+    plain = st.sampled_from(CELLS[:7])
+    rows = [[""] + gallery]
+    for label in probes:
+        width = len(gallery)
+        if messy and draw(st.integers(0, 5)) == 0:  # ragged
+            width = max(0, width + draw(st.sampled_from([-1, 1, 2])))
+        rows.append([label] + [draw(plain) for _ in range(width)])
+    if damage and len(rows) > 1 and len(rows[-1]) > 1 and draw(st.booleans()):  # one odd cell
+        r = draw(st.integers(1, len(rows) - 1))
+        if len(rows[r]) > 1:
+            rows[r][draw(st.integers(1, len(rows[r]) - 1))] = draw(st.sampled_from(CELLS))
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    raw = buf.getvalue().encode("utf-8")
+    damage = draw(st.sampled_from(["none"] * 4 + ["empty", "truncate", "latin1", "bom", "nul", "gzip"])) if damage else ""
+    if damage == "empty":
+        raw = b""
+    elif damage == "truncate":
+        raw = raw[:draw(st.integers(0, len(raw)))]
+    elif damage == "latin1":
+        raw = raw.replace(b"a", b"\xe9", 1) + b"\xff\n"
+    elif damage == "bom":
+        raw = b"\xef\xbb\xbf" + raw
+    elif damage == "nul":
+        raw = raw.replace(b",", b",\x00", 1)
+    elif damage == "gzip":
+        raw = zlib.compress(raw)
+    return raw
+
+
+def _score_recipe(draw, kind: str, files: dict) -> dict:
+    data = {"plugin": "score-matrix", "kind": kind, **files}
+    extra = draw(st.fixed_dictionaries({}, optional={"missing": st.sampled_from([-1, 0, 2.5, None]),
+                                                     "fit_fraction": st.sampled_from([0.5, 0.3, 0.9]),
+                                                     "seed": st.sampled_from([0, 1, 12345])}))
+    data.update(extra)
+    if kind == "similarity":
+        transform = draw(st.sampled_from([{"plugin": "similarity-to-distance", "upper": 1.0},
+                                          {"plugin": "similarity-to-distance"},
+                                          {"plugin": "similarity-to-distance", "method": "neg-log"}]))
+    else:
+        transform = draw(st.sampled_from([{"plugin": "identity"}, {"plugin": "neg-log-complement"},
+                                          {"plugin": "shifted-logit", "clip": 0.001}]))
+    return {"version": 1, "data": data, "transform": transform, "estimators": draw(estimators()),
+            "evaluation": draw(evaluation(False)), "output": {"dir": "out-recipe", "plots": False}}
+
+
+def _write(folder: Path, name: str, raw: bytes) -> Path:
+    path = folder / name
+    path.write_bytes(raw)
+    return path
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_score_matrix(data):
+    bad_recipe, bad_data = data.draw(MODES)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if data.draw(st.booleans()):
+            _write(tmp, "scores.csv", data.draw(score_csv(bad_data)))
+            files = {"path": "scores.csv"}
+        else:
+            _write(tmp, "train.csv", data.draw(score_csv(bad_data)))
+            _write(tmp, "test.csv", data.draw(score_csv(bad_data)))
+            files = {"train": "train.csv", "test": "test.csv"}
+        recipe = _score_recipe(data.draw, data.draw(st.sampled_from(["similarity", "distance"])), files)
+        _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
+        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+
+
+# ---------------------------------------------------------------------------------------------
+# pattern datasets: npz files and synthetic generators
+
+PATTERN_VALUES = st.sampled_from([0.0, 1.0, -1.0, 0.25, 3.5, 1e300, -1e-300]) | st.floats(-10, 10, width=32)
+
+
+@st.composite
+def npz_bytes(draw, damage: bool = True) -> bytes:
+    if damage:
+        n = draw(st.integers(0, 12))
+        d = draw(st.integers(0, 4))
+        labels = np.array(draw(st.lists(st.sampled_from(["a", "b", "c", "日本", ""]), min_size=n, max_size=n)), dtype=str)
+        sets = np.array(draw(st.lists(st.sampled_from(["1", "2", "3"]), min_size=n, max_size=n)), dtype=str)
+    else:  # 2-3 classes of 2-3 sets of 1-2 samples
+        k, m, per = draw(st.integers(2, 3)), draw(st.integers(2, 3)), draw(st.integers(1, 2))
+        n, d = k * m * per, draw(st.integers(1, 3))
+        labels = np.repeat(np.array(["a", "b", "日本"][:k]), m * per)
+        sets = np.tile(np.repeat(np.array(["1", "2", "3"][:m]), per), k)
+    X = np.array(draw(st.lists(PATTERN_VALUES, min_size=n * d, max_size=n * d)), dtype=np.float64).reshape(n, d)
+    if damage and n * d and draw(st.integers(0, 3)) == 0:
+        X.flat[draw(st.integers(0, n * d - 1))] = draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+    arrays = {"X": X, "labels": labels, "sets": sets}
+    shape = "ok" if not damage else draw(st.sampled_from(["ok"] * 4 + ["drop", "1d", "3d", "short", "2dlabels", "strings", "ints",
+                                               "complex", "bool", "bytes", "object", "scalar"]))
+    if shape == "drop":
+        arrays.pop(draw(st.sampled_from(sorted(arrays))))
+    elif shape == "1d":
+        arrays["X"] = X.ravel()
+    elif shape == "3d":
+        arrays["X"] = X[:, :, None]
+    elif shape == "short":
+        arrays["labels"] = labels[:-1]
+    elif shape == "2dlabels":
+        arrays["labels"] = labels[:, None]
+    elif shape == "strings":
+        arrays["X"] = X.astype(str)
+    elif shape == "ints":
+        arrays["labels"] = np.arange(n)
+        arrays["sets"] = np.zeros(n, int)
+    elif shape == "complex":
+        arrays["X"] = X + 1j
+    elif shape == "bool":
+        arrays["X"] = X > 0
+    elif shape == "bytes":
+        arrays["labels"] = np.array([s.encode() for s in labels.tolist()], dtype=bytes) if n else np.array([], "S1")
+    elif shape == "object":
+        arrays["X"] = np.array([object()] * n, dtype=object)
+    elif shape == "scalar":
+        arrays["X"] = np.float64(1.0)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)  # an object array is pickled, which the reader must refuse
+    raw = buf.getvalue()
+    damage = draw(st.sampled_from(["none"] * 4 + ["empty", "truncate", "garbage"])) if damage else ""
+    if damage == "empty":
+        raw = b""
+    elif damage == "truncate":
+        raw = raw[:draw(st.integers(0, len(raw)))]
+    elif damage == "garbage":
+        raw = b"PK\x03\x04" + bytes(range(256))
+    return raw
+
+
+def _pattern_recipe(draw, data: dict) -> dict:
+    distance = draw(st.sampled_from([{"plugin": "euclidean"}, {"plugin": "euclidean"},
+                                     {"plugin": "mutual-subspace", "components": 1},
+                                     {"plugin": "mutual-subspace", "components": 2, "normalize": False}]))
+    return {"version": 1, "data": data, "distance": distance, "transform": {"plugin": "identity"},
+            "estimators": draw(estimators()), "evaluation": draw(evaluation(True)),
+            "output": {"dir": "out-recipe", "plots": False}}
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_npz_patterns(data):
+    bad_recipe, bad_data = data.draw(MODES)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        _write(tmp, "patterns.npz", data.draw(npz_bytes(bad_data)))
+        recipe = _pattern_recipe(data.draw, {"plugin": "npz-patterns", "path": "patterns.npz"})
+        _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
+        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+
+
+SMALL_INT = st.sampled_from([0, 1, 2, 3, -1])
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_synthetic(data):
+    bad_recipe, bad_data = data.draw(MODES)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if data.draw(st.booleans()):
+            params = data.draw(st.fixed_dictionaries(
+                {"classes": st.sampled_from([2, 3, 1, 0, -2])},
+                optional={"sets": SMALL_INT, "samples": SMALL_INT, "dim": SMALL_INT, "seed": st.sampled_from([0, 1, -1]),
+                          "noise": st.sampled_from([0.0, 0.3, -1.0, float("nan"), float("inf")]),
+                          "set_shift": st.sampled_from([0.0, 1.0, float("nan")]),
+                          "class_spread": st.sampled_from([0.0, 1.0, 1e308, float("inf")])}))
+            recipe = _pattern_recipe(data.draw, {"plugin": "synthetic-patterns", **params})
+        else:
+            params = data.draw(st.fixed_dictionaries(
+                {"classes": st.sampled_from([2, 3, 1, 0, -1]), "train": st.sampled_from([5, 1, 0, -1]),
+                 "test": st.sampled_from([5, 1, 0, -1])},
+                optional={"off_model": st.sampled_from([0.0, 1.0, 0.5, -0.1, 2.0, float("nan")]),
+                          "round": st.sampled_from([None, 0, 1, -1, 400]), "seed": st.sampled_from([0, 3, -1])}))
+            recipe = {"version": 1, "data": {"plugin": "synthetic-impostors", **params},
+                      "estimators": data.draw(estimators()), "evaluation": data.draw(evaluation(False)),
+                      "output": {"dir": "out-recipe", "plots": False}}
+        _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
+        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+
+
+# ---------------------------------------------------------------------------------------------
+# image-sets folders: corrupt, truncated or empty images, odd sizes, empty classes, one class
+
+
+def _image(draw, size: tuple[int, int], damage: bool) -> tuple[str, bytes]:
+    from PIL import Image
+
+    fmt = draw(st.sampled_from(["png", "pgm", "jpg"]))
+    mode = draw(st.sampled_from(["L", "L", "RGB", "I;16", "1", "RGBA"]))
+    if fmt == "jpg" and mode not in ("L", "RGB"):
+        mode = "L"
+    if fmt == "pgm" and mode not in ("L", "I;16", "1"):
+        mode = "L"
+    seed = draw(st.integers(0, 2 ** 16))
+    arr = np.random.default_rng(seed).integers(0, 256, (size[1], size[0]), dtype=np.uint8)
+    im = Image.fromarray(arr, "L").convert(mode) if mode != "I;16" else Image.fromarray(arr.astype(np.uint16) * 257)
+    buf = io.BytesIO()
+    im.save(buf, format={"png": "PNG", "pgm": "PPM", "jpg": "JPEG"}[fmt])
+    raw = buf.getvalue()
+    damage = draw(st.sampled_from(["none"] * 4 + ["empty", "truncate", "garbage", "header-only"])) if damage else ""
+    if damage == "empty":
+        raw = b""
+    elif damage == "truncate":
+        raw = raw[:draw(st.integers(0, len(raw)))]
+    elif damage == "garbage":
+        raw = raw[:8] + bytes(draw(st.binary(min_size=0, max_size=40)))
+    elif damage == "header-only":
+        raw = raw[:min(len(raw), 20)]
+    return fmt, raw
+
+
+@st.composite
+def image_tree(draw, root: Path, damage: bool = True) -> dict:
+    """Writes root/<class>/[<set>/]<images>; returns the dataset's extra parameters."""
+    root.mkdir()
+    sizes = [(4, 4)] + ([(5, 3)] if damage and draw(st.integers(0, 3)) == 0 else [])
+    flat = draw(st.integers(0, 3)) == 0
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "Ünï", "日本", ".hidden", "s p"][:7 if damage else 5]),
+                          min_size=0 if damage else 2, max_size=3, unique=True))
+    for cls in names:
+        cdir = root / cls
+        cdir.mkdir()
+        set_dirs = [cdir] if flat else [cdir / s for s in draw(st.lists(st.sampled_from(["1", "2", "3", ".x"][:4 if damage else 3]),
+                                                                        min_size=0 if damage else 2, max_size=3, unique=True))]
+        for sdir in set_dirs:
+            sdir.mkdir(exist_ok=True)
+            for k in range(draw(st.integers(0 if damage else 2 if flat else 1, 3))):
+                fmt, raw = _image(draw, draw(st.sampled_from(sizes)), damage)
+                (sdir / f"img{k}.{fmt}").write_bytes(raw)
+            if damage and draw(st.integers(0, 3)) == 0:
+                (sdir / draw(st.sampled_from(["notes.txt", ".DS_Store", "x.PNG", "Thumbs.db"]))).write_bytes(b"\xff\x00junk")
+    if damage and draw(st.integers(0, 3)) == 0:
+        (root / "README").write_text("loose file")
+    params = {}
+    if flat or draw(st.integers(0, 4)) == 0:
+        params["flat_sets"] = draw(st.sampled_from([1, 2, 3, 0] if damage else [1, 2]))
+    if len(sizes) > 1 and draw(st.booleans()):
+        params["resize"] = draw(st.sampled_from([[4, 4], [2, 3], [0, 4], [4]]))
+    if draw(st.integers(0, 4)) == 0:
+        params["grayscale"] = False
+    return params
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_image_sets(data):
+    bad_recipe, bad_data = data.draw(MODES)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        params = data.draw(image_tree(tmp / "images", bad_data))
+        recipe = _pattern_recipe(data.draw, {"plugin": "image-sets", "path": "images", **params})
+        _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
+        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+
+
+# ---------------------------------------------------------------------------------------------
+# regressions: inputs the fuzzer found that once ended in a traceback (exit 1)
+
+SCORES = ",a,b,c\na,0.9,0.1,0.2\na,0.8,0.3,0.1\nb,0.2,0.9,0.3\nb,0.1,0.8,0.2\nc,0.3,0.2,0.9\nc,0.2,0.1,0.8\n"
+SCORE_DATA = "data: {plugin: score-matrix, path: scores.csv}\ntransform: {plugin: similarity-to-distance, upper: 1.0}\n"
+REGRESSIONS = {
+    # `plugin:` given a list: TypeError unhashable type in the registry lookup
+    "plugin-not-a-name": (SCORE_DATA.replace("upper: 1.0", "plugin: []").replace("{plugin: similarity-to-distance, ", "{"),
+                          2, "transform.plugin"),
+    # a YAML complex key (a list): TypeError in the duplicate-key check
+    "unhashable-key": ("? [a, b]\n: c\n", 2, "a mapping key must be a plain name"),
+    # a merge key `<<: *anchor` was refused as an unknown tag; own keys override merged ones
+    "merge-key": (SCORE_DATA + "estimators:\n- &e {plugin: class-interp, name: one}\n- {<<: *e, name: two}\n"
+                  "output: {plots: false}\n", 0, ""),
+    # negative seeds reached numpy.random.default_rng: ValueError
+    "recipe-seed": (SCORE_DATA + "seed: -1\n", 2, "seed in"),
+    "score-matrix-seed": (SCORE_DATA.replace("path: scores.csv", "path: scores.csv, seed: -3"), 2, "data in"),
+    "synthetic-patterns-seed": ("data: {plugin: synthetic-patterns, classes: 3, seed: -1}\ndistance: euclidean\n", 2,
+                                "data in"),
+    "synthetic-impostors-seed": ("data: {plugin: synthetic-impostors, classes: 3, train: 5, test: 5, seed: -1}\n", 2,
+                                 "data in"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_fuzz_regression(name, tmp_path):
+    text, code, where = REGRESSIONS[name]
+    (tmp_path / "scores.csv").write_text(SCORES, encoding="utf-8")
+    _write(tmp_path, "recipe.yaml", text.encode("utf-8"))
+    assert invoke_and_check(tmp_path / "recipe.yaml", tmp_path / "out") == code
+    if code == 2:
+        result = runner.invoke(app, ["validate", str(tmp_path / "recipe.yaml")])
+        assert where in result.stderr, result.stderr
