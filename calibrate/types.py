@@ -31,6 +31,11 @@ def _as_labels(values, name: str, n: int | None = None) -> np.ndarray:
         raise DataError(f"{name} must be one-dimensional, got shape {arr.shape}")
     if n is not None and arr.shape[0] != n:
         raise DataError(f"{name} has {arr.shape[0]} entries but {n} were expected")
+    if arr.dtype.kind == "S":  # bytes (e.g. from an .npz): astype(str) would decode them as ASCII
+        try:
+            return np.char.decode(arr, "utf-8")
+        except UnicodeDecodeError:
+            raise DataError(f"{name} are bytes that are not UTF-8 text; store them as strings (a numpy str array)") from None
     return arr.astype(str)
 
 

@@ -13,6 +13,7 @@ benchmarks/fuzz_long.py runs these properties with many examples and counts the 
 from __future__ import annotations
 
 import collections
+import copy
 import csv
 import io
 import os
@@ -132,6 +133,7 @@ def _paths(node, prefix=()):
 @st.composite
 def mutated(draw, recipe: dict) -> dict:
     """The recipe with up to three random deletions, wrong-typed values or misspelt keys."""
+    recipe = copy.deepcopy(recipe)  # its parts may be objects a strategy hands out again
     for _ in range(draw(st.sampled_from([0, 1, 1, 2, 3]))):
         paths = _paths(recipe)
         if not paths:
@@ -145,7 +147,7 @@ def mutated(draw, recipe: dict) -> dict:
         if op == "delete":
             del parent[key]
         elif op == "junk":
-            parent[key] = draw(st.sampled_from(JUNK))
+            parent[key] = copy.deepcopy(draw(st.sampled_from(JUNK)))
         elif isinstance(parent, dict):
             parent[draw(st.sampled_from([f"{key}s", str(key).upper(), "", "é", str(key)[:-1] or "k"]))] = parent.pop(key)
     return recipe
@@ -518,3 +520,13 @@ def test_fuzz_regression(name, tmp_path):
     if code == 2:
         result = runner.invoke(app, ["validate", str(tmp_path / "recipe.yaml")])
         assert where in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("labels, code", [([b"a", b"a", "日".encode(), "日".encode()], 0),  # UTF-8 bytes: decoded
+                                          ([b"a", b"a", b"\xe6", b"\xe6"], 2)])  # not UTF-8: was UnicodeDecodeError
+def test_fuzz_regression_npz_bytes_labels(labels, code, tmp_path):
+    np.savez(tmp_path / "p.npz", X=np.array([[0.0], [0.1], [1.0], [1.2]]), labels=np.array(labels),
+             sets=np.array([b"1", b"2", b"1", b"2"]))
+    _write(tmp_path, "recipe.yaml", b"data: {plugin: npz-patterns, path: p.npz}\ndistance: euclidean\n"
+                                    b"estimators: [generic-interp]\noutput: {plots: false}\n")
+    assert invoke_and_check(tmp_path / "recipe.yaml", tmp_path / "out") == code
