@@ -75,3 +75,41 @@ def test_failed_comparisons_are_counted_per_file_not_per_mention(tmp_path):
     with pytest.warns(UserWarning):
         notes = calibrate.run(write_recipe(tmp_path / "r.yaml", recipe)).notes
     assert [n for n in notes if "failed comparisons" in n][0].endswith("3 in scores.csv, 3 in eval.csv")
+
+
+def test_ratio_zero_below_one_over_n_is_explained_in_the_report(tmp_path):
+    values, probes, gallery = make_scores(seed=8, n_classes=12, probes_per_class=8)
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    recipe = write_recipe(tmp_path / "r.yaml", score_recipe(csv_path, tmp_path / "out", targets=(0.2, 0.01)))
+    with pytest.warns(UserWarning):
+        result = calibrate.run(recipe)
+    per_class = result.results["class-interp"][1]
+    assert per_class.false_accepts == 0 and per_class.ratio == 0
+    notes = [n for n in result.notes if n.startswith("class-interp at 1%: ratio 0")]
+    assert len(notes) == 1 and "about 44 training impostor distances (1/n = 2.27%)" in notes[0]
+    assert not [n for n in result.notes if n.startswith("class-interp at 20%")]
+    assert not [n for n in result.notes if n.startswith("generic-interp")]
+    assert notes[0] in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_zero_false_accepts_where_few_were_expected_is_called_chance():
+    from calibrate.types import TargetResult
+    from calibrate_builtins.fpr import unreachable_notes
+
+    class Table:
+        classes = ("a", "b")
+        values = np.array([[0.5], [0.5]])
+
+    class Train:
+        gallery_classes = np.array(["a", "b"])
+        values = np.array([[9.0, 0.1], [0.2, 9.0], [0.3, 0.4]])
+
+        def impostor_mask(self):
+            return np.array([[False, True], [True, False], [True, True]])
+
+    class Fold:
+        train, tables = Train(), {"e": Table()}
+
+    rows = [TargetResult(0.001, 0.0, 0.0, 0, 1000, 0.1, {})]
+    (note,) = unreachable_notes((Fold(),), "e", rows)
+    assert note.startswith("e at 0.1%: no false accept, where only 1.0 were expected")

@@ -138,6 +138,56 @@ def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ..
     return rows
 
 
+def _pcts(targets) -> str:
+    return ", ".join(f"{100 * t:.3g}%" for t in targets)
+
+
+def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResult]) -> list[str]:
+    """Explain every ratio of 0 and every FNR of 100%: a target below what the estimator can reach
+    from per-class data (1/n), or too few expected false accepts for 0 to mean anything."""
+    fold = folds[0]
+    train, table = fold.train, fold.tables[label]
+    mask = train.impostor_mask()
+    column = {c: j for j, c in enumerate(np.asarray(train.gallery_classes).astype(str))}
+    cols = np.array([column[str(c)] for c in table.classes])
+    n = mask.sum(axis=0)[cols]
+    smallest = np.where(mask, train.values, np.inf).min(axis=0)[cols]
+    at_floor = (table.values <= smallest[:, None]) & (n[:, None] > 0)  # (classes, targets)
+    floor, chance, strict = [], [], []
+    for k, r in enumerate(rows):
+        zero = r.impostor_attempts > 0 and r.false_accepts == 0
+        if not (zero or (r.fnr is not None and r.fnr >= 1.0)):
+            continue
+        if at_floor[:, k].mean() >= 0.5:
+            floor.append(k)
+        elif zero and r.target_fpr * r.impostor_attempts < 3:
+            chance.append(k)
+        else:
+            strict.append(k)
+    notes = []
+    if floor:
+        n_med = float(np.median(n))
+        notes.append(
+            f"{label} at {_pcts(rows[k].target_fpr for k in floor)}: ratio 0 and/or FNR 100% because the target is "
+            f"below what per-class training data can reach: a class has about {n_med:.0f} training impostor distances "
+            f"(1/n = {100 / max(n_med, 1):.3g}%), and for {100 * max(at_floor[:, k].mean() for k in floor):.0f}% of "
+            "classes the threshold sits at or below the class's smallest training distance, so it accepts almost "
+            "nothing, impostor or genuine. Such targets need an estimator that pools classes or models the tail "
+            "(e.g. auto), or more impostor comparisons per class")
+    if chance:
+        notes.append(
+            f"{label} at {_pcts(rows[k].target_fpr for k in chance)}: no false accept, where only "
+            f"{', '.join(f'{rows[k].target_fpr * rows[k].impostor_attempts:.1f}' for k in chance)} were expected on "
+            "target: with so few evaluation impostor attempts a ratio of 0 is within chance (read its Clopper-Pearson "
+            "interval), not proof of a strict threshold")
+    if strict:
+        notes.append(
+            f"{label} at {_pcts(rows[k].target_fpr for k in strict)}: ratio 0 and/or FNR 100% although the "
+            "thresholds lie above most classes' smallest training distance: the thresholds are far stricter than the "
+            "target on the evaluation data (a shift between training and evaluation impostors?)")
+    return notes
+
+
 class FprEvaluator(Evaluator):
     """Achieved FPR, its ratio to the target, Clopper-Pearson interval, per-class spread, FNR.
 
@@ -148,10 +198,16 @@ class FprEvaluator(Evaluator):
         self.plots = plots
 
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
-        results = {label: evaluate_label(data.folds, label, data.targets, context.seed) for label in data.labels}
+        results = {}
+        for label in data.labels:  # inside Evaluator.evaluate's stage, which counts estimators
+            results[label] = evaluate_label(data.folds, label, data.targets, context.seed)
+            for note in unreachable_notes(data.folds, label, results[label]):
+                context.note(note)
+            context.advance(1)
         sections, files = [], {}
         if self.plots and data.plots:
             from . import plots
 
-            sections, files = plots.make_plots(data, results)
+            with context.stage(f"fpr: drawing plots for {len(results)} estimator(s)"):
+                sections, files = plots.make_plots(data, results)
         return EvaluationResult("fpr", results, sections, files)
