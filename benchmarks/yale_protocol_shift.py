@@ -86,7 +86,7 @@ def shift(data: dict, distance: dict, transform: dict, registry) -> tuple[np.nda
     plain, reweighted, shares = [], [], []
     below_train, below_test = Counter(), Counter()
     for _, train, test in pattern_folds(patterns, recipe, recipe.distance.build(), context):
-        t = recipe.transform.build().fit(train)
+        t = recipe.transform_for(train.kind).build().fit(train)
         train, test = t.apply(train), t.apply(test)
         mt, me = train.impostor_mask(), test.impostor_mask()
         a, b = train.values[mt], test.values[me]

@@ -189,6 +189,12 @@ class Dataset(Component, ABC):
     so in ``output_kind()``; recipes are then checked against the transform's ``accepts``.
     """
 
+    #: what ``load`` returns: "patterns" (compared by a distance) or "scores" (ready-made comparisons);
+    #: None when only loading tells. Recipes are checked against it before any work.
+    produces: str | None = None
+    #: the distance plugin a recipe without ``distance:`` uses for this dataset's patterns
+    default_distance: str | None = None
+
     def output_kind(self) -> str | None:
         return None
 

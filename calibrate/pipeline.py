@@ -123,7 +123,8 @@ def versions(recipe: Recipe) -> dict[str, Any]:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = None
-    for spec in (recipe.data, recipe.distance, recipe.transform, *recipe.estimators, *recipe.evaluators, recipe.executor):
+    for spec in (recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(), *recipe.estimators,
+                 *recipe.evaluators, recipe.executor):
         if spec is not None and spec.info.distribution:
             out[spec.info.distribution] = spec.info.version
     return out
@@ -141,7 +142,10 @@ def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
 
 def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResult:
     """Run every stage and write the outputs into ``recipe.output_dir`` atomically."""
-    context = context or RunContext(seed=recipe.seed)
+    if context is None:
+        context = RunContext(seed=recipe.seed)
+    else:
+        context.seed = recipe.seed  # the recipe's seed holds whoever supplies the context
     if recipe.executor is None or context.executor is not None:
         return _run(recipe, context)
     with recipe.executor.build() as executor:
@@ -186,8 +190,13 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         raise DataError(f"dataset {recipe.data.info.name!r} returned {type(data).__name__}; expected PatternSet or ScoreSplit")
 
     folds: list[Fold] = []
+    for note in recipe.defaults:
+        context.note(note)
+    said = recipe.default_note(raw_folds[0][1].kind)
+    if said:
+        context.note(said)
     for name, train, test in raw_folds:
-        transform = recipe.transform.build().fit(train)
+        transform = recipe.transform_for(train.kind).build().fit(train)
         train_d, test_d = transform.apply(train), transform.apply(test)
         impostors = ImpostorDistances.from_matrix(train_d)
         test_d.check_distances("evaluation distances")

@@ -67,13 +67,18 @@ class Protocol:
     rotate: bool = False
 
 
+#: the transform a recipe without ``transform:`` uses, by the kind of score the data hold
+DEFAULT_TRANSFORMS = {"distance": "identity", "similarity": "similarity-to-distance"}
+
+
 @dataclass(frozen=True)
 class Recipe:
     source: str
     base_dir: Path
     data: ComponentSpec
     distance: ComponentSpec | None
-    transform: ComponentSpec
+    #: None when the recipe gives no ``transform:`` and the data's kind is known only after loading
+    transform: ComponentSpec | None
     estimators: tuple[ComponentSpec, ...]
     evaluators: tuple[ComponentSpec, ...]
     targets: tuple[float, ...]
@@ -84,6 +89,25 @@ class Recipe:
     seed: int = 0
     executor: ComponentSpec | None = None
     raw: dict = field(default_factory=dict)
+    #: one transform per kind of score, for a recipe without ``transform:``
+    default_transforms: dict[str, ComponentSpec] = field(default_factory=dict)
+    #: what the recipe left out and the run filled in (said in the report's notes)
+    defaults: tuple[str, ...] = ()
+
+    def transform_for(self, kind: str) -> ComponentSpec:
+        """The recipe's transform, or the default for data of this ``kind`` (distance or similarity)."""
+        if self.transform is not None:
+            return self.transform
+        return self.default_transforms[kind]
+
+    def default_note(self, kind: str) -> str | None:
+        """The note saying which transform was chosen for a recipe without one, or None."""
+        if "transform" in self.raw and self.raw["transform"]:
+            return None
+        name = DEFAULT_TRANSFORMS[kind]
+        why = ("higher scores are more alike, so d = (largest training score) - s"
+               if kind == "similarity" else "the scores are distances already")
+        return f"no `transform:` given: the data are {kind} scores, so `{name}` was used ({why})"
 
 
 def _unknown_key(key: str, allowed: tuple[str, ...], where: str, source: str) -> RecipeError:
@@ -201,15 +225,36 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     if "data" not in raw:
         raise RecipeError(f"missing `data:`; name one of: {', '.join(registry.names('datasets'))}", source=source)
     data = _component(registry, "datasets", raw["data"], "data", source, base_dir)
+    dataset = data.build()
+    produces = getattr(dataset, "produces", None)
+    defaults = []
     distance = None
     if raw.get("distance") is not None:
+        if produces == "scores":
+            raise RecipeError(f"dataset {data.info.name!r} gives comparison scores, not patterns, so there is nothing "
+                              "for a distance to compare; remove `distance:`", source=source, where="distance")
         distance = _component(registry, "distances", raw["distance"], "distance", source, base_dir)
-    transform = _component(registry, "transforms", raw.get("transform") or {"plugin": "identity"}, "transform", source, base_dir)
-    dataset = data.build()
+    elif produces == "patterns":
+        chosen = getattr(dataset, "default_distance", None)
+        if chosen is None:
+            raise RecipeError(f"dataset {data.info.name!r} gives patterns, which need a distance: add e.g. "
+                              "`distance: {plugin: euclidean}`", source=source, where="distance")
+        distance = _component(registry, "distances", {"plugin": chosen}, "distance", source, base_dir)
+        defaults.append(f"no `distance:` given: `{chosen}` was used, the default for dataset {data.info.name!r}")
+    if produces == "scores" and (raw.get("evaluation") or {}).get("rotate") is True:
+        raise RecipeError(f"`rotate:` applies to image-set datasets only; dataset {data.info.name!r} gives "
+                          "comparison scores with a fixed training/evaluation split", source=source, where="evaluation.rotate")
     dataset.check()  # the head of every data file, read by the run's own parser
     kind = dataset.output_kind()
-    accepts = getattr(transform.info.factory, "accepts", ("distance", "similarity"))
-    if kind is not None and kind not in accepts:
+    default_transforms = {}
+    if raw.get("transform"):
+        transform = _component(registry, "transforms", raw["transform"], "transform", source, base_dir)
+    else:
+        default_transforms = {k: _component(registry, "transforms", {"plugin": name}, "transform", source, base_dir)
+                              for k, name in DEFAULT_TRANSFORMS.items()}
+        transform = default_transforms[kind] if kind is not None else None
+    accepts = getattr(transform.info.factory, "accepts", ("distance", "similarity")) if transform else ()
+    if transform is not None and kind is not None and kind not in accepts:
         fix = ("add `transform: {plugin: similarity-to-distance}` (higher scores must become smaller distances)"
                if kind == "similarity" else "use a transform for distances, e.g. `transform: {plugin: identity}`")
         raise RecipeError(f"the data are {kind} scores but transform {transform.info.name!r} takes "
@@ -217,6 +262,9 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                           where="transform.plugin" if raw.get("transform") else "transform")
 
     estimators_raw = raw.get("estimators") or list(DEFAULT_ESTIMATORS)
+    if not raw.get("estimators"):
+        names = ", ".join(f"`{e['plugin']}`" for e in DEFAULT_ESTIMATORS)
+        defaults.append(f"no `estimators:` given: {names} was used, the default (docs/estimators.md says why)")
     if not isinstance(estimators_raw, list):
         raise RecipeError("`estimators:` must be a list of {plugin: NAME, ...}", source=source, where="estimators")
     estimators = tuple(_component(registry, "estimators", e, f"estimators[{i}]", source, base_dir)
@@ -279,4 +327,5 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                   estimators=estimators, evaluators=evaluators, targets=tuple(float(t) for t in targets_raw),
                   protocol=Protocol(enrollment, rotate), output_dir=out_dir.resolve(),
                   plots=output.get("plots", True), save_calibration=output.get("save_calibration", True),
-                  seed=seed, executor=executor, raw=raw)
+                  seed=seed, executor=executor, raw=raw, default_transforms=default_transforms,
+                  defaults=tuple(defaults))

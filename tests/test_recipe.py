@@ -246,7 +246,6 @@ def test_a_target_listed_twice_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("transform, kind, expected", [
-    (None, "similarity", r"transform in .*similarity scores but transform 'identity' takes distance.*similarity-to-distance"),
     ({"plugin": "neg-log-complement"}, "similarity", r"transform.plugin in .*'neg-log-complement' takes distance"),
     ({"plugin": "similarity-to-distance"}, "distance", r"transform.plugin in .*distance scores but .* takes similarity.*identity"),
 ])

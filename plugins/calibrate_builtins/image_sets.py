@@ -184,6 +184,9 @@ class ImageSets(Dataset):
     :param flat_sets: for classes whose folder holds images directly: split its sorted images into this many contiguous sets.
     """
 
+    produces = "patterns"
+    default_distance = "mutual-subspace"  # the paper's distance between image sets
+
     def __init__(self, *, path: Path, resize: list[int] | None = None, grayscale: bool = True,
                  flat_sets: int | None = None):
         self._size = check_resize(resize)
@@ -288,6 +291,9 @@ class ExtendedYaleB(Dataset):
     :param sets: image sets per subject, formed by light direction.
     :param grouping: runs (each set a contiguous range of light directions) or interleaved (directions dealt out in turn).
     """
+
+    produces = "patterns"
+    default_distance = "mutual-subspace"  # the paper's distance between image sets
 
     def __init__(self, *, path: Path, resize: list[int] | None = [42, 48], sets: int = 7,  # noqa: B006 (never mutated)
                  grouping: Literal["runs", "interleaved"] = "runs"):

@@ -18,6 +18,9 @@ class NpzPatterns(Dataset):
     :param path: the .npz file; relative to the recipe.
     """
 
+    produces = "patterns"
+    default_distance = "euclidean"  # between set means
+
     def __init__(self, *, path: Path):
         self.path = path
 

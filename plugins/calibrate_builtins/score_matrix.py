@@ -111,6 +111,8 @@ class ScoreMatrixDataset(Dataset):
     :param seed: seed of the per-class split (single file).
     """
 
+    produces = "scores"
+
     def __init__(self, *, path: Path | None = None, train: Path | None = None, test: Path | None = None,
                  kind: Literal["similarity", "distance"] = "similarity", missing: float | None = None,
                  fit_fraction: float = 0.5, seed: int = 0):

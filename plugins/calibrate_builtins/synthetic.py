@@ -29,6 +29,9 @@ class SyntheticPatterns(Dataset):
     :param seed: random seed.
     """
 
+    produces = "patterns"
+    default_distance = "euclidean"  # between set means
+
     def __init__(self, *, classes: int = 60, sets: int = 3, samples: int = 6, dim: int = 16,
                  class_spread: float = 1.0, set_shift: float = 0.35, noise: float = 0.3, seed: int = 0):
         for name, value, low in (("classes", classes, 2), ("sets", sets, 1), ("samples", samples, 1), ("dim", dim, 1)):

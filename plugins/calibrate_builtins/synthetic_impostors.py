@@ -78,6 +78,8 @@ class SyntheticImpostors(Dataset):
     :param seed: random seed.
     """
 
+    produces = "scores"
+
     def __init__(self, *, classes: int = 1000, train: int = 1000, test: int = 200, off_model: float = 0.2,
                  round: int | None = None, seed: int = 0):  # noqa: A002 - the recipe key
         for name, value, low in (("classes", classes, 2), ("train", train, 2), ("test", test, 1)):
