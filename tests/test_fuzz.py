@@ -98,9 +98,9 @@ def _check(result, command: str, out: Path | None) -> None:
                                    f"\n{result.exception!r}")
     assert len(lines) == 1 and lines[0].startswith("error: "), \
         f"{command}: exit 2 must print exactly one `error:` line, got {lines}"
-    if out is not None and out.exists():
-        left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.name in RESULT_FILES)
-        assert not left, f"{command}: exit 2 but result files were left in {out}: {left}"
+    if out is not None:  # the output folder, and staging folders beside it (each example has its own parent)
+        left = sorted(str(p.relative_to(out.parent)) for p in out.parent.rglob("*") if p.name in RESULT_FILES)
+        assert not left, f"{command}: exit 2 but result files were left in or beside {out}: {left}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +213,8 @@ def evaluation(patterns: bool):
 # ---------------------------------------------------------------------------------------------
 # score-matrix CSVs: ragged rows, NaN/inf cells, unicode labels, empty files, non-UTF-8 bytes
 
-LABELS = ["a", "b", "c", "d", "Ünï", "日本", "a b", "a,b", 'q"t', "", " ", "1", "-1", "nan", "ok\u200b", "\u0000x"]
+LABELS = ["a", "b", "c", "d", "Ünï", "日本", "a b", "a,b", 'q"t', "", " ", "1", "-1", "nan", "ok\u200b", "\u0000x",
+          "two\nlines", "cr\rlf"]
 CELLS = ["0.1", "0.2", "0.35", "0.5", "0.7", "0.9", "0", "1", "-1", "-0.3", "2.5", "nan", "inf", "-inf", "NaN",
          "1e308", "1e-320", "", " ", "x", "0,5", "１"]
 
@@ -449,7 +450,7 @@ def image_tree(draw, root: Path, damage: bool = True) -> dict:
     root.mkdir()
     sizes = [(4, 4)] + ([(5, 3)] if damage and draw(st.integers(0, 3)) == 0 else [])
     flat = draw(st.integers(0, 3)) == 0
-    names = draw(st.lists(st.sampled_from(["a", "b", "c", "Ünï", "日本", ".hidden", "s p"][:7 if damage else 5]),
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "Ünï", "日本", ".hidden", "s p", "new\nline"][:8 if damage else 5]),
                           min_size=0 if damage else 2, max_size=3, unique=True))
     for cls in names:
         cdir = root / cls
@@ -462,7 +463,7 @@ def image_tree(draw, root: Path, damage: bool = True) -> dict:
                 fmt, raw = _image(draw, draw(st.sampled_from(sizes)), damage)
                 (sdir / f"img{k}.{fmt}").write_bytes(raw)
             if damage and draw(st.integers(0, 3)) == 0:
-                (sdir / draw(st.sampled_from(["notes.txt", ".DS_Store", "x.PNG", "Thumbs.db"]))).write_bytes(b"\xff\x00junk")
+                (sdir / draw(st.sampled_from(["notes.txt", ".DS_Store", "x.PNG", "Thumbs.db", "bad\nname.png"]))).write_bytes(b"\xff\x00junk")
     if damage and draw(st.integers(0, 3)) == 0:
         (root / "README").write_text("loose file")
     params = {}
@@ -530,3 +531,24 @@ def test_fuzz_regression_npz_bytes_labels(labels, code, tmp_path):
     _write(tmp_path, "recipe.yaml", b"data: {plugin: npz-patterns, path: p.npz}\ndistance: euclidean\n"
                                     b"estimators: [generic-interp]\noutput: {plots: false}\n")
     assert invoke_and_check(tmp_path / "recipe.yaml", tmp_path / "out") == code
+
+
+def test_fuzz_regression_notes_stay_one_line(tmp_path):
+    """Names with a line break (legal in file names and quoted CSV cells) once split a `note:` over two lines."""
+    from PIL import Image
+
+    for c in ("a", "b"):
+        for s in ("1", "2"):
+            (tmp_path / "images" / c / s).mkdir(parents=True)
+            for k in range(2):
+                arr = np.random.default_rng([k, len(c), int(s)]).integers(0, 256, (4, 4), dtype=np.uint8)
+                Image.fromarray(arr).save(tmp_path / "images" / c / s / f"i{k}.png")
+    (tmp_path / "images" / "a" / "1" / "bad\nname.png").write_bytes(b"not an image")
+    _write(tmp_path, "images.yaml", b"data: {plugin: image-sets, path: images}\ndistance: euclidean\n"
+                                    b"estimators: [generic-interp]\noutput: {plots: false}\n")
+    assert invoke_and_check(tmp_path / "images.yaml", tmp_path / "out-images") == 0
+    (tmp_path / "m.csv").write_text(',a,"b\nx",c\na,0.9,-1,0.2\na,0.8,-1,0.1\nb,0.2,-1,0.3\nc,0.3,-1,0.9\n'
+                                    'c,0.2,-1,0.8\nb,0.1,-1,0.3\n', encoding="utf-8")
+    _write(tmp_path, "scores.yaml", b"data: {plugin: score-matrix, path: m.csv, missing: -1}\n"
+                                    b"estimators: [generic-interp]\noutput: {plots: false}\n")
+    assert invoke_and_check(tmp_path / "scores.yaml", tmp_path / "out-scores") == 0

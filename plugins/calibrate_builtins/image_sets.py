@@ -94,7 +94,9 @@ class PassedOver:
         parts = []
         for kind, names in self.kinds.items():
             unique = list(dict.fromkeys(names))
-            shown = ", ".join(unique[:examples]) + (", ..." if len(unique) > examples else "")
+            # a name holding a line break (legal in file names) would break the one-line note: escape it
+            shown = ", ".join(n if n.isprintable() else repr(n)[1:-1] for n in unique[:examples]) \
+                + (", ..." if len(unique) > examples else "")
             parts.append(f"{kind}: {len(names)} ({shown})")
         return "; ".join(parts)
 

@@ -88,7 +88,8 @@ def _drop_failed_columns(split: ScoreSplit, context: RunContext) -> ScoreSplit:
     if not dead.any():
         return split
     keep = ~dead
-    names = split.train.gallery_classes[dead].tolist()
+    # labels with line breaks (a quoted CSV cell may hold one) are escaped: a note is one line
+    names = [n if n.isprintable() else repr(n)[1:-1] for n in split.train.gallery_classes[dead].tolist()]
     context.note(f"{dead.sum()} gallery class(es) had no usable comparison (every score was the `missing:` marker) "
                  f"and were left out: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
 
@@ -121,8 +122,6 @@ class ScoreMatrixDataset(Dataset):
             raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
         if not 0.0 < fit_fraction < 1.0:
             raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
-        if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
-            raise ParameterError(f"seed must be a non-negative integer, got {seed}")
         if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
             raise ParameterError(f"seed must be a non-negative integer, got {seed}")
         self.path, self.train, self.test = path, train, test
