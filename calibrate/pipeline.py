@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import platform
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,27 @@ class RunResult:
     results: dict[str, list[TargetResult]]
     folds: tuple[Fold, ...]
     notes: tuple[str, ...]
+    #: seconds per stage, in the order the stages ran (summed over folds)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class StageTimes:
+    """Wall-clock seconds per named stage; ``with times("fit auto"): ...`` adds to that stage."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    def total(self) -> float:
+        return time.perf_counter() - self._start
 
 
 def _sets(data: PatternSet) -> list[tuple[str, str, np.ndarray]]:
@@ -168,10 +192,14 @@ def _run(recipe: Recipe, context: RunContext) -> RunResult:
 
 
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
+    times = StageTimes()
     dataset = recipe.data.build()
-    data = dataset.load(context)
+    with times("load data"):
+        data = dataset.load(context)
+    hint = None
     if isinstance(data, PatternSet):
-        raw_folds = pattern_folds(data, recipe, recipe.distance.build() if recipe.distance else None, context)
+        with times("distances"):
+            raw_folds = pattern_folds(data, recipe, recipe.distance.build() if recipe.distance else None, context)
     elif isinstance(data, ScoreSplit):
         if recipe.distance is not None:
             raise RecipeError(f"dataset {recipe.data.info.name!r} gives comparison scores, not patterns; remove `distance:`",
@@ -196,29 +224,34 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     if said:
         context.note(said)
     for name, train, test in raw_folds:
-        transform = recipe.transform_for(train.kind).build().fit(train)
-        train_d, test_d = transform.apply(train), transform.apply(test)
-        impostors = ImpostorDistances.from_matrix(train_d)
-        test_d.check_distances("evaluation distances")
+        with times("transform"):
+            transform = recipe.transform_for(train.kind).build().fit(train)
+            train_d, test_d = transform.apply(train), transform.apply(test)
+            impostors = ImpostorDistances.from_matrix(train_d)
+            test_d.check_distances("evaluation distances")
         models: dict[str, FittedModel] = {}
         tables = {}
         for spec in recipe.estimators:
-            try:
-                model = spec.build().fit(impostors, context)
-            except DataError as exc:
-                if isinstance(data, ScoreSplit) and hint:
-                    raise DataError(f"{exc}. {hint}") from None
-                raise
-            models[spec.label] = model
-            tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
+            with times(f"fit {spec.label}"):
+                try:
+                    model = spec.build().fit(impostors, context)
+                except DataError as exc:
+                    if hint:
+                        raise DataError(f"{exc}. {hint}") from None
+                    raise
+                models[spec.label] = model
+                tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
         folds.append(Fold(name, train_d, test_d, models, tables))
 
     note_training_support(folds, recipe.targets, context)
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
-    evaluated = [spec.build().evaluate(evaluation, context) for spec in recipe.evaluators]
+    evaluated = []
+    for spec in recipe.evaluators:
+        with times(f"evaluate {spec.label}"):
+            evaluated.append(spec.build().evaluate(evaluation, context))
     results = _merge(evaluated)
-    write_outputs(staged, recipe, folds, evaluated, results, context)
-    return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes))
+    write_outputs(staged, recipe, folds, evaluated, results, context, times)
+    return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
 
 
 #: a share of training scores on one value above which a run suspects a failed-comparison marker
@@ -286,8 +319,34 @@ def _jsonable_recipe(recipe: Recipe) -> dict:
 
 
 def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult],
-                  results: dict[str, list[TargetResult]], context: RunContext) -> None:
+                  results: dict[str, list[TargetResult]], context: RunContext, times: StageTimes | None = None) -> None:
     """Stage every output file, then commit them as one file set (the caller discards on failure)."""
+    times = times or StageTimes()
+    with times("write outputs"):
+        _stage_tables(staged, recipe, folds, evaluated)
+    timings = {"seconds": {k: round(v, 4) for k, v in times.seconds.items()}, "total": round(times.total(), 4)}
+    first = folds[0]
+    sections = [s for res in evaluated for s in res.sections] + [timings_md(timings)]
+    preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
+                f"{first.train.shape[1]} enrolled classes; "
+                f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
+    staged.write_text("report.md", report_md("Calibration report", results, sections, context.notes, preamble))
+    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
+                                                   {"notes": context.notes, "timings": timings}))
+    staged.commit()
+
+
+def timings_md(timings: dict) -> str:
+    """report.md's section of seconds per stage."""
+    total = timings["total"]
+    lines = ["## Time per stage", "", f"Wall-clock seconds of this run ({total:.2f} s until the report was written).", "",
+             "| Stage | Seconds | Share |", "|---|---|---|"]
+    for stage, seconds in timings["seconds"].items():
+        lines.append(f"| {stage} | {seconds:.3f} | {100 * seconds / total:.0f}% |" if total > 0 else f"| {stage} | {seconds:.3f} | |")
+    return "\n".join(lines)
+
+
+def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult]) -> None:
     first = folds[0]
     staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values())))
     for k, fold in enumerate(folds[1:], start=1):
@@ -300,19 +359,11 @@ def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
         staged.write_text("models.csv", models_csv(rows))
     if recipe.save_calibration:
         staged.write_text("calibration.json", calibration_json(recipe, first))
-    sections, files = [], {}
+    files = {}
     for res in evaluated:
-        sections += res.sections
         files.update(res.files)
     for name, content in files.items():
         staged.write_bytes(name, content)
-    preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
-                f"{first.train.shape[1]} enrolled classes; "
-                f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
-    staged.write_text("report.md", report_md("Calibration report", results, sections, context.notes, preamble))
-    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
-                                                   {"notes": context.notes}))
-    staged.commit()
 
 
 def calibration_json(recipe: Recipe, fold: Fold) -> str:

@@ -64,6 +64,21 @@ def test_results_json_structure(finished):
     assert {"python", "numpy", "scipy"} <= set(doc["versions"])
 
 
+def test_stage_timings_in_results_and_report(finished):
+    tmp, result = finished
+    doc = json.loads((tmp / "out" / "results.json").read_text(encoding="utf-8"))
+    seconds = doc["timings"]["seconds"]
+    assert list(seconds) == ["load data", "transform", "fit generic-interp", "fit class-interp", "evaluate fpr",
+                             "write outputs"]
+    assert all(v >= 0 for v in seconds.values())
+    assert sum(seconds.values()) <= doc["timings"]["total"] + 1e-3
+    assert seconds == pytest.approx(result.timings, abs=1e-4)
+    report = (tmp / "out" / "report.md").read_text(encoding="utf-8")
+    section = report.split("## Time per stage", 1)[1]
+    for stage in seconds:
+        assert f"| {stage} | {seconds[stage]:.3f} |" in section
+
+
 def test_report_has_one_row_per_target(finished):
     tmp, result = finished
     report = (tmp / "out" / "report.md").read_text(encoding="utf-8")
