@@ -241,7 +241,8 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                               "`distance: {plugin: euclidean}`", source=source, where="distance")
         distance = _component(registry, "distances", {"plugin": chosen}, "distance", source, base_dir)
         defaults.append(f"no `distance:` given: `{chosen}` was used, the default for dataset {data.info.name!r}")
-    if produces == "scores" and (raw.get("evaluation") or {}).get("rotate") is True:
+    evaluation_raw = raw.get("evaluation")  # checked to be a mapping further down, with its own message
+    if produces == "scores" and isinstance(evaluation_raw, dict) and evaluation_raw.get("rotate") is True:
         raise RecipeError(f"`rotate:` applies to image-set datasets only; dataset {data.info.name!r} gives "
                           "comparison scores with a fixed training/evaluation split", source=source, where="evaluation.rotate")
     dataset.check()  # the head of every data file, read by the run's own parser

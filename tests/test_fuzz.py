@@ -502,6 +502,9 @@ REGRESSIONS = {
     # a merge key `<<: *anchor` was refused as an unknown tag; own keys override merged ones
     "merge-key": (SCORE_DATA + "estimators:\n- &e {plugin: class-interp, name: one}\n- {<<: *e, name: two}\n"
                   "output: {plots: false}\n", 0, ""),
+    # `evaluation:` not a mapping: AttributeError in the rotate check of a score dataset
+    "evaluation-not-a-mapping": (SCORE_DATA + "evaluation: x\n", 2, "evaluation in"),
+    "evaluation-a-list": (SCORE_DATA + "evaluation: [rotate]\n", 2, "evaluation in"),
     # negative seeds reached numpy.random.default_rng: ValueError
     "recipe-seed": (SCORE_DATA + "seed: -1\n", 2, "seed in"),
     "score-matrix-seed": (SCORE_DATA.replace("path: scores.csv", "path: scores.csv, seed: -3"), 2, "data in"),
