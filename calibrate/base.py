@@ -58,10 +58,13 @@ class RunContext:
 
         Finished (with its duration) when the block ends; stages nest.
         """
-        if self.reporter is None:
+        if self.reporter is None and self.progress is None:
             yield NULL_TASK
             return
-        task = self.reporter.start(description, total, unit, depth=len(self._stages))
+        if self.reporter is None:
+            task: Task = _TrackTask(self.progress, description, total)
+        else:
+            task = self.reporter.start(description, total, unit, depth=len(self._stages))
         self._stages.append(task)
         ok = False
         try:
@@ -77,8 +80,8 @@ class RunContext:
         if self._stages:
             self._stages[-1].advance(n)
 
-    def track(self, items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-        """Iterate inside a stage of its own, advanced by one per item."""
+    def track(self, items: Iterable[T], description: str, total: int | None = None, unit: str = "") -> Iterator[T]:
+        """Iterate inside a stage of its own (``total`` items, default ``len(items)``), advanced by one per item."""
         if self.reporter is None:
             if self.progress is None:
                 return iter(items)
@@ -88,10 +91,10 @@ class RunContext:
                 total = len(items)  # type: ignore[arg-type]
             except TypeError:
                 total = None
-        return self._track(items, description, total)
+        return self._track(items, description, total, unit)
 
-    def _track(self, items: Iterable[T], description: str, total: int | None) -> Iterator[T]:
-        with self.stage(description, total) as task:
+    def _track(self, items: Iterable[T], description: str, total: int | None, unit: str) -> Iterator[T]:
+        with self.stage(description, total, unit) as task:
             for item in items:
                 yield item
                 task.advance(1)
@@ -109,7 +112,7 @@ class RunContext:
         when ``description`` is given, else to the innermost open stage. Item i counts ``sizes[i]``
         (e.g. the classes in a chunk of classes), 1 by default.
         """
-        if self.reporter is None:
+        if self.reporter is None and self.progress is None:
             if self.executor is None:
                 return [function(item) for item in items]
             return self.executor.map(function, items)
@@ -133,6 +136,42 @@ class RunContext:
                 done((i,))
             return out
         return map_reporting(self.executor, function, items, done)
+
+
+class _TrackTask(Task):
+    """A stage shown through an old-style ``progress`` function (``track(items, description, total)``):
+    the iterator it returns over ``range(total)`` is pulled once per item done."""
+
+    def __init__(self, progress: Callable, description: str, total: float | None):
+        self._n = None if total is None else int(total)
+        self._it = iter(progress(range(self._n) if self._n is not None else _count(), description, self._n))
+        self._pulled, self._done = 0, 0.0
+
+    def advance(self, n: float = 1) -> None:
+        self._done += n
+        while self._pulled < int(self._done) and (self._n is None or self._pulled < self._n):
+            if next(self._it, _END) is _END:
+                self._n = self._pulled
+                break
+            self._pulled += 1
+
+    def finish(self, ok: bool = True) -> None:
+        if ok and self._n is not None:
+            self.advance(self._n - self._done)
+            next(self._it, None)  # lets the track function see the end
+        close = getattr(self._it, "close", None)
+        if close is not None:
+            close()
+
+
+_END = object()
+
+
+def _count() -> Iterator[int]:
+    i = 0
+    while True:
+        yield i
+        i += 1
 
 
 def _accepts_keyword(function: Callable, name: str) -> bool:

@@ -43,25 +43,21 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _progress_context(quiet: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """The run's context and its progress reporter (a context manager around the run; None when quiet):
+    live bars with rate and ETA when stderr is a terminal, else plain lines on stderr (a line as each
+    stage starts and ends, and every $CALIBRATE_PROGRESS_INTERVAL seconds, default 10, while it runs)."""
     from .base import RunContext
+    from .progress import make_reporter
 
-    if quiet or not sys.stderr.isatty():
-        return RunContext(), None
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        transient=True)
-
-    def track(items, description, total=None):
-        return progress.track(items, description=description, total=total)
-
-    return RunContext(progress=track), progress
+    reporter = make_reporter(quiet, sys.stderr)
+    return RunContext(reporter=reporter), reporter
 
 
 @app.command()
 def run(recipe: Path = typer.Argument(..., help="Recipe YAML file."),
         out: Optional[Path] = typer.Option(None, "--out", help="Output folder (overrides the recipe's `output:`)."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars.")) -> None:
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output (bars on a terminal, "
+                                   "else progress lines on stderr every $CALIBRATE_PROGRESS_INTERVAL s, default 10).")) -> None:
     """Run a recipe and write thresholds.csv, results.json and report.md."""
     from .api import validate
     from .pipeline import run_recipe

@@ -2,7 +2,8 @@
 
 All three return exactly what ``[function(item) for item in items]`` returns, in order; work
 is sent in chunks (about four per worker) so that per-task overhead stays small against
-per-class fits that take milliseconds. ``dask`` needs the optional extra
+per-class fits that take milliseconds. ``map(..., on_done=f)`` reports each chunk (its item
+indices) as it completes, so progress is real in parallel too. ``dask`` needs the optional extra
 ``pip install "calibrate-thresholds[dask]"``.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
-from typing import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable, Sequence
 
 from calibrate.base import Executor
 from calibrate.errors import CalibrateError, ParameterError
@@ -36,14 +37,31 @@ def _flatten(parts: list[list]) -> list:
     return [x for part in parts for x in part]
 
 
+def _spans(chunks: list[list]) -> list[range]:
+    """The item indices of each chunk."""
+    out, start = [], 0
+    for chunk in chunks:
+        out.append(range(start, start + len(chunk)))
+        start += len(chunk)
+    return out
+
+
+OnDone = Callable[[Sequence[int]], None]
+
+
 class Serial(Executor):
     """Everything in this process, one item after another (the default)."""
 
     def __init__(self):
         pass
 
-    def _map(self, function: Callable, items: list) -> list:
-        return [function(item) for item in items]
+    def _map(self, function: Callable, items: list, on_done: OnDone | None = None) -> list:
+        out = []
+        for i, item in enumerate(items):
+            out.append(function(item))
+            if on_done is not None:
+                on_done((i,))
+        return out
 
 
 class Processes(Executor):
@@ -70,12 +88,26 @@ class Processes(Executor):
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def _map(self, function: Callable, items: list) -> list:
+    def _map(self, function: Callable, items: list, on_done: OnDone | None = None) -> list:
         if self._pool is None:
             with self:
-                return self._map(function, items)
+                return self._map(function, items, on_done)
         chunks = _chunks(items, 4 * self._n())
-        return _flatten(list(self._pool.map(_apply_chunk, [function] * len(chunks), chunks)))
+        spans = _spans(chunks)
+        futures = {self._pool.submit(_apply_chunk, function, chunk): k for k, chunk in enumerate(chunks)}
+        parts: list = [None] * len(chunks)
+        try:
+            # chunks are reported as they complete; results are placed back in input order
+            for future in as_completed(futures):
+                k = futures[future]
+                parts[k] = future.result()
+                if on_done is not None:
+                    on_done(spans[k])
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return _flatten(parts)
 
 
 class Dask(Executor):
@@ -123,10 +155,25 @@ class Dask(Executor):
     def n_workers(self) -> int:
         return max(1, len(self._client.scheduler_info().get("workers", {}))) if self._client else 1
 
-    def _map(self, function: Callable, items: list) -> list:
+    def _map(self, function: Callable, items: list, on_done: OnDone | None = None) -> list:
         if self._client is None:
             with self:
-                return self._map(function, items)
+                return self._map(function, items, on_done)
+        from distributed import as_completed as dask_completed
+
         chunks = _chunks(items, 4 * self.n_workers())
+        spans = _spans(chunks)
         futures = self._client.map(_apply_chunk, [function] * len(chunks), chunks, pure=False)
-        return _flatten(self._client.gather(futures))
+        index = {future.key: k for k, future in enumerate(futures)}
+        parts: list = [None] * len(chunks)
+        try:
+            # chunks are reported as they complete; results are placed back in input order
+            for future in dask_completed(futures):
+                k = index[future.key]
+                parts[k] = future.result()
+                if on_done is not None:
+                    on_done(spans[k])
+        except BaseException:
+            self._client.cancel(futures)
+            raise
+        return _flatten(parts)

@@ -319,7 +319,10 @@ class GpdTail(Estimator):
             fit, _ = self._fit_one(d, "all classes pooled")
             return GpdTailModel(classes, [fit.__dict__], d, np.array([0, d.size]), True, self.pooling)
         sorted_rows = [np.sort(impostors.of(i)) for i in range(len(impostors))]
-        fitted = [self._fit_one(d, f"class {c!r}") for c, d in zip(classes, sorted_rows)]
+        fitted = []
+        for c, d in zip(classes, sorted_rows):
+            fitted.append(self._fit_one(d, f"class {c!r}"))
+            context.advance(1)  # Estimator.fit's stage counts classes
         if self.pooling == "shrunk":
             scaled = np.concatenate([x / x.mean() for _, x in fitted])
             shared, _ = gpd_pwm(scaled)

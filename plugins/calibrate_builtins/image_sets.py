@@ -108,7 +108,7 @@ def read_images(paths: Sequence[Path], root: Path, resize: tuple[int, int] | Non
     Raises DataError when readable images differ in size.
     """
     out: list[np.ndarray | None] = []
-    for path in context.track(paths, f"{name}: reading images", len(paths)):
+    for path in context.track(paths, f"{name}: reading {len(paths)} images", len(paths), unit="images"):
         try:
             out.append(read_image(path, resize, grayscale))
         except UnreadableImage:

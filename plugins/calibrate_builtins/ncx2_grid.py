@@ -454,20 +454,21 @@ class Ncx2Grid(Estimator):
         self.scaling = scaling
         self.mode = mode
 
+    @property
+    def progress_name(self) -> str:
+        return f"ncx2-grid ({self.mode})"
+
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         work = functools.partial(_fit_chunk, dims=self._dims, spec=self._sigma_spec, score=self.score,
                                  scaling=self.scaling, mode=self.mode)
         items = [(c, np.asarray(impostors.of(i))) for i, c in enumerate(impostors.classes)]
-        # tasks of many classes each (one batched numpy computation per task), sent to the executor in
-        # rounds so that progress is real with or without one and each round still runs in parallel
+        # tasks of many classes each (one batched numpy computation per task); the executor reports
+        # each task's classes to the fit's progress stage (Estimator.fit's) as the task completes
         size = _CHUNK[self.mode]
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
-        per_round = max(8, -(-len(chunks) // 20))
-        rounds = [chunks[i:i + per_round] for i in range(0, len(chunks), per_round)]
         fits: list[tuple] = []
-        for batch in context.track(rounds, f"ncx2-grid ({self.mode}): fitting {len(items)} classes", len(rounds)):
-            for part in context.map(work, batch):
-                fits.extend(part)
+        for part in context.map(work, chunks, sizes=[len(chunk) for chunk in chunks]):
+            fits.extend(part)
         dim, sigma, lam, fit_score, on_edge = (list(col) for col in zip(*fits))
         edge = [c for c, e in zip(impostors.classes, on_edge) if e]
         if edge:

@@ -113,9 +113,11 @@ def _window_dims(window: tuple[int, int], at_most: int) -> tuple[int, ...]:
     return tuple(sorted({int(round(v)) for v in np.linspace(lo, hi, at_most)}))
 
 
-def _fit_all(items, dims, spec, score, tail, who, context: RunContext) -> list[tuple]:
+def _fit_all(items, dims, spec, score, tail, who, context: RunContext, description: str | None = None) -> list[tuple]:
+    """Fits per class through the executor; progress goes to the fit's stage (counting classes), or to a
+    stage of its own when ``description`` is given (fits that are not the final ones)."""
     work = functools.partial(_fit_one, dims=tuple(dims), spec=spec, score=score, tail=tail, who=who)
-    return list(context.map(work, items))
+    return list(context.map(work, items, description=description, unit="classes"))
 
 
 def _model(classes, fits, score: str) -> Ncx2GridModel:
@@ -197,8 +199,10 @@ class Ncx2Cv(Estimator):
         targets = [e for e in CHECK_TARGETS if e * n_b >= 10] or [CHECK_TARGETS[0]]
         spec = {"low": None, "high": None, "steps": self.cv_sigma_steps, "spacing": "log"}
         scores = []
-        for window in self._windows:
-            fits = _fit_all(halves_a, _window_dims(window, self.cv_dims), spec, self.score, self.tail, "ncx2-cv", context)
+        for j, window in enumerate(self._windows, start=1):
+            fits = _fit_all(halves_a, _window_dims(window, self.cv_dims), spec, self.score, self.tail, "ncx2-cv", context,
+                            f"ncx2-cv: cross-validating dim window {j}/{len(self._windows)} {list(window)} "
+                            f"on {len(halves_a)} half classes")
             model = _model([c for c, _ in halves_a], fits, self.score)
             tau = model.thresholds(targets).values
             fa = np.array([sum(int(np.sum(b <= tau[j, k])) for j, b in enumerate(halves_b)) for k in range(len(targets))])

@@ -148,7 +148,9 @@ class Shrinkage(Estimator):
         else:
             ref = np.array([self.reference_target])
             class_t = np.array([interp_threshold(d, ref)[0] for d in rows])
-            variances = np.array([bootstrap_variance(d, ref, self.bootstrap, np.random.default_rng([context.seed, i]))[0]
-                                  for i, d in enumerate(rows)])
+            variances = np.empty(len(rows))
+            for i, d in enumerate(rows):  # the slow part: a bootstrap per class (progress counts classes)
+                variances[i] = bootstrap_variance(d, ref, self.bootstrap, np.random.default_rng([context.seed, i]))[0]
+                context.advance(1)
             weights = eb_weights(class_t, variances)
         return ShrinkageModel(impostors.classes, np.concatenate(rows), impostors.offsets, weights, self.weight)

@@ -1,0 +1,266 @@
+"""Progress reporting: stages with a total, advanced as work completes, shown with rate and ETA.
+
+A :class:`Reporter` starts stages (:meth:`Reporter.start` gives a :class:`Task`); a task is
+advanced by the number of items (classes, pairs, images ...) just finished and finished once.
+Components never talk to a reporter directly: they go through the run's
+:class:`~calibrate.base.RunContext` (``stage``, ``advance``, ``track``, ``map``).
+
+Two reporters:
+
+* :class:`RichReporter` - live bars on a terminal (count, rate, elapsed time, ETA); a finished
+  stage leaves one line with its duration.
+* :class:`LogReporter` - plain lines for logs (CI, cron, nohup): one when a stage starts, one
+  at most every ``interval`` seconds while it runs (count, rate, ETA), one when it ends (its
+  duration). The interval defaults to 10 s; the environment variable
+  ``CALIBRATE_PROGRESS_INTERVAL`` (seconds, ``0`` = every update) overrides it.
+
+This module imports nothing heavy; rich is imported only when a :class:`RichReporter` starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from typing import Callable, TextIO
+
+#: seconds between a running stage's lines in plain (non-terminal) output
+DEFAULT_INTERVAL = 10.0
+INTERVAL_VARIABLE = "CALIBRATE_PROGRESS_INTERVAL"
+
+
+def interval_from_env(default: float = DEFAULT_INTERVAL) -> float:
+    """The plain-output interval: ``$CALIBRATE_PROGRESS_INTERVAL`` seconds when set to a number >= 0."""
+    raw = os.environ.get(INTERVAL_VARIABLE, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        return default
+    return value if value >= 0 and math.isfinite(value) else default
+
+
+def format_duration(seconds: float) -> str:
+    """0.4s, 12s, 1m36s, 2h05m."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def _number(x: float) -> str:
+    return f"{int(x)}" if float(x).is_integer() else f"{x:.1f}"
+
+
+def format_rate(done: float, elapsed: float, unit: str) -> str:
+    """``12.3 classes/s`` (or ``2.5 s/class`` when slower than one per second)."""
+    unit = unit or "items"
+    if elapsed <= 0 or done <= 0:
+        return f"- {unit}/s"
+    rate = done / elapsed
+    if rate >= 1:
+        return f"{rate:.3g} {unit}/s" if rate < 1000 else f"{rate:,.0f} {unit}/s"
+    single = unit[:-1] if unit.endswith("s") and len(unit) > 1 else unit
+    return f"{1 / rate:.3g} s/{single}"
+
+
+def eta_seconds(done: float, total: float | None, elapsed: float) -> float | None:
+    """Remaining time at the mean rate so far (None while unknown)."""
+    if total is None or done <= 0 or elapsed <= 0:
+        return None
+    return max(0.0, (total - done) * elapsed / done)
+
+
+class Task:
+    """One running stage. ``advance(n)`` after n more items are done; ``finish`` once at the end."""
+
+    def advance(self, n: float = 1) -> None:
+        pass
+
+    def set_total(self, total: float | None) -> None:
+        pass
+
+    def finish(self, ok: bool = True) -> None:
+        pass
+
+
+#: a task that reports nothing (no reporter configured)
+NULL_TASK = Task()
+
+
+class Reporter:
+    """Starts stages; also a context manager around the whole run (for live displays)."""
+
+    def start(self, description: str, total: float | None = None, unit: str = "", depth: int = 0) -> Task:
+        return NULL_TASK
+
+    def __enter__(self) -> "Reporter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+class _LogTask(Task):
+    def __init__(self, reporter: "LogReporter", description: str, total: float | None, unit: str):
+        self.reporter, self.description, self.total, self.unit = reporter, description, total, unit or "items"
+        self.done = 0.0
+        self.started = self.last = reporter.clock()
+        self.finished = False
+        size = f" ({_number(total)} {self.unit})" if total is not None else ""
+        reporter.emit(f"{description}: started{size}")
+
+    def set_total(self, total: float | None) -> None:
+        self.total = total
+
+    def advance(self, n: float = 1) -> None:
+        if self.finished:
+            return
+        self.done += n
+        now = self.reporter.clock()
+        if now - self.last >= self.reporter.interval and (self.total is None or self.done < self.total):
+            self.last = now
+            self.reporter.emit(self.line(now))
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.started
+        rate = format_rate(self.done, elapsed, self.unit)
+        if self.total is None:
+            return f"{self.description}: {_number(self.done)} {self.unit}, {rate}, elapsed {format_duration(elapsed)}"
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        eta = eta_seconds(self.done, self.total, elapsed)
+        return (f"{self.description}: {_number(self.done)}/{_number(self.total)} {self.unit} ({pct:.0f}%), {rate}, "
+                f"elapsed {format_duration(elapsed)}, ETA {'?' if eta is None else format_duration(eta)}")
+
+    def finish(self, ok: bool = True) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        elapsed = self.reporter.clock() - self.started
+        if ok:
+            done = self.total if self.total is not None and self.done < self.total else self.done
+            what = f"{_number(done)} {self.unit} " if done else ""
+            rate = f" ({format_rate(done, elapsed, self.unit)})" if done else ""
+            self.reporter.emit(f"{self.description}: done, {what}in {format_duration(elapsed)}{rate}")
+        else:
+            of = f"/{_number(self.total)}" if self.total is not None else ""
+            self.reporter.emit(f"{self.description}: stopped after {format_duration(elapsed)} "
+                               f"({_number(self.done)}{of} {self.unit})")
+
+
+class LogReporter(Reporter):
+    """Plain progress lines (``progress: <stage>: ...``) for output that is not a terminal.
+
+    :param stream: where lines go (default: ``sys.stderr`` at the time of writing).
+    :param interval: least seconds between two lines of a running stage; default from
+        ``$CALIBRATE_PROGRESS_INTERVAL``, else 10.
+    :param clock: monotonic seconds (tests pass a fake one).
+    """
+
+    def __init__(self, stream: TextIO | None = None, interval: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, prefix: str = "progress: "):
+        self.stream = stream
+        self.interval = interval_from_env() if interval is None else float(interval)
+        self.clock = clock
+        self.prefix = prefix
+
+    def emit(self, text: str) -> None:
+        stream = self.stream or sys.stderr
+        stream.write(f"{self.prefix}{text}\n")
+        stream.flush()
+
+    def start(self, description: str, total: float | None = None, unit: str = "", depth: int = 0) -> Task:
+        return _LogTask(self, description, total, unit)
+
+
+class _RichTask(Task):
+    def __init__(self, reporter: "RichReporter", description: str, total: float | None, unit: str, depth: int):
+        self.reporter, self.description, self.unit = reporter, description, unit or "items"
+        self.done, self.total = 0.0, total
+        self.started = time.monotonic()
+        self.finished = False
+        self.id = reporter.progress.add_task(("  " * depth) + description, total=total, unit=self.unit)
+        self.depth = depth
+
+    def advance(self, n: float = 1) -> None:
+        if not self.finished:
+            self.done += n
+            self.reporter.progress.advance(self.id, n)
+
+    def set_total(self, total: float | None) -> None:
+        self.total = total
+        self.reporter.progress.update(self.id, total=total)
+
+    def finish(self, ok: bool = True) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        progress = self.reporter.progress
+        progress.remove_task(self.id)
+        elapsed = time.monotonic() - self.started
+        done = self.total if ok and self.total is not None and self.done < self.total else self.done
+        count = f"{_number(done)}{'' if ok or self.total is None else '/' + _number(self.total)} {self.unit}, " if done else ""
+        rate = f", {format_rate(done, elapsed, self.unit)}" if done else ""
+        state = "done" if ok else "stopped"
+        progress.console.print(f"{'  ' * self.depth}{self.description}: {state}, {count}{format_duration(elapsed)}{rate}",
+                               style="dim", highlight=False, markup=False)
+
+
+class RichReporter(Reporter):
+    """Live rich bars on stderr: description, bar, done/total, rate, elapsed, ETA."""
+
+    def __init__(self, console=None):
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
+        from rich.text import Text
+
+        class Count(ProgressColumn):
+            def render(self, task) -> Text:
+                total = "?" if task.total is None else _number(task.total)
+                return Text(f"{_number(task.completed)}/{total} {task.fields.get('unit', '')}", style="progress.download")
+
+        class Rate(ProgressColumn):
+            def render(self, task) -> Text:
+                return Text(format_rate(task.completed, task.elapsed or 0.0, task.fields.get("unit", "")),
+                            style="progress.data.speed")
+
+        class Eta(ProgressColumn):
+            def render(self, task) -> Text:
+                eta = eta_seconds(task.completed, task.total, task.elapsed or 0.0)
+                return Text(f"ETA {'?' if eta is None else format_duration(eta)}", style="progress.remaining")
+
+        def fixed() -> Column:  # numbers never wrap; a narrow terminal shortens the description instead
+            return Column(no_wrap=True)
+
+        self.progress = Progress(TextColumn("{task.description}", table_column=Column(ratio=1, overflow="ellipsis",
+                                                                                       no_wrap=True, min_width=12)),
+                                 BarColumn(bar_width=24), Count(fixed()), Rate(fixed()), TimeElapsedColumn(fixed()),
+                                 Eta(fixed()), console=console or Console(stderr=True), transient=True, expand=True)
+
+    def start(self, description: str, total: float | None = None, unit: str = "", depth: int = 0) -> Task:
+        return _RichTask(self, description, total, unit, depth)
+
+    def __enter__(self) -> "RichReporter":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+
+def make_reporter(quiet: bool = False, stream: TextIO | None = None) -> Reporter | None:
+    """None when quiet; rich bars when ``stream`` (default stderr) is a terminal; plain lines otherwise."""
+    if quiet:
+        return None
+    stream = stream or sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        return RichReporter()
+    return LogReporter(stream)
