@@ -550,6 +550,15 @@ def test_fuzz_regression_notes_stay_one_line(tmp_path):
     _write(tmp_path, "images.yaml", b"data: {plugin: image-sets, path: images}\ndistance: euclidean\n"
                                     b"estimators: [generic-interp]\noutput: {plots: false}\n")
     assert invoke_and_check(tmp_path / "images.yaml", tmp_path / "out-images") == 0
+    # a class folder with a line break, one image per set: mutual-subspace's note lists those sets
+    (tmp_path / "images" / "a" / "1" / "bad\nname.png").unlink()
+    (tmp_path / "images" / "b").rename(tmp_path / "images" / "b\nx")
+    for folder in (tmp_path / "images").glob("*/*"):
+        (folder / "i1.png").unlink()
+    _write(tmp_path, "subspace.yaml", b"data: {plugin: image-sets, path: images}\n"
+                                      b"distance: {plugin: mutual-subspace, components: 2}\n"
+                                      b"estimators: [generic-interp]\noutput: {plots: false}\n")
+    assert invoke_and_check(tmp_path / "subspace.yaml", tmp_path / "out-subspace") == 0
     (tmp_path / "m.csv").write_text(',a,"b\nx",c\na,0.9,-1,0.2\na,0.8,-1,0.1\nb,0.2,-1,0.3\nc,0.3,-1,0.9\n'
                                     'c,0.2,-1,0.8\nb,0.1,-1,0.3\n', encoding="utf-8")
     _write(tmp_path, "scores.yaml", b"data: {plugin: score-matrix, path: m.csv, missing: -1}\n"

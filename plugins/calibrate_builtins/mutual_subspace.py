@@ -248,6 +248,9 @@ class MutualSubspace(Distance):
         k = self.components
         what = "after centring" if self.center else "of their samples"
         smallest = min(short, key=lambda t: t[1])
+        # set ids hold folder names, which may hold a line break: escape it, a note is one line
+        fallback = [s if s.isprintable() else repr(s)[1:-1] for s in fallback]
+        smallest = (smallest[0] if smallest[0].isprintable() else repr(smallest[0])[1:-1], *smallest[1:])
         msg = (f"mutual-subspace: {len(short)} of {n_sets} sets have fewer than components={k} independent "
                f"directions {what}; they use the directions they have (smallest: {smallest[1]} for set "
                f"{smallest[0]} with {smallest[2]} sample(s))")
