@@ -198,8 +198,18 @@ MODES = st.sampled_from([(False, False), (True, False), (False, True), (True, Tr
 def estimators():
     cheap = st.sampled_from([{"plugin": "generic-interp"}, {"plugin": "class-interp"}])
     listed = st.lists(cheap, min_size=1, max_size=2, unique_by=lambda e: e["plugin"])
-    # `auto` (named, or the default of a recipe without estimators) now and then: it is slower
-    return st.one_of(listed, listed, listed, listed, st.just([{"plugin": "auto"}]), st.just([]))
+    # `auto` (named, or the default of a recipe without estimators) now and then, and the others on small grids
+    others = st.lists(st.sampled_from(OTHER_ESTIMATORS), min_size=1, max_size=2, unique_by=lambda e: e["plugin"])
+    return st.one_of(listed, listed, listed, listed, st.just([{"plugin": "auto"}]), st.just([]), others)
+
+
+OTHER_ESTIMATORS = [{"plugin": "gpd-tail"}, {"plugin": "gpd-tail", "pooling": "shrunk", "method": "mle"},
+                    {"plugin": "znorm", "pooled_shape": True}, {"plugin": "znorm", "family": "lognormal", "robust": True},
+                    {"plugin": "shrinkage", "weight": "empirical-bayes", "bootstrap": 20},
+                    {"plugin": "ncx2-grid", "dim": [2, 4], "sigma": {"steps": 10}},
+                    {"plugin": "ncx2-grid", "dim": [1, 3], "mode": "fast", "score": "bhattacharyya"},
+                    {"plugin": "ncx2-tail", "dim": [2, 3]},
+                    {"plugin": "ncx2-cv", "windows": [[1, 2], [3, 4]], "cv_dims": 2, "sigma_steps": 8, "cv_sigma_steps": 6}]
 
 
 def evaluation(patterns: bool):
