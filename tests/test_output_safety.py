@@ -100,7 +100,7 @@ def test_a_file_of_an_output_name_that_calibrate_did_not_write_is_refused_before
     def boom(*a, **k):
         raise AssertionError("the dataset was read although the folder was going to be refused")
 
-    monkeypatch.setattr(sm, "read_score_csv", boom)
+    monkeypatch.setattr(sm.ScoreMatrixDataset, "_load", boom)
     with pytest.raises(OutputError, match=r"already holds report\.md.*move them away or choose another folder"):
         calibrate.run(recipe)
     assert [p.name for p in out.iterdir()] == ["report.md"]
