@@ -150,7 +150,9 @@ def read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(f"cannot read recipe file {str(path)!r}: {exc}") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise RecipeError(f"{path}: the YAML is nested too deeply to read; a recipe needs a few levels") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -158,6 +160,32 @@ def read_yaml(path: Path) -> Any:
         if "appears twice" in str(problem):
             raise RecipeError(f"{loc}: {problem}") from None
         raise RecipeError(f"{loc}: YAML syntax error: {problem}; fix the indentation or quoting on that line") from None
+    _check_size(doc, path)
+    return doc
+
+
+#: a recipe is small: deeper nesting, or more values once YAML aliases are expanded, is a mistake
+MAX_DEPTH, MAX_VALUES = 32, 100_000
+
+
+def _check_size(doc: Any, path: Path) -> None:
+    """Refuse self-containing aliases (`&a [*a]`) and alias bombs before anything walks or prints them."""
+    sizes: dict[int, int] = {}  # expanded size per container, so that shared (aliased) parts are counted once
+
+    def size(node: Any, depth: int) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        if depth > MAX_DEPTH:
+            raise RecipeError(f"{path}: values nested more than {MAX_DEPTH} levels deep, or a YAML alias inside the "
+                              "value it names (`&a [*a]`); write the value out")
+        if id(node) not in sizes:
+            items = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+            sizes[id(node)] = 1 + sum(size(v, depth + 1) for v in items)
+        return sizes[id(node)]
+
+    if size(doc, 0) > MAX_VALUES:
+        raise RecipeError(f"{path}: the YAML aliases expand to more than {MAX_VALUES:,} values; a recipe needs a few "
+                          "dozen: write the values out instead of nesting aliases")
 
 
 def _component(registry: Registry, kind: str, entry: Any, where: str, source: str, base_dir: Path) -> ComponentSpec:

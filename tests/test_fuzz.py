@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -183,13 +183,18 @@ def recipe_bytes(draw, recipe: dict, damage: bool = True) -> bytes:
         text = text + (lines[0] + "\n" if lines else "")
     elif style == "whole":
         text = draw(st.sampled_from(["", "---\n", "null\n", "[]\n", "42\n", "- data\n", "data:\n", "%YAML 1.1\n---\n{}",
-                                     "version: 1\ndata: &a [*a]\n", "? [a, b]\n: c\n", "\ufeffversion: 1\n"]))
+                                     "version: 1\ndata: &a [*a]\n", "? [a, b]\n: c\n", "\ufeffversion: 1\n",
+                                     "data: " + "[" * 400 + "]" * 400 + "\n",
+                                     "data: {plugin: synthetic-patterns, classes: 3}\noutput: {dir: &d [*d]}\n"]))
     raw = text.encode("utf-8")
     if style == "bytes":
         at = draw(st.integers(0, len(raw)))
         raw = raw[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\x00", b"\xfe\xff", b"\x80abc"])) + raw[at:]
     return raw
 
+
+#: the output folder (it does not exist yet; the parent is the example's own temporary folder)
+OUT_NAMES = st.sampled_from(["out", "out", "ütf-8 out", "日本", "a/b/c", "out.d"])
 
 #: (damage the recipe, damage the data): a quarter of the examples are clean, to reach the later stages
 MODES = st.sampled_from([(False, False), (True, False), (False, True), (True, True)])
@@ -307,7 +312,7 @@ def test_fuzz_score_matrix(data):
             files = {"train": "train.csv", "test": "test.csv"}
         recipe = _score_recipe(data.draw, data.draw(st.sampled_from(["similarity", "distance"])), files)
         _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
-        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+        invoke_and_check(tmp / "recipe.yaml", tmp / data.draw(OUT_NAMES))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,7 +395,7 @@ def test_fuzz_npz_patterns(data):
         _write(tmp, "patterns.npz", data.draw(npz_bytes(bad_data)))
         recipe = _pattern_recipe(data.draw, {"plugin": "npz-patterns", "path": "patterns.npz"})
         _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
-        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+        invoke_and_check(tmp / "recipe.yaml", tmp / data.draw(OUT_NAMES))
 
 
 SMALL_INT = st.sampled_from([0, 1, 2, 3, -1])
@@ -420,7 +425,7 @@ def test_fuzz_synthetic(data):
                       "estimators": data.draw(estimators()), "evaluation": data.draw(evaluation(False)),
                       "output": {"dir": "out-recipe", "plots": False}}
         _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
-        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+        invoke_and_check(tmp / "recipe.yaml", tmp / data.draw(OUT_NAMES))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,7 +500,7 @@ def test_fuzz_image_sets(data):
         params = data.draw(image_tree(tmp / "images", bad_data))
         recipe = _pattern_recipe(data.draw, {"plugin": "image-sets", "path": "images", **params})
         _write(tmp, "recipe.yaml", data.draw(recipe_bytes(recipe, bad_recipe)))
-        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+        invoke_and_check(tmp / "recipe.yaml", tmp / data.draw(OUT_NAMES))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,6 +520,13 @@ REGRESSIONS = {
     # `evaluation:` not a mapping: AttributeError in the rotate check of a score dataset
     "evaluation-not-a-mapping": (SCORE_DATA + "evaluation: x\n", 2, "evaluation in"),
     "evaluation-a-list": (SCORE_DATA + "evaluation: [rotate]\n", 2, "evaluation in"),
+    # a self-containing alias reached json.dumps of the recipe (ValueError: circular reference); deep
+    # nesting hit RecursionError; an alias bomb would have been printed in full in the error line
+    "recursive-alias": (SCORE_DATA + "output: {dir: &d [*d], plots: false}\n", 2, "`&a [*a]`"),
+    "deep-nesting": (SCORE_DATA + "seed: " + "[" * 600 + "]" * 600 + "\n", 2, "nested too deeply"),
+    "alias-bomb": (SCORE_DATA + "seed: [&a0 [x, x, x, x, x, x, x, x, x, x]"
+                   + "".join(f", &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)) + "]\n",
+                   2, "aliases expand to more than"),
     # negative seeds reached numpy.random.default_rng: ValueError
     "recipe-seed": (SCORE_DATA + "seed: -1\n", 2, "seed in"),
     "score-matrix-seed": (SCORE_DATA.replace("path: scores.csv", "path: scores.csv, seed: -3"), 2, "data in"),
