@@ -398,7 +398,7 @@ def test_fuzz_npz_patterns(data):
         invoke_and_check(tmp / "recipe.yaml", tmp / data.draw(OUT_NAMES))
 
 
-SMALL_INT = st.sampled_from([0, 1, 2, 3, -1])
+SMALL_INT = st.sampled_from([0, 1, 2, 3, -1, 10 ** 11])
 
 
 @FUZZ
@@ -417,7 +417,7 @@ def test_fuzz_synthetic(data):
             recipe = _pattern_recipe(data.draw, {"plugin": "synthetic-patterns", **params})
         else:
             params = data.draw(st.fixed_dictionaries(
-                {"classes": st.sampled_from([2, 3, 1, 0, -1]), "train": st.sampled_from([5, 1, 0, -1]),
+                {"classes": st.sampled_from([2, 3, 1, 0, -1, 2 ** 64]), "train": st.sampled_from([5, 1, 0, -1]),
                  "test": st.sampled_from([5, 1, 0, -1])},
                 optional={"off_model": st.sampled_from([0.0, 1.0, 0.5, -0.1, 2.0, float("nan")]),
                           "round": st.sampled_from([None, 0, 1, -1, 400]), "seed": st.sampled_from([0, 3, -1])}))
@@ -527,6 +527,9 @@ REGRESSIONS = {
     "alias-bomb": (SCORE_DATA + "seed: [&a0 [x, x, x, x, x, x, x, x, x, x]"
                    + "".join(f", &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)) + "]\n",
                    2, "aliases expand to more than"),
+    # sizes numpy cannot allocate: ValueError (dimension exceeded) or MemoryError after validation
+    "synthetic-patterns-huge": ("data: {plugin: synthetic-patterns, classes: 3, dim: 100000000000}\n", 2, "data in"),
+    "synthetic-impostors-huge": ("data: {plugin: synthetic-impostors, classes: 18446744073709551616}\n", 2, "data in"),
     # negative seeds reached numpy.random.default_rng: ValueError
     "recipe-seed": (SCORE_DATA + "seed: -1\n", 2, "seed in"),
     "score-matrix-seed": (SCORE_DATA.replace("path: scores.csv", "path: scores.csv, seed: -3"), 2, "data in"),

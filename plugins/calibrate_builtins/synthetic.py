@@ -16,6 +16,10 @@ from calibrate.errors import ParameterError
 from calibrate.types import PatternSet
 
 
+#: the most sample values generated (8 GB as float64)
+MAX_VALUES = 10 ** 9
+
+
 class SyntheticPatterns(Dataset):
     """Seeded Gaussian classes with set-level session effects (no files needed).
 
@@ -42,6 +46,10 @@ class SyntheticPatterns(Dataset):
         for name, value in (("class_spread", class_spread), ("set_shift", set_shift), ("noise", noise)):
             if not value >= 0:
                 raise ParameterError(f"{name} must be >= 0, got {value}")
+        values = classes * sets * samples * dim
+        if values > MAX_VALUES:  # numpy would fail with "dimension exceeded" or MemoryError, after validation
+            raise ParameterError(f"classes x sets x samples x dim = {values:.3g} values ({8 * values / 1e9:.3g} GB); "
+                                 f"choose sizes that give at most {MAX_VALUES:.0e}")
         self.classes, self.sets, self.samples, self.dim = classes, sets, samples, dim
         self.class_spread, self.set_shift, self.noise, self.seed = class_spread, set_shift, noise, seed
 

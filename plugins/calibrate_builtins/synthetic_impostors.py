@@ -31,6 +31,8 @@ from calibrate.errors import ParameterError
 from calibrate.types import DistanceMatrix
 
 FAMILIES = ("ncx2", "gamma", "lognormal", "shifted-t")
+#: the most distances generated (8 GB as float64; the 100,000-class benchmark needs 1.2e8)
+MAX_VALUES = 10 ** 9
 #: classes generated per block (bounds the temporary memory of generation)
 _BLOCK = 2048
 
@@ -91,6 +93,9 @@ class SyntheticImpostors(Dataset):
             raise ParameterError(f"off_model must be a fraction in [0, 1], got {off_model!r}")
         if round is not None and (isinstance(round, bool) or not isinstance(round, int) or round < 0):
             raise ParameterError(f"round must be a whole number of decimals >= 0 (or omitted), got {round!r}")
+        if classes * (train + test) > MAX_VALUES:  # numpy would fail with "dimension exceeded" or MemoryError
+            raise ParameterError(f"classes x (train + test) = {classes * (train + test):.3g} distances "
+                                 f"({8 * classes * (train + test) / 1e9:.3g} GB); choose sizes that give at most {MAX_VALUES:.0e}")
         self.classes, self.train, self.test = classes, train, test
         self.off_model, self.round, self.seed = off_model, round, seed
 
