@@ -18,19 +18,36 @@ marked with :data:`hookimpl` (``pluggy.HookimplMarker("calibrate")``).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import pluggy
+
+if TYPE_CHECKING:
+    from .base import Dataset, Distance, Estimator, Evaluator, Executor, Transform
 
 hookspec = pluggy.HookspecMarker("calibrate")
 hookimpl = pluggy.HookimplMarker("calibrate")
 
-#: The callable every hook receives: ``register(name, factory)``.
-Register = Callable[[str, type], None]
+C = TypeVar("C", contravariant=True)
+
+
+class Register(Protocol, Generic[C]):
+    """The callable a hook receives: ``register(name, factory)``, typed by the kind's base class,
+    so that a type checker flags an estimator registered through the datasets hook."""
+
+    def __call__(self, name: str, factory: type[C]) -> None: ...
+
+
+RegisterDataset = Register["Dataset"]
+RegisterDistance = Register["Distance"]
+RegisterTransform = Register["Transform"]
+RegisterEstimator = Register["Estimator"]
+RegisterEvaluator = Register["Evaluator"]
+RegisterExecutor = Register["Executor"]
 
 
 @hookspec
-def calibrate_register_datasets(register: Register) -> None:
+def calibrate_register_datasets(register: RegisterDataset) -> None:
     """Register dataset components (subclasses of :class:`calibrate.base.Dataset`).
 
     :param register: ``register(name, factory)``; call once per dataset this plugin provides.
@@ -43,7 +60,7 @@ def calibrate_register_datasets(register: Register) -> None:
 
 
 @hookspec
-def calibrate_register_distances(register: Register) -> None:
+def calibrate_register_distances(register: RegisterDistance) -> None:
     """Register distance components (subclasses of :class:`calibrate.base.Distance`).
 
     :param register: ``register(name, factory)``; call once per distance this plugin provides.
@@ -55,7 +72,7 @@ def calibrate_register_distances(register: Register) -> None:
 
 
 @hookspec
-def calibrate_register_transforms(register: Register) -> None:
+def calibrate_register_transforms(register: RegisterTransform) -> None:
     """Register transform components (subclasses of :class:`calibrate.base.Transform`).
 
     :param register: ``register(name, factory)``; call once per transform this plugin provides.
@@ -67,7 +84,7 @@ def calibrate_register_transforms(register: Register) -> None:
 
 
 @hookspec
-def calibrate_register_estimators(register: Register) -> None:
+def calibrate_register_estimators(register: RegisterEstimator) -> None:
     """Register threshold estimators (subclasses of :class:`calibrate.base.Estimator`).
 
     :param register: ``register(name, factory)``; call once per estimator this plugin provides.
@@ -81,7 +98,7 @@ def calibrate_register_estimators(register: Register) -> None:
 
 
 @hookspec
-def calibrate_register_evaluators(register: Register) -> None:
+def calibrate_register_evaluators(register: RegisterEvaluator) -> None:
     """Register evaluators (subclasses of :class:`calibrate.base.Evaluator`).
 
     :param register: ``register(name, factory)``; call once per evaluator this plugin provides.
@@ -94,7 +111,7 @@ def calibrate_register_evaluators(register: Register) -> None:
 
 
 @hookspec
-def calibrate_register_executors(register: Register) -> None:
+def calibrate_register_executors(register: RegisterExecutor) -> None:
     """Register executors (subclasses of :class:`calibrate.base.Executor`).
 
     :param register: ``register(name, factory)``; call once per executor this plugin provides.

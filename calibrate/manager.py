@@ -8,6 +8,7 @@ entry points (the built-ins are still loaded).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
@@ -15,8 +16,8 @@ from types import ModuleType
 import pluggy
 
 from . import hookspecs
-from .base import KINDS
 from .errors import PluginError
+from .kinds import KINDS, Kind
 from .registry import ComponentInfo, Registry
 
 ENTRY_POINT_GROUP = "calibrate"
@@ -34,55 +35,91 @@ def _autoload_disabled() -> bool:
     return os.environ.get(DISABLE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def get_plugin_manager(extra_plugins: tuple[object, ...] = ()) -> tuple[pluggy.PluginManager, dict[str, PluginOrigin]]:
-    """A fresh plugin manager with built-ins, entry points, then ``extra_plugins`` registered."""
-    pm = pluggy.PluginManager("calibrate")
-    pm.add_hookspecs(hookspecs)
-    origins: dict[str, PluginOrigin] = {}
-    eps = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.dist is None or ep.dist.name != OWN_DISTRIBUTION, ep.name))
-    own = [ep for ep in eps if ep.dist is not None and ep.dist.name == OWN_DISTRIBUTION]
-    if not own:
-        raise PluginError("the built-in plugins are not registered: calibrate-thresholds is not installed "
-                          "(run `pip install -e .` in the repository)")
-    skip_third_party = _autoload_disabled()
-    for ep in eps:
-        is_own = ep.dist is not None and ep.dist.name == OWN_DISTRIBUTION
-        if skip_third_party and not is_own:
-            continue
+class PluginManager:
+    """Typed facade over pluggy (after tox 4's ``tox.plugin.manager``): the rest of calibrate asks
+    it for components of a kind and never touches pluggy's hooks or hook implementations.
+
+    Loads the built-ins and the entry-point group ``calibrate`` (third-party ones unless
+    ``CALIBRATE_DISABLE_PLUGIN_AUTOLOAD`` is set), then ``extra_plugins`` (objects or modules with
+    hook implementations, e.g. in tests), and checks that every hook implementation names a hook.
+    """
+
+    def __init__(self, extra_plugins: tuple[object | ModuleType, ...] = ()):
+        self._pm = pluggy.PluginManager("calibrate")
+        self._pm.add_hookspecs(hookspecs)
+        self.origins: dict[str, PluginOrigin] = {}
+        self._load_entry_points()
+        for plugin in extra_plugins:
+            self.register(plugin)
         try:
-            plugin = ep.load()
-        except Exception as exc:  # a broken third-party plugin must say who it is
-            dist = ep.dist.name if ep.dist else "unknown distribution"
-            raise PluginError(f"plugin {ep.name!r} from {dist} failed to import: {exc}; fix or uninstall it, "
-                              f"or set {DISABLE_ENV}=1 to skip third-party plugins") from exc
-        name = ep.name if is_own else f"{ep.dist.name if ep.dist else 'unknown'}:{ep.name}"
-        if pm.is_registered(plugin):
-            continue
-        pm.register(plugin, name=name)
-        origins[name] = PluginOrigin(ep.dist.name if ep.dist else None, ep.dist.version if ep.dist else None)
-    for plugin in extra_plugins:
+            self._pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"{exc}; hook implementations must be named after a hook in calibrate.hookspecs "
+                              f"({', '.join(k.hook for k in KINDS)})") from exc
+
+    def _load_entry_points(self) -> None:
+        eps = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP),
+                     key=lambda ep: (ep.dist is None or ep.dist.name != OWN_DISTRIBUTION, ep.name))
+        if not any(ep.dist is not None and ep.dist.name == OWN_DISTRIBUTION for ep in eps):
+            raise PluginError("the built-in plugins are not registered: calibrate-thresholds is not installed "
+                              "(run `pip install -e .` in the repository)")
+        skip_third_party = _autoload_disabled()
+        for ep in eps:
+            is_own = ep.dist is not None and ep.dist.name == OWN_DISTRIBUTION
+            if skip_third_party and not is_own:
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # a broken third-party plugin must say who it is
+                dist = ep.dist.name if ep.dist else "unknown distribution"
+                raise PluginError(f"plugin {ep.name!r} from {dist} failed to import: {exc}; fix or uninstall it, "
+                                  f"or set {DISABLE_ENV}=1 to skip third-party plugins") from exc
+            name = ep.name if is_own else f"{ep.dist.name if ep.dist else 'unknown'}:{ep.name}"
+            if self._pm.is_registered(plugin):
+                continue
+            self._pm.register(plugin, name=name)
+            self.origins[name] = PluginOrigin(ep.dist.name if ep.dist else None, ep.dist.version if ep.dist else None)
+
+    def register(self, plugin: object | ModuleType) -> str:
+        """Register one more plugin object (not installed: no distribution); returns its name."""
         name = getattr(plugin, "__name__", None) or type(plugin).__name__
-        pm.register(plugin, name=name)
-        origins[name] = PluginOrigin(None, None)
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"{exc}; hook implementations must be named after a hook in calibrate.hookspecs "
-                          f"(calibrate_register_<kind>)") from exc
-    return pm, origins
+        self._pm.register(plugin, name=name)
+        self.origins[name] = PluginOrigin(None, None)
+        return name
+
+    @property
+    def plugin_names(self) -> list[str]:
+        return [name for name, _ in self._pm.list_name_plugin()]
+
+    def components(self, kind: Kind) -> Iterator[ComponentInfo]:
+        """Every component of ``kind``, plugin by plugin in registration order; each hook call gets a
+        ``register`` bound to its plugin, so the registry knows who registered what."""
+        caller = getattr(self._pm.hook, kind.hook)
+        for impl in reversed(caller.get_hookimpls()):  # pluggy lists them last-registered first
+            origin = self.origins.get(impl.plugin_name, PluginOrigin(None, None))
+            found: list[ComponentInfo] = []
+
+            def register(name: str, factory: type, _found=found, _impl=impl, _origin=origin) -> None:
+                _found.append(ComponentInfo(kind.name, name, factory, _impl.plugin_name, _origin.distribution,
+                                            _origin.version))
+
+            impl.function(register=register)
+            yield from found
+
+    def registry(self) -> Registry:
+        """Every component of every kind, checked (base class, parameters, unique names)."""
+        registry = Registry()
+        for kind in KINDS:
+            for info in self.components(kind):
+                registry.add(info)
+        return registry
+
+
+def get_plugin_manager(extra_plugins: tuple[object, ...] = ()) -> PluginManager:
+    """A fresh :class:`PluginManager` with built-ins, entry points, then ``extra_plugins``."""
+    return PluginManager(extra_plugins)
 
 
 def build_registry(extra_plugins: tuple[object | ModuleType, ...] = ()) -> Registry:
     """Ask every plugin to register its components; duplicates are errors naming both plugins."""
-    pm, origins = get_plugin_manager(extra_plugins)
-    registry = Registry()
-    for kind in KINDS:
-        caller = getattr(pm.hook, f"calibrate_register_{kind}")
-        for impl in reversed(caller.get_hookimpls()):  # registration order
-            origin = origins.get(impl.plugin_name, PluginOrigin(None, None))
-
-            def register(name: str, factory: type, _kind=kind, _impl=impl, _origin=origin) -> None:
-                registry.add(ComponentInfo(_kind, name, factory, _impl.plugin_name, _origin.distribution, _origin.version))
-
-            impl.function(register=register)
-    return registry
+    return PluginManager(extra_plugins).registry()

@@ -6,12 +6,12 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 
-from .base import BASES, KINDS
 from .errors import PluginError, RecipeError
+from .kinds import BY_NAME, NAMES
 from .params import ParamSpec, param_specs
 
-SINGULAR = {"datasets": "dataset", "distances": "distance", "transforms": "transform",
-            "estimators": "estimator", "evaluators": "evaluator", "executors": "executor"}
+#: plural kind name -> singular (from the one table in :mod:`calibrate.kinds`)
+SINGULAR = {k.name: k.singular for k in BY_NAME.values()}
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,12 @@ def _jsonable(value):
 
 @dataclass
 class Registry:
-    components: dict[str, dict[str, ComponentInfo]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    components: dict[str, dict[str, ComponentInfo]] = field(default_factory=lambda: {k: {} for k in NAMES})
 
     def add(self, info: ComponentInfo) -> None:
         if not isinstance(info.name, str) or not info.name:
             raise PluginError(f"plugin {info.plugin!r} registered a {SINGULAR[info.kind]} with an invalid name {info.name!r}")
-        base = BASES[info.kind]
+        base = BY_NAME[info.kind].base
         if not (inspect.isclass(info.factory) and issubclass(info.factory, base)):
             raise PluginError(f"plugin {info.plugin!r} registered {SINGULAR[info.kind]} {info.name!r} as "
                               f"{info.factory!r}, which is not a subclass of calibrate.base.{base.__name__}")
@@ -86,4 +86,4 @@ class Registry:
                           f"(see `calibrate plugins`)", source=source, where=where)
 
     def all(self) -> list[ComponentInfo]:
-        return [info for kind in KINDS for _, info in sorted(self.components[kind].items())]
+        return [info for kind in NAMES for _, info in sorted(self.components[kind].items())]
