@@ -206,7 +206,10 @@ class Component:
     """Common behaviour: parameters introspected from ``__init__``."""
 
     def get_params(self) -> dict[str, Any]:
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        init = type(self).__init__
+        if init is object.__init__:  # no constructor of its own: no parameters (as scikit-learn)
+            return {}
+        names = [p for p in inspect.signature(init).parameters if p != "self"]
         return {name: getattr(self, name) for name in names}
 
     def __repr__(self) -> str:

@@ -66,7 +66,13 @@ def _param_docs(factory: type) -> dict[str, str]:
 
 
 def param_specs(factory: type) -> list[ParamSpec]:
-    """The keyword parameters of ``factory.__init__`` with their types and defaults."""
+    """The keyword parameters of ``factory.__init__`` with their types and defaults.
+
+    A component that defines no ``__init__`` (only ``object``'s) has no parameters, as in
+    scikit-learn's ``_get_param_names``: nobody has to write an empty constructor.
+    """
+    if factory.__init__ is object.__init__:
+        return []
     sig = inspect.signature(factory.__init__)
     try:
         hints = typing.get_type_hints(factory.__init__)

@@ -238,3 +238,24 @@ def test_hookspec_module_has_no_undocumented_functions():
         if isinstance(node, ast.FunctionDef):
             assert ast.get_docstring(node), f"hook spec {node.name} has no docstring"
             assert ":param register:" in textwrap.dedent(ast.get_docstring(node)), f"{node.name}: document `register`"
+
+
+def test_a_component_without_a_constructor_has_no_parameters():
+    from calibrate.base import Transform
+    from calibrate.params import param_specs
+
+    class Halve(Transform):
+        accepts = ("distance",)
+
+        def _apply(self, values, kind):
+            return values / 2
+
+    class Plugin:
+        @hookimpl
+        def calibrate_register_transforms(self, register):
+            register("halve", Halve)
+
+    registry = build_registry(extra_plugins=(Plugin(),))
+    info = registry.get("transforms", "halve")
+    assert info.params == [] and param_specs(Halve) == []
+    assert Halve().get_params() == {} and repr(Halve()) == "Halve()"
