@@ -110,6 +110,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+#: bounds of the grid a recipe may ask for (far beyond any use: the paper's faces use dims 15-22, 100 steps)
+MAX_DIM, MAX_SIGMA_STEPS = 10_000, 100_000
+
+
 def check_dim(dim: Any) -> tuple[int, int]:
     """``[low, high]`` as two integers with 1 <= low <= high, or a ParameterError."""
     if not isinstance(dim, (list, tuple)) or len(dim) != 2:
@@ -121,6 +125,8 @@ def check_dim(dim: Any) -> tuple[int, int]:
         raise ParameterError(f"dim low must be at least 1 degree of freedom; got {dim!r}")
     if low > high:
         raise ParameterError(f"dim low ({low}) is greater than dim high ({high}); give [low, high]")
+    if high > MAX_DIM:  # a grid of that many dims cannot be allocated (or takes forever)
+        raise ParameterError(f"dim high must be at most {MAX_DIM} degrees of freedom; got {dim!r}")
     return low, high
 
 
@@ -143,6 +149,8 @@ def check_sigma(sigma: Any) -> dict[str, Any]:
         raise ParameterError(f"sigma.low ({spec['low']:g}) is greater than sigma.high ({spec['high']:g})")
     if not _is_int(spec["steps"]) or spec["steps"] < 1:
         raise ParameterError(f"sigma.steps must be a whole number >= 1; got {spec['steps']!r}")
+    if spec["steps"] > MAX_SIGMA_STEPS:
+        raise ParameterError(f"sigma.steps must be at most {MAX_SIGMA_STEPS:,}; got {spec['steps']!r}")
     spec["steps"] = int(spec["steps"])
     if spec["spacing"] not in ("log", "linear"):
         raise ParameterError(f"sigma.spacing must be 'log' or 'linear'; got {spec['spacing']!r}")

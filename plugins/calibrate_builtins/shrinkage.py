@@ -137,8 +137,8 @@ class Shrinkage(Estimator):
             raise ParameterError(f"prior_count must be > 0; got {prior_count}")
         if not 0.0 < reference_target < 1.0:
             raise ParameterError(f"reference_target must be a target FPR in (0, 1); got {reference_target}")
-        if bootstrap < 10:
-            raise ParameterError(f"bootstrap must be at least 10 resamples; got {bootstrap}")
+        if not 10 <= bootstrap <= 100_000:  # resamples x class size values are drawn at once
+            raise ParameterError(f"bootstrap must be from 10 to 100,000 resamples; got {bootstrap}")
         self.weight, self.prior_count, self.reference_target, self.bootstrap = weight, prior_count, reference_target, bootstrap
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
