@@ -328,10 +328,10 @@ def npz_bytes(draw, damage: bool = True) -> bytes:
         d = draw(st.integers(0, 4))
         labels = np.array(draw(st.lists(st.sampled_from(["a", "b", "c", "日本", ""]), min_size=n, max_size=n)), dtype=str)
         sets = np.array(draw(st.lists(st.sampled_from(["1", "2", "3"]), min_size=n, max_size=n)), dtype=str)
-    else:  # 2-3 classes of 2-3 sets of 1-2 samples
-        k, m, per = draw(st.integers(2, 3)), draw(st.integers(2, 3)), draw(st.integers(1, 2))
+    else:  # 2-5 classes of 2-3 sets of 1-2 samples
+        k, m, per = draw(st.integers(2, 5)), draw(st.integers(2, 3)), draw(st.integers(1, 2))
         n, d = k * m * per, draw(st.integers(1, 3))
-        labels = np.repeat(np.array(["a", "b", "日本"][:k]), m * per)
+        labels = np.repeat(np.array(["a", "b", "日本", "d", "e"][:k]), m * per)
         sets = np.tile(np.repeat(np.array(["1", "2", "3"][:m]), per), k)
     X = np.array(draw(st.lists(PATTERN_VALUES, min_size=n * d, max_size=n * d)), dtype=np.float64).reshape(n, d)
     if damage and n * d and draw(st.integers(0, 3)) == 0:
@@ -466,7 +466,7 @@ def image_tree(draw, root: Path, damage: bool = True) -> dict:
     sizes = [(4, 4)] + ([(5, 3)] if damage and draw(st.integers(0, 3)) == 0 else [])
     flat = draw(st.integers(0, 3)) == 0
     names = draw(st.lists(st.sampled_from(["a", "b", "c", "Ünï", "日本", ".hidden", "s p", "new\nline"][:8 if damage else 5]),
-                          min_size=0 if damage else 2, max_size=3, unique=True))
+                          min_size=0 if damage else 2, max_size=3 if damage else 5, unique=True))
     for cls in names:
         cdir = root / cls
         cdir.mkdir()
