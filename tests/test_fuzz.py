@@ -536,6 +536,9 @@ REGRESSIONS = {
                              2, "estimators[0] in"),
     "shrinkage-huge-bootstrap": (SCORE_DATA + "estimators: [{plugin: shrinkage, weight: empirical-bayes, "
                                  "bootstrap: 18446744073709551616}]\n", 2, "estimators[0] in"),
+    # every image failed to resize (OverflowError) and was reported as "unreadable or corrupt"
+    "image-sets-huge-resize": ("data: {plugin: image-sets, path: ., resize: [18446744073709551616, 4]}\n"
+                               "distance: euclidean\n", 2, "data in"),
     # negative seeds reached numpy.random.default_rng: ValueError
     "recipe-seed": (SCORE_DATA + "seed: -1\n", 2, "seed in"),
     "score-matrix-seed": (SCORE_DATA.replace("path: scores.csv", "path: scores.csv, seed: -3"), 2, "data in"),

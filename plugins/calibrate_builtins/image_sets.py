@@ -51,6 +51,9 @@ def check_resize(resize: Sequence[int] | None) -> tuple[int, int] | None:
     if (not isinstance(resize, (list, tuple)) or len(resize) != 2
             or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in resize)):
         raise ParameterError(f"resize must be [width, height] in pixels (two positive integers), got {resize!r}")
+    if int(resize[0]) * int(resize[1]) > Image.MAX_IMAGE_PIXELS:  # else every image fails to resize: "unreadable"
+        raise ParameterError(f"resize {list(resize)!r} makes images of more than {Image.MAX_IMAGE_PIXELS:,} pixels "
+                             "(Pillow's limit); choose a smaller [width, height]")
     return int(resize[0]), int(resize[1])
 
 
