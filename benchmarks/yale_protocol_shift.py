@@ -37,7 +37,7 @@ from compare_estimators import DATA, ROOT, yale_by_elevation  # noqa: E402
 
 from calibrate.base import RunContext  # noqa: E402
 from calibrate.manager import build_registry  # noqa: E402
-from calibrate.pipeline import pattern_folds  # noqa: E402
+from calibrate.protocol import pattern_folds  # noqa: E402
 from calibrate.recipe import parse_recipe  # noqa: E402
 
 QS = (0.005, 0.01, 0.02, 0.05)
@@ -85,7 +85,7 @@ def shift(data: dict, distance: dict, transform: dict, registry) -> tuple[np.nda
     patterns = recipe.data.build().load(context)
     plain, reweighted, shares = [], [], []
     below_train, below_test = Counter(), Counter()
-    for _, train, test in pattern_folds(patterns, recipe, recipe.distance.build(), context):
+    for _, train, test in pattern_folds(patterns, recipe.protocol, recipe.distance.build(), context, source=recipe.source):
         t = recipe.transform_for(train.kind).build().fit(train)
         train, test = t.apply(train), t.apply(test)
         mt, me = train.impostor_mask(), test.impostor_mask()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 import pluggy
 
 if TYPE_CHECKING:
-    from .base import Dataset, Distance, Estimator, Evaluator, Executor, Transform
+    from .base import Dataset, Distance, Estimator, Evaluator, Executor, Transform  # noqa: F401 (string annotations)
 
 hookspec = pluggy.HookspecMarker("calibrate")
 hookimpl = pluggy.HookimplMarker("calibrate")

@@ -37,16 +37,24 @@ import io
 import json
 import math
 import os
+import platform
 import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .errors import CalibrateError
 from .types import TargetResult, ThresholdTable
+
+if TYPE_CHECKING:
+    from .base import Fold
+    from .pipeline import StageTimes
+    from .recipe import Recipe
+    from .types import EvaluationResult
 
 try:  # POSIX advisory locks; absent on Windows
     import fcntl
@@ -417,3 +425,78 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(lines)
+
+
+# ---- the run's file set ------------------------------------------------------------------------
+
+def versions(recipe: Recipe) -> dict[str, Any]:
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for dist in ("calibrate-thresholds", "numpy", "scipy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    for spec in (recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(), *recipe.estimators,
+                 *recipe.evaluators, recipe.executor):
+        if spec is not None and spec.info.distribution:
+            out[spec.info.distribution] = spec.info.version
+    return out
+
+
+def _jsonable_recipe(recipe: Recipe) -> dict:
+    return json.loads(json.dumps(recipe.raw, default=str))
+
+
+def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult],
+                  results: dict[str, list[TargetResult]], notes: list[str], times: StageTimes) -> None:
+    """Stage every output file, then commit them as one file set (the caller discards on failure)."""
+    with times("write outputs"):
+        _stage_tables(staged, recipe, folds, evaluated)
+    timings = {"seconds": {k: round(v, 4) for k, v in times.seconds.items()}, "total": round(times.total(), 4)}
+    first = folds[0]
+    sections = [s for res in evaluated for s in res.sections] + [timings_md(timings)]
+    preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
+                f"{first.train.shape[1]} enrolled classes; "
+                f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
+    staged.write_text("report.md", report_md("Calibration report", results, sections, notes, preamble))
+    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
+                                                   {"notes": notes, "timings": timings}))
+    staged.commit()
+
+
+def timings_md(timings: dict) -> str:
+    """report.md's section of seconds per stage."""
+    total = timings["total"]
+    lines = ["## Time per stage", "", f"Wall-clock seconds of this run ({total:.2f} s until the report was written).", "",
+             "| Stage | Seconds | Share |", "|---|---|---|"]
+    for stage, seconds in timings["seconds"].items():
+        lines.append(f"| {stage} | {seconds:.3f} | {100 * seconds / total:.0f}% |" if total > 0 else f"| {stage} | {seconds:.3f} | |")
+    return "\n".join(lines)
+
+
+def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult]) -> None:
+    first = folds[0]
+    staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values())))
+    for k, fold in enumerate(folds[1:], start=1):
+        staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values())))
+    rows = []
+    for label, model in first.models.items():
+        for row in model.parameters():
+            rows.append({"estimator": label, **row})
+    if rows:
+        staged.write_text("models.csv", models_csv(rows))
+    if recipe.save_calibration:
+        staged.write_text("calibration.json", calibration_json(recipe, first))
+    files = {}
+    for res in evaluated:
+        files.update(res.files)
+    for name, content in files.items():
+        staged.write_bytes(name, content)
+
+
+def calibration_json(recipe: Recipe, fold: Fold) -> str:
+    doc = {"format": "calibrate-calibration", "version": 1, "estimators": {}}
+    for spec in recipe.estimators:
+        doc["estimators"][spec.label] = {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),
+                                         "state": fold.models[spec.label].to_state()}
+    return json.dumps(doc, indent=1) + "\n"

@@ -31,6 +31,7 @@ import yaml
 
 from .errors import ParameterError, RecipeError
 from .params import coerce
+from .protocol import Protocol
 from .registry import SINGULAR, ComponentInfo, Registry
 
 RECIPE_VERSION = 1
@@ -61,10 +62,6 @@ class ComponentSpec:
         return self.info.factory(**self.params)
 
 
-@dataclass(frozen=True)
-class Protocol:
-    enrollment: int | str = "staggered"
-    rotate: bool = False
 
 
 #: the transform a recipe without ``transform:`` uses, by the kind of score the data hold
