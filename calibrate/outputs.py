@@ -396,30 +396,6 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
             cells += [_pct(r.fpr), f"{r.ratio:.2f}"]
         lines.append(f"| {100 * t:.3g}% | " + " | ".join(cells) + " |")
     lines.append("")
-    if any("fpr_ci_low" in r.extra for rows in results.values() for r in rows):
-        lines += ["## Uncertainty and per-class spread", "",
-                  "Each achieved FPR as a ratio to the target with two 95% intervals: Clopper-Pearson (every impostor "
-                  "attempt independent) and a bootstrap over enrolled classes (a class's attempts resampled together), "
-                  "which is the one to read when false accepts cluster in a few look-alike class pairs. Then the false "
-                  "accepts out of impostor attempts and how many distinct class pairs they come from; the training "
-                  "support (target x training impostor distances: how many training distances an on-target threshold "
-                  "has below it; under about 10 every estimator extrapolates); the share of enrolled classes whose own "
-                  "FPR exceeds 2x and 10x the target; the FNR.", "",
-                  "| Estimator | Target FPR | Ratio [Clopper-Pearson] | Class bootstrap | False accepts / attempts "
-                  "(class pairs) | Training support | Classes > 2x | Classes > 10x | FNR |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        nan = float("nan")
-        for l in labels:
-            for r in results[l]:
-                e = r.extra
-                ci = f"{r.ratio:.2f} [{e.get('ratio_ci_low', nan):.2f}, {e.get('ratio_ci_high', nan):.2f}]"
-                boot = f"[{e.get('ratio_boot_low', nan):.2f}, {e.get('ratio_boot_high', nan):.2f}]"
-                pairs = f" ({e['false_accept_pairs']})" if "false_accept_pairs" in e else ""
-                lines.append(f"| {l} | {100 * r.target_fpr:.3g}% | {ci} | {boot} | {r.false_accepts} / {r.impostor_attempts}"
-                             f"{pairs} | {e.get('training_support', nan):.1f} | "
-                             f"{100 * e.get('share_classes_over_2x', nan):.1f}% | "
-                             f"{100 * e.get('share_classes_over_10x', nan):.1f}% | {_pct(r.fnr)} |")
-        lines.append("")
     for section in sections:
         lines += [section.rstrip(), ""]
     if notes:

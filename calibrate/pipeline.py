@@ -146,7 +146,6 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
                 tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
         folds.append(Fold(name, train_d, test_d, models, tables))
 
-    note_training_support(folds, recipe.targets, context)
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = []
     for spec in recipe.evaluators:
@@ -187,31 +186,3 @@ def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | N
         return None
     return (f"{where}: such a repeated extreme value is often a matcher's marker of a failed comparison; "
             f"if it is one here, set `missing: {value:g}` under `data:` so that those comparisons are excluded")
-
-
-#: below this many training impostor distances under an on-target threshold, the threshold is an extrapolation
-SUPPORT_WARNING = 10.0
-
-
-def note_training_support(folds: list[Fold], targets: tuple[float, ...], context: RunContext) -> None:
-    """Say which targets lie beyond what the training impostor distances can show: below the share of
-    distances tied at the smallest value (no threshold reaches them), or with e x N_train < 10."""
-    n = min(int(f.train.impostor_mask().sum()) for f in folds)
-    pooled = folds[0].train.values[folds[0].train.impostor_mask()]
-    if pooled.size:
-        smallest = float(pooled.min())
-        tied = float(np.mean(pooled == smallest))
-        below = [t for t in targets if t < tied]
-        if tied > 1.0 / pooled.size and below:
-            context.note(f"{100 * tied:.3g}% of the training impostor distances equal the smallest one ({smallest:.6g}); "
-                         f"at target(s) {', '.join(f'{100 * t:.3g}%' for t in sorted(below, reverse=True))} no threshold "
-                         "can be on target, since `distance <= threshold` accepts all of these ties or none of them: "
-                         "a matcher with finer scores (or a transform that keeps them apart) is needed there")
-    thin = [t for t in targets if t * n < SUPPORT_WARNING]
-    if not thin:
-        return
-    listed = ", ".join(f"{100 * t:.3g}% ({t * n:.1f})" for t in sorted(thin, reverse=True))
-    context.note(f"{n} training impostor distances: at target(s) {listed} fewer than {SUPPORT_WARNING:.0f} of them "
-                 "would lie below an on-target threshold, so every estimator extrapolates there and the achieved "
-                 "rate can stray far from the target by chance; read the class-bootstrap interval in the report, "
-                 "and enroll more classes (or add impostor comparisons) for a firmer threshold")

@@ -138,6 +138,38 @@ def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ..
     return rows
 
 
+#: below this many training impostor distances under an on-target threshold, the threshold is an extrapolation
+SUPPORT_WARNING = 10.0
+
+
+def note_training_support(folds: tuple[Fold, ...] | list[Fold], targets: tuple[float, ...], context: RunContext) -> None:
+    """Say which targets lie beyond what the training impostor distances can show: below the share of
+    distances tied at the smallest value (no threshold reaches them), or with e x N_train < 10."""
+    n = min(int(f.train.impostor_mask().sum()) for f in folds)
+    pooled = folds[0].train.values[folds[0].train.impostor_mask()]
+    if pooled.size:
+        smallest = float(pooled.min())
+        tied = float(np.mean(pooled == smallest))
+        below = [t for t in targets if t < tied]
+        if tied > 1.0 / pooled.size and below:
+            context.note(f"{100 * tied:.3g}% of the training impostor distances equal the smallest one ({smallest:.6g}); "
+                         f"at target(s) {', '.join(f'{100 * t:.3g}%' for t in sorted(below, reverse=True))} no threshold "
+                         "can be on target, since `distance <= threshold` accepts all of these ties or none of them: "
+                         "a matcher with finer scores (or a transform that keeps them apart) is needed there")
+    thin = [t for t in targets if t * n < SUPPORT_WARNING]
+    if not thin:
+        return
+    listed = ", ".join(f"{100 * t:.3g}% ({t * n:.1f})" for t in sorted(thin, reverse=True))
+    context.note(f"{n} training impostor distances: at target(s) {listed} fewer than {SUPPORT_WARNING:.0f} of them "
+                 "would lie below an on-target threshold, so every estimator extrapolates there and the achieved "
+                 "rate can stray far from the target by chance; read the class-bootstrap interval in the report, "
+                 "and enroll more classes (or add impostor comparisons) for a firmer threshold")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.3f}%"
+
+
 def _pcts(targets) -> str:
     return ", ".join(f"{100 * t:.3g}%" for t in targets)
 
@@ -188,6 +220,36 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
     return notes
 
 
+def uncertainty_section(results: dict[str, list[TargetResult]]) -> str:
+    """report.md's section on how far each achieved FPR can be trusted (this evaluator's own figures)."""
+    labels = list(results)
+    lines: list[str] = []
+    lines += ["## Uncertainty and per-class spread", "",
+              "Each achieved FPR as a ratio to the target with two 95% intervals: Clopper-Pearson (every impostor "
+              "attempt independent) and a bootstrap over enrolled classes (a class's attempts resampled together), "
+              "which is the one to read when false accepts cluster in a few look-alike class pairs. Then the false "
+              "accepts out of impostor attempts and how many distinct class pairs they come from; the training "
+              "support (target x training impostor distances: how many training distances an on-target threshold "
+              "has below it; under about 10 every estimator extrapolates); the share of enrolled classes whose own "
+              "FPR exceeds 2x and 10x the target; the FNR.", "",
+              "| Estimator | Target FPR | Ratio [Clopper-Pearson] | Class bootstrap | False accepts / attempts "
+              "(class pairs) | Training support | Classes > 2x | Classes > 10x | FNR |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    nan = float("nan")
+    for l in labels:
+        for r in results[l]:
+            e = r.extra
+            ci = f"{r.ratio:.2f} [{e.get('ratio_ci_low', nan):.2f}, {e.get('ratio_ci_high', nan):.2f}]"
+            boot = f"[{e.get('ratio_boot_low', nan):.2f}, {e.get('ratio_boot_high', nan):.2f}]"
+            pairs = f" ({e['false_accept_pairs']})" if "false_accept_pairs" in e else ""
+            lines.append(f"| {l} | {100 * r.target_fpr:.3g}% | {ci} | {boot} | {r.false_accepts} / {r.impostor_attempts}"
+                         f"{pairs} | {e.get('training_support', nan):.1f} | "
+                         f"{100 * e.get('share_classes_over_2x', nan):.1f}% | "
+                         f"{100 * e.get('share_classes_over_10x', nan):.1f}% | {_pct(r.fnr)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 class FprEvaluator(Evaluator):
     """Achieved FPR, its ratio to the target, Clopper-Pearson interval, per-class spread, FNR.
 
@@ -198,16 +260,18 @@ class FprEvaluator(Evaluator):
         self.plots = plots
 
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
+        note_training_support(data.folds, data.targets, context)
         results = {}
         for label in data.labels:  # inside Evaluator.evaluate's stage, which counts estimators
             results[label] = evaluate_label(data.folds, label, data.targets, context.seed)
             for note in unreachable_notes(data.folds, label, results[label]):
                 context.note(note)
             context.advance(1)
-        sections, files = [], {}
+        sections, files = [uncertainty_section(results)], {}
         if self.plots and data.plots:
             from . import plots
 
             with context.stage(f"fpr: drawing plots for {len(results)} estimator(s)"):
-                sections, files = plots.make_plots(data, results)
+                pictures, files = plots.make_plots(data, results)
+            sections += pictures
         return EvaluationResult("fpr", results, sections, files)
