@@ -30,7 +30,7 @@ import numpy as np
 
 from calibrate.base import RunContext
 from calibrate.types import SetCollection
-from calibrate_builtins.mutual_subspace import MutualSubspace, largest_cosines
+from calibrate_builtins.distances.mutual_subspace import MutualSubspace, largest_cosines
 
 
 def make_sets(n_sets: int, samples: int, dim: int, seed: int) -> list[np.ndarray]:

@@ -33,9 +33,9 @@ import numpy as np
 from scipy import stats
 
 from calibrate.types import ImpostorDistances
-from calibrate_builtins.ncx2_batch import FAST_BOUND
-from calibrate_builtins.ncx2_grid import Ncx2Grid
-from calibrate_builtins.synthetic_impostors import impostor_distances
+from calibrate_builtins.estimators.ncx2.batch import FAST_BOUND
+from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid
+from calibrate_builtins.datasets.synthetic_impostors import impostor_distances
 
 TARGETS = [1e-2, 1e-3, 1e-4]
 DIMS = range(15, 23)

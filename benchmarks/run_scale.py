@@ -99,9 +99,9 @@ def run_recipe(path: Path, classes: int | None, workers: int | None) -> None:
 
 def scan(workers: list[int], classes: int, mode: str) -> None:
     from calibrate.types import ImpostorDistances
-    from calibrate_builtins.executors import Dask
-    from calibrate_builtins.ncx2_grid import Ncx2Grid
-    from calibrate_builtins.synthetic_impostors import impostor_distances
+    from calibrate_builtins.executors.cluster import Dask
+    from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid
+    from calibrate_builtins.datasets.synthetic_impostors import impostor_distances
 
     values, _ = impostor_distances(classes, 1000, seed=1)
     imp = ImpostorDistances(tuple(f"c{i}" for i in range(classes)), np.ascontiguousarray(values.T).ravel(),

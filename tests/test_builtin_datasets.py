@@ -8,8 +8,8 @@ import pytest
 from calibrate.base import RunContext, ScoreSplit
 from calibrate.errors import DataError
 from calibrate.types import PatternSet
-from calibrate_builtins.npz_patterns import NpzPatterns
-from calibrate_builtins.score_matrix import ScoreMatrixDataset
+from calibrate_builtins.datasets.npz_patterns import NpzPatterns
+from calibrate_builtins.datasets.score_matrix import ScoreMatrixDataset
 
 from calibrate_test_helpers import make_scores, write_scores
 

@@ -97,7 +97,7 @@ class _Boom:
 
     @hookimpl
     def calibrate_register_estimators(self, register):
-        from calibrate_builtins.interp import ClassInterp
+        from calibrate_builtins.estimators.interp import ClassInterp
 
         exc = self.exc
 

@@ -143,7 +143,7 @@ from calibrate.testing import check_component  # noqa: E402
 from calibrate.testing import checks as kit  # noqa: E402
 from calibrate.types import EvaluationResult, TargetResult  # noqa: E402
 
-_interp = pytest.importorskip("calibrate_builtins.interp")
+_interp = pytest.importorskip("calibrate_builtins.estimators.interp")
 
 
 class _Decreasing(_interp._SortedModel):
@@ -271,7 +271,7 @@ def test_nan_input_rejected_by_every_distance_even_when_the_plugin_ignores_it(tm
 
 
 def test_dataset_without_sample_input_is_skipped_with_a_reason():
-    from calibrate_builtins.npz_patterns import NpzPatterns
+    from calibrate_builtins.datasets.npz_patterns import NpzPatterns
 
     outcome = check_component("dataset", NpzPatterns)
     assert outcome.pop("check_signature") == "passed"  # needs no instance

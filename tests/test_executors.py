@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import calibrate_builtins.mutual_subspace as ms
-import calibrate_builtins.ncx2_grid as ng
+import calibrate_builtins.distances.mutual_subspace as ms
+import calibrate_builtins.estimators.ncx2.grid as ng
 from calibrate.api import run
 from calibrate.base import RunContext
 from calibrate.types import SetCollection
-from calibrate_builtins.executors import Processes, Serial
+from calibrate_builtins.executors.local import Processes, Serial
 
 RECIPE = """
 version: 1

@@ -11,8 +11,8 @@ from scipy import stats
 import calibrate
 from calibrate.base import EvaluationInput, Fold, RunContext
 from calibrate.types import DistanceMatrix, ImpostorDistances, ThresholdTable
-from calibrate_builtins.interp import GenericInterp
-from calibrate_builtins.fpr import FprEvaluator, class_bootstrap, clopper_pearson, evaluate_label
+from calibrate_builtins.estimators.interp import GenericInterp
+from calibrate_builtins.evaluators.fpr import FprEvaluator, class_bootstrap, clopper_pearson, evaluate_label
 
 from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
 

@@ -13,7 +13,7 @@ from PIL import Image
 from calibrate.base import RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.manager import build_registry
-from calibrate_builtins.image_sets import ExtendedYaleB, ImageSets, read_image
+from calibrate_builtins.datasets.image_sets import ExtendedYaleB, ImageSets, read_image
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 YALE = DATA / "extended-yale-b" / "CroppedYale"

@@ -17,7 +17,7 @@ import pytest
 
 from calibrate.base import RunContext
 from calibrate.types import ImpostorDistances
-from calibrate_builtins.interp import ClassInterp, GenericInterp, interp_threshold
+from calibrate_builtins.estimators.interp import ClassInterp, GenericInterp, interp_threshold
 
 
 def brute_tau(distances, e: float) -> float:

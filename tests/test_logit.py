@@ -10,7 +10,7 @@ from scipy.special import logit
 from calibrate.errors import DataError, ParameterError
 from calibrate.manager import build_registry
 from calibrate.types import DistanceMatrix
-from calibrate_builtins.logit import NegLogComplement, ShiftedLogit
+from calibrate_builtins.transforms.logit import NegLogComplement, ShiftedLogit
 
 
 def matrix(values, kind="distance", valid=None) -> DistanceMatrix:

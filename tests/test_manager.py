@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PLUGIN_SOURCE = '''
 from calibrate.hookspecs import hookimpl
-from calibrate_builtins.interp import ClassInterp
+from calibrate_builtins.estimators.interp import ClassInterp
 
 
 class {cls}(ClassInterp):

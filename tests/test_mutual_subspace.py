@@ -8,12 +8,12 @@ import pytest
 from scipy.linalg import subspace_angles
 from scipy.stats import ortho_group
 
-import calibrate_builtins.mutual_subspace as ms
+import calibrate_builtins.distances.mutual_subspace as ms
 from calibrate.base import RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.manager import build_registry
 from calibrate.types import SetCollection
-from calibrate_builtins.mutual_subspace import MutualSubspace
+from calibrate_builtins.distances.mutual_subspace import MutualSubspace
 
 
 def collection(sets: list[np.ndarray], prefix: str = "s") -> SetCollection:

@@ -3,7 +3,7 @@
 Exact mode must reproduce fit_class's thresholds to 1e-6 (same grid point) on model and off-model
 data, with ties and small cohorts, for both scores and both scalings; its self-check must hand a
 class to fit_class when its candidate sets are too narrow. Fast mode must stay within its
-documented bound of exact mode (FAST_BOUND in calibrate_builtins.ncx2_batch)."""
+documented bound of exact mode (FAST_BOUND in calibrate_builtins.estimators.ncx2.batch)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-import calibrate_builtins.ncx2_batch as nb
-import calibrate_builtins.ncx2_grid as ng
+import calibrate_builtins.estimators.ncx2.batch as nb
+import calibrate_builtins.estimators.ncx2.grid as ng
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
-from calibrate_builtins.ncx2_grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
-from calibrate_builtins.synthetic_impostors import impostor_distances
+from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
+from calibrate_builtins.datasets.synthetic_impostors import impostor_distances
 
 TARGETS = [0.01, 0.001, 0.0001]
 DIMS = (15, 22)

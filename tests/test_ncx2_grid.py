@@ -15,7 +15,7 @@ from calibrate.base import RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.manager import build_registry
 from calibrate.types import ImpostorDistances
-from calibrate_builtins.ncx2_grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
+from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
 
 TARGETS = [0.05, 0.01, 0.005, 0.001, 0.0005]
 
@@ -95,7 +95,7 @@ def test_fit_class_with_linear_grid_matches_reference():
 
 
 def test_ties_go_to_first_in_loop_order(monkeypatch):
-    import calibrate_builtins.ncx2_grid as module
+    import calibrate_builtins.estimators.ncx2.grid as module
 
     # every grid point scores the same; several sigma blocks per dim exercise the block loop too
     monkeypatch.setattr(module, "_scores", lambda phi_ref, phi, score: np.zeros(phi.shape[0]))

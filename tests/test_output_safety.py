@@ -95,7 +95,7 @@ def test_a_file_of_an_output_name_that_calibrate_did_not_write_is_refused_before
     out.mkdir()
     (out / "report.md").write_text("my own report")
     recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
-    import calibrate_builtins.score_matrix as sm
+    import calibrate_builtins.datasets.score_matrix as sm
 
     def boom(*a, **k):
         raise AssertionError("the dataset was read although the folder was going to be refused")

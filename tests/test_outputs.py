@@ -109,7 +109,7 @@ class _Failing:
 
     @hookimpl
     def calibrate_register_estimators(self, register):
-        from calibrate_builtins.interp import ClassInterp, _SortedModel
+        from calibrate_builtins.estimators.interp import ClassInterp, _SortedModel
 
         where = self.where
 

@@ -11,7 +11,7 @@ from scipy.special import ndtr, ndtri
 
 from calibrate.base import EvaluationInput, FittedModel, Fold
 from calibrate.types import DistanceMatrix, TargetResult, ThresholdTable
-from calibrate_builtins import plots
+from calibrate_builtins.evaluators import plots
 
 TARGETS = (0.005, 0.0025, 0.001, 0.0005)
 LONG = ["0010B559B76132149D909F438AD0CA8E", "54AEDD0B7095A732D3470B84D181B56D", "short", "FF527CC59D2653282A0C69C9AA5DC051"]
@@ -205,5 +205,5 @@ def test_make_plots_writes_three_pngs_and_links_them():
 
 
 def test_importing_the_plot_module_does_not_load_matplotlib():
-    code = "import sys, calibrate_builtins.plots; assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
+    code = "import sys, calibrate_builtins.evaluators.plots; assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

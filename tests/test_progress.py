@@ -16,7 +16,7 @@ import pytest
 from calibrate.base import Executor, RunContext
 from calibrate.progress import (INTERVAL_VARIABLE, LogReporter, Reporter, RichReporter, Task, format_duration,
                                 interval_from_env, make_reporter)
-from calibrate_builtins.executors import Processes, Serial
+from calibrate_builtins.executors.local import Processes, Serial
 from calibrate_test_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

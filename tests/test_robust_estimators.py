@@ -13,12 +13,12 @@ from calibrate.base import RunContext
 from calibrate.errors import DataError, ParameterError, RecipeError
 from calibrate.manager import build_registry
 from calibrate.types import ImpostorDistances
-from calibrate_builtins.auto import Auto
-from calibrate_builtins.gpd_tail import GpdTail, TailFit, fit_lower_tail, gpd_mle, gpd_pwm
-from calibrate_builtins.interp import interp_threshold
-from calibrate_builtins.ncx2_tail import Ncx2Cv, Ncx2Tail, fit_class_tail, tail_loglik
-from calibrate_builtins.shrinkage import Shrinkage, interp_rows
-from calibrate_builtins.znorm import Znorm, ZnormModel, loo_location_scale, location_scale
+from calibrate_builtins.estimators.auto import Auto
+from calibrate_builtins.estimators.gpd_tail import GpdTail, TailFit, fit_lower_tail, gpd_mle, gpd_pwm
+from calibrate_builtins.estimators.interp import interp_threshold
+from calibrate_builtins.estimators.ncx2.tail import Ncx2Cv, Ncx2Tail, fit_class_tail, tail_loglik
+from calibrate_builtins.estimators.shrinkage import Shrinkage, interp_rows
+from calibrate_builtins.estimators.znorm import Znorm, ZnormModel, loo_location_scale, location_scale
 
 TARGETS = [0.05, 0.01, 0.005, 0.001, 0.0005]
 

@@ -56,7 +56,7 @@ def test_an_npz_without_the_arrays_it_needs(tmp_path):
 
 def test_validate_reads_only_the_head_of_a_large_file(tmp_path, monkeypatch):
     import calibrate
-    import calibrate_builtins.score_matrix as sm
+    import calibrate_builtins.datasets.score_matrix as sm
 
     values, probes, gallery = make_scores(seed=2, n_classes=4, probes_per_class=100)
     path = write_scores(tmp_path / "big.csv", values, probes, gallery)

@@ -52,7 +52,7 @@ falls back to wider candidate sets and ultimately to :func:`fit_class` itself (a
 than a plain implementation at 1,000 distances per class). ``fast`` searches the same grid on
 compressed classes (at most 4,096 distances read per class for the shape) and moves thresholds by
 at most 6% relative to ``exact`` (measured and tested bound), about 10x faster again. Both are in
-:mod:`calibrate_builtins.ncx2_batch`; docs/performance.md has the measurements. Fits run in chunks
+:mod:`calibrate_builtins.estimators.ncx2.batch`; docs/performance.md has the measurements. Fits run in chunks
 of classes through the run's executor (``context.map``).
 
 Default sigma range (``sigma.low`` / ``sigma.high`` omitted). Derived from the class's own training
@@ -324,9 +324,9 @@ def heavily_tied(distances: np.ndarray) -> bool:
 
 def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec: dict[str, Any], score: Score,
                scaling: Scaling, mode: Mode) -> list[tuple[int, float, float, float, bool]]:
-    """Many classes through the batched cascade (:mod:`calibrate_builtins.ncx2_batch`); module-level
+    """Many classes through the batched cascade (:mod:`calibrate_builtins.estimators.ncx2.batch`); module-level
     so that process executors can pickle it. Results in the order of ``chunk``."""
-    from . import ncx2_batch as nb
+    from . import batch as nb
 
     names, ds = [], []
     for name, distances in chunk:

@@ -50,7 +50,7 @@ from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
 
-from .ncx2_grid import Ncx2GridModel, check_class_distances, check_dim, check_sigma, fit_class, sigma_grid
+from .grid import Ncx2GridModel, check_class_distances, check_dim, check_sigma, fit_class, sigma_grid
 
 Score = Literal["ncc", "tail-likelihood"]
 CHECK_TARGETS = (0.05, 0.02, 0.01, 0.005, 0.0025, 0.001, 0.0005)

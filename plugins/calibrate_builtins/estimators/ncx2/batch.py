@@ -1,7 +1,7 @@
 """Batched Algorithm 1 for ``ncx2-grid``: the ``exact`` cascade and the ``fast`` mode.
 
 Both work on a chunk of classes at once (numpy calls cover many classes) and on the same per-class
-sigma grid and dim range as :func:`calibrate_builtins.ncx2_grid.fit_class`, the straightforward
+sigma grid and dim range as :func:`calibrate_builtins.estimators.ncx2.grid.fit_class`, the straightforward
 implementation and the semantic reference. Grid point ``g`` is ``(dims[g // S], sigma[g % S])``;
 loop order is ``g`` ascending; ties go to the first in loop order, as in ``fit_class``.
 

@@ -1,0 +1,26 @@
+"""Datasets: where patterns or comparison scores come from.
+
+The hook below registers this room's components; calibrate_builtins/__init__.py gathers the six
+hooks into the plugin that the ``calibrate`` entry point names. Modules are imported inside the
+hook, so that nothing is imported before the plugins are listed.
+"""
+
+from __future__ import annotations
+
+from calibrate.hookspecs import RegisterDataset, hookimpl
+
+
+@hookimpl
+def calibrate_register_datasets(register: RegisterDataset) -> None:
+    from .image_sets import ExtendedYaleB, ImageSets
+    from .npz_patterns import NpzPatterns
+    from .score_matrix import ScoreMatrixDataset
+    from .synthetic_impostors import SyntheticImpostors
+    from .synthetic_patterns import SyntheticPatterns
+
+    register("npz-patterns", NpzPatterns)
+    register("score-matrix", ScoreMatrixDataset)
+    register("synthetic-patterns", SyntheticPatterns)
+    register("synthetic-impostors", SyntheticImpostors)
+    register("image-sets", ImageSets)
+    register("extended-yale-b", ExtendedYaleB)

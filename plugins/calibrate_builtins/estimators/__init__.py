@@ -1,0 +1,32 @@
+"""Threshold estimators: the paper's ncx2 grid (ncx2/), the empirical baselines and the estimators
+beyond the paper.
+
+The hook below registers this room's components; calibrate_builtins/__init__.py gathers the six
+hooks into the plugin that the ``calibrate`` entry point names. Modules are imported inside the
+hook, so that nothing is imported before the plugins are listed.
+"""
+
+from __future__ import annotations
+
+from calibrate.hookspecs import RegisterEstimator, hookimpl
+
+
+@hookimpl
+def calibrate_register_estimators(register: RegisterEstimator) -> None:
+    from .auto import Auto
+    from .gpd_tail import GpdTail
+    from .interp import ClassInterp, GenericInterp
+    from .ncx2.grid import Ncx2Grid
+    from .ncx2.tail import Ncx2Cv, Ncx2Tail
+    from .shrinkage import Shrinkage
+    from .znorm import Znorm
+
+    register("generic-interp", GenericInterp)
+    register("class-interp", ClassInterp)
+    register("ncx2-grid", Ncx2Grid)
+    register("gpd-tail", GpdTail)
+    register("znorm", Znorm)
+    register("shrinkage", Shrinkage)
+    register("ncx2-tail", Ncx2Tail)
+    register("ncx2-cv", Ncx2Cv)
+    register("auto", Auto)
