@@ -328,7 +328,7 @@ class FittedModel(ABC):
 
     def thresholds(self, targets: Sequence[float], label: str = "") -> ThresholdTable:
         checked = [check_target(t) for t in targets]
-        values = self._thresholds(np.asarray(checked, dtype=np.float64))
+        values = self._thresholds(np.asarray(checked, dtype=np.float64), self.all_rows())
         return ThresholdTable(label or type(self).__name__, self.classes, tuple(checked), values)
 
     def threshold(self, cls: str, target: float) -> float:
@@ -336,11 +336,19 @@ class FittedModel(ABC):
         if str(cls) not in self._index:
             raise KeyError(f"class {cls!r} is not in this calibration ({len(self.classes)} classes)")
         i = self._index[str(cls)]
-        return float(self._thresholds(np.asarray([check_target(target)]), rows=np.asarray([i]))[0, 0])
+        return float(self._thresholds(np.asarray([check_target(target)]), np.asarray([i], dtype=np.int64))[0, 0])
+
+    def all_rows(self) -> np.ndarray:
+        """Every class's row index (int64), in the order of ``classes``."""
+        return np.arange(len(self.classes), dtype=np.int64)
 
     @abstractmethod
-    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Thresholds, shape (classes or len(rows), targets)."""
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Thresholds, shape (len(rows), len(targets)), for the classes at indices ``rows``.
+
+        ``rows`` is always an int64 array (every class: :meth:`all_rows`); ``targets`` are checked
+        FPRs in (0, 1).
+        """
 
     def parameters(self) -> list[dict[str, Any]]:
         """Per-class fitted parameters for models.csv (empty when there is nothing to audit)."""

@@ -20,9 +20,6 @@ def _means(sets: SetCollection) -> np.ndarray:
 class Euclidean(Distance):
     """Euclidean distance between set means (between samples when every set has one sample)."""
 
-    def __init__(self):
-        pass
-
     def _pairwise(self, probes: SetCollection, gallery: SetCollection, context: RunContext) -> np.ndarray:
         a, b = _means(probes), _means(gallery)
         if a.shape[1] != b.shape[1]:

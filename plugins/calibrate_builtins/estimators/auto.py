@@ -44,8 +44,5 @@ class Auto(Estimator):
 
     model_class = ZnormModel
 
-    def __init__(self):
-        pass
-
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         return fit_znorm(impostors, who="auto", **AUTO_CONFIG)

@@ -242,8 +242,7 @@ class GpdTailModel(FittedModel):
     def _slot(self, i: int) -> int:
         return 0 if self._shared else i
 
-    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        rows = np.arange(len(self.classes)) if rows is None else np.asarray(rows, dtype=np.int64)
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         out = np.empty((rows.size, targets.size))
         for r, i in enumerate(rows):
             s = self._slot(int(i))

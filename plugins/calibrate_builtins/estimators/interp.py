@@ -51,8 +51,7 @@ class _SortedModel(FittedModel):
             return self._values
         return self._values[self._offsets[i]:self._offsets[i + 1]]
 
-    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        rows = np.arange(len(self.classes)) if rows is None else rows
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if self._shared:
             return np.tile(interp_threshold(self._values, targets), (len(rows), 1))
         return np.stack([interp_threshold(self._row(int(i)), targets) for i in rows]) if len(rows) else np.empty((0, targets.size))
@@ -75,9 +74,6 @@ class GenericInterp(Estimator):
 
     model_class = _SortedModel
 
-    def __init__(self):
-        pass
-
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         pooled = np.sort(impostors.pooled())
         return _SortedModel(impostors.classes, pooled, np.array([0, pooled.size]), shared=True)
@@ -87,9 +83,6 @@ class ClassInterp(Estimator):
     """A threshold per class from that class's own training impostor distances."""
 
     model_class = _SortedModel
-
-    def __init__(self):
-        pass
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         values = np.concatenate([np.sort(impostors.of(i)) for i in range(len(impostors))])

@@ -94,8 +94,7 @@ class ShrinkageModel(FittedModel):
     def _row(self, i: int) -> np.ndarray:
         return self._values[self._offsets[i]:self._offsets[i + 1]]
 
-    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        rows = np.arange(len(self.classes)) if rows is None else np.asarray(rows, dtype=np.int64)
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         targets = np.asarray(targets, dtype=np.float64)
         pooled_t = interp_threshold(self._pooled, targets)
         out = np.empty((rows.size, targets.size))

@@ -212,8 +212,7 @@ class ZnormModel(FittedModel):
         at_switch = float(pooled_quantile(self.sorted_z, np.array([switch]))[0])
         return np.where(targets < switch, np.minimum(self.tail.quantile(targets), at_switch), emp)
 
-    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        rows = np.arange(len(self.classes)) if rows is None else np.asarray(rows, dtype=np.int64)
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         targets = np.asarray(targets, dtype=np.float64)
         if self.pooled_shape:
             q = np.broadcast_to(self.z_quantiles(targets), (rows.size, targets.size))

@@ -52,9 +52,6 @@ OnDone = Callable[[Sequence[int]], None]
 class Serial(Executor):
     """Everything in this process, one item after another (the default)."""
 
-    def __init__(self):
-        pass
-
     def _map(self, function: Callable, items: list, on_done: OnDone | None = None) -> list:
         out = []
         for i, item in enumerate(items):

@@ -16,9 +16,6 @@ class Identity(Transform):
 
     accepts = ("distance",)
 
-    def __init__(self):
-        pass
-
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
         if kind != "distance":
             raise DataError("transform identity: the scores are similarities (higher = more alike); use "

@@ -152,7 +152,7 @@ def _edges(m: int) -> np.ndarray:
     return (1.0 - EDGE_MIX) * j + EDGE_MIX * 0.5 * (1.0 - np.cos(np.pi * j))
 
 
-class Groups:
+class CompressedRanks:
     """One compression of a chunk of classes into m weighted points per class.
 
     Group ``j`` of a class holds the sorted distances at positions ``[e_j n, e_{j+1} n)`` (edges
@@ -161,7 +161,7 @@ class Groups:
     first-order corrections of the compressed scores use.
     """
 
-    def __init__(self, prep: "Prepared", m: int):
+    def __init__(self, prep: "ClassChunk", m: int):
         n, C = prep.n, prep.C
         bounds = np.rint(_edges(m)[None, :] * n[:, None]).astype(np.int64)
         cnt = np.diff(bounds, axis=1).astype(np.float64)
@@ -211,15 +211,15 @@ class Groups:
         self.anorm = np.sqrt((self.cwa * self.ca).sum(axis=1) + self.var_r.sum(axis=1))
 
 
-class Prepared:
+class ClassChunk:
     """A chunk of classes: sorted distances (padded), ranks, compressed groups, grids."""
 
     def __init__(self, distances: Sequence[np.ndarray], grids: np.ndarray | None, dims: Sequence[int], scaling: str,
-                 m1: int, m2: int | None = None, cap: int | None = None):
-        m2 = m1 if m2 is None else m2
+                 points: int, refine_points: int | None = None, cap: int | None = None):
+        refine_points = points if refine_points is None else refine_points
         self.C = len(distances)
         # mean of delta^2 over every distance (it fixes lambda), before any subsampling
-        self.m2 = np.array([float(np.einsum("i,i->", d, d)) / d.size for d in distances])  # no BLAS threads
+        self.mean_sq_all = np.array([float(np.einsum("i,i->", d, d)) / d.size for d in distances])  # no BLAS threads
         if cap is not None and max(d.size for d in distances) > cap:
             distances = [d if d.size <= cap else d[np.linspace(0, d.size - 1, cap).round().astype(np.int64)]
                          for d in distances]
@@ -264,8 +264,8 @@ class Prepared:
             self.mean_d2 = np.where(valid, self.d2, 0.0).sum(axis=1) / n
             self.sc = np.where(valid, self.d2 - self.mean_d2[:, None], 0.0)
         self.var_d2 = np.einsum("ij,ij->i", self.sc, self.sc) / n
-        self.g1 = Groups(self, m1)
-        self.g2 = self.g1 if m2 == m1 else Groups(self, m2)
+        self.g1 = CompressedRanks(self, points)
+        self.g2 = self.g1 if refine_points == points else CompressedRanks(self, refine_points)
         self.anorm = self.g1.anorm
         self._a = None
         self._sqrt_p = None
@@ -289,7 +289,7 @@ class Prepared:
         self.dims = np.asarray(list(dims), dtype=np.float64)
         self.G = self.dims.size * self.S
         self.fac = 1.0 / self.grids**2 if scaling == "divide" else self.grids**2
-        mean_x = self.fac[:, None, :] * self.m2[:, None, None]  # (C, D, S)
+        mean_x = self.fac[:, None, :] * self.mean_sq_all[:, None, None]  # (C, D, S)
         k = self.dims[None, :, None]
         self.lam = np.maximum(mean_x - k, mean_x / (1.0 + k)).reshape(self.C, self.G)
 
@@ -307,7 +307,7 @@ class Prepared:
         return self.fac[c, np.asarray(g) % self.S]
 
     # -- scores ---------------------------------------------------------------------------------
-    def compressed_scores(self, F: np.ndarray, dF: np.ndarray, c: np.ndarray, score: str, grp: Groups) -> np.ndarray:
+    def compressed_scores(self, F: np.ndarray, dF: np.ndarray, c: np.ndarray, score: str, grp: CompressedRanks) -> np.ndarray:
         """Scores of the model CDF F (P, m) on the compressed points of classes c (P,).
 
         ``dF`` is dF/ds at the group means (s = squared distance); it carries the first-order
@@ -334,7 +334,7 @@ class Prepared:
             out = num / den
         return np.where((den > 0) & np.isfinite(out), out, -np.inf)
 
-    def _sankaran(self, c: np.ndarray, g: np.ndarray, grp: Groups) -> tuple[np.ndarray, np.ndarray]:
+    def _sankaran(self, c: np.ndarray, g: np.ndarray, grp: CompressedRanks) -> tuple[np.ndarray, np.ndarray]:
         """Sankaran's CDF and its derivative in s at the group means, for pairs (c, g): (P, m) each."""
         h, loga, mu, inv_s = sankaran_parts(self.k_of(g), self.lam[c, g])
         cs = grp.cs[c]
@@ -531,7 +531,7 @@ _FLOOR1 = 1e-6
 _FLOOR2 = 2e-6
 
 
-def exact_batch(prep: Prepared, score: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def exact_batch(prep: ClassChunk, score: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per class: winning grid index (-1: hand the class to fit_class) and its full score; and
     [stage-2 scores, full-data scores] computed for the whole batch."""
     C, G, S, Dn = prep.C, prep.G, prep.S, prep.dims.size
@@ -569,15 +569,15 @@ def exact_batch(prep: Prepared, score: str) -> tuple[np.ndarray, np.ndarray, np.
             if not np.isfinite(b3):
                 pending[c] = False  # fit_class decides (and names the problem)
                 continue
-            m2 = _margin(S2[c, seen3], s3[seen3], _FLOOR2)
+            margin2 = _margin(S2[c, seen3], s3[seen3], _FLOOR2)
             seen2 = ~np.isnan(S2[c])
             # stage-1 -> 2 correction bound per dim (Sankaran's error depends on dim and lambda)
-            m1 = np.empty(Dn)
+            margin1 = np.empty(Dn)
             for d in range(Dn):
                 sel = seen2 & (dim_of == d)
-                m1[d] = _margin(S1[c, sel], S2[c, sel], _FLOOR1)
-            n2 = np.flatnonzero(~seen2 & (S1[c] + m1[dim_of] + m2 >= b3))
-            n3 = np.flatnonzero(seen2 & ~seen3 & (S2[c] + m2 >= b3))
+                margin1[d] = _margin(S1[c, sel], S2[c, sel], _FLOOR1)
+            n2 = np.flatnonzero(~seen2 & (S1[c] + margin1[dim_of] + margin2 >= b3))
+            n3 = np.flatnonzero(seen2 & ~seen3 & (S2[c] + margin2 >= b3))
             if n2.size > EXACT_MAX_EXTRA:
                 pending[c] = False
                 continue
@@ -617,7 +617,7 @@ def exact_batch(prep: Prepared, score: str) -> tuple[np.ndarray, np.ndarray, np.
     return winner, best, evals
 
 
-def fast_batch(prep: Prepared, score: str) -> tuple[np.ndarray, np.ndarray]:
+def fast_batch(prep: ClassChunk, score: str) -> tuple[np.ndarray, np.ndarray]:
     """(winning grid index, compressed exact score) per class; -1 where nothing could be scored."""
     C, S, Dn = prep.C, prep.S, prep.dims.size
     coarse = np.arange(0, S, FAST_STEP)

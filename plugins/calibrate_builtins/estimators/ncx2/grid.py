@@ -326,7 +326,7 @@ def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec:
                scaling: Scaling, mode: Mode) -> list[tuple[int, float, float, float, bool]]:
     """Many classes through the batched cascade (:mod:`calibrate_builtins.estimators.ncx2.batch`); module-level
     so that process executors can pickle it. Results in the order of ``chunk``."""
-    from . import batch as nb
+    from . import batch
 
     names, ds = [], []
     for name, distances in chunk:
@@ -347,26 +347,26 @@ def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec:
     order = np.argsort(sizes, kind="stable")  # similar sizes share a batch: little padding
     order = order[~tied[order]]
     # fast mode on small cohorts: the exact cascade is cheap there, and the fast search's error is not
-    all_exact = mode == "exact" or dims[0] < nb.FAST_MIN_DIM
-    exact_upto = len(order) if all_exact else int(np.searchsorted(sizes[order], nb.FAST_EXACT_UPTO, side="right"))
+    all_exact = mode == "exact" or dims[0] < batch.FAST_MIN_DIM
+    exact_upto = len(order) if all_exact else int(np.searchsorted(sizes[order], batch.FAST_EXACT_UPTO, side="right"))
     batches = [order[s0:min(s0 + _SUB, exact_upto)] for s0 in range(0, exact_upto, _SUB)]
     batches += [order[s0:s0 + _SUB] for s0 in range(exact_upto, len(order), _SUB)]
     for idx in batches:
         sub = [ds[i] for i in idx]
-        exact = all_exact or sizes[idx].max() <= nb.FAST_EXACT_UPTO
+        exact = all_exact or sizes[idx].max() <= batch.FAST_EXACT_UPTO
         if exact:
-            prep = nb.Prepared(sub, None, loop_dims, scaling, nb.EXACT_M1, nb.EXACT_M)
+            prep = batch.ClassChunk(sub, None, loop_dims, scaling, batch.EXACT_M1, batch.EXACT_M)
         else:
-            prep = nb.Prepared(sub, None, loop_dims, scaling, nb.FAST_M, cap=nb.FAST_MAX_POINTS)
+            prep = batch.ClassChunk(sub, None, loop_dims, scaling, batch.FAST_M, cap=batch.FAST_MAX_POINTS)
         grids, ok = batch_grids(prep.mean_d2, prep.var_d2, spec, dims, scaling)
         if not ok.all():
             bad = int(idx[np.flatnonzero(~ok)[0]])
             _fit_item((names[bad], ds[bad]), dims, spec, score, scaling)  # raises the named DataError
         prep.set_grids(grids, loop_dims)
         if exact:
-            winner, best, _ = nb.exact_batch(prep, score)
+            winner, best, _ = batch.exact_batch(prep, score)
         else:
-            winner, best = nb.fast_batch(prep, score)
+            winner, best = batch.fast_batch(prep, score)
         S = grids.shape[1]
         for j, i in enumerate(idx):
             g = int(winner[j])
@@ -402,8 +402,7 @@ class Ncx2GridModel(FittedModel):
         """Distance per unit sqrt(X): delta = scale * sqrt(X)."""
         return self.sigma[rows] if self.scaling == "divide" else 1.0 / self.sigma[rows]
 
-    def _thresholds(self, targets: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        rows = np.arange(len(self.classes)) if rows is None else np.asarray(rows, dtype=np.int64)
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         targets = np.asarray(targets, dtype=np.float64)
         order = np.argsort(targets, kind="stable")
         q = special.chndtrix(targets[order][None, :], self.dim[rows][:, None], self.lam[rows][:, None])
