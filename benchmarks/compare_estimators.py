@@ -281,7 +281,7 @@ def default_section(runs: dict[str, dict]) -> list[str]:
     """Which configuration became the default, why, and how it did (numbers read from the runs)."""
     lines = ["## The default: `auto`", "",
              "A recipe that names no estimator should use `{plugin: auto}` (no parameters). What it is "
-             "(plugins/calibrate_builtins/auto.py, znorm.py): per class, the median and IQR/1.349 of the log "
+             "(plugins/calibrate_builtins/estimators/auto.py, znorm.py): per class, the median and IQR/1.349 of the log "
              "training distances; every class's standardised log distances pooled into one sample of N values; the "
              "threshold of class c at target e is its median + its scale x the pooled e-quantile, mapped back to a "
              "distance. The pooled quantile is empirical while at least 10 pooled values lie below it and a "
