@@ -3,9 +3,13 @@
 Library use::
 
     import calibrate
-    result = calibrate.run("recipe.yaml")                 # writes the outputs, returns the results
-    model = calibrate.load_calibration("results/calibration.json", "ncx2-grid")
-    tau = model.threshold("alice", 0.001)                 # accept when distance <= tau
+    result = calibrate.run("recipe.yaml")                  # writes the outputs, returns the results
+    cal = calibrate.load("results/calibration.json", "auto")
+    t = cal.threshold("alice", 0.001)                      # in the matcher's score units (cal.accept_if)
+    cal = calibrate.fit(scores, classes, kind="similarity") # or fit from arrays held in memory
+    cal.accept(["alice", "bob"], [71.9, 40.2], 0.001)
+
+docs/embedding.md has the whole runtime API.
 """
 
 from __future__ import annotations
@@ -18,5 +22,6 @@ except metadata.PackageNotFoundError:  # running from a source tree that is not 
     __version__ = "0.0.0+unknown"
 
 from .api import load_calibration, run, validate  # noqa: E402
+from .calibration import Calibration, fit, load  # noqa: E402
 
-__all__ = ["__version__", "load_calibration", "run", "validate"]
+__all__ = ["__version__", "Calibration", "fit", "load", "load_calibration", "run", "validate"]

@@ -318,6 +318,51 @@ class Transform(Component, ABC):
     @abstractmethod
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray: ...
 
+    # ---- back to the matcher's own units (for thresholds users can compare scores with) ----
+
+    def _inverse(self, distances: np.ndarray, kind: str) -> np.ndarray | None:
+        """Raw scores whose transformed value is each distance (the inverse of ``_apply``), or None
+        when the transform has no inverse (thresholds are then given in distance units only)."""
+        return None
+
+    def fitted_state(self) -> dict[str, Any]:
+        """What ``_fit`` learned, JSON-serialisable (saved with a calibration); default: nothing."""
+        return {}
+
+    def set_fitted_state(self, state: dict[str, Any]) -> "Transform":
+        """Restore what ``fitted_state`` returned, instead of fitting again."""
+        return self
+
+    def score_thresholds(self, distances: np.ndarray, kind: str) -> np.ndarray | None:
+        """For each distance threshold tau, the score threshold t in the data's own units such that
+        ``score >= t`` (similarity) or ``score <= t`` (distance) accepts exactly the scores whose
+        transformed distance is ``<= tau``. The inverse is refined to the last floating-point step
+        against ``_apply``, so both decisions agree on every score. None without an inverse."""
+        tau = np.asarray(distances, dtype=np.float64)
+        guess = self._inverse(tau.ravel(), kind)
+        if guess is None:
+            return None
+        out = np.asarray(guess, dtype=np.float64).copy()
+        more = np.inf if kind == "similarity" else -np.inf  # the direction in which scores are more alike
+
+        def accepted(score: float, t: float) -> bool:
+            return bool(self._apply(np.array([score]), kind)[0] <= t)
+
+        for i, (t, s) in enumerate(zip(tau.ravel(), out)):
+            if not (np.isfinite(t) and np.isfinite(s)):
+                continue
+            for _ in range(64):  # the threshold score itself must be accepted ...
+                if accepted(s, t):
+                    break
+                s = np.nextafter(s, more)
+            for _ in range(64):  # ... and the next less alike score must not be
+                less = np.nextafter(s, -more)
+                if not accepted(less, t):
+                    break
+                s = less
+            out[i] = s
+        return out.reshape(tau.shape)
+
 
 class FittedModel(ABC):
     """A calibration: per-class parameters that give a threshold at any target FPR."""
@@ -382,6 +427,45 @@ class Estimator(Component, ABC):
     @abstractmethod
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel: ...
 
+    #: what ``enroll`` keeps fixed: "per-class" (a class's model depends on its own distances only, so
+    #: enrolling class by class gives exactly a full fit's thresholds), "pooled" (quantities pooled over
+    #: the fitted classes, e.g. a shared shape, stay as fitted; refit when many classes have been added),
+    #: or None (the estimator cannot add one class: refit)
+    enroll_mode: str | None = None
+
+    def enroll(self, model: FittedModel, cls: str, distances: np.ndarray,
+               context: RunContext | None = None) -> FittedModel:
+        """``model`` with class ``cls`` added (or replaced) from its training impostor distances; the
+        other classes keep their thresholds. Raises a CalibrateError when the estimator cannot."""
+        from .errors import CalibrateError
+
+        d = np.asarray(distances, dtype=np.float64).ravel()
+        single = ImpostorDistances.from_lists({str(cls): d})  # validates: finite, non-negative, not empty
+        if self.enroll_mode is None:
+            raise CalibrateError(f"estimator {progress_name(self)} cannot add one class to a fitted calibration "
+                                 "(its thresholds depend on every class together); fit again with the new class")
+        return self._enroll(model, str(cls), single, context or RunContext())
+
+    def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
+        """Default for per-class estimators: fit the class alone and put its per-class state into the
+        model's (state entries that are lists with one item per class)."""
+        alone = self._fit(single, context)
+        return merge_class_state(model, alone, cls)
+
+
+def merge_class_state(model: FittedModel, alone: FittedModel, cls: str) -> FittedModel:
+    """``model`` with the per-class entries of ``alone`` (a one-class model of the same type) added
+    for ``cls``, or replacing its entries when ``cls`` is already calibrated. Per-class entries are
+    the state's lists with one item per class; everything else is kept from ``model``."""
+    state, one = model.to_state(), alone.to_state()
+    n = len(model.classes)
+    i = model.classes.index(cls) if cls in model.classes else None
+    out = dict(state)
+    for key, value in state.items():
+        if isinstance(value, list) and len(value) == n and isinstance(one.get(key), list) and len(one[key]) == 1:
+            out[key] = value[:i] + one[key] + value[i + 1:] if i is not None else value + one[key]
+    return type(model).from_state(out)
+
 
 @dataclass(frozen=True)
 class Fold:
@@ -392,6 +476,9 @@ class Fold:
     test: DistanceMatrix
     models: dict[str, FittedModel]
     tables: dict[str, ThresholdTable]
+    #: the fitted transform from raw scores to these distances, and the raw scores' kind
+    transform: "Transform | None" = None
+    kind: str = "distance"
 
 
 @dataclass(frozen=True)

@@ -40,3 +40,8 @@ class DataError(CalibrateError, ValueError):
 
 class PluginError(CalibrateError):
     """A plugin is broken or conflicts with another one."""
+
+
+class CalibrationError(CalibrateError, ValueError):
+    """A question a saved or fitted calibration cannot answer (unknown class, target outside (0, 1)),
+    or an artifact it cannot load (newer format, missing plugin, corrupt file)."""

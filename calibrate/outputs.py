@@ -329,14 +329,23 @@ class StagedOutput:
         self._remove_created()
 
 
-def thresholds_csv(tables: list[ThresholdTable]) -> str:
+def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "distance") -> str:
+    """``estimator,class,target_fpr,threshold,score_threshold,accept_if``: ``threshold`` on the
+    transformed distance (accept when distance <= it), ``score_threshold`` the same threshold in the
+    data's own score units through the fitted transform's inverse (empty when the transform has
+    none), ``accept_if`` how to compare a score with it (``score >= t`` for similarities)."""
+    from .calibration import ACCEPT_IF
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["estimator", "class", "target_fpr", "threshold"])
+    w.writerow(["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if"])
     for table in tables:
+        scores = None if transform is None else transform.score_thresholds(table.values, kind)
         for i, cls in enumerate(table.classes):
             for k, target in enumerate(table.targets):
-                w.writerow([table.estimator, cls, repr(target), repr(float(table.values[i, k]))])
+                st = "" if scores is None else repr(float(scores[i, k]))
+                w.writerow([table.estimator, cls, repr(target), repr(float(table.values[i, k])), st,
+                            ACCEPT_IF[kind] if scores is not None else ""])
     return buf.getvalue()
 
 
@@ -452,9 +461,9 @@ def timings_md(timings: dict) -> str:
 
 def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult]) -> None:
     first = folds[0]
-    staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values())))
+    staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values()), first.transform, first.kind))
     for k, fold in enumerate(folds[1:], start=1):
-        staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values())))
+        staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values()), fold.transform, fold.kind))
     rows = []
     for label, model in first.models.items():
         for row in model.parameters():
@@ -471,8 +480,21 @@ def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
 
 
 def calibration_json(recipe: Recipe, fold: Fold) -> str:
-    doc = {"format": "calibrate-calibration", "version": 1, "estimators": {}}
+    """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
+    fitted transform and the score direction, so that answers come in the data's own score units."""
+    from .calibration import ACCEPT_IF, FORMAT, FORMAT_VERSION, fingerprint
+    from .types import ImpostorDistances
+
+    def plain(value):
+        return json.loads(json.dumps(value, default=str))
+
+    spec = recipe.transform_for(fold.kind)
+    doc = {"format": FORMAT, "version": FORMAT_VERSION, "kind": fold.kind, "accept_if": ACCEPT_IF[fold.kind],
+           "transform": {"plugin": spec.info.name, "params": plain(spec.params),
+                         "state": fold.transform.fitted_state() if fold.transform is not None else {}},
+           "targets": list(recipe.targets), "fingerprint": fingerprint(ImpostorDistances.from_matrix(fold.train)),
+           "versions": versions(recipe), "estimators": {}}
     for spec in recipe.estimators:
-        doc["estimators"][spec.label] = {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),
+        doc["estimators"][spec.label] = {"plugin": spec.info.name, "params": plain(spec.params),
                                          "state": fold.models[spec.label].to_state()}
     return json.dumps(doc, indent=1) + "\n"

@@ -128,7 +128,8 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         context.note(said)
     for name, train, test in raw_folds:
         with times("transform"):
-            transform = recipe.transform_for(train.kind).build().fit(train)
+            # fitted on the training impostor comparisons only, as the estimators are (and calibrate.fit is)
+            transform = recipe.transform_for(train.kind).build().fit(train.impostors_only())
             train_d, test_d = transform.apply(train), transform.apply(test)
             impostors = ImpostorDistances.from_matrix(train_d)
             test_d.check_distances("evaluation distances")
@@ -144,7 +145,7 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
                     raise
                 models[spec.label] = model
                 tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
-        folds.append(Fold(name, train_d, test_d, models, tables))
+        folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind))
 
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = []

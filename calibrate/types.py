@@ -147,6 +147,11 @@ class DistanceMatrix:
     def genuine_mask(self) -> np.ndarray:
         return self.valid & (self.probe_classes[:, None] == self.gallery_classes[None, :])
 
+    def impostors_only(self) -> "DistanceMatrix":
+        """The same matrix with only its impostor comparisons valid (what transforms and estimators fit on)."""
+        return DistanceMatrix(self.values, self.probe_classes, self.gallery_classes, self.impostor_mask(), self.kind,
+                              self.probe_ids, self.gallery_ids, self.source)
+
     def with_values(self, values: np.ndarray, kind: DistanceKind | None = None, source: str | None = None) -> "DistanceMatrix":
         return DistanceMatrix(values, self.probe_classes, self.gallery_classes, self.valid,
                               kind or self.kind, self.probe_ids, self.gallery_ids, source or self.source)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.types import ImpostorDistances
 
-from .znorm import ZnormModel, fit_znorm
+from .znorm import ZnormModel, enroll_znorm, fit_znorm
 
 #: the configuration, in znorm's terms (recorded in models.csv through the model's parameters)
 AUTO_CONFIG = {"family": "lognormal", "robust": True, "pooled_shape": True, "predictive": False, "jackknife": 0.5,
@@ -43,6 +43,12 @@ class Auto(Estimator):
     """Class-specific thresholds chosen from the training distances alone (log scale, robust per-class location and scale, pooled shape with a GPD tail)."""
 
     model_class = ZnormModel
+    #: a new class gets its own robust location and scale; the pooled standardised quantiles (and
+    #: their GPD tail) stay as fitted, so refit once enrolled classes are a sizeable share of the gallery
+    enroll_mode = "pooled"
+
+    def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
+        return enroll_znorm(model, cls, single.of(0), AUTO_CONFIG["robust"], "auto")
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         return fit_znorm(impostors, who="auto", **AUTO_CONFIG)

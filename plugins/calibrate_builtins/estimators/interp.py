@@ -70,9 +70,18 @@ class _SortedModel(FittedModel):
 
 
 class GenericInterp(Estimator):
-    """One threshold for every class, from all classes' training impostor distances pooled."""
+    """One threshold for every class, from all classes' training impostor distances pooled.
+
+    Enrolling a class (``Calibration.enroll``) gives it the pooled threshold as fitted: its own
+    distances are not added to the pool (refit to let them count).
+    """
 
     model_class = _SortedModel
+    enroll_mode = "pooled"
+
+    def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
+        classes = list(model.classes) + ([] if cls in model.classes else [cls])
+        return _SortedModel(classes, model._values, model._offsets, shared=True)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         pooled = np.sort(impostors.pooled())
@@ -80,9 +89,20 @@ class GenericInterp(Estimator):
 
 
 class ClassInterp(Estimator):
-    """A threshold per class from that class's own training impostor distances."""
+    """A threshold per class from that class's own training impostor distances.
+
+    Enrolling a class gives exactly the thresholds a full fit would (per class).
+    """
 
     model_class = _SortedModel
+    enroll_mode = "per-class"
+
+    def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
+        rows = {c: model._row(i) for i, c in enumerate(model.classes)}
+        rows[cls] = np.sort(single.of(0))
+        values = np.concatenate(list(rows.values()))
+        offsets = np.concatenate([[0], np.cumsum([r.size for r in rows.values()])])
+        return _SortedModel(list(rows), values, offsets, shared=False)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         values = np.concatenate([np.sort(impostors.of(i)) for i in range(len(impostors))])

@@ -267,6 +267,26 @@ class ZnormModel(FittedModel):
                    state.get("min_tail_count", 10.0))
 
 
+def enroll_znorm(model: ZnormModel, cls: str, distances: np.ndarray, robust: bool, who: str) -> ZnormModel:
+    """``model`` with one class added or replaced: its location and scale from its own distances on the
+    fitted working scale; the pooled shape (standardised scores, tail) and the offset stay as fitted."""
+    y = to_working(np.asarray(distances, dtype=np.float64), model.family, model.offset)
+    try:
+        _, m, s = standardise(y, robust, 0.0)
+    except DataError as exc:
+        raise DataError(f"estimator {who}, class {cls!r}: {exc}") from None
+    state = model.to_state()
+    if cls in model.classes:
+        i = model.classes.index(cls)
+        state["loc"][i], state["scale"][i], state["n"][i] = float(m), float(s), int(y.size)
+    else:
+        state["classes"].append(cls)
+        state["loc"].append(float(m))
+        state["scale"].append(float(s))
+        state["n"].append(int(y.size))
+    return ZnormModel.from_state(state)
+
+
 def fit_znorm(impostors: ImpostorDistances, *, family: str, robust: bool, pooled_shape: bool, predictive: bool,
               jackknife: float, min_tail_count: float, tail_fraction: float, min_exceedances: int,
               shape_bounds: tuple[float, float], who: str) -> ZnormModel:
@@ -310,6 +330,11 @@ class Znorm(Estimator):
     """
 
     model_class = ZnormModel
+    #: a new class gets its own location and scale; the pooled shape and the working-scale offset stay
+    enroll_mode = "pooled"
+
+    def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
+        return enroll_znorm(model, cls, single.of(0), self.robust, "znorm")
 
     def __init__(self, *, family: Family = "gaussian", robust: bool = False, pooled_shape: bool = False,
                  predictive: bool = True, jackknife: float = 0.5, min_tail_count: float = 10.0,

@@ -22,6 +22,9 @@ class Identity(Transform):
                             "`transform: {plugin: similarity-to-distance}`")
         return values
 
+    def _inverse(self, distances: np.ndarray, kind: str) -> np.ndarray:
+        return np.asarray(distances, dtype=np.float64)
+
 
 class SimilarityToDistance(Transform):
     """Turns similarity scores into distances in [0, inf).
@@ -63,3 +66,14 @@ class SimilarityToDistance(Transform):
             raise DataError(f"transform similarity-to-distance (neg-log): scores must be > 0, found {values.min():.6g}; "
                             "use method: flip for scores that can be 0 or negative")
         return np.maximum(-np.log(values / upper), 0.0)
+
+    def _inverse(self, distances: np.ndarray, kind: str) -> np.ndarray:
+        d = np.asarray(distances, dtype=np.float64)
+        return self._upper - d if self.method == "flip" else self._upper * np.exp(-d)
+
+    def fitted_state(self) -> dict:
+        return {"upper": self._upper}
+
+    def set_fitted_state(self, state: dict) -> "SimilarityToDistance":
+        self._upper = float(state["upper"])
+        return self

@@ -89,6 +89,9 @@ class NegLogComplement(_UnitIntervalTransform):
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
         return -np.log1p(-self._domain(values, kind))
 
+    def _inverse(self, distances: np.ndarray, kind: str) -> np.ndarray:
+        return -np.expm1(-np.asarray(distances, dtype=np.float64))  # d = 1 - exp(-t)
+
 
 class ShiftedLogit(_UnitIntervalTransform):
     """t(d) = logit((d + eps) / (1 + eps)) - logit(eps / (1 + eps)) = log(1 + d / eps) - log(1 - d).
@@ -108,3 +111,7 @@ class ShiftedLogit(_UnitIntervalTransform):
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
         d = self._domain(values, kind)
         return np.log1p(d / self.eps) - np.log1p(-d)
+
+    def _inverse(self, distances: np.ndarray, kind: str) -> np.ndarray:
+        t = np.asarray(distances, dtype=np.float64)
+        return np.expm1(t) / (np.exp(t) + 1.0 / self.eps)  # e^t (1 - d) = 1 + d / eps, solved for d

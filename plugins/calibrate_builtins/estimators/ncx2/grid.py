@@ -444,6 +444,8 @@ class Ncx2Grid(Estimator):
     """
 
     model_class = Ncx2GridModel
+    #: each class's grid search sees only its own distances: enrolling one gives a full fit's thresholds
+    enroll_mode = "per-class"
 
     def __init__(self, *, dim: list[int] = [15, 22], sigma: dict | None = None,  # noqa: B006 - never mutated
                  score: Score = "ncc", scaling: Scaling = "divide", mode: Mode = "exact"):

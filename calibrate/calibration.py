@@ -1,0 +1,377 @@
+"""Deployable calibrations: fit from arrays, answer in the matcher's own score units, enroll one
+class, save and load (JSON, never pickle).
+
+    import calibrate
+    cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
+    cal.threshold("alice", 0.001)                                    # a score: accept when score >= it
+    cal.accept(["alice", "bob"], [71.9, 40.2], 0.001)                # vectorised decisions
+    cal.enroll("carol", carol_impostor_scores)                       # one class more, the others untouched
+    cal.save("face.calibration.json"); cal = calibrate.load("face.calibration.json")
+
+Inside, scores go through the fitted transform to distances, the estimator's model gives a
+distance threshold per class and target, and the transform's inverse brings it back to score
+units, refined to the last floating-point step so that ``score >= t`` (similarities) or
+``score <= t`` (distances) decides exactly as ``transform(score) <= distance threshold`` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import Estimator, FittedModel, RunContext, Transform, check_target
+from .errors import CalibrateError, CalibrationError, DataError, ParameterError
+from .types import DistanceMatrix, ImpostorDistances
+
+FORMAT = "calibrate-calibration"
+#: 1: models only (distance units); 2: with the fitted transform, score direction, targets, versions, fingerprint
+FORMAT_VERSION = 2
+ACCEPT_IF = {"similarity": "score >= t", "distance": "score <= t"}
+
+
+def fingerprint(impostors: ImpostorDistances) -> str:
+    """SHA-256 of the training impostor distances per class (order within a class ignored)."""
+    h = hashlib.sha256()
+    for i, cls in enumerate(impostors.classes):
+        h.update(cls.encode("utf-8") + b"\0")
+        h.update(np.ascontiguousarray(np.sort(impostors.of(i)), dtype="<f8").tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+def package_versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("calibrate-thresholds", "numpy", "scipy", *extra):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+class Calibration:
+    """One estimator's fitted thresholds for every enrolled class, in the data's own score units."""
+
+    def __init__(self, *, estimator: Estimator, plugin: str, label: str, params: dict[str, Any], model: FittedModel,
+                 transform: Transform, transform_plugin: str, transform_params: dict[str, Any], kind: str,
+                 targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None):
+        if kind not in ACCEPT_IF:
+            raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
+        self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
+        self.model = model
+        self.transform, self.transform_plugin, self.transform_params = transform, transform_plugin, dict(transform_params)
+        self.kind = kind
+        self.targets = tuple(float(t) for t in targets)
+        self.fingerprint = fingerprint
+        self.versions = dict(versions or {})
+        self._reset()
+
+    def _reset(self) -> None:
+        self._index = {c: i for i, c in enumerate(self.model.classes)}
+        order = np.argsort(np.array(self.model.classes, dtype=str), kind="stable")
+        self._sorted_names = np.array(self.model.classes, dtype=str)[order]
+        self._sorted_rows = order.astype(np.int64)
+        self._by_target: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+
+    # ---- questions ----------------------------------------------------------------------------
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.model.classes
+
+    @property
+    def accept_if(self) -> str:
+        """``score >= t`` for similarity scores, ``score <= t`` for distances."""
+        return ACCEPT_IF[self.kind]
+
+    def __contains__(self, cls: object) -> bool:
+        return str(cls) in self._index
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def __repr__(self) -> str:
+        return (f"Calibration({self.label!r}, {len(self)} classes, {self.kind} scores, accept if {self.accept_if}, "
+                f"transform {self.transform_plugin!r})")
+
+    def _target(self, target_fpr: float) -> float:
+        try:
+            return check_target(target_fpr)
+        except (ParameterError, TypeError, ValueError):
+            raise CalibrationError(f"target FPR {target_fpr!r} is not in (0, 1); give it as a fraction, "
+                                   "e.g. 0.001 for 0.1%") from None
+
+    def _row(self, cls: Any) -> int:
+        try:
+            return self._index[str(cls)]
+        except KeyError:
+            raise CalibrationError(f"class {str(cls)!r} is not enrolled in this calibration ({len(self)} classes); "
+                                   "enroll it first (Calibration.enroll) or check the name") from None
+
+    def _table(self, target_fpr: float, need_scores: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(distance thresholds, score thresholds) of every class at one target, computed once."""
+        e = self._target(target_fpr)
+        if e not in self._by_target:
+            tau = self.model.thresholds([e]).values[:, 0]
+            self._by_target[e] = (tau, self.transform.score_thresholds(tau, self.kind))
+        tau, scores = self._by_target[e]
+        if scores is None and need_scores:
+            raise CalibrationError(f"transform {self.transform_plugin!r} has no inverse, so thresholds exist in "
+                                   "distance units only: use distance_threshold()")
+        return tau, scores
+
+    def distance_threshold(self, cls: Any, target_fpr: float) -> float:
+        """The threshold on the transformed distance (accept when distance <= it)."""
+        return float(self._table(target_fpr, need_scores=False)[0][self._row(cls)])
+
+    def threshold(self, cls: Any, target_fpr: float) -> float:
+        """The threshold in the data's own score units: accept when ``score >= t`` for similarity
+        scores, ``score <= t`` for distances (see :attr:`accept_if`)."""
+        row = self._row(cls)
+        return float(self._table(target_fpr)[1][row])
+
+    def thresholds(self, target_fpr: float) -> dict[str, float]:
+        """Every class's score threshold at one target."""
+        return dict(zip(self.classes, self._table(target_fpr)[1].tolist()))
+
+    def accept(self, classes: Any, scores: Any, target_fpr: float) -> np.ndarray | bool:
+        """Accept or reject each claim: ``classes`` (one class or an array, the claimed identity of each
+        attempt) and ``scores`` (one score or an array of the same length, in score units). Returns a
+        boolean array (a bool for scalar input). Unknown classes and non-finite scores are errors."""
+        scalar = np.ndim(scores) == 0 and np.ndim(classes) == 0
+        s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
+        c = np.atleast_1d(np.asarray(classes))
+        if s.ndim != 1 or c.ndim != 1:
+            raise CalibrationError(f"classes and scores must be one-dimensional, got shapes {c.shape} and {s.shape}")
+        if c.size == 1 and s.size > 1:
+            c = np.broadcast_to(c, s.shape)
+        if c.size != s.size:
+            raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or one for all)")
+        if not np.all(np.isfinite(s)):
+            bad = int(np.flatnonzero(~np.isfinite(s))[0])
+            raise CalibrationError(f"score {bad} is {s[bad]!r}; every score must be a finite number")
+        _, score_t = self._table(target_fpr)
+        c = c.astype(str)
+        # class -> row by binary search over the sorted names (no Python loop over attempts)
+        pos = np.minimum(np.searchsorted(self._sorted_names, c), max(len(self) - 1, 0))
+        known = self._sorted_names[pos] == c
+        if not known.all():
+            self._row(c[np.flatnonzero(~known)[0]])  # raises, naming the class
+        t = score_t[self._sorted_rows[pos]]
+        out = s >= t if self.kind == "similarity" else s <= t
+        return bool(out[0]) if scalar else out
+
+    # ---- one class more -------------------------------------------------------------------------
+
+    def enroll(self, cls: Any, impostor_scores: Any) -> "Calibration":
+        """Add class ``cls`` (or replace it) from its impostor scores (score units), without refitting
+        the others; the transform stays as fitted. What else stays fixed depends on the estimator
+        (its ``enroll_mode``: per-class estimators give exactly a full fit's thresholds, pooled ones
+        keep their pooled quantities; others refuse). Returns the calibration itself."""
+        scores = np.asarray(impostor_scores, dtype=np.float64).ravel()
+        if scores.size == 0:
+            raise DataError(f"class {cls!r}: no impostor scores to enroll it with")
+        raw = DistanceMatrix(scores[:, None], np.array([_OTHER] * scores.size), np.array([str(cls)]), kind=self.kind,
+                             source=f"impostor scores of class {cls!r}")
+        d = self.transform.apply(raw)
+        d.check_distances(f"impostor distances of class {cls!r}")
+        self.model = self.estimator.enroll(self.model, str(cls), d.values[:, 0])
+        self._reset()
+        return self
+
+    # ---- the artifact -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": FORMAT_VERSION, "kind": self.kind, "accept_if": self.accept_if,
+                "transform": {"plugin": self.transform_plugin, "params": _jsonable(self.transform_params),
+                              "state": self.transform.fitted_state()},
+                "targets": list(self.targets), "fingerprint": self.fingerprint, "versions": self.versions,
+                "estimators": {self.label: {"plugin": self.plugin, "params": _jsonable(self.params),
+                                            "state": self.model.to_state()}}}
+
+    def save(self, path: str | Path) -> Path:
+        """Write the calibration as JSON (written beside, then renamed: never half-written)."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise CalibrationError(f"cannot write the calibration to {str(path)!r} ({exc.strerror})") from None
+        return path
+
+
+_OTHER = "\0impostor"  # the probe class of impostor scores given without their own classes
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+# ---- fitting from arrays ----------------------------------------------------------------------------
+
+
+def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
+    if isinstance(scores, Mapping):
+        if classes is not None:
+            raise ParameterError("give either a mapping class -> scores, or scores and classes, not both")
+        out = {}
+        for cls, values in scores.items():
+            arr = np.asarray(values, dtype=np.float64)
+            if arr.ndim != 1:
+                raise DataError(f"class {cls!r}: impostor scores must be a 1-D array, got shape {arr.shape}")
+            out[str(cls)] = arr
+        return out
+    try:
+        s = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError("scores must be numbers (a 1-D array of impostor comparison scores)") from None
+    if s.ndim != 1:
+        raise DataError(f"scores must be a 1-D array of impostor comparison scores, got shape {s.shape}")
+    if classes is None:
+        raise ParameterError("classes is required with an array of scores: the enrolled class of each score")
+    c = np.asarray(classes)
+    if c.shape != s.shape:
+        raise DataError(f"{s.size} scores but classes has shape {c.shape}; give the enrolled class of each score")
+    names, inverse = np.unique(c.astype(str), return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(names.size + 1))
+    return {str(n): s[order[bounds[k]:bounds[k + 1]]] for k, n in enumerate(names)}
+
+
+def _spec(registry, kind: str, entry: Any, where: str):
+    from .recipe import _component
+
+    if isinstance(entry, str):
+        entry = {"plugin": entry}
+    return _component(registry, kind, entry, where, "calibrate.fit", Path.cwd())
+
+
+def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator: str = "auto",
+        transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
+        extra_plugins: tuple = (), **params: Any) -> Calibration:
+    """Fit a calibration from training impostor scores held in memory.
+
+    :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
+    :param classes: the enrolled (claimed) class of each score (with an array of scores).
+    :param kind: ``similarity`` (higher = more alike) or ``distance``.
+    :param estimator: the estimator's registered name (``calibrate plugins``); ``**params`` are its parameters.
+    :param transform: a transform name or ``{plugin: NAME, ...}``; default: similarity-to-distance for
+        similarity scores, identity for distances (as a recipe without ``transform:``).
+    :param targets: the target FPRs the calibration is meant for (recorded in the artifact; any
+        target in (0, 1) can be asked later).
+    """
+    from .manager import build_registry
+    from .recipe import DEFAULT_TRANSFORMS
+
+    if kind not in ACCEPT_IF:
+        raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
+    registry = build_registry(extra_plugins)
+    est_spec = _spec(registry, "estimators", {"plugin": estimator, **params}, "estimator")
+    tr_spec = _spec(registry, "transforms", transform if transform is not None else DEFAULT_TRANSFORMS[kind],
+                    "transform")
+    accepts = getattr(tr_spec.info.factory, "accepts", ("distance", "similarity"))
+    if kind not in accepts:
+        raise ParameterError(f"transform {tr_spec.info.name!r} takes {' or '.join(accepts)} scores, but kind is {kind!r}")
+    checked_targets = tuple(check_target(t) for t in targets)
+    per_class = _per_class(scores, classes)
+    if len(per_class) < 1:
+        raise DataError("no classes to calibrate")
+    names = list(per_class)
+    width = max(a.size for a in per_class.values())
+    values = np.zeros((width, len(names)))
+    valid = np.zeros((width, len(names)), dtype=bool)
+    for j, n in enumerate(names):
+        a = per_class[n]
+        values[:a.size, j], valid[:a.size, j] = a, True
+    bad = valid & ~np.isfinite(values)
+    if bad.any():
+        r, j = np.argwhere(bad)[0]
+        raise DataError(f"class {names[j]!r}: score {r} is {float(values[r, j])}; impostor scores must be finite numbers")
+    raw = DistanceMatrix(values, np.array([_OTHER] * width), np.array(names), valid, kind, source="calibrate.fit scores")
+    tr = tr_spec.build().fit(raw)
+    dist = tr.apply(raw)
+    impostors = ImpostorDistances.from_matrix(dist)
+    est = est_spec.build()
+    model = est.fit(impostors, RunContext())
+    extra = [s.info.distribution for s in (est_spec, tr_spec) if s.info.distribution]
+    return Calibration(estimator=est, plugin=est_spec.info.name, label=est_spec.label, params=est_spec.params,
+                       model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
+                       kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
+                       versions=package_versions(extra))
+
+
+# ---- loading -----------------------------------------------------------------------------------------
+
+
+def read_artifact(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CalibrationError(f"calibration file {str(path)!r} does not exist; run a recipe or Calibration.save first") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise CalibrationError(f"{path}: not a readable calibration file ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CalibrationError(f"{path}: not a calibrate calibration file (no 'format: {FORMAT}')")
+    version = doc.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CalibrationError(f"{path}: calibration format version {version!r} is newer than this calibrate reads "
+                               f"(up to {FORMAT_VERSION}); upgrade calibrate-thresholds")
+    if not isinstance(doc.get("estimators"), dict) or not doc["estimators"]:
+        raise CalibrationError(f"{path}: the file holds no estimator")
+    return doc
+
+
+def _choose(doc: dict, path: Path, estimator: str | None) -> tuple[str, dict]:
+    entries = doc["estimators"]
+    if estimator is None:
+        if len(entries) != 1:
+            raise CalibrationError(f"{path} holds estimators {', '.join(entries)}; name the one to load")
+        estimator = next(iter(entries))
+    if estimator not in entries:
+        raise CalibrationError(f"{path} has no estimator {estimator!r}; it holds: {', '.join(entries)}")
+    return estimator, entries[estimator]
+
+
+def _lookup(registry, kind: str, name: Any, path: Path):
+    try:
+        return registry.get(kind, name, source=str(path))
+    except CalibrateError as exc:
+        raise CalibrationError(f"{path}: {exc}; install the plugin that provides it to load this calibration") from None
+
+
+def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration:
+    """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``), ready to answer
+    in score units. ``estimator``: the label to load when the file holds several."""
+    from .manager import build_registry
+
+    path = Path(path)
+    doc = read_artifact(path)
+    label, entry = _choose(doc, path, estimator)
+    if doc["version"] < 2 or "transform" not in doc:
+        raise CalibrationError(f"{path}: format version {doc['version']} holds distance thresholds only (no transform); "
+                               "run the recipe again with this calibrate to get score-unit thresholds, or use "
+                               "calibrate.load_calibration for the distance model")
+    registry = build_registry(extra_plugins)
+    est_info = _lookup(registry, "estimators", entry.get("plugin"), path)
+    tr = doc["transform"]
+    tr_info = _lookup(registry, "transforms", tr.get("plugin"), path)
+    try:
+        est = est_info.factory(**entry.get("params", {}))
+        transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
+        model = est_info.factory.model_class.from_state(entry["state"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
+    return Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
+                       transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
+                       kind=doc.get("kind", "distance"), targets=doc.get("targets", ()),
+                       fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}))
