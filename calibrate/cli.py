@@ -99,6 +99,30 @@ def validate(recipe: Path = typer.Argument(..., help="Recipe YAML file.")) -> No
 
 
 @app.command()
+def threshold(artifact: Path = typer.Argument(..., help="A saved calibration (calibration.json)."),
+              cls: str = typer.Option(..., "--class", help="The enrolled class."),
+              fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
+              estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
+              as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Print a class's threshold in the data's own score units."""
+    from .calibration import load
+
+    try:
+        cal = load(artifact, estimator)
+        t = cal.threshold(cls, fpr)
+        tau = cal.distance_threshold(cls, fpr)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps({"class": cls, "target_fpr": fpr, "score_threshold": t, "accept_if": cal.accept_if,
+                               "distance_threshold": tau, "estimator": cal.label}))
+    else:
+        op = ">=" if cal.kind == "similarity" else "<="
+        typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if score {op} {t!r}")
+
+
+@app.command()
 def plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List every plugin component with its parameters and where it came from."""
     from .manager import build_registry
