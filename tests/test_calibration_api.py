@@ -188,3 +188,25 @@ def test_artifacts_it_cannot_load_are_clear_errors(tmp_path):
     with pytest.raises(CalibrationError, match="not a readable calibration file"):
         calibrate.load(tmp_path / "cut.json")
     assert "pickle" not in (tmp_path / "cut.json").read_text()
+
+
+def test_cli_threshold_answers_in_score_units(tmp_path):
+    from calibrate_test_helpers import run_cli
+
+    cal = calibrate.fit(gallery(n_classes=6), estimator="class-interp")
+    path = cal.save(tmp_path / "c.json")
+    done = run_cli("threshold", str(path), "--class", "c03", "--fpr", "0.01", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["score_threshold"] == cal.threshold("c03", 0.01) and answer["accept_if"] == "score >= t"
+    done = run_cli("threshold", str(path), "--class", "nobody", "--fpr", "0.01")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "'nobody' is not enrolled" in done.stderr
+
+
+def test_the_embedding_example_runs():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "embed.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "newcomer enrolled: accept when score >=" in done.stdout and "1,000,000 decisions" in done.stdout
