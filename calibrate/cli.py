@@ -77,7 +77,7 @@ def run(recipe: Path = typer.Argument(..., help="Recipe YAML file."),
         _fail(exc)
         return
     for note in result.notes:
-        typer.echo(f"note: {note}", err=True)
+        typer.echo(f"note: {' '.join(note.split())}", err=True)  # one line each, whatever a plugin wrote
     for label, rows in result.results.items():
         ratios = ", ".join(f"{100 * r.target_fpr:g}%: {r.ratio:.2f}" for r in rows)
         typer.echo(f"{label}: achieved/target FPR {ratios}")
