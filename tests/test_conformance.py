@@ -122,10 +122,11 @@ def test_special_table_names_only_existing_builtins():
 
 
 def test_kit_covers_every_kind():
-    from calibrate.base import KINDS
-    from calibrate.testing.checks import KIND_CHECKS
+    from calibrate.kinds import NAMES
+    from calibrate.testing import KIND_CHECKS
 
-    assert set(KIND_CHECKS) == set(KINDS), "add conformance checks for the new component kind in calibrate/testing/checks.py"
+    assert set(KIND_CHECKS) == set(NAMES), \
+        "add calibrate/testing/<kind>.py ending with CHECKS = (...) and list it in KIND_CHECKS (calibrate/testing/__init__.py)"
 
 
 @parametrize_with_checks(_cases())

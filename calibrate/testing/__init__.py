@@ -15,6 +15,12 @@ In your plugin's test suite::
 or, without pytest, ``check_component("estimator", QuantileShift, {"weight": 0.25})``, which
 runs every check and raises :class:`AssertionError` listing the failures. The checks and what
 they require are listed in ``docs/plugins.md`` ("Testing your plugin").
+
+Layout: ``common.py`` holds :class:`ComponentCase`, :class:`CheckSkipped`, the shared helpers and
+the checks every kind gets; ``samples.py`` the data generators (``make_*``); each kind's own checks
+are in the module named after the kind (``datasets.py``, ``distances.py``, ``transforms.py``,
+``estimators.py``, ``evaluators.py``, ``executors.py``), ending with ``CHECKS = (...)``.
+:data:`KIND_CHECKS`, below, is the one place that maps a kind to them.
 """
 
 from __future__ import annotations
@@ -24,11 +30,30 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .checks import (SEED, TARGETS, CheckSkipped, ComponentCase, checks_for, make_evaluation_input, make_impostors,
-                     make_score_matrix, make_sets, normalise_kind)
+from ..kinds import NAMES
+from . import datasets, distances, estimators, evaluators, executors, transforms
+from .common import GENERIC_CHECKS, CheckSkipped, ComponentCase, normalise_kind
+from .samples import SEED, TARGETS, make_evaluation_input, make_impostors, make_score_matrix, make_sets
 
 __all__ = ["CheckSkipped", "ComponentCase", "SEED", "TARGETS", "as_case", "check_component", "checks_for",
            "make_evaluation_input", "make_impostors", "make_score_matrix", "make_sets", "parametrize_with_checks"]
+
+#: plural kind name -> that kind's own checks (the generic ones are added by :func:`checks_for`);
+#: a new kind gets a module here named after it, ending with ``CHECKS = (...)``
+KIND_CHECKS: dict[str, tuple[Callable, ...]] = {
+    module.__name__.rpartition(".")[2]: module.CHECKS
+    for module in (datasets, distances, transforms, estimators, evaluators, executors)
+}
+
+
+def checks_for(kind: str) -> tuple[Callable, ...]:
+    """Every check that applies to a component of ``kind``: the generic ones, then the kind's own."""
+    name = normalise_kind(kind)
+    if name not in KIND_CHECKS:
+        raise NotImplementedError(f"the conformance kit has no checks for {name}: add calibrate/testing/{name}.py "
+                                  f"ending with CHECKS = (...) and list it in KIND_CHECKS in calibrate/testing/__init__.py "
+                                  f"(kinds with checks: {', '.join(n for n in NAMES if n in KIND_CHECKS)})")
+    return GENERIC_CHECKS + KIND_CHECKS[name]
 
 
 def as_case(component: Any, registry=None) -> ComponentCase:

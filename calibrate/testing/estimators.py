@@ -1,0 +1,255 @@
+"""Conformance checks for estimators and the fitted models they return."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..base import FittedModel, RunContext
+from ..errors import DataError, ParameterError
+from ..types import ImpostorDistances, ThresholdTable
+from .common import ComponentCase, _build, _close, _fmt_bad, _params, _tmpdir
+from .samples import SEED, TARGETS, make_impostors
+
+
+def _fit(case: ComponentCase, params, impostors: ImpostorDistances, seed: int = 0) -> FittedModel:
+    est = _build(case, params)
+    model = est.fit(impostors, RunContext(seed=seed))
+    assert isinstance(model, FittedModel), f"{case.id}: fit returned {type(model).__name__}, not a FittedModel"
+    return model
+
+
+def _fitted_on_sample(case: ComponentCase, tmp_path: Path | None) -> tuple[ImpostorDistances, FittedModel]:
+    """The kit's sample impostor distances and the case's estimator fitted on them."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    imp = make_impostors()
+    return imp, _fit(case, params, imp)
+
+
+def _check_table(case, model: FittedModel, impostors: ImpostorDistances, targets=TARGETS, what="") -> np.ndarray:
+    table = model.thresholds(targets, label=case.name)
+    assert isinstance(table, ThresholdTable), f"{case.id}: thresholds() returned {type(table).__name__}"
+    assert tuple(table.classes) == tuple(impostors.classes), \
+        f"{case.id}{what}: the model's classes {table.classes[:3]}... differ from the fitted classes {impostors.classes[:3]}..."
+    v = table.values
+    assert v.shape == (len(impostors), len(targets)), f"{case.id}{what}: threshold table shape {v.shape}"
+    assert np.all(np.isfinite(v)), f"{case.id}{what}: non-finite thresholds at (class, target) {_fmt_bad(~np.isfinite(v))}"
+    return v
+
+
+def _check_monotone(case, v: np.ndarray, targets, what="") -> None:
+    order = np.argsort(targets)
+    s = v[:, order]
+    scale = max(1.0, float(np.abs(v).max()))
+    drop = np.diff(s, axis=1) < -1e-9 * scale
+    if drop.any():
+        i, k = np.argwhere(drop)[0]
+        t = np.asarray(targets)[order]
+        raise AssertionError(f"{case.id}{what}: threshold decreases from {s[i, k]!r} at target {t[k]} to {s[i, k + 1]!r} at "
+                             f"target {t[k + 1]} (class row {i}); thresholds must be non-decreasing in the target FPR")
+
+
+def check_estimator_fit(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """``fit`` returns a FittedModel of ``model_class`` with finite thresholds for every class and target."""
+    model_class = getattr(case.factory, "model_class", None)
+    assert inspect.isclass(model_class) and issubclass(model_class, FittedModel), \
+        f"{case.id}: set the class attribute model_class to the FittedModel subclass fit() returns"
+    imp, model = _fitted_on_sample(case, tmp_path)
+    assert isinstance(model, model_class), \
+        f"{case.id}: fit returned {type(model).__name__}, but model_class is {model_class.__name__}"
+    assert model.classes == imp.classes, f"{case.id}: model.classes {model.classes} != fitted classes {imp.classes}"
+    _check_table(case, model, imp)
+
+
+def check_estimator_monotone(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Thresholds are non-decreasing in the target FPR, and each column depends only on its target."""
+    imp, model = _fitted_on_sample(case, tmp_path)
+    v = _check_table(case, model, imp)
+    _check_monotone(case, v, TARGETS)
+    shuffled = tuple(np.random.default_rng(SEED).permutation(TARGETS).tolist())
+    v2 = _check_table(case, model, imp, shuffled)
+    for k, t in enumerate(shuffled):
+        j = TARGETS.index(t)
+        assert _close(v2[:, k], v[:, j], rtol=1e-9, atol=1e-12), \
+            f"{case.id}: the threshold at target {t} changes with the other targets asked for in the same call"
+
+
+def check_estimator_threshold_matches_table(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """``model.threshold(class, e)`` equals the matching ``model.thresholds(...)`` entry."""
+    imp, model = _fitted_on_sample(case, tmp_path)
+    v = _check_table(case, model, imp)
+    for i, cls in enumerate(imp.classes):
+        for k in (0, 4, len(TARGETS) - 1):
+            one = model.threshold(cls, TARGETS[k])
+            assert isinstance(one, float), f"{case.id}: threshold() returned {type(one).__name__}, not float"
+            assert _close(one, v[i, k], rtol=1e-9, atol=1e-12), \
+                f"{case.id}: threshold({cls!r}, {TARGETS[k]}) = {one!r} but thresholds() gives {v[i, k]!r}"
+
+
+def check_estimator_deterministic(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Same data and seed -> same thresholds, with fresh instances and when one instance is refitted."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    imp = make_impostors()
+    a = _fit(case, params, imp).thresholds(TARGETS).values
+    b = _fit(case, params, make_impostors()).thresholds(TARGETS).values
+    assert _close(a, b, rtol=1e-12), f"{case.id}: two fits with the same data and seed give different thresholds"
+    est = _build(case, params)
+    first = est.fit(imp, RunContext(seed=0)).thresholds(TARGETS).values
+    second = est.fit(imp, RunContext(seed=0)).thresholds(TARGETS).values
+    assert _close(first, second, rtol=1e-12) and _close(first, a, rtol=1e-12), \
+        f"{case.id}: refitting the same estimator instance changes the thresholds (state left over from a previous fit?)"
+
+
+def _scramble(obj: Any) -> None:
+    """Overwrite, in place, every mutable container reachable from ``obj``."""
+    if isinstance(obj, dict):
+        for k, v in list(obj.items()):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                obj[k] = -7.0
+            else:
+                _scramble(v)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                obj[i] = -7.0
+            else:
+                _scramble(v)
+    elif isinstance(obj, np.ndarray) and obj.flags.writeable and obj.dtype.kind in "fiu":
+        obj[...] = 0
+
+
+def check_estimator_no_shared_state(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """A fitted model keeps no reference that later changes its results: refitting the estimator on other
+    data, or changing the dict ``to_state()`` returned, leaves it alone; the input is not modified."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    imp = make_impostors()
+    before = imp.values.copy()
+    est = _build(case, params)
+    model = est.fit(imp, RunContext(seed=0))
+    ref = model.thresholds(TARGETS).values.copy()
+    assert np.array_equal(imp.values, before) and not imp.values.flags.writeable, f"{case.id}: fit modified its input"
+    other = make_impostors(SEED + 1, sizes=(30, 45, 80, 120, 66))
+    est.fit(other, RunContext(seed=0))
+    assert _close(model.thresholds(TARGETS).values, ref, rtol=1e-12), \
+        f"{case.id}: fitting the estimator again on other data changed an earlier model's thresholds; keep fitted state " \
+        "in the model, not on the estimator"
+    state = model.to_state()
+    _scramble(state)
+    assert _close(model.thresholds(TARGETS).values, ref, rtol=1e-12), \
+        f"{case.id}: changing the dict returned by to_state() changed the model; return copies (e.g. array.tolist())"
+
+
+def check_estimator_rejects_bad_input(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """NaN, negative or empty inputs are refused with DataError (never a crash inside numpy)."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    bad = {
+        "an array containing NaN": np.array([[0.5, np.nan], [1.0, 2.0]]),
+        "an array of negative distances": np.array([[-1.0, 0.5], [1.0, 2.0]]),
+        "a dict of lists": {"a": [0.5, np.nan], "b": [1.0]},
+        "no classes": ImpostorDistances((), np.empty(0), np.array([0])),
+    }
+    for what, data in bad.items():
+        est = _build(case, params)
+        try:
+            est.fit(data, RunContext(seed=0))
+        except DataError:
+            continue
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"{case.id}: fit({what}) raised {type(exc).__name__}: {exc}; raise "
+                                 "calibrate.errors.DataError") from exc
+        raise AssertionError(f"{case.id}: fit({what}) was accepted; it must raise calibrate.errors.DataError")
+
+
+def check_estimator_degenerate_input(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Tiny or degenerate classes (one distance, all ties, zeros) give finite monotone thresholds or a DataError."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    cases = {
+        "a class with a single distance": {"a": [0.7], "b": [0.5, 0.9, 1.3]},
+        "classes whose distances are all equal": {"a": [1.0] * 20, "b": [2.0] * 25},
+        "classes with zero distances": {"a": [0.0] * 5 + [0.5, 0.8, 1.1], "b": [0.0, 0.2, 0.4, 0.6, 0.9, 1.2]},
+    }
+    for what, per in cases.items():
+        imp = ImpostorDistances.from_lists({k: np.asarray(v, float) for k, v in per.items()})
+        try:
+            model = _fit(case, params, imp)
+        except DataError:
+            continue
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"{case.id}: fitting {what} raised {type(exc).__name__}: {exc}; either handle it "
+                                 "or raise calibrate.errors.DataError saying what the data lack") from exc
+        try:
+            v = _check_table(case, model, imp, what=f" ({what})")
+        except DataError:
+            continue
+        _check_monotone(case, v, TARGETS, what=f" ({what})")
+
+
+def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """``to_state()`` -> JSON -> ``model_class.from_state()`` rebuilds a model with equal thresholds."""
+    imp, model = _fitted_on_sample(case, tmp_path)
+    state = model.to_state()
+    try:
+        text = json.dumps(state)
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(f"{case.id}: to_state() is not JSON-serialisable ({exc}); use lists, numbers and strings") from exc
+    loaded = case.factory.model_class.from_state(json.loads(text))
+    assert isinstance(loaded, FittedModel), f"{case.id}: from_state returned {type(loaded).__name__}"
+    assert loaded.classes == model.classes, f"{case.id}: from_state lost the classes"
+    assert _close(loaded.thresholds(TARGETS).values, model.thresholds(TARGETS).values, rtol=1e-12), \
+        f"{case.id}: the model rebuilt by from_state(to_state()) gives different thresholds"
+    state2 = json.loads(text)
+    again = case.factory.model_class.from_state(state2)
+    ref = again.thresholds(TARGETS).values.copy()
+    _scramble(state2)
+    assert _close(again.thresholds(TARGETS).values, ref, rtol=1e-12), \
+        f"{case.id}: changing the state dict after from_state() changed the model; copy what you keep"
+
+
+def check_model_rejects_bad_targets(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Target FPRs outside (0, 1) raise ParameterError; an unknown class raises KeyError."""
+    imp, model = _fitted_on_sample(case, tmp_path)
+    for bad in (0.0, 1.0, -0.01, 1.5, float("nan")):
+        try:
+            model.thresholds([0.01, bad])
+        except ParameterError:
+            pass
+        else:
+            raise AssertionError(f"{case.id}: thresholds() accepted target FPR {bad!r}; it must raise ParameterError")
+        try:
+            model.threshold(imp.classes[0], bad)
+        except ParameterError:
+            pass
+        else:
+            raise AssertionError(f"{case.id}: threshold() accepted target FPR {bad!r}; it must raise ParameterError")
+    try:
+        model.threshold("no-such-class", 0.01)
+    except KeyError:
+        pass
+    else:
+        raise AssertionError(f"{case.id}: threshold() of an unknown class must raise KeyError")
+
+
+def check_model_parameters(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """``model.parameters()`` (models.csv rows) is a list of dicts, each naming a fitted class."""
+    imp, model = _fitted_on_sample(case, tmp_path)
+    rows = model.parameters()
+    assert isinstance(rows, list), f"{case.id}: parameters() returned {type(rows).__name__}, not a list"
+    for row in rows:
+        assert isinstance(row, dict), f"{case.id}: parameters() rows must be dicts, got {row!r}"
+        assert row.get("class") in imp.classes, f"{case.id}: parameters() row {row!r} has no 'class' of the model"
+        json.dumps(row, default=str)
+
+
+CHECKS = (check_estimator_fit, check_estimator_monotone, check_estimator_threshold_matches_table,
+          check_estimator_deterministic, check_estimator_no_shared_state, check_estimator_rejects_bad_input,
+          check_estimator_degenerate_input, check_model_state_round_trip, check_model_rejects_bad_targets,
+          check_model_parameters)
