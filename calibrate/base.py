@@ -543,8 +543,3 @@ class Executor(Component, ABC):
 
     @abstractmethod
     def _map(self, function: Callable, items: list) -> list: ...
-
-
-KINDS = ("datasets", "distances", "transforms", "estimators", "evaluators", "executors")
-BASES: dict[str, type] = {"datasets": Dataset, "distances": Distance, "transforms": Transform,
-                          "estimators": Estimator, "evaluators": Evaluator, "executors": Executor}
