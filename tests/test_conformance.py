@@ -39,6 +39,15 @@ def _score_csv(tmp: Path) -> dict:
     return {"path": path, "kind": "similarity"}
 
 
+def _score_list(tmp: Path) -> dict:
+    rng = np.random.default_rng(3)
+    lines = [f"{claimed} {probe[:2]} {probe} {rng.random():.4f}"
+             for probe in ["g1a", "g2a", "g3a", "g1b", "g2b", "g3b", "x9a", "x9b"] for claimed in ["g1", "g2", "g3"]]
+    path = tmp / "scores-dev"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"path": path, "kind": "similarity"}
+
+
 def _gray(path: Path, seed: int, size=(6, 5)) -> None:
     from PIL import Image
 
@@ -74,6 +83,7 @@ def _yale_tree(tmp: Path) -> dict:
 SPECIAL: dict[tuple[str, str], dict] = {
     ("datasets", "npz-patterns"): {"make_params": _npz},
     ("datasets", "score-matrix"): {"make_params": _score_csv},
+    ("datasets", "score-list"): {"make_params": _score_list},
     ("datasets", "synthetic-patterns"): {"params": {"classes": 4, "sets": 2, "samples": 2, "dim": 3},
                                          "make_params": lambda tmp: {}},
     ("datasets", "synthetic-impostors"): {"params": {"classes": 6, "train": 20, "test": 10},

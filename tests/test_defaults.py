@@ -49,6 +49,11 @@ def data_for(name: str, tmp_path) -> dict:
     if name == "score-matrix":
         values, probes, gallery = make_scores(seed=3, n_classes=12, probes_per_class=8)
         return {"plugin": name, "path": str(write_scores(tmp_path / "s.csv", values, probes, gallery)), "kind": "similarity"}
+    if name == "score-list":
+        values, probes, gallery = make_scores(seed=3, n_classes=12, probes_per_class=8)
+        lines = [f"{g} {p} probe{i} {float(v)!r}" for i, (p, row) in enumerate(zip(probes, values)) for g, v in zip(gallery, row)]
+        (tmp_path / "scores.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return {"plugin": name, "path": str(tmp_path / "scores.txt")}
     if name == "synthetic-impostors":
         return {"plugin": name, "classes": 20, "train": 200, "test": 200}
     if name == "synthetic-patterns":

@@ -14,12 +14,14 @@ from calibrate.hookspecs import RegisterDataset, hookimpl
 def calibrate_register_datasets(register: RegisterDataset) -> None:
     from .image_sets import ExtendedYaleB, ImageSets
     from .npz_patterns import NpzPatterns
+    from .score_list import ScoreListDataset
     from .score_matrix import ScoreMatrixDataset
     from .synthetic_impostors import SyntheticImpostors
     from .synthetic_patterns import SyntheticPatterns
 
     register("npz-patterns", NpzPatterns)
     register("score-matrix", ScoreMatrixDataset)
+    register("score-list", ScoreListDataset)
     register("synthetic-patterns", SyntheticPatterns)
     register("synthetic-impostors", SyntheticImpostors)
     register("image-sets", ImageSets)

@@ -55,7 +55,7 @@ def read_score_csv(path: Path, missing: float | None,
         raise DataError(f"{path}, line 1: {_looks_like_score_list(rows[0])} whitespace-separated columns and no commas: "
                         "this looks like a score list (one comparison per line, as bob's score files), but "
                         "score-matrix reads a probe x gallery matrix in CSV (a header row of gallery labels after "
-                        "one empty cell, then one row per probe)")
+                        "one empty cell, then one row per probe); use `plugin: score-list` for a score list")
     if len(rows) < 2:
         raise DataError(f"{path}: needs a header row of gallery labels and at least one probe row")
     gallery = [c.strip() for c in rows[0][1:]]
