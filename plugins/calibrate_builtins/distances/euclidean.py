@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.distance import cdist
 
 from calibrate.base import Distance, RunContext
 from calibrate.errors import DataError
@@ -21,6 +20,8 @@ class Euclidean(Distance):
     """Euclidean distance between set means (between samples when every set has one sample)."""
 
     def _pairwise(self, probes: SetCollection, gallery: SetCollection, context: RunContext) -> np.ndarray:
+        from scipy.spatial.distance import cdist  # imported here: listing plugins must not load scipy
+
         a, b = _means(probes), _means(gallery)
         if a.shape[1] != b.shape[1]:
             raise DataError(f"euclidean: probes have {a.shape[1]} features, gallery {b.shape[1]}")

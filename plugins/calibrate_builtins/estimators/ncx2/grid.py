@@ -85,7 +85,6 @@ import numbers
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from scipy import special
 
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
@@ -262,6 +261,8 @@ def fit_class(distances: np.ndarray, dims: Sequence[int], sigmas: np.ndarray, sc
     :param score: ``ncc`` or ``bhattacharyya`` (see the module docstring).
     :param scaling: ``divide`` (X = (delta/sigma)^2) or ``multiply`` (X = (sigma delta)^2).
     """
+    from scipy import special  # imported where it computes: listing plugins must not load scipy
+
     d = check_class_distances(distances)
     sigmas = np.asarray(sigmas, dtype=np.float64).ravel()
     if sigmas.size == 0 or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
@@ -403,6 +404,8 @@ class Ncx2GridModel(FittedModel):
         return self.sigma[rows] if self.scaling == "divide" else 1.0 / self.sigma[rows]
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        from scipy import special
+
         targets = np.asarray(targets, dtype=np.float64)
         order = np.argsort(targets, kind="stable")
         q = special.chndtrix(targets[order][None, :], self.dim[rows][:, None], self.lam[rows][:, None])
@@ -414,6 +417,8 @@ class Ncx2GridModel(FittedModel):
 
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         """Model CDF of the distance for class ``row``: P(delta <= x) = F((x / scale)^2; dim, lambda)."""
+        from scipy import special
+
         x = np.asarray(x, dtype=np.float64)
         X = np.square(np.maximum(x, 0.0) / self._scale(np.asarray(row)))
         return special.chndtr(X, self.dim[row], self.lam[row])

@@ -1,0 +1,41 @@
+"""Start-up stays light: listing the plugins and validating a recipe import no scipy.stats,
+scipy.special, scipy.spatial or matplotlib (they cost most of a second; the components import them
+inside the functions that compute). An import-graph check, in a fresh interpreter, not a timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart.yaml"
+HEAVY = ("scipy.stats", "scipy.special", "scipy.spatial", "matplotlib")
+
+
+def _loaded_after(code: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter (built-in plugins only) and return which HEAVY modules it loaded."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    env = {**os.environ, "CALIBRATE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_registry_and_validate_import_no_scipy_stats_special_or_matplotlib():
+    code = ("from calibrate.manager import build_registry\n"
+            "from calibrate.api import validate\n"
+            "assert len(build_registry().all()) > 10\n"
+            f"validate({str(QUICKSTART)!r})\n")
+    assert _loaded_after(code) == []
+
+
+def test_cli_plugins_and_validate_import_none_of_them_either():
+    code = ("from calibrate.cli import app\n"
+            "for argv in (['plugins'], ['validate', " + repr(str(QUICKSTART)) + "]):\n"
+            "    try:\n"
+            "        app(argv)\n"
+            "    except SystemExit as exc:\n"
+            "        assert exc.code in (0, None), exc.code\n")
+    assert _loaded_after(code) == []
