@@ -342,26 +342,39 @@ class Transform(Component, ABC):
         guess = self._inverse(tau.ravel(), kind)
         if guess is None:
             return None
-        out = np.asarray(guess, dtype=np.float64).copy()
+        t = tau.ravel()
+        s = np.asarray(guess, dtype=np.float64).ravel().copy()
+
+        def forward(values: np.ndarray) -> np.ndarray:
+            """_apply, with a score outside the transform's domain counted as never accepted."""
+            try:
+                return np.asarray(self._apply(values, kind), dtype=np.float64)
+            except DataError:
+                out = np.full(values.shape, np.inf)
+                for k, v in enumerate(values):
+                    try:
+                        out[k] = float(self._apply(np.array([v]), kind)[0])
+                    except DataError:
+                        pass
+                return out
+
         more = np.inf if kind == "similarity" else -np.inf  # the direction in which scores are more alike
-
-        def accepted(score: float, t: float) -> bool:
-            return bool(self._apply(np.array([score]), kind)[0] <= t)
-
-        for i, (t, s) in enumerate(zip(tau.ravel(), out)):
-            if not (np.isfinite(t) and np.isfinite(s)):
-                continue
-            for _ in range(64):  # the threshold score itself must be accepted ...
-                if accepted(s, t):
-                    break
-                s = np.nextafter(s, more)
-            for _ in range(64):  # ... and the next less alike score must not be
-                less = np.nextafter(s, -more)
-                if not accepted(less, t):
-                    break
-                s = less
-            out[i] = s
-        return out.reshape(tau.shape)
+        todo = np.isfinite(t) & np.isfinite(s)
+        # vectorised over every threshold, at most 64 float steps each way (the inverse is a few ulps off)
+        for _ in range(64):  # the threshold score itself must be accepted ...
+            idx = np.flatnonzero(todo)
+            rejected = idx[forward(s[idx]) > t[idx]] if idx.size else idx
+            if not rejected.size:
+                break
+            s[rejected] = np.nextafter(s[rejected], more)
+        for _ in range(64):  # ... and the next less alike score must not be
+            idx = np.flatnonzero(todo)
+            less = np.nextafter(s[idx], -more)
+            still = forward(less) <= t[idx] if idx.size else np.zeros(0, bool)
+            if not still.any():
+                break
+            s[idx[still]] = less[still]
+        return s.reshape(tau.shape)
 
 
 class FittedModel(ABC):
