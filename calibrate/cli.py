@@ -123,6 +123,68 @@ def threshold(artifact: Path = typer.Argument(..., help="A saved calibration (ca
 
 
 @app.command()
+def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calibration.json)."),
+           scores: Path = typer.Argument(..., help="Attempts to decide, as a score list (bob 4/5-column, or CSV with a header)."),
+           fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
+           out: Path = typer.Option(..., "--out", help="Where to write the decisions (CSV)."),
+           estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
+           fmt: str = typer.Option("auto", "--format", help="auto, 4-column, 5-column or csv."),
+           claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help="CSV: header of the claimed class."),
+           real_column: Optional[str] = typer.Option(None, "--real-column", help="CSV: header of the probe's real class."),
+           score_column: Optional[str] = typer.Option(None, "--score-column", help="CSV: header of the score."),
+           missing: Optional[float] = typer.Option(None, "--missing", help="Marker of failed comparisons: not decided, counted.")) -> None:
+    """Decide every attempt of a score list with a saved calibration; write one decision per line."""
+    import csv
+    import io
+    import os
+
+    import numpy as np
+
+    from calibrate_builtins.datasets.score_list import DEFAULT_COLUMNS, read_comparisons
+
+    from .calibration import load
+
+    try:
+        cal = load(artifact, estimator)
+        columns = None
+        if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
+            columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
+                       "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
+        rows = read_comparisons(scores, fmt=fmt, columns=columns)
+        keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
+        failed = int((~keep).sum())
+        claimed = np.asarray(rows.claimed_labels, dtype=str)[rows.claimed[keep]] if keep.any() else np.array([], str)
+        real = np.asarray(rows.real_labels, dtype=str)[rows.real[keep]] if keep.any() else np.array([], str)
+        kept_scores = rows.scores[keep]
+        decided = cal.accept(claimed, kept_scores, fpr) if len(claimed) else np.zeros(0, bool)
+        thresholds = cal.thresholds(fpr)
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["claimed", "real", "score", "threshold", "accept"])
+        for c, r, s, d in zip(claimed.tolist(), real.tolist(), kept_scores.tolist(), decided.tolist()):
+            w.writerow([c, r, repr(s), repr(thresholds[c]), "1" if d else "0"])
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(buf.getvalue(), encoding="utf-8")
+            os.replace(tmp, out)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise CalibrateError(f"cannot write the decisions to {str(out)!r} ({exc.strerror}); choose another --out") from None
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    genuine = claimed == real
+    summary = f"{decided.size} attempts, {int(decided.sum())} accepted"
+    if genuine.any() or (~genuine).any():
+        imp = ~genuine
+        summary += (f"; impostor attempts {int(imp.sum())}, false accepts {int(decided[imp].sum())}"
+                    f"; genuine attempts {int(genuine.sum())}, false rejects {int((~decided[genuine]).sum())}")
+    if failed:
+        summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
+    typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {out}")
+
+
+@app.command()
 def plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List every plugin component with its parameters and where it came from."""
     from .manager import build_registry

@@ -210,3 +210,32 @@ def test_the_embedding_example_runs():
     done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "newcomer enrolled: accept when score >=" in done.stdout and "1,000,000 decisions" in done.stdout
+
+
+def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):
+    """examples/bob-scores: the decisions `calibrate accept` writes for the eval file count exactly the
+    false accepts and false rejects the run reported, and each is `score >= threshold`."""
+    import csv
+    from pathlib import Path
+
+    from calibrate_test_helpers import run_cli
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = calibrate.run(example / "recipe.yaml", out=tmp_path / "run")
+    done = run_cli("accept", str(tmp_path / "run" / "calibration.json"), str(example / "scores-eval"), "--fpr", "0.01",
+                   "--estimator", "auto", "--missing", "-1", "--out", str(tmp_path / "decisions.csv"))
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "decisions.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert all((r["accept"] == "1") == (float(r["score"]) >= float(r["threshold"])) for r in rows)
+    impostor = [r for r in rows if r["claimed"] != r["real"]]
+    genuine = [r for r in rows if r["claimed"] == r["real"]]
+    at_1pct = next(t for t in result.results["auto"] if t.target_fpr == 0.01)
+    assert len(impostor) == at_1pct.impostor_attempts
+    assert sum(r["accept"] == "1" for r in impostor) == at_1pct.false_accepts
+    assert sum(r["accept"] == "0" for r in genuine) / len(genuine) == pytest.approx(at_1pct.fnr, abs=1e-12)
+    done = run_cli("accept", str(tmp_path / "run" / "calibration.json"), str(example / "scores-eval"), "--fpr", "0.01",
+                   "--out", str(tmp_path / "d2.csv"))
+    assert done.returncode == 2 and "name the one to load" in done.stderr and not (tmp_path / "d2.csv").exists()

@@ -517,6 +517,22 @@ def read_score_list(path: Path, *, fmt: str = "auto", delimiter: str | None = No
     return build_matrix(rows, path, fmt, missing)
 
 
+def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = None, columns: dict | None = None,
+                     reader: str = "auto") -> _Rows:
+    """Every comparison of one score list, in file order (no matrix is built): what
+    ``calibrate accept`` decides on. Same formats, readers and messages as the dataset."""
+    path = Path(path)
+    fmt, delimiter = sniff(path, fmt, delimiter)
+    if reader != "python" and (reader == "pyarrow" or pyarrow_available()):
+        try:
+            return _read_pyarrow(path, fmt, delimiter, columns)
+        except _NeedLines:
+            pass
+    if fmt in _BOB:
+        return _read_whitespace_python(path, fmt, None)
+    return _read_csv_python(path, delimiter, columns, None)
+
+
 # ---- the dataset -------------------------------------------------------------------------------
 
 class ScoreListDataset(Dataset):
