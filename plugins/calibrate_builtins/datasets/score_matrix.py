@@ -90,8 +90,9 @@ def _drop_failed_columns(split: ScoreSplit, context: RunContext) -> ScoreSplit:
     keep = ~dead
     # labels with line breaks (a quoted CSV cell may hold one) are escaped: a note is one line
     names = [n if n.isprintable() else repr(n)[1:-1] for n in split.train.gallery_classes[dead].tolist()]
-    context.note(f"{dead.sum()} gallery class(es) had no usable comparison (every score was the `missing:` marker) "
-                 f"and were left out: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
+    context.note(f"{dead.sum()} gallery class(es) had no usable training or evaluation comparison (every score was "
+                 f"the `missing:` marker, or the data hold none for them) and were left out: "
+                 f"{', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
 
     def cut(m: DistanceMatrix) -> DistanceMatrix:
         return DistanceMatrix(m.values[:, keep], m.probe_classes, m.gallery_classes[keep], m.valid[:, keep], m.kind,
