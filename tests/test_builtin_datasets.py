@@ -92,7 +92,7 @@ def test_all_missing_column_is_dropped_with_a_note(tmp_path):
     values[:, 2] = -1
     path = write_scores(tmp_path / "s.csv", values, probes, gallery)
     context = RunContext()
-    with pytest.warns(UserWarning, match="no usable comparison"):
+    with pytest.warns(UserWarning, match="no usable training or evaluation comparison"):
         split = ScoreMatrixDataset(path=path, missing=-1).load(context)
     assert split.train.gallery_classes.tolist() == [g for k, g in enumerate(gallery) if k != 2]
     assert split.test.gallery_classes.tolist() == split.train.gallery_classes.tolist()
