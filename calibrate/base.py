@@ -325,6 +325,11 @@ class Transform(Component, ABC):
         when the transform has no inverse (thresholds are then given in distance units only)."""
         return None
 
+    def out_of_range(self, values: np.ndarray, kind: str) -> int:
+        """How many raw ``values`` lie beyond what ``_fit`` saw, where the transform clips them (so that
+        calibrating with them later gives other thresholds than fitting on them would); default 0."""
+        return 0
+
     def fitted_state(self) -> dict[str, Any]:
         """What ``_fit`` learned, JSON-serialisable (saved with a calibration); default: nothing."""
         return {}

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -38,9 +39,10 @@ ACCEPT_IF = {"similarity": "score >= t", "distance": "score <= t"}
 
 
 def fingerprint(impostors: ImpostorDistances) -> str:
-    """SHA-256 of the training impostor distances per class (order within a class ignored)."""
+    """SHA-256 of the training impostor distances per class (the order of classes, and of distances
+    within a class, ignored)."""
     h = hashlib.sha256()
-    for i, cls in enumerate(impostors.classes):
+    for i, cls in sorted(enumerate(impostors.classes), key=lambda item: item[1]):
         h.update(cls.encode("utf-8") + b"\0")
         h.update(np.ascontiguousarray(np.sort(impostors.of(i)), dtype="<f8").tobytes())
     return "sha256:" + h.hexdigest()
@@ -146,7 +148,10 @@ class Calibration:
         attempt) and ``scores`` (one score or an array of the same length, in score units). Returns a
         boolean array (a bool for scalar input). Unknown classes and non-finite scores are errors."""
         scalar = np.ndim(scores) == 0 and np.ndim(classes) == 0
-        s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
+        try:
+            s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise CalibrationError("scores must be numbers (one score per claim)") from None
         c = np.atleast_1d(np.asarray(classes))
         if s.ndim != 1 or c.ndim != 1:
             raise CalibrationError(f"classes and scores must be one-dimensional, got shapes {c.shape} and {s.shape}")
@@ -156,7 +161,7 @@ class Calibration:
             raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or one for all)")
         if not np.all(np.isfinite(s)):
             bad = int(np.flatnonzero(~np.isfinite(s))[0])
-            raise CalibrationError(f"score {bad} is {s[bad]!r}; every score must be a finite number")
+            raise CalibrationError(f"score number {bad + 1} is {float(s[bad])}; every score must be a finite number")
         _, score_t = self._table(target_fpr)
         c = c.astype(str)
         # class -> row by binary search over the sorted names (no Python loop over attempts)
@@ -175,9 +180,23 @@ class Calibration:
         the others; the transform stays as fitted. What else stays fixed depends on the estimator
         (its ``enroll_mode``: per-class estimators give exactly a full fit's thresholds, pooled ones
         keep their pooled quantities; others refuse). Returns the calibration itself."""
-        scores = np.asarray(impostor_scores, dtype=np.float64).ravel()
-        if scores.size == 0:
-            raise DataError(f"class {cls!r}: no impostor scores to enroll it with")
+        try:
+            scores = np.asarray(impostor_scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError(f"class {cls!r}: impostor scores must be numbers") from None
+        if scores.ndim != 1 or scores.size == 0:
+            raise DataError(f"class {cls!r}: impostor scores must be a non-empty 1-D array, got shape {scores.shape}")
+        if not np.all(np.isfinite(scores)):
+            bad = int(np.flatnonzero(~np.isfinite(scores))[0])
+            raise DataError(f"class {cls!r}: impostor score number {bad + 1} is {float(scores[bad])}; "
+                            "every score must be a finite number")
+        outside = self.transform.out_of_range(scores, self.kind)
+        if outside:
+            warnings.warn(f"class {cls!r}: {outside} of {scores.size} impostor scores lie beyond what the fitted "
+                          f"transform {self.transform_plugin!r} was fitted on, so it maps them to distance 0 and this "
+                          "class's threshold accepts more than a full fit's would; fit with an explicit bound (e.g. "
+                          "transform={'plugin': 'similarity-to-distance', 'upper': <largest possible score>}) or refit",
+                          stacklevel=2)
         raw = DistanceMatrix(scores[:, None], np.array([_OTHER] * scores.size), np.array([str(cls)]), kind=self.kind,
                              source=f"impostor scores of class {cls!r}")
         d = self.transform.apply(raw)
@@ -323,7 +342,9 @@ def read_artifact(path: str | Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CalibrationError(f"{path}: not a calibrate calibration file (no 'format: {FORMAT}')")
     version = doc.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CalibrationError(f"{path}: calibration format version {version!r} is not a version number")
+    if version > FORMAT_VERSION:
         raise CalibrationError(f"{path}: calibration format version {version!r} is newer than this calibrate reads "
                                f"(up to {FORMAT_VERSION}); upgrade calibrate-thresholds")
     if not isinstance(doc.get("estimators"), dict) or not doc["estimators"]:
@@ -335,7 +356,8 @@ def _choose(doc: dict, path: Path, estimator: str | None) -> tuple[str, dict]:
     entries = doc["estimators"]
     if estimator is None:
         if len(entries) != 1:
-            raise CalibrationError(f"{path} holds estimators {', '.join(entries)}; name the one to load")
+            raise CalibrationError(f"{path} holds estimators {', '.join(entries)}; name the one to load "
+                                   "(estimator=..., or --estimator on the command line)")
         estimator = next(iter(entries))
     if estimator not in entries:
         raise CalibrationError(f"{path} has no estimator {estimator!r}; it holds: {', '.join(entries)}")
@@ -346,7 +368,21 @@ def _lookup(registry, kind: str, name: Any, path: Path):
     try:
         return registry.get(kind, name, source=str(path))
     except CalibrateError as exc:
-        raise CalibrationError(f"{path}: {exc}; install the plugin that provides it to load this calibration") from None
+        raise CalibrationError(f"{exc}; install the plugin that provides it to load this calibration") from None
+
+
+def _check_model(model: FittedModel, transform: Transform, kind: str, targets, path: Path, label: str) -> None:
+    """A loaded model must answer every class with a finite threshold (a hand-edited or damaged file
+    may hold short arrays or NaN, which JSON allows): refuse it now rather than answer NaN later."""
+    try:
+        tau = model.thresholds([check_target(t) for t in targets]).values
+        scores = transform.score_thresholds(tau, kind)
+    except Exception as exc:  # noqa: BLE001 - whatever a damaged state makes the model raise
+        raise CalibrationError(f"{path}: estimator {label!r} holds a damaged model ({type(exc).__name__}: {exc}); "
+                               "save or run it again") from None
+    if not np.all(np.isfinite(tau)) or (scores is not None and not np.all(np.isfinite(scores))):
+        raise CalibrationError(f"{path}: estimator {label!r} gives non-finite thresholds (NaN or infinite values in "
+                               "the file); save or run it again")
 
 
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration:
@@ -369,9 +405,13 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
         est = est_info.factory(**entry.get("params", {}))
         transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
         model = est_info.factory.model_class.from_state(entry["state"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
+    kind = doc.get("kind", "distance")
+    if kind not in ACCEPT_IF:
+        raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")
+    _check_model(model, transform, kind, doc.get("targets") or (0.005, 0.001), path, label)
     return Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                        transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
-                       kind=doc.get("kind", "distance"), targets=doc.get("targets", ()),
+                       kind=kind, targets=doc.get("targets", ()),
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}))

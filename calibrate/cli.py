@@ -95,7 +95,8 @@ def validate(recipe: Path = typer.Argument(..., help="Recipe YAML file.")) -> No
         _fail(exc)
         return
     typer.echo(f"{recipe}: ok ({parsed.data.info.name}, {len(parsed.estimators)} estimator(s), "
-               f"targets {', '.join(f'{t:g}' for t in parsed.targets)})")
+               f"targets {', '.join(f'{t:g}' for t in parsed.targets)}; data files: format checked on their "
+               "first lines, the rest is read by `run`)")
 
 
 @app.command()
@@ -150,7 +151,7 @@ def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calib
         if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
             columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
                        "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
-        rows = read_comparisons(scores, fmt=fmt, columns=columns)
+        rows = read_comparisons(scores, fmt=fmt, columns=columns, missing=missing)
         keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
         failed = int((~keep).sum())
         claimed = np.asarray(rows.claimed_labels, dtype=str)[rows.claimed[keep]] if keep.any() else np.array([], str)

@@ -239,3 +239,41 @@ def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):
     done = run_cli("accept", str(tmp_path / "run" / "calibration.json"), str(example / "scores-eval"), "--fpr", "0.01",
                    "--out", str(tmp_path / "d2.csv"))
     assert done.returncode == 2 and "name the one to load" in done.stderr and not (tmp_path / "d2.csv").exists()
+
+
+def test_acceptance_review_findings(tmp_path):
+    """Found by an independent acceptance test: each is a clear error or a warning, never NaN."""
+    rng = np.random.default_rng(9)
+    per = {f"c{i}": rng.normal(0.3, 0.05, 200) for i in range(6)}
+    # the fingerprint does not depend on the order of classes
+    assert calibrate.fit(per).fingerprint == calibrate.fit(dict(reversed(list(per.items())))).fingerprint
+    # enrolling scores above the fitted upper bound (mapped to distance 0) warns
+    cal = calibrate.fit(per, estimator="class-interp")
+    with pytest.warns(UserWarning, match="1 of 200 impostor scores lie beyond .* accepts more than a full fit"):
+        cal.enroll("high", np.r_[0.99, rng.normal(0.3, 0.05, 199)])
+    with pytest.raises(DataError, match="non-empty 1-D array"):
+        cal.enroll("flat", [[0.1, 0.2]])
+    with pytest.raises(CalibrationError, match="scores must be numbers"):
+        cal.accept(["c0"], ["abc"], 0.01)
+    # damaged artifacts: short arrays, NaN state, a version that is not a number
+    doc = cal.to_dict()
+    state = doc["estimators"]["class-interp"]["state"]
+    for name, change in (("short", lambda d: d["estimators"]["class-interp"]["state"].update(values=state["values"][:50])),
+                         ("nan", lambda d: d["transform"]["state"].update(upper=float("nan"))),
+                         ("nanvalues", lambda d: d["estimators"]["class-interp"]["state"]["values"].__setitem__(0, float("nan"))),
+                         ("strversion", lambda d: d.update(version="2"))):
+        bad = json.loads(json.dumps(doc))
+        change(bad)
+        (tmp_path / f"{name}.json").write_text(json.dumps(bad))
+        with pytest.raises(CalibrationError):
+            calibrate.load(tmp_path / f"{name}.json")
+
+
+def test_cli_accept_names_the_line_of_a_bad_score(tmp_path):
+    from calibrate_test_helpers import run_cli
+
+    path = calibrate.fit({"p001": np.linspace(0, 1, 50), "p002": np.linspace(0, 1, 50)}).save(tmp_path / "c.json")
+    (tmp_path / "nan.txt").write_text("p001 p002 x 0.5\np001 p002 y nan\n")
+    done = run_cli("accept", str(path), str(tmp_path / "nan.txt"), "--fpr", "0.01", "--out", str(tmp_path / "d.csv"))
+    assert done.returncode == 2 and "nan.txt, line 2: NaN or infinite score" in done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "d.csv").exists()

@@ -129,5 +129,5 @@ def test_validate_reports_the_recipe_summary(score_setup):
     path = write_recipe(tmp / "recipe.yaml", score_recipe(csv, tmp / "out", targets=(0.01,)))
     result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 0
-    assert result.stdout.strip() == f"{path}: ok (score-matrix, 2 estimator(s), targets 0.01)"
+    assert result.stdout.strip() == f"{path}: ok (score-matrix, 2 estimator(s), targets 0.01; data files: format checked on their first lines, the rest is read by `run`)"
     assert not (tmp / "out").exists()  # validation computes nothing

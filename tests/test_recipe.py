@@ -167,7 +167,7 @@ def test_validate_ok_path(tmp_path, good):
     path = write_recipe(tmp_path / "recipe.yaml", good)
     result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == f"{path}: ok (score-matrix, 2 estimator(s), targets 0.05, 0.02, 0.01)"
+    assert result.stdout.strip() == f"{path}: ok (score-matrix, 2 estimator(s), targets 0.05, 0.02, 0.01; data files: format checked on their first lines, the rest is read by `run`)"
 
 
 def test_paths_are_relative_to_the_recipe_file(tmp_path, good, registry, monkeypatch):

@@ -518,19 +518,29 @@ def read_score_list(path: Path, *, fmt: str = "auto", delimiter: str | None = No
 
 
 def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = None, columns: dict | None = None,
-                     reader: str = "auto") -> _Rows:
+                     reader: str = "auto", missing: float | None = None) -> _Rows:
     """Every comparison of one score list, in file order (no matrix is built): what
-    ``calibrate accept`` decides on. Same formats, readers and messages as the dataset."""
+    ``calibrate accept`` decides on. Same formats, readers and messages as the dataset; a NaN or
+    infinite score (other than ``missing``) is a DataError naming file and line."""
     path = Path(path)
     fmt, delimiter = sniff(path, fmt, delimiter)
     if reader != "python" and (reader == "pyarrow" or pyarrow_available()):
         try:
-            return _read_pyarrow(path, fmt, delimiter, columns)
+            rows = _read_pyarrow(path, fmt, delimiter, columns)
+            if np.all(np.isfinite(rows.scores) | (rows.scores == missing if missing is not None else False)):
+                return rows
         except _NeedLines:
-            pass
+            pass  # the python reader reads it, or says what is wrong and where
     if fmt in _BOB:
-        return _read_whitespace_python(path, fmt, None)
-    return _read_csv_python(path, delimiter, columns, None)
+        rows = _read_whitespace_python(path, fmt, None)
+    else:
+        rows = _read_csv_python(path, delimiter, columns, None)
+    bad = ~np.isfinite(rows.scores) & ((rows.scores != missing) if missing is not None else True)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataError(f"{path}, line {_line(rows, i)}: NaN or infinite score; remove the line, or mark failed "
+                        "comparisons with a number and give it as --missing")
+    return rows
 
 
 # ---- the dataset -------------------------------------------------------------------------------

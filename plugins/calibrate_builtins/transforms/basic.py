@@ -71,9 +71,16 @@ class SimilarityToDistance(Transform):
         d = np.asarray(distances, dtype=np.float64)
         return self._upper - d if self.method == "flip" else self._upper * np.exp(-d)
 
+    def out_of_range(self, values: np.ndarray, kind: str) -> int:
+        # a score above the upper bound maps to distance 0 (flip) or is clipped there (neg-log)
+        return int(np.count_nonzero(np.asarray(values, dtype=np.float64) > self._upper))
+
     def fitted_state(self) -> dict:
         return {"upper": self._upper}
 
     def set_fitted_state(self, state: dict) -> "SimilarityToDistance":
-        self._upper = float(state["upper"])
+        upper = float(state["upper"])
+        if not np.isfinite(upper):
+            raise DataError(f"transform similarity-to-distance: saved upper bound {upper} is not a finite number")
+        self._upper = upper
         return self
