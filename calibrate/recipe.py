@@ -239,7 +239,8 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                  out: str | Path | None = None) -> Recipe:
     base_dir = Path(base_dir or Path.cwd())
     if not isinstance(raw, dict):
-        raise RecipeError("a recipe is a YAML mapping with keys data, estimators, evaluation, output", source=source)
+        raise RecipeError("a recipe is a YAML mapping: `version: 1` and `data:` are required; distance, transform, "
+                          "estimators, evaluation, output, seed and executor are optional", source=source)
     for key in raw:
         if key not in TOP_LEVEL:
             raise _unknown_key(key, TOP_LEVEL, str(key), source)

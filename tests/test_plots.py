@@ -63,6 +63,15 @@ def test_off_scale_rates_are_marked_at_floor_and_ceiling():
     assert {plots.ABOVE_NOTE, plots.BELOW_NOTE} <= set(legend_texts(ax))
 
 
+def test_a_small_nonzero_rate_is_kept_clear_of_the_zero_markers():
+    """paper-yale: one false accept in 59,052 attempts (1.7e-5) sat exactly on the floor under the zero markers."""
+    one = 1 / 59052
+    ax = plots.calibration_figure({"pooled": rows([one, one, 0.0, 0.0]),
+                                   "per-class": rows([0.0, 0.0, 0.0, 0.0])}).axes[0]
+    floor = ax.get_ylim()[0] * 1.2
+    assert one >= 3 * floor * 0.999
+
+
 def test_every_in_range_point_is_inside_the_axes():
     achieved = [0.0051, 0.0012, 0.0002, 0.00003]
     ax = plots.calibration_figure({"a": rows(achieved)}).axes[0]

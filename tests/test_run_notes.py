@@ -98,7 +98,7 @@ def test_zero_false_accepts_where_few_were_expected_is_called_chance():
 
     class Table:
         classes = ("a", "b")
-        values = np.array([[0.5], [0.5]])
+        values = np.array([[0.5], [0.45]])
 
     class Train:
         gallery_classes = np.array(["a", "b"])
@@ -113,3 +113,16 @@ def test_zero_false_accepts_where_few_were_expected_is_called_chance():
     rows = [TargetResult(0.001, 0.0, 0.0, 0, 1000, 0.1, {})]
     (note,) = unreachable_notes((Fold(),), "e", rows)
     assert note.startswith("e at 0.1%: no false accept, where only 1.0 were expected")
+
+
+def test_a_pooled_estimator_is_not_blamed_on_per_class_data(tmp_path):
+    """generic-interp below 1/N of the pooled distances is explained by the pool, above it not by 1/n per class."""
+    values, probes, gallery = make_scores(seed=8, n_classes=12, probes_per_class=8)
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    recipe = write_recipe(tmp_path / "r.yaml", score_recipe(csv_path, tmp_path / "out", targets=(0.2, 0.001)))
+    with pytest.warns(UserWarning):
+        result = calibrate.run(recipe)
+    pooled = result.results["generic-interp"][1]
+    assert pooled.false_accepts == 0
+    (note,) = [n for n in result.notes if n.startswith("generic-interp at 0.1%")]
+    assert "below 1/N of the 528 pooled training impostor distances" in note and "per-class" not in note

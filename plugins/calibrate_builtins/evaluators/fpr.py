@@ -197,12 +197,21 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
     n = mask.sum(axis=0)[cols]
     smallest = np.where(mask, train.values, np.inf).min(axis=0)[cols]
     at_floor = (table.values <= smallest[:, None]) & (n[:, None] > 0)  # (classes, targets)
-    floor, chance, strict = [], [], []
+    floor, pooled_floor, chance, strict = [], [], [], []
+    n_pooled = int(n.sum())
     for k, r in enumerate(rows):
         zero = r.impostor_attempts > 0 and r.false_accepts == 0
         if not (zero or (r.fnr is not None and r.fnr >= 1.0)):
             continue
-        if at_floor[:, k].mean() >= 0.5:
+        one_threshold = bool(np.ptp(table.values[:, k]) == 0)  # the same for every class: a pooled estimator
+        if one_threshold:
+            if r.target_fpr * n_pooled < 1:
+                pooled_floor.append(k)
+            elif zero and r.target_fpr * r.impostor_attempts < 3:
+                chance.append(k)
+            else:
+                strict.append(k)
+        elif at_floor[:, k].mean() >= 0.5:
             floor.append(k)
         elif zero and r.target_fpr * r.impostor_attempts < 3:
             chance.append(k)
@@ -218,6 +227,12 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
             "classes the threshold sits at or below the class's smallest training distance, so it accepts almost "
             "nothing, impostor or genuine. Such targets need an estimator that pools classes or models the tail "
             "(e.g. auto), or more impostor comparisons per class")
+    if pooled_floor:
+        notes.append(
+            f"{label} at {_pcts(rows[k].target_fpr for k in pooled_floor)}: ratio 0 and/or FNR 100% because the "
+            f"target is below 1/N of the {n_pooled} pooled training impostor distances, the least a pooled "
+            "empirical threshold can reach; its threshold sits at the pooled minimum. Such targets need an "
+            "estimator that models the tail (e.g. auto), or more training comparisons")
     if chance:
         notes.append(
             f"{label} at {_pcts(rows[k].target_fpr for k in chance)}: no false accept, where only "
@@ -226,9 +241,9 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
             "interval), not proof of a strict threshold")
     if strict:
         notes.append(
-            f"{label} at {_pcts(rows[k].target_fpr for k in strict)}: ratio 0 and/or FNR 100% although the "
-            "thresholds lie above most classes' smallest training distance: the thresholds are far stricter than the "
-            "target on the evaluation data (a shift between training and evaluation impostors?)")
+            f"{label} at {_pcts(rows[k].target_fpr for k in strict)}: ratio 0 and/or FNR 100% although the target "
+            "is within what the training data can reach: the thresholds are far stricter on the evaluation data than "
+            "on the training data, i.e. the evaluation impostors lie further away (a shift between them)")
     return notes
 
 

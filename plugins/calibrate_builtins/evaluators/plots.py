@@ -102,6 +102,9 @@ def calibration_figure(results: dict[str, list[TargetResult]]):
     # the y axis reaches down to the smallest nonzero achieved FPR and up to the largest, within
     # 30x of the target range; zeros and anything beyond are drawn on that floor or ceiling
     floor = min(x_lo, max(min(positive, default=x_lo) / 1.5, min(targets) / 30))
+    if positive and min(positive) < 3 * floor:
+        # a nonzero rate close to the floor would sit under the zero markers: keep a factor 3 between them
+        floor = min(floor, max(min(positive) / 3, min(targets) / 1000))
     ceiling = max(x_hi, min(max(positive, default=x_hi) * 1.5, max(targets) * 30))
 
     n = len(results)
