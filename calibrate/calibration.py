@@ -220,7 +220,7 @@ class Calibration:
         path = Path(path)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         try:
-            tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+            tmp.write_text(json.dumps(self.to_dict(), separators=(",", ":")) + "\n", encoding="utf-8")  # compact: the C encoder
             os.replace(tmp, path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)

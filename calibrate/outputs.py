@@ -497,4 +497,4 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
     for spec in recipe.estimators:
         doc["estimators"][spec.label] = {"plugin": spec.info.name, "params": plain(spec.params),
                                          "state": fold.models[spec.label].to_state()}
-    return json.dumps(doc, indent=1) + "\n"
+    return json.dumps(doc, separators=(",", ":")) + "\n"  # compact: the C encoder (states can hold millions of values)
