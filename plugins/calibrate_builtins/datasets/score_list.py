@@ -46,7 +46,7 @@ from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import DistanceMatrix
 
-from .score_matrix import _drop_failed_columns
+from .score_matrix import _drop_failed_columns, check_split_params, split_per_class
 
 #: comparisons that ``calibrate validate`` reads of each score list
 CHECK_LINES = 200
@@ -504,17 +504,25 @@ def read_score_list(path: Path, *, fmt: str = "auto", delimiter: str | None = No
                     missing: float | None = None, reader: str = "auto", max_rows: int | None = None) -> _Matrix:
     """Read and check one score list. ``reader``: auto (pyarrow when installed), pyarrow or python;
     ``max_rows``: read only the first comparisons (validation), always with the python reader."""
+    return _read_then(path, fmt, delimiter, columns, reader, max_rows,
+                      lambda rows, fmt: build_matrix(rows, path, fmt, missing))
+
+
+def _read_then(path: Path, fmt: str, delimiter: str | None, columns: dict | None, reader: str, max_rows: int | None,
+               finish):
+    """``finish(rows, fmt)`` on the file's comparisons: read by pyarrow when it may, by the python reader
+    when pyarrow is not wanted, reads a prefix only, or ``finish`` needs line numbers (``_NeedLines``)."""
     fmt, delimiter = sniff(path, fmt, delimiter)
     if max_rows is None and reader != "python" and (reader == "pyarrow" or pyarrow_available()):
         try:
-            return build_matrix(_read_pyarrow(path, fmt, delimiter, columns), path, fmt, missing)
+            return finish(_read_pyarrow(path, fmt, delimiter, columns), fmt)
         except _NeedLines:
             pass  # the python reader reads it, or says what is wrong and where
     if fmt in _BOB:
         rows = _read_whitespace_python(path, fmt, max_rows)
     else:
         rows = _read_csv_python(path, delimiter, columns, max_rows)
-    return build_matrix(rows, path, fmt, missing)
+    return finish(rows, fmt)
 
 
 def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = None, columns: dict | None = None,
@@ -523,24 +531,16 @@ def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = N
     ``calibrate accept`` decides on. Same formats, readers and messages as the dataset; a NaN or
     infinite score (other than ``missing``) is a DataError naming file and line."""
     path = Path(path)
-    fmt, delimiter = sniff(path, fmt, delimiter)
-    if reader != "python" and (reader == "pyarrow" or pyarrow_available()):
-        try:
-            rows = _read_pyarrow(path, fmt, delimiter, columns)
-            if np.all(np.isfinite(rows.scores) | (rows.scores == missing if missing is not None else False)):
-                return rows
-        except _NeedLines:
-            pass  # the python reader reads it, or says what is wrong and where
-    if fmt in _BOB:
-        rows = _read_whitespace_python(path, fmt, None)
-    else:
-        rows = _read_csv_python(path, delimiter, columns, None)
-    bad = ~np.isfinite(rows.scores) & ((rows.scores != missing) if missing is not None else True)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{path}, line {_line(rows, i)}: NaN or infinite score; remove the line, or mark failed "
-                        "comparisons with a number and give it as --missing")
-    return rows
+
+    def finite(rows: _Rows, fmt: str) -> _Rows:
+        bad = ~np.isfinite(rows.scores) & ((rows.scores != missing) if missing is not None else True)
+        if bad.any():  # from the pyarrow reader, _line hands the file to the python reader for the line
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{path}, line {_line(rows, i)}: NaN or infinite score; remove the line, or mark failed "
+                            "comparisons with a number and give it as --missing")
+        return rows
+
+    return _read_then(path, fmt, delimiter, columns, reader, None, finite)
 
 
 # ---- the dataset -------------------------------------------------------------------------------
@@ -568,13 +568,7 @@ class ScoreListDataset(Dataset):
                  delimiter: str | None = None, kind: Literal["similarity", "distance"] = "similarity",
                  missing: float | None = None, fit_fraction: float = 0.5, seed: int = 0,
                  reader: Literal["auto", "pyarrow", "python"] = "auto"):
-        if (path is not None and (train is not None or test is not None)) or \
-                (path is None and (train is None or test is None)):
-            raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
-        if not 0.0 < fit_fraction < 1.0:
-            raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
-        if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
-            raise ParameterError(f"seed must be a non-negative integer, got {seed}")
+        check_split_params(path, train, test, fit_fraction, seed)
         if format in _BOB and (columns is not None or delimiter is not None):
             raise ParameterError(f"`columns:` and `delimiter:` are for `format: csv`; a {format} file's columns are fixed "
                                  "(claimed_id [model_label] real_id test_label score, separated by whitespace)")
@@ -653,13 +647,7 @@ class ScoreListDataset(Dataset):
 
     def _split_one(self) -> tuple[ScoreSplit, int]:
         m = self._read(self.path)
-        impostor = m.valid & (m.probe_classes[:, None] != m.gallery[None, :])
-        fit = np.zeros(m.values.shape, bool)
-        for j in range(m.values.shape[1]):  # exactly score-matrix's per-class split
-            rows = np.flatnonzero(impostor[:, j])
-            rows = rows[np.random.default_rng(self.seed + j).permutation(rows.size)]
-            fit[rows[:int(round(self.fit_fraction * rows.size))], j] = True
-        evaluate = m.valid & ~fit
+        fit, evaluate = split_per_class(m.valid, m.probe_classes, m.gallery, self.fit_fraction, self.seed)  # as score-matrix
         train = DistanceMatrix(m.values, m.probe_classes, m.gallery, fit, self.kind, m.probe_ids,
                                source=f"{self.path} (fit rows)")
         test = DistanceMatrix(m.values, m.probe_classes, m.gallery, evaluate, self.kind, m.probe_ids,

@@ -101,6 +101,31 @@ def _drop_failed_columns(split: ScoreSplit, context: RunContext) -> ScoreSplit:
     return ScoreSplit(cut(split.train), cut(split.test), split.missing, split.description, split.missing_by_file)
 
 
+def check_split_params(path, train, test, fit_fraction: float, seed: int) -> None:
+    """The split parameters score datasets share: one file or a train/test pair, a share, a seed."""
+    if (path is not None and (train is not None or test is not None)) or \
+            (path is None and (train is None or test is None)):
+        raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
+    if not 0.0 < fit_fraction < 1.0:
+        raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
+    if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
+        raise ParameterError(f"seed must be a non-negative integer, got {seed}")
+
+
+def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, fit_fraction: float,
+                    seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, evaluate) masks: each gallery column's valid impostor rows permuted by
+    ``default_rng(seed + column)``, the first ``round(fit_fraction * n)`` fitting that class; every
+    other valid entry (genuine ones included) evaluates."""
+    impostor = valid & (probes[:, None] != gallery[None, :])
+    fit = np.zeros(valid.shape, bool)
+    for j in range(valid.shape[1]):
+        rows = np.flatnonzero(impostor[:, j])
+        rows = rows[np.random.default_rng(seed + j).permutation(rows.size)]
+        fit[rows[:int(round(fit_fraction * rows.size))], j] = True
+    return fit, valid & ~fit
+
+
 class ScoreMatrixDataset(Dataset):
     """Probe x gallery scores from CSV (header: gallery labels; first column: probe labels).
 
@@ -118,13 +143,7 @@ class ScoreMatrixDataset(Dataset):
     def __init__(self, *, path: Path | None = None, train: Path | None = None, test: Path | None = None,
                  kind: Literal["similarity", "distance"] = "similarity", missing: float | None = None,
                  fit_fraction: float = 0.5, seed: int = 0):
-        if (path is not None and (train is not None or test is not None)) or \
-                (path is None and (train is None or test is None)):
-            raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
-        if not 0.0 < fit_fraction < 1.0:
-            raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
-        if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
-            raise ParameterError(f"seed must be a non-negative integer, got {seed}")
+        check_split_params(path, train, test, fit_fraction, seed)
         self.path, self.train, self.test = path, train, test
         self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
 
@@ -142,13 +161,14 @@ class ScoreMatrixDataset(Dataset):
         return _drop_failed_columns(split, context)
 
     def _two_files(self) -> ScoreSplit:
+        same = Path(self.train).resolve() == Path(self.test).resolve()
         tr, trv, trp, trg = read_score_csv(self.train, self.missing)
-        te, tev, tep, teg = read_score_csv(self.test, self.missing)
+        te, tev, tep, teg = (tr, trv, trp, trg) if same else read_score_csv(self.test, self.missing)
         if trg.tolist() != teg.tolist():
             raise DataError(f"{self.train} and {self.test} have different gallery columns; both must enroll the same classes in the same order")
         train = DistanceMatrix(tr, trp, trg, trv, self.kind, source=str(self.train))
         test = DistanceMatrix(te, tep, teg, tev, self.kind, source=str(self.test))
-        if Path(self.train).resolve() == Path(self.test).resolve():  # one file named twice: its failures once
+        if same:  # one file named twice: read once, its failures counted once
             by_file = ((self.train.name, int((~trv).sum())),)
         else:
             by_file = ((self.train.name, int((~trv).sum())), (self.test.name, int((~tev).sum())))
@@ -157,13 +177,7 @@ class ScoreMatrixDataset(Dataset):
 
     def _split_one(self) -> ScoreSplit:
         values, valid, probes, gallery = read_score_csv(self.path, self.missing)
-        impostor = valid & (probes[:, None] != gallery[None, :])
-        fit = np.zeros(values.shape, bool)
-        for j in range(values.shape[1]):
-            rows = np.flatnonzero(impostor[:, j])
-            rows = rows[np.random.default_rng(self.seed + j).permutation(rows.size)]
-            fit[rows[:int(round(self.fit_fraction * rows.size))], j] = True
-        evaluate = valid & ~fit
+        fit, evaluate = split_per_class(valid, probes, gallery, self.fit_fraction, self.seed)
         train = DistanceMatrix(values, probes, gallery, fit, self.kind, source=f"{self.path} (fit rows)")
         test = DistanceMatrix(values, probes, gallery, evaluate, self.kind, source=f"{self.path} (evaluation rows)")
         return ScoreSplit(train, test, int((~valid).sum()), f"{self.path.name}, split per class (seed {self.seed})",
