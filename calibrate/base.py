@@ -497,6 +497,8 @@ class Fold:
     #: the fitted transform from raw scores to these distances, and the raw scores' kind
     transform: "Transform | None" = None
     kind: str = "distance"
+    #: the training impostor distances the estimators were fitted on (None: derive from ``train``)
+    impostors: ImpostorDistances | None = None
 
 
 @dataclass(frozen=True)

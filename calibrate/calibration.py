@@ -48,14 +48,39 @@ def fingerprint(impostors: ImpostorDistances) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def package_versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("calibrate-thresholds", "numpy", "scipy", *extra):
+def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
+    """Python, the platform, calibrate, numpy, scipy, and the distribution of every chosen component
+    (``specs``: anything with ``.info.distribution`` and ``.info.version``, e.g. a recipe's specs)."""
+    out: dict[str, str | None] = {"python": platform.python_version(), "platform": platform.platform()}
+    for dist in ("calibrate-thresholds", "numpy", "scipy"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = None
+    for spec in specs:
+        if spec is not None and spec.info.distribution:
+            out[spec.info.distribution] = spec.info.version
     return out
+
+
+def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transform_state: dict,
+             targets: Sequence[float], fingerprint: str, versions: dict,
+             estimators: dict[str, tuple[str, dict, dict]]) -> dict[str, Any]:
+    """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
+    ``estimators``: label -> (plugin, params, model state)."""
+    def plain(value: Any) -> Any:
+        return json.loads(json.dumps(value, default=str))
+
+    return {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind, "accept_if": ACCEPT_IF[kind],
+            "transform": {"plugin": transform_plugin, "params": plain(transform_params), "state": transform_state},
+            "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
+            "estimators": {label: {"plugin": plugin, "params": plain(params), "state": state}
+                           for label, (plugin, params, state) in estimators.items()}}
+
+
+def dumps_artifact(doc: dict[str, Any]) -> str:
+    """Compact JSON: the C encoder (a model's state can hold millions of values; indent is pure Python)."""
+    return json.dumps(doc, separators=(",", ":")) + "\n"
 
 
 class Calibration:
@@ -208,19 +233,17 @@ class Calibration:
     # ---- the artifact -----------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": FORMAT_VERSION, "kind": self.kind, "accept_if": self.accept_if,
-                "transform": {"plugin": self.transform_plugin, "params": _jsonable(self.transform_params),
-                              "state": self.transform.fitted_state()},
-                "targets": list(self.targets), "fingerprint": self.fingerprint, "versions": self.versions,
-                "estimators": {self.label: {"plugin": self.plugin, "params": _jsonable(self.params),
-                                            "state": self.model.to_state()}}}
+        return artifact(kind=self.kind, transform_plugin=self.transform_plugin, transform_params=self.transform_params,
+                        transform_state=self.transform.fitted_state(), targets=self.targets,
+                        fingerprint=self.fingerprint, versions=self.versions,
+                        estimators={self.label: (self.plugin, self.params, self.model.to_state())})
 
     def save(self, path: str | Path) -> Path:
         """Write the calibration as JSON (written beside, then renamed: never half-written)."""
         path = Path(path)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         try:
-            tmp.write_text(json.dumps(self.to_dict(), separators=(",", ":")) + "\n", encoding="utf-8")  # compact: the C encoder
+            tmp.write_text(dumps_artifact(self.to_dict()), encoding="utf-8")
             os.replace(tmp, path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
@@ -229,10 +252,6 @@ class Calibration:
 
 
 _OTHER = "\0impostor"  # the probe class of impostor scores given without their own classes
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
 
 
 # ---- fitting from arrays ----------------------------------------------------------------------------
@@ -321,11 +340,10 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
     impostors = ImpostorDistances.from_matrix(dist)
     est = est_spec.build()
     model = est.fit(impostors, RunContext())
-    extra = [s.info.distribution for s in (est_spec, tr_spec) if s.info.distribution]
     return Calibration(estimator=est, plugin=est_spec.info.name, label=est_spec.label, params=est_spec.params,
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
-                       versions=package_versions(extra))
+                       versions=package_versions((est_spec, tr_spec)))
 
 
 # ---- loading -----------------------------------------------------------------------------------------

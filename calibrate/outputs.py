@@ -37,13 +37,11 @@ import io
 import json
 import math
 import os
-import platform
 import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -415,17 +413,10 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
 # ---- the run's file set ------------------------------------------------------------------------
 
 def versions(recipe: Recipe) -> dict[str, Any]:
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for dist in ("calibrate-thresholds", "numpy", "scipy"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    for spec in (recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(), *recipe.estimators,
-                 *recipe.evaluators, recipe.executor):
-        if spec is not None and spec.info.distribution:
-            out[spec.info.distribution] = spec.info.version
-    return out
+    from .calibration import package_versions
+
+    return package_versions((recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(),
+                             *recipe.estimators, *recipe.evaluators, recipe.executor))
 
 
 def _jsonable_recipe(recipe: Recipe) -> dict:
@@ -482,19 +473,13 @@ def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
 def calibration_json(recipe: Recipe, fold: Fold) -> str:
     """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
     fitted transform and the score direction, so that answers come in the data's own score units."""
-    from .calibration import ACCEPT_IF, FORMAT, FORMAT_VERSION, fingerprint
+    from .calibration import artifact, dumps_artifact, fingerprint
     from .types import ImpostorDistances
 
-    def plain(value):
-        return json.loads(json.dumps(value, default=str))
-
     spec = recipe.transform_for(fold.kind)
-    doc = {"format": FORMAT, "version": FORMAT_VERSION, "kind": fold.kind, "accept_if": ACCEPT_IF[fold.kind],
-           "transform": {"plugin": spec.info.name, "params": plain(spec.params),
-                         "state": fold.transform.fitted_state() if fold.transform is not None else {}},
-           "targets": list(recipe.targets), "fingerprint": fingerprint(ImpostorDistances.from_matrix(fold.train)),
-           "versions": versions(recipe), "estimators": {}}
-    for spec in recipe.estimators:
-        doc["estimators"][spec.label] = {"plugin": spec.info.name, "params": plain(spec.params),
-                                         "state": fold.models[spec.label].to_state()}
-    return json.dumps(doc, separators=(",", ":")) + "\n"  # compact: the C encoder (states can hold millions of values)
+    impostors = fold.impostors if fold.impostors is not None else ImpostorDistances.from_matrix(fold.train)
+    return dumps_artifact(artifact(
+        kind=fold.kind, transform_plugin=spec.info.name, transform_params=spec.params,
+        transform_state=fold.transform.fitted_state() if fold.transform is not None else {},
+        targets=recipe.targets, fingerprint=fingerprint(impostors), versions=versions(recipe),
+        estimators={s.label: (s.info.name, s.params, fold.models[s.label].to_state()) for s in recipe.estimators}))

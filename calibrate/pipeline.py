@@ -145,7 +145,7 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
                     raise
                 models[spec.label] = model
                 tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
-        folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind))
+        folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors))
 
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = []
