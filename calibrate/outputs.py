@@ -380,7 +380,8 @@ def results_json(results: dict[str, list[TargetResult]], recipe: dict, versions:
     return json.dumps(_clean(doc), indent=2, default=str) + "\n"
 
 
-def _pct(x: float | None) -> str:
+def format_pct(x: float | None) -> str:
+    """A rate as a percentage for report tables; n/a for none."""
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.3f}%"
 
 
@@ -400,7 +401,7 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
         cells = []
         for l in labels:
             r = results[l][k]
-            cells += [_pct(r.fpr), f"{r.ratio:.2f}"]
+            cells += [format_pct(r.fpr), f"{r.ratio:.2f}"]
         lines.append(f"| {100 * t:.3g}% | " + " | ".join(cells) + " |")
     lines.append("")
     for section in sections:

@@ -173,11 +173,12 @@ def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | N
     uniq, counts = np.unique(values, return_counts=True)
     k = int(counts.argmax())
     value, count = float(uniq[k]), int(counts[k])
-    # a gallery column whose training scores are all one value
-    columns = [j for j in range(train.shape[1]) if mask[:, j].sum() > 1
-               and np.all(train.values[mask[:, j], j] == train.values[mask[:, j], j][0])]
-    if columns:
-        value = float(train.values[mask[:, columns[0]], columns[0]][0])
+    # a gallery column whose training scores are all one value (its smallest equals its largest)
+    lowest = np.where(mask, train.values, np.inf).min(axis=0)
+    highest = np.where(mask, train.values, -np.inf).max(axis=0)
+    columns = np.flatnonzero((mask.sum(axis=0) > 1) & (lowest == highest))
+    if columns.size:
+        value = float(lowest[columns[0]])
         where = (f"Every training score of {len(columns)} gallery class(es) ({', '.join(map(str, train.gallery_classes[columns][:3]))}"
                  f"{' ...' if len(columns) > 3 else ''}) is {value:g}")
     elif count / values.size >= REPEATED_SHARE and k in (0, uniq.size - 1) and count > 1:

@@ -99,7 +99,7 @@ class Recipe:
 
     def default_note(self, kind: str) -> str | None:
         """The note saying which transform was chosen for a recipe without one, or None."""
-        if "transform" in self.raw and self.raw["transform"]:
+        if not self.default_transforms:  # the recipe names its transform
             return None
         name = DEFAULT_TRANSFORMS[kind]
         why = ("higher scores are more alike, so d = (largest training score) - s"

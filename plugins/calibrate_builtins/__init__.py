@@ -4,6 +4,8 @@ as a third-party plugin package registers its own.
 One folder per stage, each holding its kind's components and the hook that registers them:
 datasets/, distances/, transforms/, estimators/ (ncx2/ for the paper's grid), evaluators/,
 executors/.
+Each folder's hook imports its modules inside the hook, so that nothing heavy is imported before
+the plugins are listed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Datasets: where patterns or comparison scores come from.
-
-The hook below registers this room's components; calibrate_builtins/__init__.py gathers the six
-hooks into the plugin that the ``calibrate`` entry point names. Modules are imported inside the
-hook, so that nothing is imported before the plugins are listed.
-"""
+"""Datasets: where patterns or comparison scores come from."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """Threshold estimators: the paper's ncx2 grid (ncx2/), the empirical baselines and the estimators
 beyond the paper.
-
-The hook below registers this room's components; calibrate_builtins/__init__.py gathers the six
-hooks into the plugin that the ``calibrate`` entry point names. Modules are imported inside the
-hook, so that nothing is imported before the plugins are listed.
 """
 
 from __future__ import annotations

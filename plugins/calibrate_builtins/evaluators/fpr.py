@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
+from calibrate.outputs import format_pct
 from calibrate.types import EvaluationResult, TargetResult
 
 
@@ -178,10 +179,6 @@ def note_training_support(folds: tuple[Fold, ...] | list[Fold], targets: tuple[f
                  "and enroll more classes (or add impostor comparisons) for a firmer threshold")
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.3f}%"
-
-
 def _pcts(targets) -> str:
     return ", ".join(f"{100 * t:.3g}%" for t in targets)
 
@@ -272,7 +269,7 @@ def uncertainty_section(results: dict[str, list[TargetResult]]) -> str:
             lines.append(f"| {l} | {100 * r.target_fpr:.3g}% | {ci} | {boot} | {r.false_accepts} / {r.impostor_attempts}"
                          f"{pairs} | {e.get('training_support', nan):.1f} | "
                          f"{100 * e.get('share_classes_over_2x', nan):.1f}% | "
-                         f"{100 * e.get('share_classes_over_10x', nan):.1f}% | {_pct(r.fnr)} |")
+                         f"{100 * e.get('share_classes_over_10x', nan):.1f}% | {format_pct(r.fnr)} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -1,9 +1,4 @@
-"""Executors: where independent pieces of work run (this process, local processes, dask).
-
-The hook below registers this room's components; calibrate_builtins/__init__.py gathers the six
-hooks into the plugin that the ``calibrate`` entry point names. Modules are imported inside the
-hook, so that nothing is imported before the plugins are listed.
-"""
+"""Executors: where independent pieces of work run (this process, local processes, dask)."""
 
 from __future__ import annotations
 

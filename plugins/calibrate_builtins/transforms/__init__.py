@@ -1,9 +1,4 @@
-"""Transforms: raw comparison scores to distances in [0, inf).
-
-The hook below registers this room's components; calibrate_builtins/__init__.py gathers the six
-hooks into the plugin that the ``calibrate`` entry point names. Modules are imported inside the
-hook, so that nothing is imported before the plugins are listed.
-"""
+"""Transforms: raw comparison scores to distances in [0, inf)."""
 
 from __future__ import annotations
 
