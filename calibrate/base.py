@@ -13,6 +13,7 @@ Conventions (after scikit-learn and scipy.stats):
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
 import warnings
 from abc import ABC, abstractmethod
@@ -144,7 +145,7 @@ class _TrackTask(Task):
 
     def __init__(self, progress: Callable, description: str, total: float | None):
         self._n = None if total is None else int(total)
-        self._it = iter(progress(range(self._n) if self._n is not None else _count(), description, self._n))
+        self._it = iter(progress(range(self._n) if self._n is not None else itertools.count(), description, self._n))
         self._pulled, self._done = 0, 0.0
 
     def advance(self, n: float = 1) -> None:
@@ -165,13 +166,6 @@ class _TrackTask(Task):
 
 
 _END = object()
-
-
-def _count() -> Iterator[int]:
-    i = 0
-    while True:
-        yield i
-        i += 1
 
 
 def _accepts_keyword(function: Callable, name: str) -> bool:
