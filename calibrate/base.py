@@ -411,6 +411,19 @@ class FittedModel(ABC):
         """Per-class fitted parameters for models.csv (empty when there is nothing to audit)."""
         return []
 
+    # ---- distribution-free confidence (calibrate.prediction) ----
+
+    def order_statistic_pool(self) -> int | None:
+        """N when every class's threshold at rank k is set by the k-th smallest of N pooled, exchangeable
+        training values (a pooled empirical quantile), so that a distribution-free order-statistic bound
+        applies (``confidence:``); None (default) when the thresholds are not set that way."""
+        return None
+
+    def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Thresholds (len(rows) x len(ranks)) at the pooled order statistics of 1-based ``ranks``
+        (models whose :meth:`order_statistic_pool` is not None)."""
+        raise NotImplementedError(f"{type(self).__name__} has no pooled order statistics")
+
     @abstractmethod
     def to_state(self) -> dict[str, Any]:
         """JSON-serialisable state; ``from_state`` must rebuild an equal model."""
@@ -493,6 +506,8 @@ class Fold:
     kind: str = "distance"
     #: the training impostor distances the estimators were fitted on (None: derive from ``train``)
     impostors: ImpostorDistances | None = None
+    #: per estimator label, its predicted FPR (calibrate.prediction.Prediction), from training data only
+    predictions: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import numpy as np
 
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
+from .prediction import ConfidentModel, saved_entries
 from .types import DistanceMatrix, ImpostorDistances
 
 FORMAT = "calibrate-calibration"
@@ -65,17 +66,19 @@ def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
 
 def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transform_state: dict,
              targets: Sequence[float], fingerprint: str, versions: dict,
-             estimators: dict[str, tuple[str, dict, dict]]) -> dict[str, Any]:
+             estimators: dict[str, tuple]) -> dict[str, Any]:
     """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
-    ``estimators``: label -> (plugin, params, model state)."""
+    ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
+    entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.prediction.saved_entries`)."""
     def plain(value: Any) -> Any:
         return json.loads(json.dumps(value, default=str))
 
     return {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind, "accept_if": ACCEPT_IF[kind],
             "transform": {"plugin": transform_plugin, "params": plain(transform_params), "state": transform_state},
             "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
-            "estimators": {label: {"plugin": plugin, "params": plain(params), "state": state}
-                           for label, (plugin, params, state) in estimators.items()}}
+            "estimators": {label: {"plugin": entry[0], "params": plain(entry[1]), "state": entry[2],
+                                   **(entry[3] if len(entry) > 3 else {})}
+                           for label, entry in estimators.items()}}
 
 
 def dumps_artifact(doc: dict[str, Any]) -> str:
@@ -88,7 +91,8 @@ class Calibration:
 
     def __init__(self, *, estimator: Estimator, plugin: str, label: str, params: dict[str, Any], model: FittedModel,
                  transform: Transform, transform_plugin: str, transform_params: dict[str, Any], kind: str,
-                 targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None):
+                 targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None,
+                 prediction: dict[str, Any] | None = None):
         if kind not in ACCEPT_IF:
             raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
         self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
@@ -98,6 +102,8 @@ class Calibration:
         self.targets = tuple(float(t) for t in targets)
         self.fingerprint = fingerprint
         self.versions = dict(versions or {})
+        #: the predicted FPR interval saved with the fit (``calibrate.prediction``): None when not predicted
+        self.prediction = prediction
         self._reset()
 
     def _reset(self) -> None:
@@ -198,6 +204,45 @@ class Calibration:
         out = s >= t if self.kind == "similarity" else s <= t
         return bool(out[0]) if scalar else out
 
+    @property
+    def confidence(self) -> float | None:
+        """The confidence its thresholds were chosen with (``confidence:``), or None."""
+        from .prediction import ConfidentModel
+
+        return self.model.confidence if isinstance(self.model, ConfidentModel) else None
+
+    def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None) -> tuple[float, float]:
+        """The interval (at the saved level, 90% by default) for the FPR this calibration's thresholds will
+        achieve on new impostors, predicted from the training data alone (calibrate.prediction): over the
+        whole gallery, or for one class ``cls``; with ``attempts``, for the FPR *measured* on that many
+        attempts (adds the counting noise of a finite evaluation). Known at the calibration's targets."""
+        from .prediction import measured_interval
+
+        p = self.prediction
+        if not p:
+            raise CalibrationError("this calibration holds no predicted FPR interval; fit it with predict=True "
+                                   "(a run's calibration.json has one unless the recipe says `prediction: false`)")
+        e = self._target(target_fpr)
+        matches = [j for j, t in enumerate(p["targets"]) if abs(t - e) <= 1e-12 * max(t, e)]
+        if not matches:
+            raise CalibrationError(f"the FPR interval was predicted at targets {', '.join(f'{t:g}' for t in p['targets'])} "
+                                   f"only, not at {e:g}; fit again with that target among the targets")
+        j = matches[0]
+        if cls is not None:
+            per = p.get("per_class")
+            name = str(cls)
+            if not per or name not in per["classes"]:
+                self._row(cls)  # an unknown class is named as such
+                raise CalibrationError(f"class {name!r} has no predicted interval (it was enrolled after the fit, or the "
+                                       "gallery was too large to keep per-class intervals); refit to predict it")
+            i = per["classes"].index(name)
+            return float(per["low"][i][j]), float(per["high"][i][j])
+        if attempts is not None:
+            reps = np.asarray(p["replicates"], dtype=np.float64)
+            low, high = measured_interval(reps, int(attempts), float(p["level"]))
+            return float(low[j]), float(high[j])
+        return float(p["predicted_fpr_low"][j]), float(p["predicted_fpr_high"][j])
+
     # ---- one class more -------------------------------------------------------------------------
 
     def enroll(self, cls: Any, impostor_scores: Any) -> "Calibration":
@@ -226,7 +271,13 @@ class Calibration:
                              source=f"impostor scores of class {cls!r}")
         d = self.transform.apply(raw)
         d.check_distances(f"impostor distances of class {cls!r}")
-        self.model = self.estimator.enroll(self.model, str(cls), d.values[:, 0])
+        from .prediction import ConfidentModel
+
+        if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
+            inner = self.estimator.enroll(self.model.inner, str(cls), d.values[:, 0])
+            self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper)
+        else:
+            self.model = self.estimator.enroll(self.model, str(cls), d.values[:, 0])
         self._reset()
         return self
 
@@ -236,7 +287,7 @@ class Calibration:
         return artifact(kind=self.kind, transform_plugin=self.transform_plugin, transform_params=self.transform_params,
                         transform_state=self.transform.fitted_state(), targets=self.targets,
                         fingerprint=self.fingerprint, versions=self.versions,
-                        estimators={self.label: (self.plugin, self.params, self.model.to_state())})
+                        estimators={self.label: (self.plugin, self.params, *saved_entries(self.model, self.prediction))})
 
     def save(self, path: str | Path) -> Path:
         """Write the calibration as JSON (written beside, then renamed: never half-written)."""
@@ -295,7 +346,8 @@ def _spec(registry, kind: str, entry: Any, where: str):
 
 def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
-        extra_plugins: tuple = (), **params: Any) -> Calibration:
+        extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
+        level: float = 0.9, replicates: int = 100, seed: int = 0, **params: Any) -> Calibration:
     """Fit a calibration from training impostor scores held in memory.
 
     :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
@@ -306,7 +358,14 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
         similarity scores, identity for distances (as a recipe without ``transform:``).
     :param targets: the target FPRs the calibration is meant for (recorded in the artifact; any
         target in (0, 1) can be asked later).
+    :param predict: also predict, from these scores alone, the interval of the FPR each target's
+        thresholds will achieve (:meth:`Calibration.predicted_fpr`; ``replicates`` refits of the
+        estimator on simulated galleries, ``level`` the interval's coverage, ``seed`` their seed).
+    :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
+        ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
     """
+    from .prediction import PredictionSettings, check_confidence, confident, confident_prediction
+    from .prediction import predict as simulate
     from .manager import build_registry
     from .recipe import DEFAULT_TRANSFORMS
 
@@ -340,10 +399,22 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
     impostors = ImpostorDistances.from_matrix(dist)
     est = est_spec.build()
     model = est.fit(impostors, RunContext())
-    return Calibration(estimator=est, plugin=est_spec.info.name, label=est_spec.label, params=est_spec.params,
+    label, saved = est_spec.label, None
+    if confidence is not None:
+        confidence = check_confidence(confidence)
+        label = f"{label}-c{100 * confidence:g}"
+    if predict or confidence is not None:
+        settings = PredictionSettings(float(level), int(replicates))
+        predicted = simulate(est, impostors, checked_targets, settings=settings, seed=[int(seed)],
+                             context=RunContext(), confidence=confidence)
+        if confidence is not None:
+            model = confident(model, predicted, confidence)
+            predicted = confident_prediction(model, predicted)
+        saved = predicted.saved(model.classes)
+    return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
-                       versions=package_versions((est_spec, tr_spec)))
+                       versions=package_versions((est_spec, tr_spec)), prediction=saved)
 
 
 # ---- loading -----------------------------------------------------------------------------------------
@@ -423,7 +494,10 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
         est = est_info.factory(**entry.get("params", {}))
         transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
         model = est_info.factory.model_class.from_state(entry["state"])
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        if entry.get("confidence") is not None:
+            c = entry["confidence"]
+            model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()))
+    except (KeyError, TypeError, ValueError, IndexError, ParameterError, DataError) as exc:
         raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
     kind = doc.get("kind", "distance")
     if kind not in ACCEPT_IF:
@@ -432,4 +506,5 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
     return Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                        transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
                        kind=kind, targets=doc.get("targets", ()),
-                       fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}))
+                       fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
+                       prediction=entry.get("prediction"))

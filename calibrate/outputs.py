@@ -327,23 +327,32 @@ class StagedOutput:
         self._remove_created()
 
 
-def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "distance") -> str:
-    """``estimator,class,target_fpr,threshold,score_threshold,accept_if``: ``threshold`` on the
-    transformed distance (accept when distance <= it), ``score_threshold`` the same threshold in the
-    data's own score units through the fitted transform's inverse (empty when the transform has
-    none), ``accept_if`` how to compare a score with it (``score >= t`` for similarities)."""
+def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "distance",
+                   predictions: dict | None = None) -> str:
+    """``estimator,class,target_fpr,threshold,score_threshold,accept_if,predicted_fpr_low,predicted_fpr_high``:
+    ``threshold`` on the transformed distance (accept when distance <= it), ``score_threshold`` the
+    same threshold in the data's own score units through the fitted transform's inverse (empty when
+    the transform has none), ``accept_if`` how to compare a score with it (``score >= t`` for
+    similarities); the last two the interval predicted for the class's own long-run FPR at that
+    threshold (calibrate.prediction; empty when it was not predicted per class)."""
     from .calibration import ACCEPT_IF
 
+    predictions = predictions or {}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if"])
+    w.writerow(["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if",
+                "predicted_fpr_low", "predicted_fpr_high"])
     for table in tables:
         scores = None if transform is None else transform.score_thresholds(table.values, kind)
+        pred = predictions.get(table.estimator)
+        per_class = pred is not None and pred.class_low is not None and pred.class_low.shape == table.values.shape
         for i, cls in enumerate(table.classes):
             for k, target in enumerate(table.targets):
                 st = "" if scores is None else repr(float(scores[i, k]))
+                low = repr(float(pred.class_low[i, k])) if per_class else ""
+                high = repr(float(pred.class_high[i, k])) if per_class else ""
                 w.writerow([table.estimator, cls, repr(target), repr(float(table.values[i, k])), st,
-                            ACCEPT_IF[kind] if scores is not None else ""])
+                            ACCEPT_IF[kind] if scores is not None else "", low, high])
     return buf.getvalue()
 
 
@@ -453,9 +462,11 @@ def timings_md(timings: dict) -> str:
 
 def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult]) -> None:
     first = folds[0]
-    staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values()), first.transform, first.kind))
+    staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values()), first.transform, first.kind,
+                                                       first.predictions))
     for k, fold in enumerate(folds[1:], start=1):
-        staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values()), fold.transform, fold.kind))
+        staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values()), fold.transform, fold.kind,
+                                                                   fold.predictions))
     rows = []
     for label, model in first.models.items():
         for row in model.parameters():
@@ -475,6 +486,7 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
     """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
     fitted transform and the score direction, so that answers come in the data's own score units."""
     from .calibration import artifact, dumps_artifact, fingerprint
+    from .prediction import saved_entries
     from .types import ImpostorDistances
 
     spec = recipe.transform_for(fold.kind)
@@ -483,4 +495,6 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
         kind=fold.kind, transform_plugin=spec.info.name, transform_params=spec.params,
         transform_state=fold.transform.fitted_state() if fold.transform is not None else {},
         targets=recipe.targets, fingerprint=fingerprint(impostors), versions=versions(recipe),
-        estimators={s.label: (s.info.name, s.params, fold.models[s.label].to_state()) for s in recipe.estimators}))
+        estimators={s.label: (s.info.name, s.params, *saved_entries(
+            fold.models[s.label], fold.predictions[s.label].saved(fold.models[s.label].classes)
+            if s.label in fold.predictions else None)) for s in recipe.estimators}))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import prediction
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
@@ -134,8 +135,9 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
             impostors = ImpostorDistances.from_matrix(train_d)
             test_d.check_distances("evaluation distances")
         models: dict[str, FittedModel] = {}
-        tables = {}
-        for spec in recipe.estimators:
+        tables, predictions = {}, {}
+        world = None
+        for index, spec in enumerate(recipe.estimators):
             with times(f"fit {spec.label}"):
                 try:
                     model = spec.build().fit(impostors, context)
@@ -143,9 +145,26 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
                     if hint:
                         raise DataError(f"{exc}. {hint}") from None
                     raise
-                models[spec.label] = model
-                tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
-        folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors))
+            predicted = None
+            if recipe.prediction.enabled and world is not False:
+                with times(f"predict {spec.label}"):
+                    try:
+                        if world is None:
+                            world = prediction.build_world(impostors, train_d)
+                        predicted = predict_fold(spec, impostors, recipe, world, [recipe.seed, len(folds), index],
+                                                 context)
+                    except DataError as exc:  # the thresholds stand without it: said, not fatal
+                        context.note(f"{spec.label}: no predicted FPR interval ({exc})")
+                        world = False if predicted is None and world is None else world
+            if spec.confidence is not None:
+                model = prediction.confident(model, predicted, spec.confidence)
+                if predicted is not None:
+                    predicted = prediction.confident_prediction(model, predicted)
+            if predicted is not None:
+                predictions[spec.label] = predicted
+            models[spec.label] = model
+            tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
+        folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions))
 
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = []
@@ -155,6 +174,15 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     results = _merge(evaluated)
     write_outputs(staged, recipe, folds, evaluated, results, context.notes, times)
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
+
+
+def predict_fold(spec, impostors: ImpostorDistances, recipe: Recipe, world, seed: list[int], context: RunContext):
+    """The estimator's predicted FPR on this fold (calibrate.prediction), as a stage of its own."""
+    settings = recipe.prediction
+    with context.stage(f"{spec.label}: predicted FPR, {settings.replicates} simulated galleries", settings.replicates,
+                       "galleries"):
+        return prediction.predict(spec.build(), impostors, recipe.targets, settings=settings, seed=seed,
+                                  context=context, confidence=spec.confidence, world=world)
 
 
 #: a share of training scores on one value above which a run suspects a failed-comparison marker

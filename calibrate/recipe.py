@@ -31,6 +31,7 @@ import yaml
 
 from .errors import ParameterError, RecipeError
 from .params import coerce
+from .prediction import PredictionSettings, check_confidence
 from .protocol import Protocol
 from .registry import SINGULAR, ComponentInfo, Registry
 
@@ -44,7 +45,7 @@ DEFAULT_ESTIMATORS: tuple[dict, ...] = ({"plugin": "auto"},)
 DEFAULT_ENROLLMENT = "staggered"
 DEFAULT_EVALUATORS: tuple[dict, ...] = ({"plugin": "fpr"},)
 TOP_LEVEL = ("version", "data", "distance", "transform", "estimators", "evaluation", "output", "seed", "executor")
-EVALUATION_KEYS = ("targets", "evaluators", "enrollment", "rotate")
+EVALUATION_KEYS = ("targets", "evaluators", "enrollment", "rotate", "prediction")
 OUTPUT_KEYS = ("dir", "plots", "save_calibration")
 
 
@@ -57,6 +58,9 @@ class ComponentSpec:
     label: str
     params: dict[str, Any]
     where: str
+    #: estimators only: thresholds whose achieved FPR exceeds the target with probability at most
+    #: 1 - confidence (``calibrate.prediction``); None: the estimator's own thresholds
+    confidence: float | None = None
 
     def build(self):
         return self.info.factory(**self.params)
@@ -90,6 +94,8 @@ class Recipe:
     default_transforms: dict[str, ComponentSpec] = field(default_factory=dict)
     #: what the recipe left out and the run filled in (said in the report's notes)
     defaults: tuple[str, ...] = ()
+    #: the predicted FPR intervals (``evaluation.prediction``)
+    prediction: PredictionSettings = field(default_factory=PredictionSettings)
 
     def transform_for(self, kind: str) -> ComponentSpec:
         """The recipe's transform, or the default for data of this ``kind`` (distance or similarity)."""
@@ -197,11 +203,17 @@ def _component(registry: Registry, kind: str, entry: Any, where: str, source: st
         raise RecipeError(f"`plugin:` must be a name, got {name!r}; name one of: {', '.join(registry.names(kind))}",
                           source=source, where=f"{where}.plugin")
     info = registry.get(kind, name, where=f"{where}.plugin", source=source)
-    label = entry.get("name", name)
+    confidence = None
+    if kind == "estimators" and "confidence" in entry:
+        try:
+            confidence = check_confidence(entry["confidence"])
+        except ParameterError as exc:
+            raise RecipeError(str(exc), source=source, where=f"{where}.confidence") from None
+    label = entry.get("name", name if confidence is None else f"{name}-c{100 * confidence:g}")
     if not isinstance(label, str) or not label:
         raise RecipeError(f"`name:` must be a non-empty string, got {label!r}", source=source, where=f"{where}.name")
     specs = {p.name: p for p in info.params}
-    given = {k: v for k, v in entry.items() if k not in ("plugin", "name")}
+    given = {k: v for k, v in entry.items() if k not in ("plugin", "name") and not (k == "confidence" and confidence)}
     listing = "; ".join(p.describe() for p in specs.values()) or "none"
     params: dict[str, Any] = {}
     for key, value in given.items():
@@ -221,7 +233,7 @@ def _component(registry: Registry, kind: str, entry: Any, where: str, source: st
     if missing:
         raise RecipeError(f"{SINGULAR[kind]} {name!r} needs parameter {missing[0]!r}; valid parameters: {listing}",
                           source=source, where=where)
-    spec = ComponentSpec(kind, info, label, params, where)
+    spec = ComponentSpec(kind, info, label, params, where, confidence)
     try:
         spec.build()  # constructors validate values and do no work
     except ParameterError as exc:
@@ -332,6 +344,14 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     if not isinstance(rotate, bool):
         raise RecipeError(f"`rotate:` must be true or false, got {rotate!r}", source=source, where="evaluation.rotate")
 
+    prediction = _prediction(evaluation.get("prediction", True), source)
+    if not prediction.enabled:
+        needing = [e.label for e in estimators if e.confidence is not None]
+        if needing:
+            raise RecipeError(f"estimator {needing[0]!r} asks for a confidence, whose model-based bound needs the "
+                              "predicted interval's simulations; remove `prediction: false`", source=source,
+                              where="evaluation.prediction")
+
     output = raw.get("output", "results")
     if isinstance(output, str):
         output = {"dir": output}
@@ -355,4 +375,33 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                   protocol=Protocol(enrollment, rotate), output_dir=out_dir.resolve(),
                   plots=output.get("plots", True), save_calibration=output.get("save_calibration", True),
                   seed=seed, executor=executor, raw=raw, default_transforms=default_transforms,
-                  defaults=tuple(defaults))
+                  defaults=tuple(defaults), prediction=prediction)
+
+
+PREDICTION_KEYS = ("level", "replicates")
+
+
+def _prediction(raw: Any, source: str) -> PredictionSettings:
+    """``evaluation.prediction``: true (default), false, or {level: 0.9, replicates: 100}."""
+    where = "evaluation.prediction"
+    if raw is True or raw is None:
+        return PredictionSettings()
+    if raw is False:
+        return PredictionSettings(enabled=False)
+    if not isinstance(raw, dict):
+        raise RecipeError(f"`prediction:` is true, false or {{level: 0.9, replicates: 100}}; got {raw!r}",
+                          source=source, where=where)
+    for key in raw:
+        if key not in PREDICTION_KEYS:
+            raise _unknown_key(key, PREDICTION_KEYS, f"{where}.{key}", source)
+    level, replicates = raw.get("level", PredictionSettings.level), raw.get("replicates", PredictionSettings.replicates)
+    if isinstance(level, bool) or not isinstance(level, (int, float)):
+        raise RecipeError(f"`level:` must be a number in [0.5, 1), e.g. 0.9; got {level!r}", source=source,
+                          where=f"{where}.level")
+    if isinstance(replicates, bool) or not isinstance(replicates, int):
+        raise RecipeError(f"`replicates:` must be an integer in [20, 100000]; got {replicates!r}", source=source,
+                          where=f"{where}.replicates")
+    try:
+        return PredictionSettings(float(level), replicates)
+    except ParameterError as exc:
+        raise RecipeError(str(exc), source=source, where=where) from None

@@ -46,7 +46,7 @@ def test_fit_on_arrays_gives_the_recipes_thresholds(recipe_run):
     rows = [line.split(",") for line in (out / "thresholds.csv").read_text().splitlines()[1:]]
     for label in ("auto", "class-interp"):
         cal = calibrate.fit(per_class, kind="similarity", estimator=label)
-        for est, cls, target, tau, score_t, accept_if in rows:
+        for est, cls, target, tau, score_t, accept_if, *_ in rows:
             if est != label:
                 continue
             assert accept_if == "score >= t"
@@ -62,7 +62,7 @@ def test_a_runs_calibration_loads_and_answers_in_score_units(recipe_run):
     out, _ = recipe_run
     cal = calibrate.load(out / "calibration.json", "auto")
     rows = [line.split(",") for line in (out / "thresholds.csv").read_text().splitlines()[1:] if line.startswith("auto,")]
-    for _, cls, target, _, score_t, _ in rows:
+    for _, cls, target, _, score_t, *_ in rows:
         assert cal.threshold(cls, float(target)) == pytest.approx(float(score_t), rel=1e-12, abs=1e-12)
     doc = json.loads((out / "calibration.json").read_text())
     assert doc["version"] == 2 and doc["kind"] == "similarity" and doc["accept_if"] == "score >= t"

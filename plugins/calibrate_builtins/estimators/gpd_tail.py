@@ -249,6 +249,13 @@ class GpdTailModel(FittedModel):
             out[r] = tail_thresholds(self._values[self._offsets[s]:self._offsets[s + 1]], self._fits[s], targets)
         return out
 
+    def order_statistic_pool(self) -> int | None:
+        return int(self._values.size) if self._shared else None
+
+    def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        d = self._values[np.clip(np.asarray(ranks, dtype=np.int64), 1, self._values.size) - 1]
+        return np.tile(d, (len(rows), 1))
+
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         """Model CDF: GPD below u, empirical above (for the calibration plots)."""
         s = self._slot(int(row))

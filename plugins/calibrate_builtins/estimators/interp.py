@@ -56,6 +56,13 @@ class _SortedModel(FittedModel):
             return np.tile(interp_threshold(self._values, targets), (len(rows), 1))
         return np.stack([interp_threshold(self._row(int(i)), targets) for i in rows]) if len(rows) else np.empty((0, targets.size))
 
+    def order_statistic_pool(self) -> int | None:
+        return int(self._values.size) if self._shared else None
+
+    def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        d = self._values[np.clip(np.asarray(ranks, dtype=np.int64), 1, self._values.size) - 1]
+        return np.tile(d, (len(rows), 1))
+
     def parameters(self) -> list[dict[str, Any]]:
         counts = [self._values.size] * len(self.classes) if self._shared else np.diff(self._offsets).tolist()
         return [{"class": c, "n_train": int(n)} for c, n in zip(self.classes, counts)]

@@ -225,6 +225,15 @@ class ZnormModel(FittedModel):
         y = self.loc[rows][:, None] + self.scale[rows][:, None] * q
         return monotone(from_working(y, self.family, self.offset), targets)
 
+    def order_statistic_pool(self) -> int | None:
+        return int(self.sorted_z.size) if self.pooled_shape and self.sorted_z is not None else None
+
+    def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``m_c + s_c z_(k)``, the k-th smallest pooled standardised score, mapped back to a distance."""
+        z = self.sorted_z[np.clip(np.asarray(ranks, dtype=np.int64), 1, self.sorted_z.size) - 1]
+        y = self.loc[rows][:, None] + self.scale[rows][:, None] * z[None, :]
+        return from_working(y, self.family, self.offset)
+
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         """Model CDF of the distance for class ``row`` (for the plots)."""
         from scipy import stats

@@ -128,6 +128,7 @@ def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ..
     pair_targets = np.unique(np.concatenate([c["pairs"] for c in counts])) // (names.size * names.size)
     n_pairs = np.bincount(pair_targets, minlength=len(targets))
     n_train = float(np.mean([f.train.impostor_mask().sum() for f in folds]))
+    predicted = predicted_fields(folds, label, counts, targets)
     rows = []
     for k, target in enumerate(targets):
         fa = np.concatenate([c["fa"][k] for c in counts])
@@ -147,8 +148,40 @@ def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ..
                  "share_classes_over_10x": float(np.mean(scored > 10 * target)) if scored.size else float("nan"),
                  "ratio_boot_low": b_low / target, "ratio_boot_high": b_high / target,
                  "false_accept_pairs": int(n_pairs[k]), "training_support": target * n_train}
+        if predicted:
+            extra.update({key: value[k] for key, value in predicted.items()})
+            if n_imp:
+                extra["predicted_covers"] = bool(predicted["predicted_fpr_low"][k] <= fpr <= predicted["predicted_fpr_high"][k])
         rows.append(TargetResult(target, fpr, fpr / target, n_fa, n_imp, (1 - ga / gen) if gen else None, extra))
     return rows
+
+
+def predicted_fields(folds: tuple[Fold, ...], label: str, counts: list[dict[str, np.ndarray]],
+                     targets: tuple[float, ...]) -> dict[str, list]:
+    """The estimator's predicted FPR interval (from training data only, calibrate.prediction), per target:
+    for the FPR measured on this evaluation's number of attempts (``predicted_fpr_low/high``; only the
+    count of attempts is used, none of their outcomes) and for the long run
+    (``predicted_fpr_long_run_low/high``). Empty when the run predicted nothing."""
+    from calibrate.prediction import combine, measured_interval
+
+    preds = [f.predictions.get(label) for f in folds]
+    if not preds or any(p is None for p in preds):
+        return {}
+    attempts = [int(c["imp"][0].sum()) for c in counts]
+    if sum(attempts) == 0:
+        return {}
+    level = preds[0].level
+    reps = combine(preds, attempts)
+    low, high = measured_interval(reps, sum(attempts), level)
+    t = np.asarray(targets, dtype=np.float64)
+    out = {"predicted_fpr_low": low.tolist(), "predicted_fpr_high": high.tolist(),
+           "predicted_ratio_low": (low / t).tolist(), "predicted_ratio_high": (high / t).tolist(),
+           "predicted_fpr_long_run_low": np.nanquantile(reps, (1 - level) / 2, axis=0).tolist(),
+           "predicted_fpr_long_run_high": np.nanquantile(reps, (1 + level) / 2, axis=0).tolist(),
+           "predicted_level": [level] * t.size}
+    if preds[0].methods:
+        out["confidence_method"] = list(preds[0].methods)
+    return out
 
 
 #: below this many training impostor distances under an on-target threshold, the threshold is an extrapolation
@@ -274,6 +307,54 @@ def uncertainty_section(results: dict[str, list[TargetResult]]) -> str:
     return "\n".join(lines)
 
 
+def _pct3(rate: float) -> str:
+    return f"{100 * rate:.3g}%"
+
+
+def _per(rate: float, base: int) -> str:
+    return f"{rate * base:.3g}"
+
+
+def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
+    """report.md's section on the predicted FPR intervals, in words; None when nothing was predicted."""
+    rows = [(l, r) for l, rs in results.items() for r in rs if "predicted_fpr_low" in r.extra]
+    if not rows:
+        return None
+    level = rows[0][1].extra.get("predicted_level", 0.9)
+    lines = ["## Predicted before evaluation: how far each threshold can be trusted", "",
+             f"From the training impostor distances alone (no evaluation data), each estimator's thresholds were refitted "
+             f"on simulated galleries of the same classes and sizes, drawn from a model of the training distances in "
+             f"which the true FPR is known (calibrate.prediction); the {100 * level:.0f}% interval says what FPR the "
+             "thresholds will achieve. The long-run interval is for unlimited new impostor attempts; the other adds "
+             "the chance of counting false accepts among only this evaluation's attempts, and is the one the "
+             "measured FPR is checked against. Read it as \"expect between low and high\"; a wide interval means "
+             "the training data cannot pin the threshold down (too few distances below it).", ""]
+    for label, r in rows:
+        e = r.extra
+        n = r.impostor_attempts
+        how = ""
+        if e.get("confidence_method"):
+            how = (" Chosen so that the FPR exceeds the target with small probability, by the "
+                   + ("distribution-free order-statistic bound" if e["confidence_method"] == "order-statistic"
+                      else "model-based bound (too few training distances for the order-statistic one)") + ".")
+        verdict = ""
+        if n:
+            verdict = (f" It admitted {r.false_accepts} of {n:,} evaluation attempts ({format_pct(r.fpr)}), "
+                       + ("inside" if e.get("predicted_covers") else "OUTSIDE") + " the predicted interval.")
+        lines.append(
+            f"- **{label} at {100 * r.target_fpr:.3g}%**: in the long run between {_pct3(e['predicted_fpr_long_run_low'])} "
+            f"and {_pct3(e['predicted_fpr_long_run_high'])} (ratio {e['predicted_fpr_long_run_low'] / r.target_fpr:.2f}-"
+            f"{e['predicted_fpr_long_run_high'] / r.target_fpr:.2f} of the target); on {n:,} attempts between "
+            f"{_per(e['predicted_fpr_low'], n)} and {_per(e['predicted_fpr_high'], n)} false accepts were predicted."
+            f"{how}{verdict}")
+    covered = [bool(r.extra.get("predicted_covers")) for _, r in rows if "predicted_covers" in r.extra]
+    if covered:
+        lines += ["", f"{sum(covered)} of {len(covered)} measured FPRs lie inside their predicted {100 * level:.0f}% "
+                      "interval (about 9 in 10 is what a 90% interval should give)."]
+    lines.append("")
+    return "\n".join(lines)
+
+
 class FprEvaluator(Evaluator):
     """Achieved FPR, its ratio to the target, Clopper-Pearson interval, per-class spread, FNR.
 
@@ -292,6 +373,9 @@ class FprEvaluator(Evaluator):
                 context.note(note)
             context.advance(1)
         sections, files = [uncertainty_section(results)], {}
+        said = predicted_section(results)
+        if said:
+            sections.insert(0, said)
         if self.plots and data.plots:
             from . import plots
 
