@@ -112,15 +112,43 @@ def threshold(artifact: Path = typer.Argument(..., help="A saved calibration (ca
         cal = load(artifact, estimator)
         t = cal.threshold(cls, fpr)
         tau = cal.distance_threshold(cls, fpr)
+        predicted = _predicted(cal, cls, fpr)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
         return
     if as_json:
-        typer.echo(json.dumps({"class": cls, "target_fpr": fpr, "score_threshold": t, "accept_if": cal.accept_if,
-                               "distance_threshold": tau, "estimator": cal.label}))
+        doc = {"class": cls, "target_fpr": fpr, "score_threshold": t, "accept_if": cal.accept_if,
+               "distance_threshold": tau, "estimator": cal.label}
+        if predicted:
+            doc.update(predicted)
+        typer.echo(json.dumps(doc))
     else:
         op = ">=" if cal.kind == "similarity" else "<="
         typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if score {op} {t!r}")
+        if predicted:
+            level = 100 * predicted["predicted_level"]
+            typer.echo(f"predicted FPR ({level:.0f}%, from training data): gallery {predicted['predicted_fpr_low']:.3g}"
+                       f"-{predicted['predicted_fpr_high']:.3g}"
+                       + (f", this class {predicted['class_predicted_fpr_low']:.3g}-{predicted['class_predicted_fpr_high']:.3g}"
+                          if "class_predicted_fpr_low" in predicted else ""))
+
+
+def _predicted(cal, cls: str, fpr: float) -> dict | None:
+    """The saved predicted interval at this target (gallery, and the class's own when kept), or None."""
+    from .errors import CalibrationError
+
+    if not cal.prediction:
+        return None
+    try:
+        low, high = cal.predicted_fpr(fpr)
+    except CalibrationError:  # predicted at other targets only
+        return None
+    out = {"predicted_fpr_low": low, "predicted_fpr_high": high, "predicted_level": cal.prediction["level"]}
+    try:
+        out["class_predicted_fpr_low"], out["class_predicted_fpr_high"] = cal.predicted_fpr(fpr, cls=cls)
+    except CalibrationError:
+        pass
+    return out
 
 
 @app.command()

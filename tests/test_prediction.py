@@ -223,3 +223,27 @@ def test_prediction_false_turns_it_off_and_confidence_then_refuses():
     raw["estimators"] = [{"plugin": "auto", "confidence": 0.9}]
     with pytest.raises(RecipeError, match="needs the predicted interval"):
         parse_recipe(raw, REGISTRY)
+
+
+def test_cli_threshold_states_the_predicted_interval(tmp_path):
+    from typer.testing import CliRunner
+
+    from calibrate.cli import app
+    from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
+
+    values, probes, gallery = make_scores(seed=5, n_classes=12, probes_per_class=6)
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    raw = score_recipe(csv_path, tmp_path / "out", estimators=[{"plugin": "generic-interp"}], targets=[0.05])
+    raw["evaluation"]["prediction"] = {"replicates": 20}
+    calibrate.run(write_recipe(tmp_path / "recipe.yaml", raw))
+    cal = calibrate.load(tmp_path / "out" / "calibration.json")
+    cls = cal.classes[0]
+    result = CliRunner().invoke(app, ["threshold", str(tmp_path / "out" / "calibration.json"), "--class", cls,
+                                      "--fpr", "0.05", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert (doc["predicted_fpr_low"], doc["predicted_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05))
+    assert (doc["class_predicted_fpr_low"], doc["class_predicted_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05, cls))
+    plain = CliRunner().invoke(app, ["threshold", str(tmp_path / "out" / "calibration.json"), "--class", cls,
+                                     "--fpr", "0.01"])  # not a predicted target: the threshold alone
+    assert plain.exit_code == 0 and "predicted" not in plain.output
