@@ -210,6 +210,7 @@ def test_the_embedding_example_runs():
     done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "newcomer enrolled: accept when score >=" in done.stdout and "1,000,000 decisions" in done.stdout
+    assert "predicted FPR of these thresholds (90%)" in done.stdout and "auto-c95: impostors accepted" in done.stdout
 
 
 def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):
