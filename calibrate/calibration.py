@@ -233,11 +233,16 @@ class Calibration:
             name = str(cls)
             if not per or name not in per["classes"]:
                 self._row(cls)  # an unknown class is named as such
-                raise CalibrationError(f"class {name!r} has no predicted interval (it was enrolled after the fit, or the "
-                                       "gallery was too large to keep per-class intervals); refit to predict it")
+                why = ("per-class intervals are not kept for thresholds chosen with a confidence" if self.confidence
+                       else "it was enrolled after the fit" if per
+                       else "the gallery was too large to keep per-class intervals")
+                raise CalibrationError(f"class {name!r} has no predicted interval of its own ({why}); ask for the "
+                                       "gallery's interval (no cls), or refit")
             i = per["classes"].index(name)
             return float(per["low"][i][j]), float(per["high"][i][j])
         if attempts is not None:
+            if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) or attempts < 1:
+                raise CalibrationError(f"attempts must be a positive whole number of impostor attempts, got {attempts!r}")
             reps = np.asarray(p["replicates"], dtype=np.float64)
             low, high = measured_interval(reps, int(attempts), float(p["level"]))
             return float(low[j]), float(high[j])
@@ -275,7 +280,8 @@ class Calibration:
 
         if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
             inner = self.estimator.enroll(self.model.inner, str(cls), d.values[:, 0])
-            self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper)
+            self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
+                                        self.model.independent)
         else:
             self.model = self.estimator.enroll(self.model, str(cls), d.values[:, 0])
         self._reset()
@@ -364,7 +370,7 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
     :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
         ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
     """
-    from .prediction import PredictionSettings, check_confidence, confident, confident_prediction
+    from .prediction import PredictionSettings, build_world, check_confidence, make_confident
     from .prediction import predict as simulate
     from .manager import build_registry
     from .recipe import DEFAULT_TRANSFORMS
@@ -405,11 +411,13 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
         label = f"{label}-c{100 * confidence:g}"
     if predict or confidence is not None:
         settings = PredictionSettings(float(level), int(replicates))
-        predicted = simulate(est, impostors, checked_targets, settings=settings, seed=[int(seed)],
-                             context=RunContext(), confidence=confidence)
+        world = build_world(impostors, dist)
         if confidence is not None:
-            model = confident(model, predicted, confidence)
-            predicted = confident_prediction(model, predicted)
+            model, predicted, _ = make_confident(model, est, impostors, checked_targets, confidence, settings=settings,
+                                                 seed=[int(seed)], context=RunContext(), world=world)
+        else:
+            predicted = simulate(est, impostors, checked_targets, settings=settings, seed=[int(seed)],
+                                 context=RunContext(), world=world)
         saved = predicted.saved(model.classes)
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
@@ -496,7 +504,7 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
         model = est_info.factory.model_class.from_state(entry["state"])
         if entry.get("confidence") is not None:
             c = entry["confidence"]
-            model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()))
+            model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
     except (KeyError, TypeError, ValueError, IndexError, ParameterError, DataError) as exc:
         raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
     kind = doc.get("kind", "distance")

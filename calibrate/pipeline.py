@@ -136,7 +136,7 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
             test_d.check_distances("evaluation distances")
         models: dict[str, FittedModel] = {}
         tables, predictions = {}, {}
-        world = None
+        world, world_error = None, None
         for index, spec in enumerate(recipe.estimators):
             with times(f"fit {spec.label}"):
                 try:
@@ -146,22 +146,35 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
                         raise DataError(f"{exc}. {hint}") from None
                     raise
             predicted = None
-            if recipe.prediction.enabled and world is not False:
+            if recipe.prediction.enabled and world_error is None:
                 with times(f"predict {spec.label}"):
                     try:
                         if world is None:
                             world = prediction.build_world(impostors, train_d)
-                        predicted = predict_fold(spec, impostors, recipe, world, [recipe.seed, len(folds), index],
-                                                 context)
-                    except DataError as exc:  # the thresholds stand without it: said, not fatal
-                        context.note(f"{spec.label}: no predicted FPR interval ({exc})")
-                        world = False if predicted is None and world is None else world
-            if spec.confidence is not None:
-                model = prediction.confident(model, predicted, spec.confidence)
-                if predicted is not None:
-                    predicted = prediction.confident_prediction(model, predicted)
+                    except DataError as exc:  # the thresholds stand without it: said once, not fatal
+                        world_error = str(exc)
+                        context.note(f"no predicted FPR intervals on fold {name!r}: {exc}")
+                    if world is not None:
+                        try:
+                            model, predicted = predict_fold(spec, model, impostors, recipe, world,
+                                                            [recipe.seed, len(folds), index], context)
+                        except DataError as exc:
+                            if spec.confidence is not None:
+                                raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the "
+                                                f"simulated galleries of the predicted interval, which failed: {exc}") from None
+                            context.note(f"{spec.label}: no predicted FPR interval ({exc})")
+            if spec.confidence is not None and predicted is None:
+                raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated galleries "
+                                f"of the predicted interval, which could not be made: {world_error}")
             if predicted is not None:
                 predictions[spec.label] = predicted
+                unmet = [t for t, m in zip(recipe.targets, predicted.methods) if m == "model-unmet"]
+                if unmet:
+                    context.note(f"{spec.label} at {', '.join(f'{100 * t:.3g}%' for t in unmet)}: confidence "
+                                 f"{spec.confidence} cannot be met from these training data: even the strictest candidate "
+                                 "threshold exceeded the target in more than 1 - confidence of the simulated galleries; "
+                                 "its strictest candidate is used. More training impostor distances, or a larger "
+                                 "target, are needed for that promise")
             models[spec.label] = model
             tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
         folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions))
@@ -176,13 +189,18 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
 
 
-def predict_fold(spec, impostors: ImpostorDistances, recipe: Recipe, world, seed: list[int], context: RunContext):
-    """The estimator's predicted FPR on this fold (calibrate.prediction), as a stage of its own."""
+def predict_fold(spec, model: FittedModel, impostors: ImpostorDistances, recipe: Recipe, world, seed: list[int],
+                 context: RunContext) -> tuple[FittedModel, "prediction.Prediction"]:
+    """The estimator's predicted FPR on this fold (calibrate.prediction), as a stage of its own; with a
+    confidence, the model wrapped with its bound and the prediction of the confident thresholds."""
     settings = recipe.prediction
     with context.stage(f"{spec.label}: predicted FPR, {settings.replicates} simulated galleries", settings.replicates,
                        "galleries"):
-        return prediction.predict(spec.build(), impostors, recipe.targets, settings=settings, seed=seed,
-                                  context=context, confidence=spec.confidence, world=world)
+        if spec.confidence is not None:
+            return prediction.make_confident(model, spec.build(), impostors, recipe.targets, spec.confidence,
+                                             settings=settings, seed=seed, context=context, world=world)[:2]
+        return model, prediction.predict(spec.build(), impostors, recipe.targets, settings=settings, seed=seed,
+                                         context=context, world=world)
 
 
 #: a share of training scores on one value above which a run suspects a failed-comparison marker

@@ -87,6 +87,9 @@ class Prediction:
     #: model-based confidence: candidate targets and the replicates' achieved FPR at each (B x G)
     grid: np.ndarray | None = None
     grid_fpr: np.ndarray | None = None
+    #: order-statistic confidence: the rank used at each target (0: none) and the replicates' FPR there (B x T)
+    ranks: np.ndarray | None = None
+    rank_fpr: np.ndarray | None = None
     #: how each target's threshold was chosen when the estimator carries a confidence ("order-statistic" or "model")
     methods: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
@@ -176,22 +179,34 @@ def _grid(targets: np.ndarray) -> np.ndarray:
     return np.exp(np.linspace(math.log(lo), math.log(hi), steps + 1))
 
 
-def _replicate(item: tuple) -> tuple[np.ndarray, np.ndarray | None] | None:
+#: what a refit on a simulated gallery may raise without failing the run: the gallery is counted as failed
+_REFIT_ERRORS = (DataError, ValueError, ArithmeticError, np.linalg.LinAlgError)
+
+
+def _replicate(item: tuple) -> tuple | None:
     """One replicate world: draw a gallery, refit, and the true FPR of the refitted thresholds (module
-    level: executors may run it in other processes)."""
-    world, estimator, targets, grid, seed = item
+    level: executors may run it in other processes). Returns (per-class FPR at the targets, gallery FPR
+    on the candidate grid or None, gallery FPR at the order-statistic ranks or None); None when the
+    refit failed."""
+    world, estimator, targets, grid, ranks, seed = item
     rng = np.random.default_rng(seed)
     drawn = world.draw(rng)
     try:
         model = estimator.fit(drawn, RunContext())
-    except DataError:
+        rows = model.all_rows()
+        per_class = world.class_fpr(model._thresholds(targets, rows))
+        on_grid = on_ranks = None
+        if grid is not None:
+            on_grid = _gallery_fpr(world.counts, world.class_fpr(model._thresholds(grid, rows)))
+        if ranks is not None:
+            on_ranks = np.full(ranks.size, np.nan)
+            usable = ranks >= 1
+            if usable.any():
+                tau = model.order_statistic_thresholds(ranks[usable].astype(np.float64), rows)
+                on_ranks[usable] = _gallery_fpr(world.counts, world.class_fpr(tau))
+    except _REFIT_ERRORS:
         return None
-    rows = model.all_rows()
-    per_class = world.class_fpr(model._thresholds(targets, rows))
-    on_grid = None
-    if grid is not None:
-        on_grid = _gallery_fpr(world.counts, world.class_fpr(model._thresholds(grid, rows)))
-    return per_class, on_grid
+    return per_class, on_grid, on_ranks
 
 
 def _gallery_fpr(counts: np.ndarray, per_class: np.ndarray) -> np.ndarray:
@@ -204,20 +219,25 @@ _PER_CLASS_LIMIT = 20_000_000
 
 
 def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, settings: PredictionSettings,
-            seed: Sequence[int], context: Any, confidence: float | None = None, world: Any = None) -> Prediction:
+            seed: Sequence[int], context: Any, confidence: float | None = None, world: Any = None,
+            ranks: np.ndarray | None = None) -> Prediction:
     """Simulate the estimator's achieved FPR (see the module's docstring); ``world`` may be given when
-    already built for this gallery (it is the same for every estimator)."""
+    already built for this gallery (it is the same for every estimator). With ``confidence``, also on
+    the grid of candidate targets of the model-based bound, and at the order-statistic ``ranks`` (one
+    per target, 0 where none) of :func:`confidence_ranks`."""
     if world is None:
         world = build_world(impostors)
     t = np.asarray(targets, dtype=np.float64)
     grid = _grid(t) if confidence is not None else None
-    items = [(world, estimator, t, grid, [*seed, b]) for b in range(settings.replicates)]
+    items = [(world, estimator, t, grid, ranks, [*seed, b]) for b in range(settings.replicates)]
     out = context.map(_replicate, items)
     done = [o for o in out if o is not None]
     failed = len(out) - len(done)
     if len(done) < max(10, 0.9 * len(out)):
-        raise DataError(f"predicted FPR interval: the estimator failed on {failed} of {len(out)} simulated galleries; "
-                        "turn the interval off with `evaluation: {prediction: false}`")
+        raise DataError(f"predicted FPR interval: estimator {type(estimator).__name__} failed on {failed} of {len(out)} "
+                        "simulated galleries (drawn from a model of the training distances), so no interval can be "
+                        "given; turn the prediction off for this data (recipe: `evaluation: {prediction: false}`; "
+                        "calibrate.fit: predict=False)")
     per_class = np.stack([d[0] for d in done])  # B x C x T
     reps = np.stack([_gallery_fpr(world.counts, pc) for pc in per_class])
     keep = per_class.size <= _PER_CLASS_LIMIT
@@ -227,6 +247,8 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
                       np.quantile(per_class, 1 - a, axis=0) if keep else None, failed)
     if grid is not None:
         pred.grid, pred.grid_fpr = grid, np.stack([d[1] for d in done])
+    if ranks is not None:
+        pred.ranks, pred.rank_fpr = np.asarray(ranks), np.stack([d[2] for d in done])
     return pred
 
 
@@ -264,45 +286,83 @@ def upper_curve(grid_fpr: np.ndarray, confidence: float) -> np.ndarray:
     return np.maximum.accumulate(np.nanquantile(grid_fpr, confidence, axis=0))
 
 
-def curve_target(target: float, grid: np.ndarray, upper: np.ndarray) -> float:
+def curve_target(target: float, grid: np.ndarray, upper: np.ndarray) -> float | None:
     """The candidate target whose ``upper`` FPR equals ``target`` (log-linear between grid points; the
-    smallest candidate when even it exceeds the target, the target itself when every candidate is below)."""
+    largest candidate when every candidate is below), or None when even the smallest exceeds it."""
     ok = np.flatnonzero(upper <= target)
     if ok.size == 0:
-        return float(grid[0])
+        return None
     j = int(ok[-1])
-    if j + 1 >= grid.size:
-        return float(max(grid[j], min(target, grid[-1])))
-    if upper[j + 1] <= upper[j]:
+    if j + 1 >= grid.size or upper[j + 1] <= upper[j]:
         return float(grid[j])
     frac = (target - upper[j]) / (upper[j + 1] - upper[j])
     return float(np.exp(np.log(grid[j]) + frac * (np.log(grid[j + 1]) - np.log(grid[j]))))
 
 
+def independent_values(world: Any) -> int | None:
+    """How many of the world's pooled training values are independent draws: the distinct pairs when the
+    enrolled-vs-enrolled matrix lists each pair twice, else None (all of them)."""
+    slots = getattr(world, "slots", None)
+    return None if slots is None or slots.size == 0 else int(slots.max()) + 1
+
+
+def confidence_ranks(model: FittedModel, targets: Sequence[float], confidence: float,
+                     independent: int | None = None) -> np.ndarray | None:
+    """Per target the order-statistic rank of the bound (0 where even the smallest value fails), or None
+    when the model's thresholds are not pooled order statistics."""
+    pool = model.order_statistic_pool()
+    if not pool:
+        return None
+    n = min(pool, independent) if independent else pool
+    return np.array([order_statistic_rank(float(e), n, confidence) for e in targets], dtype=np.int64)
+
+
+#: how each target's confident threshold was chosen
+METHODS = {"order-statistic": "the distribution-free order-statistic bound",
+           "model": "the model-based bound (simulated galleries)",
+           "model-unmet": "no bound could be met: even the strictest candidate exceeded the target in more than "
+                          "1 - confidence of the simulated galleries; the strictest candidate is used"}
+
+
 class ConfidentModel(FittedModel):
     """An estimator's fitted model whose threshold at target e has achieved FPR <= e with probability
-    ``confidence`` (module docstring): at each target, the inner model's threshold at the pooled order
-    statistic of rank k (``order-statistic``) or at a lowered target e' (``model``)."""
+    ``confidence`` (module docstring). Per target the stricter of the two bounds that exist: the inner
+    model's threshold at the pooled order statistic of rank k (``order-statistic``; k from the binomial
+    bound over ``independent`` values, default all ``pool_size``), or at a target e' read off the
+    simulated galleries' bound (``model``). The stricter of two non-decreasing choices, and a model-based
+    threshold never looser than the smallest order statistic (which the order-statistic bound uses from
+    some target up), keep the thresholds non-decreasing in the target; a stricter threshold keeps the
+    promise."""
 
-    def __init__(self, inner: FittedModel, confidence: float, grid: Sequence[float] = (), upper: Sequence[float] = ()):
+    def __init__(self, inner: FittedModel, confidence: float, grid: Sequence[float] = (), upper: Sequence[float] = (),
+                 independent: int | None = None):
         super().__init__(inner.classes)
         self.inner, self.confidence = inner, check_confidence(confidence)
         self.grid, self.upper = np.asarray(grid, dtype=np.float64), np.asarray(upper, dtype=np.float64)
         if self.grid.shape != self.upper.shape:
             raise DataError("confidence: the candidate targets and their FPR bounds differ in length")
         self.pool_size = inner.order_statistic_pool()
+        self.independent = None if independent is None else int(independent)
+
+    def rank(self, target: float) -> int:
+        if not self.pool_size:
+            return 0
+        n = min(self.pool_size, self.independent) if self.independent else self.pool_size
+        return order_statistic_rank(target, n, self.confidence)
 
     def choice(self, target: float) -> tuple[str, float]:
-        """("order-statistic", rank k) or ("model", lowered target e') for one target."""
-        if self.pool_size:
-            k = order_statistic_rank(target, self.pool_size, self.confidence)
-            if k >= 1:
-                return "order-statistic", float(k)
-        if self.grid.size == 0:
-            raise DataError(f"confidence {self.confidence}: at target {target:g} the {self.pool_size or 0} pooled training "
-                            "values are too few for an order-statistic bound, and this calibration holds no model-based "
-                            "bound (fit it with the predicted interval on)")
-        return "model", curve_target(target, self.grid, self.upper)
+        """(method, value): ("order-statistic", rank k), ("model", e') or ("model-unmet", smallest candidate)."""
+        k = self.rank(target)
+        e_model = curve_target(target, self.grid, self.upper) if self.grid.size else None
+        if k >= 1 and (e_model is None or k / self.pool_size <= e_model):
+            return "order-statistic", float(k)
+        if e_model is not None:
+            return "model", e_model
+        if self.grid.size:
+            return "model-unmet", float(self.grid[0])
+        raise DataError(f"confidence {self.confidence}: at target {target:g} the {self.pool_size or 0} pooled training "
+                        "values are too few for an order-statistic bound, and this calibration holds no model-based "
+                        "bound (its predicted interval could not be simulated)")
 
     def effective_targets(self, targets: Sequence[float]) -> np.ndarray:
         """The target whose inner threshold each target's confident threshold is (k / N for a rank k)."""
@@ -320,34 +380,61 @@ class ConfidentModel(FittedModel):
                 out[:, j] = self.inner.order_statistic_thresholds(np.array([value]), rows)[:, 0]
             else:
                 out[:, j] = self.inner._thresholds(np.array([value]), rows)[:, 0]
+                if self.pool_size and self.rank(float(e)) == 0:  # below where the order-statistic bound starts:
+                    # never looser than the smallest order statistic, which it uses from there up
+                    out[:, j] = np.minimum(out[:, j], self.inner.order_statistic_thresholds(np.array([1.0]), rows)[:, 0])
         return out
 
     def parameters(self) -> list[dict[str, Any]]:
         return [{**row, "confidence": self.confidence} for row in self.inner.parameters()]
 
     def confidence_state(self) -> dict[str, Any]:
-        return {"confidence": self.confidence, "grid": self.grid.tolist(), "upper": self.upper.tolist()}
+        return {"confidence": self.confidence, "grid": self.grid.tolist(), "upper": self.upper.tolist(),
+                "independent": self.independent}
 
     def to_state(self) -> dict[str, Any]:
         return self.inner.to_state()
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "ConfidentModel":  # pragma: no cover - rebuilt with wrap()
+    def from_state(cls, state: dict[str, Any]) -> "ConfidentModel":  # pragma: no cover - see saved_entries
         raise DataError("a confident model is rebuilt from its inner model's state and its confidence entry")
 
 
-def confident(model: FittedModel, prediction: Prediction | None, confidence: float) -> ConfidentModel:
+def confident(model: FittedModel, prediction: Prediction | None, confidence: float,
+              independent: int | None = None) -> ConfidentModel:
     """Wrap a fitted model with its confidence bound (the model-based curve from ``prediction``'s replicates)."""
     if prediction is None or prediction.grid is None:
-        return ConfidentModel(model, confidence)
-    return ConfidentModel(model, confidence, prediction.grid, upper_curve(prediction.grid_fpr, confidence))
+        return ConfidentModel(model, confidence, independent=independent)
+    return ConfidentModel(model, confidence, prediction.grid, upper_curve(prediction.grid_fpr, confidence), independent)
 
 
 def confident_prediction(model: ConfidentModel, prediction: Prediction) -> Prediction:
-    """The predicted interval of the confident thresholds: each replicate's achieved FPR at the effective
-    target (log-linear between the candidates the replicates were judged at)."""
-    eff = model.effective_targets(prediction.targets)
+    """The predicted interval of the confident thresholds: each replicate's achieved FPR at the threshold
+    actually used (the order statistic of the same rank in the replicate; or the lowered target, log-linear
+    between the candidates the replicates were judged at)."""
     lg = np.log(prediction.grid)
-    reps = np.stack([np.interp(np.log(eff), lg, row) for row in prediction.grid_fpr])
-    methods = tuple(model.choice(float(e))[0] for e in prediction.targets)
-    return Prediction(prediction.targets, prediction.level, reps, None, None, prediction.failed, methods=methods)
+    reps = np.empty((prediction.grid_fpr.shape[0], prediction.targets.size))
+    methods = []
+    for j, e in enumerate(prediction.targets):
+        method, value = model.choice(float(e))
+        methods.append(method)
+        if (method == "order-statistic" and prediction.ranks is not None and prediction.ranks[j] == int(value)
+                and np.all(np.isfinite(prediction.rank_fpr[:, j]))):
+            reps[:, j] = prediction.rank_fpr[:, j]
+        else:
+            eff = value / model.pool_size if method == "order-statistic" else value
+            reps[:, j] = [np.interp(np.log(eff), lg, row) for row in prediction.grid_fpr]
+    return Prediction(prediction.targets, prediction.level, reps, None, None, prediction.failed, methods=tuple(methods))
+
+
+def make_confident(model: FittedModel, estimator: Any, impostors: Any, targets: Sequence[float], confidence: float, *,
+                   settings: PredictionSettings, seed: Sequence[int], context: Any, world: Any) -> tuple:
+    """Fit-time confidence: simulate (with the candidate grid and the order-statistic ranks), wrap the model,
+    and the predicted interval of the confident thresholds. Returns (ConfidentModel, its Prediction, the
+    Prediction of the plain thresholds)."""
+    independent = independent_values(world)
+    ranks = confidence_ranks(model, targets, confidence, independent)
+    predicted = predict(estimator, impostors, targets, settings=settings, seed=seed, context=context,
+                        confidence=confidence, world=world, ranks=ranks)
+    wrapped = confident(model, predicted, confidence, independent)
+    return wrapped, confident_prediction(wrapped, predicted), predicted

@@ -404,4 +404,5 @@ def _prediction(raw: Any, source: str) -> PredictionSettings:
     try:
         return PredictionSettings(float(level), replicates)
     except ParameterError as exc:
-        raise RecipeError(str(exc), source=source, where=where) from None
+        key = "level" if "level" in str(exc) else "replicates"
+        raise RecipeError(str(exc), source=source, where=f"{where}.{key}") from None

@@ -247,3 +247,59 @@ def test_cli_threshold_states_the_predicted_interval(tmp_path):
     plain = CliRunner().invoke(app, ["threshold", str(tmp_path / "out" / "calibration.json"), "--class", cls,
                                      "--fpr", "0.01"])  # not a predicted target: the threshold alone
     assert plain.exit_code == 0 and "predicted" not in plain.output
+
+
+def test_order_statistic_threshold_steps_below_a_tie_group():
+    """With ties at the k-th value, `distance <= threshold` must not accept the whole tie group."""
+    from calibrate_builtins.estimators.interp import below_ties
+
+    values = np.array([0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 2.0])
+    out = below_ties(values, np.array([1, 3, 4, 5, 7]))
+    assert out[0] < 0.0 and out[1] == 0.0  # rank 1 of three zeros: below them all; rank 3: the last zero
+    assert out[2] == 0.5 and out[3] < 1.0 and out[3] > 0.5 and out[4] == 2.0
+    assert [int(np.sum(values <= t)) for t in out] == [0, 3, 4, 4, 7]  # never more than k accepted
+
+
+def test_paired_values_count_once_in_the_order_statistic_bound():
+    """An enrolled-vs-enrolled matrix lists each pair twice: the bound counts the distinct pairs."""
+    imp, _, _ = lognormal_gallery(np.random.default_rng(9), 100, 100)  # N = 10,000
+    model = estimator("generic-interp").fit(imp, RunContext())
+    both = ConfidentModel(model, 0.95)
+    halved = ConfidentModel(model, 0.95, independent=5_000)
+    assert halved.rank(0.002) == order_statistic_rank(0.002, 5_000, 0.95) < both.rank(0.002)
+    assert halved.thresholds([0.002]).values[0, 0] <= both.thresholds([0.002]).values[0, 0]
+
+
+def test_confident_thresholds_never_decrease_with_the_target_and_unmet_is_said():
+    from calibrate.prediction import make_confident
+
+    imp, _, _ = lognormal_gallery(np.random.default_rng(12), 30, 40)  # N = 1,200: the bound switches
+    est = estimator("generic-interp")
+    targets = np.array([0.02, 0.01, 0.005, 0.002, 0.001, 0.0005])
+    wrapped, pred, _ = make_confident(est.fit(imp, RunContext()), est, imp, targets, 0.95,
+                                      settings=PredictionSettings(0.9, 40), seed=[3], context=RunContext(),
+                                      world=build_world(imp))
+    fine = np.geomspace(1e-4, 0.05, 60)
+    tau = wrapped.thresholds(fine).values[0]
+    assert np.all(np.diff(tau) >= -1e-12)
+    assert set(pred.methods) <= {"order-statistic", "model", "model-unmet"} and "order-statistic" in pred.methods
+    tiny = ConfidentModel(wrapped.inner, 0.95, [1e-6, 1e-5], [0.01, 0.02])
+    assert tiny.choice(0.001) == ("model-unmet", 1e-6)  # even the strictest candidate fails: said, strictest used
+
+
+def test_a_refit_that_raises_counts_as_a_failed_gallery():
+    from calibrate.base import Estimator
+
+    class Flaky(Estimator):
+        model_class = None
+        calls = 0
+
+        def _fit(self, impostors, context):
+            Flaky.calls += 1
+            if Flaky.calls % 3 == 0:
+                raise ValueError("not on this gallery")
+            return estimator("generic-interp")._fit(impostors, context)
+
+    imp, _, _ = lognormal_gallery(np.random.default_rng(1), 10, 30)
+    with pytest.raises(calibrate.errors.DataError, match="failed on .* of 30 simulated galleries"):
+        predict(Flaky(), imp, [0.01], settings=PredictionSettings(0.9, 30), seed=[0], context=RunContext())

@@ -70,7 +70,7 @@ from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
 
-from .interp import interp_threshold
+from .interp import below_ties, interp_threshold
 
 Method = Literal["pwm", "mle"]
 Pooling = Literal["class", "pooled", "shrunk"]
@@ -253,8 +253,7 @@ class GpdTailModel(FittedModel):
         return int(self._values.size) if self._shared else None
 
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        d = self._values[np.clip(np.asarray(ranks, dtype=np.int64), 1, self._values.size) - 1]
-        return np.tile(d, (len(rows), 1))
+        return np.tile(below_ties(self._values, ranks), (len(rows), 1))
 
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         """Model CDF: GPD below u, empirical above (for the calibration plots)."""

@@ -37,6 +37,18 @@ def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.nd
     return np.where(k <= 1.0, k * d[0], interpolate_rank(d, k))
 
 
+def below_ties(sorted_values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The k-th smallest value for each 1-based rank k, or just below it (one float step) when the next
+    value is tied with it: ``distance <= threshold`` then accepts at most k of the values, never a whole
+    tie group beyond k (the order-statistic bound counts k)."""
+    v = np.asarray(sorted_values, dtype=np.float64)
+    k = np.clip(np.asarray(ranks, dtype=np.int64), 1, v.size)
+    out = v[k - 1].copy()
+    tied = (k < v.size) & (v[np.minimum(k, v.size - 1)] == out)
+    out[tied] = np.nextafter(out[tied], -np.inf)
+    return out
+
+
 class _SortedModel(FittedModel):
     """Per-class sorted training distances; generic models share one row for every class."""
 
@@ -60,8 +72,7 @@ class _SortedModel(FittedModel):
         return int(self._values.size) if self._shared else None
 
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        d = self._values[np.clip(np.asarray(ranks, dtype=np.int64), 1, self._values.size) - 1]
-        return np.tile(d, (len(rows), 1))
+        return np.tile(below_ties(self._values, ranks), (len(rows), 1))
 
     def parameters(self) -> list[dict[str, Any]]:
         counts = [self._values.size] * len(self.classes) if self._shared else np.diff(self._offsets).tolist()

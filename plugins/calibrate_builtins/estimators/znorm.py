@@ -229,10 +229,15 @@ class ZnormModel(FittedModel):
         return int(self.sorted_z.size) if self.pooled_shape and self.sorted_z is not None else None
 
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """``m_c + s_c z_(k)``, the k-th smallest pooled standardised score, mapped back to a distance."""
-        z = self.sorted_z[np.clip(np.asarray(ranks, dtype=np.int64), 1, self.sorted_z.size) - 1]
+        """``m_c + s_c z_(k)``, the k-th smallest pooled standardised score, mapped back to a distance; one
+        float step below it where z_(k) is tied with the next score (so that no tie group is accepted whole)."""
+        k = np.clip(np.asarray(ranks, dtype=np.int64), 1, self.sorted_z.size)
+        z = self.sorted_z[k - 1]
+        tied = (k < self.sorted_z.size) & (self.sorted_z[np.minimum(k, self.sorted_z.size - 1)] == z)
         y = self.loc[rows][:, None] + self.scale[rows][:, None] * z[None, :]
-        return from_working(y, self.family, self.offset)
+        tau = from_working(y, self.family, self.offset)
+        tau[:, tied] = np.nextafter(tau[:, tied], -np.inf)
+        return tau
 
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         """Model CDF of the distance for class ``row`` (for the plots)."""
