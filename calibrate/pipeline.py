@@ -172,9 +172,10 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
                 if unmet:
                     context.note(f"{spec.label} at {', '.join(f'{100 * t:.3g}%' for t in unmet)}: confidence "
                                  f"{spec.confidence} cannot be met from these training data: even the strictest candidate "
-                                 "threshold exceeded the target in more than 1 - confidence of the simulated galleries; "
-                                 "its strictest candidate is used. More training impostor distances, or a larger "
-                                 "target, are needed for that promise")
+                                 "threshold exceeded the target in more than 1 - confidence of the simulated galleries, "
+                                 "so its threshold is distance 0: only exact matches are accepted (nearly every genuine "
+                                 "user is rejected there). More training impostor distances, or a larger target, are "
+                                 "needed for that promise")
             models[spec.label] = model
             tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
         folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions))

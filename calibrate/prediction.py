@@ -321,7 +321,8 @@ def confidence_ranks(model: FittedModel, targets: Sequence[float], confidence: f
 METHODS = {"order-statistic": "the distribution-free order-statistic bound",
            "model": "the model-based bound (simulated galleries)",
            "model-unmet": "no bound could be met: even the strictest candidate exceeded the target in more than "
-                          "1 - confidence of the simulated galleries; the strictest candidate is used"}
+                          "1 - confidence of the simulated galleries, so the threshold is distance 0 (only exact "
+                          "matches are accepted: the promise is kept by rejecting nearly everyone)"}
 
 
 class ConfidentModel(FittedModel):
@@ -351,7 +352,8 @@ class ConfidentModel(FittedModel):
         return order_statistic_rank(target, n, self.confidence)
 
     def choice(self, target: float) -> tuple[str, float]:
-        """(method, value): ("order-statistic", rank k), ("model", e') or ("model-unmet", smallest candidate)."""
+        """(method, value): ("order-statistic", rank k), ("model", e') or ("model-unmet", smallest candidate):
+        then the threshold is distance 0."""
         k = self.rank(target)
         e_model = curve_target(target, self.grid, self.upper) if self.grid.size else None
         if k >= 1 and (e_model is None or k / self.pool_size <= e_model):
@@ -378,6 +380,8 @@ class ConfidentModel(FittedModel):
             method, value = self.choice(float(e))
             if method == "order-statistic":
                 out[:, j] = self.inner.order_statistic_thresholds(np.array([value]), rows)[:, 0]
+            elif method == "model-unmet":
+                out[:, j] = 0.0  # the promise cannot be kept by any threshold the model offers: accept only exact matches
             else:
                 out[:, j] = self.inner._thresholds(np.array([value]), rows)[:, 0]
                 if self.pool_size and self.rank(float(e)) == 0:  # below where the order-statistic bound starts:
@@ -421,6 +425,8 @@ def confident_prediction(model: ConfidentModel, prediction: Prediction) -> Predi
         if (method == "order-statistic" and prediction.ranks is not None and prediction.ranks[j] == int(value)
                 and np.all(np.isfinite(prediction.rank_fpr[:, j]))):
             reps[:, j] = prediction.rank_fpr[:, j]
+        elif method == "model-unmet":
+            reps[:, j] = 0.0  # distance 0: the world has no mass there unless some training distance is exactly 0
         else:
             eff = value / model.pool_size if method == "order-statistic" else value
             reps[:, j] = [np.interp(np.log(eff), lg, row) for row in prediction.grid_fpr]

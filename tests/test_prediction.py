@@ -284,7 +284,8 @@ def test_confident_thresholds_never_decrease_with_the_target_and_unmet_is_said()
     assert np.all(np.diff(tau) >= -1e-12)
     assert set(pred.methods) <= {"order-statistic", "model", "model-unmet"} and "order-statistic" in pred.methods
     tiny = ConfidentModel(wrapped.inner, 0.95, [1e-6, 1e-5], [0.01, 0.02])
-    assert tiny.choice(0.001) == ("model-unmet", 1e-6)  # even the strictest candidate fails: said, strictest used
+    assert tiny.choice(0.001) == ("model-unmet", 1e-6)  # even the strictest candidate fails: said ...
+    assert np.all(tiny.thresholds([0.001]).values == 0.0)  # ... and kept by accepting only exact matches
 
 
 def test_a_refit_that_raises_counts_as_a_failed_gallery():

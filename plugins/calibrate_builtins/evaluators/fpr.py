@@ -334,9 +334,10 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
         n = r.impostor_attempts
         how = ""
         if e.get("confidence_method"):
-            how = (" Chosen so that the FPR exceeds the target with small probability, by the "
-                   + ("distribution-free order-statistic bound" if e["confidence_method"] == "order-statistic"
-                      else "model-based bound (too few training distances for the order-statistic one)") + ".")
+            from calibrate.prediction import METHODS
+
+            how = (" Chosen so that the FPR exceeds the target with small probability, by "
+                   + METHODS.get(e["confidence_method"], e["confidence_method"]) + ".")
         verdict = ""
         if n:
             verdict = (f" It admitted {r.false_accepts} of {n:,} evaluation attempts ({format_pct(r.fpr)}), "
