@@ -198,3 +198,28 @@ def test_validate_reads_the_first_shard(tmp_path):
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
     with pytest.raises(DataError, match="shard000.txt"):
         calibrate.validate(tmp_path / "r.yaml")
+
+
+# ---- the saved calibration, part by part ------------------------------------------------------
+
+def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
+    folder = make_shards(tmp_path / "shards", shards=3, classes=8, seed=6)
+    estimators = [{"plugin": "auto"}, {"plugin": "generic-interp"}, {"plugin": "class-interp"}]
+    sharded = run(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"}, "sharded",
+                  estimators=estimators)
+    memory = run(tmp_path, {"plugin": "score-list", "path": str(tmp_path / "all.txt"), "kind": "distance"}, "memory",
+                 estimators=estimators)
+    classes = [f"c{s}_{j}" for s in range(3) for j in range(8)]
+    for label in ("auto", "generic-interp", "class-interp"):
+        part = calibrate.load(sharded.out_dir / "calibration.json", label)
+        same = calibrate.load(memory.out_dir / "calibration.json", label)
+        assert len(part) == 24 and "c1_3" in part and "nobody" not in part
+        for e in (0.01, 0.004, 0.001):  # 0.004: not a recipe target, within the kept 1% of the pooled sample
+            for c in classes:
+                assert part.threshold(c, e) == pytest.approx(same.threshold(c, e), rel=RTOL)
+        scores = np.linspace(0.5, 8, len(classes))
+        assert np.array_equal(part.accept(classes, scores, 0.01), same.accept(classes, scores, 0.01))
+    with pytest.raises(CalibrateError, match="not enrolled"):
+        part.threshold("nobody", 0.01)
+    with pytest.raises(CalibrateError, match="up to"):
+        calibrate.load(sharded.out_dir, "auto").threshold("c0_0", 0.2)  # beyond the kept pooled values
