@@ -138,10 +138,15 @@ def _on_shard(item):
 
 
 class ShardRunner:
-    """Maps a function over every shard's training impostor distances, on the run's executor."""
+    """Maps a function over every shard's training impostor distances, on the run's executor.
 
-    def __init__(self, context, jobs: list[ShardJob], scratch: Path):
+    ``minimum`` and ``min_positive``: the smallest and the smallest positive training distance of all
+    shards (from the first pass); ``scratch``: a folder the workers share for temporary files."""
+
+    def __init__(self, context, jobs: list[ShardJob], scratch: Path, minimum: float = np.inf,
+                 min_positive: float = np.inf):
         self.context, self.jobs, self.scratch = context, jobs, scratch
+        self.minimum, self.min_positive = minimum, min_positive
 
     def map(self, function: Callable, arg: Any = None, description: str | None = None) -> list:
         """``[function(impostors_of_shard, arg, shard_index) for each shard]`` (function module-level)."""
@@ -229,8 +234,11 @@ def _survey(job: ShardJob):
     classes = [str(c) for c in impostors.classes]
     hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
                        for c in classes], dtype=np.int64)
+    d = impostors.values
+    positive = d[d > 0]
     return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
-            "failed": split.missing, "absent": absent, "notes": notes, "train": int(impostors.values.size)}
+            "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
+            "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
 
 
 def _write(folder: Path, name: str, text: str) -> tuple[str, int, str]:
@@ -370,7 +378,7 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
             context.note(note)
     n_classes = sum(s["classes"] for s in survey)
     n_train = sum(s["train"] for s in survey)
-    runner = ShardRunner(context, jobs, staged.dir)
+    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey))
     fitters = {}
     for est_spec in recipe.estimators:
         with times(f"fit {est_spec.label} (pooled)"):

@@ -223,3 +223,89 @@ def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
         part.threshold("nobody", 0.01)
     with pytest.raises(CalibrateError, match="up to"):
         calibrate.load(sharded.out_dir, "auto").threshold("c0_0", 0.2)  # beyond the kept pooled values
+
+
+# ---- a worker killed mid-run (dask.distributed) ---------------------------------------------------
+
+def _kill_a_busy_worker(client) -> bool:
+    """Kill (SIGKILL) a worker process that is running a task right now; False when none is."""
+    import os
+    import signal
+
+    busy = [w for w, tasks in client.processing().items() if tasks]
+    if not busy:
+        return False
+    pids = client.run(os.getpid, workers=[busy[0]])
+    os.kill(pids[busy[0]], signal.SIGKILL)
+    return True
+
+
+def _run_killing(tmp_path, name: str, allowed_failures: int):
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    from calibrate.base import RunContext
+    from calibrate_builtins.executors.cluster import Dask
+
+    folder = make_shards(tmp_path / "shards", shards=6, classes=60, probes=300, seed=8)
+    data = {"plugin": "score-shards", "path": str(folder), "kind": "distance"}
+    recipe = {"version": 1, "data": data, "estimators": [{"plugin": "ncx2-grid", "mode": "exact"}],
+              "evaluation": {"targets": [0.01]}, "output": {"dir": str(tmp_path / name), "plots": False}}
+    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    killed = []
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
+        with Dask(workers=2) as executor:
+            def progress(items, description, total):
+                for item in items:
+                    if description.startswith("fitting and evaluating") and not killed:
+                        killed.append(_kill_a_busy_worker(executor._client))
+                    yield item
+
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return calibrate.run(tmp_path / f"{name}.yaml",
+                                         context=RunContext(executor=executor, progress=progress)), killed
+            except Exception as exc:  # noqa: BLE001 - the caller looks at it
+                return exc, killed
+
+
+def _no_processes_left():
+    """No worker or nanny process of ours is left (multiprocessing's resource tracker, one per test
+    session, is not a worker and stays by design)."""
+    import time
+
+    import psutil
+
+    def ours():
+        return [p for p in psutil.Process().children(recursive=True)
+                if "resource_tracker" not in " ".join(p.cmdline())]
+
+    for _ in range(50):
+        if not ours():
+            return True
+        time.sleep(0.1)
+    print([" ".join(p.cmdline()) for p in ours()])
+    return False
+
+
+def test_a_killed_worker_is_retried_and_the_result_is_the_same(tmp_path):
+    result, killed = _run_killing(tmp_path, "retried", allowed_failures=3)
+    assert killed == [True], "no worker was busy when the final pass started; the test did not kill one"
+    assert not isinstance(result, Exception), result
+    serial = run(tmp_path, {"plugin": "score-shards", "path": str(tmp_path / "shards"), "kind": "distance"},
+                 "serial", targets=(0.01,), estimators=[{"plugin": "ncx2-grid", "mode": "exact"}])
+    assert thresholds(sorted(result.out_dir.glob("thresholds-part*.csv"))) == \
+        thresholds(sorted(serial.out_dir.glob("thresholds-part*.csv")))
+    assert read_manifest(result.out_dir) is not None
+    assert _no_processes_left()
+
+
+def test_a_killed_worker_without_retries_fails_the_run_with_nothing_complete(tmp_path):
+    result, killed = _run_killing(tmp_path, "failed", allowed_failures=0)
+    assert killed == [True]
+    assert isinstance(result, Exception) and "KilledWorker" in type(result).__name__, repr(result)
+    out = tmp_path / "failed"
+    assert read_manifest(out) is None
+    assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
+    assert _no_processes_left()

@@ -88,15 +88,21 @@ def _parquet_rows(path: Path, columns: dict | None) -> _Rows:
         raise DataError(f"{path}: empty shard (no comparisons); remove the file or write its comparisons")
 
     def labels(role: str) -> tuple[np.ndarray, list[str]]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         col = table.column(names[role])
         if col.null_count:
             raise DataError(f"{path}: column {names[role]!r} has {col.null_count} empty (null) label(s); every "
                             "comparison needs its claimed and real class")
-        values = col.to_numpy(zero_copy_only=False).astype(str)
-        uniq, codes = np.unique(values, return_inverse=True)
-        if uniq.size and uniq[0] == "":
+        try:  # hashed in C, labels in order of first appearance (numbers become their text)
+            encoded = pc.dictionary_encode(pc.cast(col, pa.string()).combine_chunks())
+        except (pa.ArrowException, ValueError) as exc:
+            raise DataError(f"{path}: column {names[role]!r} ({col.type}) cannot be read as labels ({exc})") from None
+        labels = encoded.dictionary.to_pylist()
+        if "" in labels:
             raise DataError(f"{path}: column {names[role]!r} holds an empty label; every comparison needs its classes")
-        return codes.astype(np.int64), uniq.tolist()
+        return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64), labels
 
     claimed, claimed_labels = labels("claimed")
     real, real_labels = labels("real")

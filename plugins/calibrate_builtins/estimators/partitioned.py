@@ -113,15 +113,9 @@ class PooledZnormModel(ZnormModel):
                    pooled.get("file") if isinstance(pooled, dict) else None)
 
 
-def _auto_stats(impostors: ImpostorDistances, arg, index):
-    check_class_sizes(impostors, 3, "auto")
-    d = impostors.values
-    positive = d[d > 0]
-    return float(d.min()), (float(positive.min()) if positive.size else math.inf)
-
-
 def _auto_z(impostors: ImpostorDistances, offset: float) -> np.ndarray:
     """Every class's standardised training scores, as fit_znorm computes them for auto."""
+    check_class_sizes(impostors, 3, "auto")
     zs = []
     for i, c in enumerate(impostors.classes):
         y = to_working(impostors.of(i), AUTO_CONFIG["family"], offset)
@@ -166,11 +160,10 @@ class AutoPartitioned:
         self._pooled_path: str | None = None
 
     def reduce(self, runner, targets, label: str) -> None:
-        stats = runner.map(_auto_stats, None)
-        if min(s[0] for s in stats) > 0:
+        if runner.minimum > 0:
             self.offset = 0.0  # working_offset's rule, from the shards' minima
         else:
-            positive = min(s[1] for s in stats)
+            positive = runner.min_positive
             if not math.isfinite(positive):
                 raise DataError("every training distance is 0; a log-normal model cannot be fitted (use family: gaussian)")
             self.offset = 0.5 * positive
