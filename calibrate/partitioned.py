@@ -38,15 +38,14 @@ import hashlib
 import json
 import os
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from .errors import CalibrationError, DataError, RecipeError
-from .types import ImpostorDistances, TargetResult, ThresholdTable
+from .errors import DataError, RecipeError
+from .types import ImpostorDistances, TargetResult
 
 PART = "part{:05d}"
 HEAD_FORMAT = "calibrate-partitioned"
