@@ -486,8 +486,11 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
     """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``), ready to answer
     in score units. ``estimator``: the label to load when the file holds several."""
     from .manager import build_registry
+    from .partitioned_calibration import load_partitioned, read_head
 
     path = Path(path)
+    if path.is_dir() or read_head(path) is not None:  # a sharded run's calibration: opened part by part
+        return load_partitioned(path, estimator, extra_plugins=extra_plugins)
     doc = read_artifact(path)
     label, entry = _choose(doc, path, estimator)
     if doc["version"] < 2 or "transform" not in doc:

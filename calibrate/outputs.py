@@ -245,6 +245,7 @@ class StagedOutput:
         self._created = missing  # deepest first: removed in this order if the run fails
         self._lock_fd: int | None = None
         self._names: list[str] = []
+        self._adopted: dict[str, dict[str, Any]] = {}
         self.dir = self.final / STAGING_PREFIX  # replaced below; set so that discard() is always safe
         try:
             # under the folder lock, so that no other run's recovery sees our staging folder unlocked
@@ -284,10 +285,20 @@ class StagedOutput:
         if name not in self._names:
             self._names.append(name)
 
+    def adopt(self, name: str, size: int, sha256: str) -> None:
+        """A file another process (a worker of a partitioned run) wrote into the staging folder, with its
+        size and SHA-256 as that process computed them: committed with the others, not read again here."""
+        if not _plain_name(name) or name in (MANIFEST, JOURNAL) or (self.dir / name).stat().st_size != size:
+            raise ValueError(f"output file {name!r} cannot be adopted (not a plain name, or not the size reported)")
+        self._adopted[name] = {"bytes": int(size), "sha256": sha256}
+        if name not in self._names:
+            self._names.append(name)
+
     def _manifest(self) -> dict[str, Any]:
         from . import __version__
 
-        files = {name: {"bytes": (self.dir / name).stat().st_size, "sha256": _sha256(self.dir / name)}
+        files = {name: self._adopted.get(name) or {"bytes": (self.dir / name).stat().st_size,
+                                                    "sha256": _sha256(self.dir / name)}
                  for name in self._names}
         return {"format": "calibrate-output", "version": 1, "run_id": uuid.uuid4().hex,
                 "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),

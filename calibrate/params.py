@@ -137,7 +137,8 @@ def coerce(value: Any, tp: Any, where: str, base_dir: Path | None = None) -> Any
         if not path.is_absolute() and base_dir is not None:
             path = (base_dir / path)
         path = path.resolve()
-        if not path.exists():
+        # a glob (sharded datasets take one) is resolved like a path; what it matches is the dataset's to check
+        if not path.exists() and not (any(ch in str(value) for ch in "*?[") and path.parent.exists()):
             raise ParameterError(f"{where}: file or folder {str(path)!r} does not exist "
                                  f"(paths are relative to the recipe file)")
         return path

@@ -23,6 +23,7 @@ from . import prediction
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
+from .partitioned import ShardedScores, run_sharded
 from .protocol import pattern_folds
 from .recipe import Recipe
 from .types import DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, TargetResult
@@ -99,6 +100,8 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     dataset = recipe.data.build()
     with times("load data"):
         data = dataset.load(context)
+    if isinstance(data, ShardedScores):  # read, fitted and evaluated shard by shard on the workers
+        return run_sharded(recipe, context, staged, data, times)
     hint = None
     if isinstance(data, PatternSet):
         with times("distances"):

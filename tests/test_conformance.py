@@ -48,6 +48,17 @@ def _score_list(tmp: Path) -> dict:
     return {"path": path, "kind": "similarity"}
 
 
+def _score_shards(tmp: Path) -> dict:
+    rng = np.random.default_rng(4)
+    folder = tmp / "shards"
+    folder.mkdir()
+    for k, classes in enumerate((["g1", "g2", "g3"], ["g4", "g5"])):
+        lines = [f"{claimed} {probe[:2]} {probe} {rng.random():.4f}"
+                 for probe in [c + s for c in classes for s in "ab"] + ["x9a", "x9b"] for claimed in classes]
+        (folder / f"shard{k}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"path": folder, "kind": "similarity"}
+
+
 def _gray(path: Path, seed: int, size=(6, 5)) -> None:
     from PIL import Image
 
@@ -84,6 +95,7 @@ SPECIAL: dict[tuple[str, str], dict] = {
     ("datasets", "npz-patterns"): {"make_params": _npz},
     ("datasets", "score-matrix"): {"make_params": _score_csv},
     ("datasets", "score-list"): {"make_params": _score_list},
+    ("datasets", "score-shards"): {"make_params": _score_shards},
     ("datasets", "synthetic-patterns"): {"params": {"classes": 4, "sets": 2, "samples": 2, "dim": 3},
                                          "make_params": lambda tmp: {}},
     ("datasets", "synthetic-impostors"): {"params": {"classes": 6, "train": 20, "test": 10},

@@ -54,6 +54,14 @@ def data_for(name: str, tmp_path) -> dict:
         lines = [f"{g} {p} probe{i} {float(v)!r}" for i, (p, row) in enumerate(zip(probes, values)) for g, v in zip(gallery, row)]
         (tmp_path / "scores.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         return {"plugin": name, "path": str(tmp_path / "scores.txt")}
+    if name == "score-shards":  # distances: a similarity's default transform would fit its upper bound per shard
+        values, probes, gallery = make_scores(seed=3, n_classes=12, probes_per_class=8, kind="distance")
+        (tmp_path / "shards").mkdir()
+        for k, cols in enumerate((slice(0, 7), slice(7, 12))):
+            lines = [f"{g} {p} probe{i} {float(v)!r}" for i, (p, row) in enumerate(zip(probes, values))
+                     for g, v in zip(gallery[cols], row[cols])]
+            (tmp_path / "shards" / f"part{k}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return {"plugin": name, "path": str(tmp_path / "shards"), "kind": "distance"}
     if name == "synthetic-impostors":
         return {"plugin": name, "classes": 20, "train": 200, "test": 200}
     if name == "synthetic-patterns":

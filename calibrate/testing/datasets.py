@@ -8,6 +8,7 @@ from typing import get_args
 import numpy as np
 
 from ..base import RunContext, ScoreSplit
+from ..partitioned import ShardedScores
 from ..errors import DataError, ParameterError
 from ..params import param_specs
 from ..types import DistanceMatrix, PatternSet
@@ -16,9 +17,25 @@ from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 
 def _load(case: ComponentCase, params):
     data = _build(case, params).load(RunContext(seed=0))
+    if isinstance(data, ShardedScores):  # a sharded dataset: its shards read as the workers read them
+        return _read_shards(case, data)
     assert isinstance(data, (PatternSet, ScoreSplit)), \
-        f"{case.id}: load() returned {type(data).__name__}; return a PatternSet or a ScoreSplit"
+        f"{case.id}: load() returned {type(data).__name__}; return a PatternSet, a ScoreSplit or ShardedScores"
     return data
+
+
+def _read_shards(case: ComponentCase, data: ShardedScores) -> ScoreSplit:
+    """Every shard of a sharded dataset read with ``read_shard`` (column offsets counted as a run does),
+    checked, and the first shard's split returned for the checks that follow."""
+    assert data.shards, f"{case.id}: load() returned ShardedScores without shards"
+    splits, offset = [], 0
+    for shard in data.shards:
+        out = data.dataset.read_shard(shard, offset)
+        assert isinstance(out, tuple) and len(out) == 4 and isinstance(out[0], ScoreSplit), \
+            f"{case.id}: read_shard must return (ScoreSplit, columns, absent, notes)"
+        splits.append(out[0])
+        offset += int(out[1])
+    return splits[0]
 
 
 def check_dataset_load(case: ComponentCase, tmp_path: Path | None = None) -> None:
@@ -76,7 +93,7 @@ def check_dataset_bad_files(case: ComponentCase, tmp_path: Path | None = None) -
             for what, path in (("a missing file", tmp / "does-not-exist.dat"), ("a text file of junk", junk_text),
                                ("a binary file of junk", junk_bin)):
                 try:
-                    _build(case, {**params, name: path}).load(RunContext(seed=0))
+                    _load(case, {**params, name: path})
                 except (DataError, ParameterError):
                     continue
                 except Exception as exc:  # noqa: BLE001

@@ -11,12 +11,14 @@ def calibrate_register_datasets(register: RegisterDataset) -> None:
     from .npz_patterns import NpzPatterns
     from .score_list import ScoreListDataset
     from .score_matrix import ScoreMatrixDataset
+    from .score_shards import ScoreShards
     from .synthetic_impostors import SyntheticImpostors
     from .synthetic_patterns import SyntheticPatterns
 
     register("npz-patterns", NpzPatterns)
     register("score-matrix", ScoreMatrixDataset)
     register("score-list", ScoreListDataset)
+    register("score-shards", ScoreShards)
     register("synthetic-patterns", SyntheticPatterns)
     register("synthetic-impostors", SyntheticImpostors)
     register("image-sets", ImageSets)

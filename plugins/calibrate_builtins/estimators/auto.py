@@ -52,3 +52,9 @@ class Auto(Estimator):
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         return fit_znorm(impostors, who="auto", **AUTO_CONFIG)
+
+    def partitioned(self):
+        """Fitting sharded data shard by shard, with the same thresholds (calibrate/partitioned.py)."""
+        from .partitioned import AutoPartitioned
+
+        return AutoPartitioned()

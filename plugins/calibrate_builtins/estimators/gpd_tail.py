@@ -163,14 +163,15 @@ def guard_shape(x: np.ndarray, xi: float, beta: float, shape_bounds: tuple[float
 
 def fit_lower_tail(sorted_values: np.ndarray, *, tail_fraction: float | None = None, min_exceedances: int = 15,
                    method: Method = "pwm", shape_bounds: tuple[float, float] = (-1.0, 0.5),
-                   shape: float | None = None) -> tuple[TailFit, np.ndarray]:
+                   shape: float | None = None, n: int | None = None) -> tuple[TailFit, np.ndarray]:
     """Fit a GPD to the lower tail of ``sorted_values`` (ascending; any real values).
 
     Returns the fit and the exceedances. With ``shape`` given, the shape is fixed and only
-    ``beta = (1 - shape) mean(x)`` is fitted.
+    ``beta = (1 - shape) mean(x)`` is fitted. ``n``: the size of the whole sample when
+    ``sorted_values`` holds only its lowest values (at least the k + 1 the fit reads).
     """
     d = np.asarray(sorted_values, dtype=np.float64)
-    n = d.size
+    n = d.size if n is None else int(n)
     k = exceedance_count(n, tail_fraction, min_exceedances)
     if k < 3:
         raise DataError(f"{n} distances leave {k} exceedances below the tail threshold; a GPD tail needs at least 3 "

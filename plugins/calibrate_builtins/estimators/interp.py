@@ -105,6 +105,12 @@ class GenericInterp(Estimator):
         pooled = np.sort(impostors.pooled())
         return _SortedModel(impostors.classes, pooled, np.array([0, pooled.size]), shared=True)
 
+    def partitioned(self):
+        """Fitting sharded data shard by shard, with the same thresholds (calibrate/partitioned.py)."""
+        from .partitioned import GenericInterpPartitioned
+
+        return GenericInterpPartitioned()
+
 
 class ClassInterp(Estimator):
     """A threshold per class from that class's own training impostor distances.

@@ -1,0 +1,165 @@
+"""A partitioned calibration (a sharded run's ``calibration.json`` and its parts), opened lazily.
+
+The head names the estimators, the transform and the number of parts; each part
+``calibration-partNNNNN.json`` is an ordinary saved calibration (format 2) of one shard's classes,
+``classes-partNNNNN.json`` lists them. :func:`load_partitioned` reads the head only. The first
+question about a class reads the class lists into a dict (class -> part: about 1 s and 100 MB per
+million classes); a part's models are read when one of its classes is asked for and kept in a
+cache of ``cache_parts`` parts. So ``threshold(cls, e)`` costs a dict lookup and, for a part in the
+cache, an array lookup; thresholds for a part at a target are computed once per part.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .calibration import ACCEPT_IF, Calibration, _check_model, _choose, _lookup, read_artifact
+from .errors import CalibrationError
+from .partitioned import HEAD_FORMAT, PART, fitter_for
+
+#: parts whose models are kept in memory at once
+CACHE_PARTS = 16
+
+
+def read_head(path: Path) -> dict[str, Any] | None:
+    """The head of a partitioned calibration, or None when ``path`` is something else."""
+    try:
+        if path.stat().st_size > 1 << 20:  # a head is small; a large file is an ordinary calibration
+            return None
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("format") == HEAD_FORMAT else None
+
+
+class PartitionedCalibration:
+    """One estimator's thresholds for the classes of every part, loaded part by part when asked.
+
+    Answers as :class:`~calibrate.calibration.Calibration` does (``threshold``, ``distance_threshold``,
+    ``accept``, ``in``, ``len``, ``accept_if``, ``kind``, ``label``)."""
+
+    def __init__(self, folder: Path, head: dict[str, Any], label: str, entry: dict[str, Any], extra_plugins: tuple,
+                 cache_parts: int = CACHE_PARTS):
+        from .manager import build_registry
+
+        self.folder, self.head, self.label = folder, head, label
+        self.kind = head.get("kind", "distance")
+        if self.kind not in ACCEPT_IF:
+            raise CalibrationError(f"{folder}: kind {self.kind!r} is not similarity or distance")
+        self.plugin, self.params = entry.get("plugin"), entry.get("params", {})
+        self.targets = tuple(head.get("targets", ()))
+        self._registry = build_registry(extra_plugins)
+        info = _lookup(self._registry, "estimators", self.plugin, folder)
+        self._model_class = fitter_for(info.factory(**self.params), label).model_class
+        self._parts: OrderedDict[int, Calibration] = OrderedDict()
+        self._cache = cache_parts
+        self._index: dict[str, int] | None = None
+
+    @property
+    def accept_if(self) -> str:
+        return ACCEPT_IF[self.kind]
+
+    def __len__(self) -> int:
+        return int(self.head["classes"])
+
+    def __repr__(self) -> str:
+        return (f"PartitionedCalibration({self.label!r}, {len(self)} classes in {self.head['parts']} parts, "
+                f"{self.kind} scores, accept if {self.accept_if})")
+
+    def _part_of(self, cls: Any) -> int:
+        if self._index is None:
+            index: dict[str, int] = {}
+            for k in range(int(self.head["parts"])):
+                path = self.folder / f"classes-{PART.format(k)}.json"
+                try:
+                    names = json.loads(path.read_text(encoding="utf-8"))
+                except (OSError, ValueError) as exc:
+                    raise CalibrationError(f"{path}: the class list of part {k} cannot be read ({exc}); the result is "
+                                           "incomplete: run the recipe again") from None
+                index.update(dict.fromkeys(names, k))
+            self._index = index
+        try:
+            return self._index[str(cls)]
+        except KeyError:
+            raise CalibrationError(f"class {str(cls)!r} is not enrolled in this calibration ({len(self)} classes); "
+                                   "check the name") from None
+
+    def __contains__(self, cls: object) -> bool:
+        try:
+            self._part_of(cls)
+        except CalibrationError:
+            return False
+        return True
+
+    def part(self, k: int) -> Calibration:
+        """The calibration of part ``k``'s classes (read once, then cached)."""
+        if k in self._parts:
+            self._parts.move_to_end(k)
+            return self._parts[k]
+        path = self.folder / f"calibration-{PART.format(k)}.json"
+        doc = read_artifact(path)
+        label, entry = _choose(doc, path, self.label)
+        tr = doc["transform"]
+        tr_info = _lookup(self._registry, "transforms", tr.get("plugin"), path)
+        est_info = _lookup(self._registry, "estimators", entry.get("plugin"), path)
+        try:
+            model = self._model_class.from_state({**entry["state"], "root": str(self.folder)})
+            transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
+            est = est_info.factory(**entry.get("params", {}))
+        except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:
+            raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
+        _check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)
+        cal = Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
+                          transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
+                          kind=self.kind, targets=self.targets)
+        self._parts[k] = cal
+        while len(self._parts) > self._cache:
+            self._parts.popitem(last=False)
+        return cal
+
+    def threshold(self, cls: Any, target_fpr: float) -> float:
+        """The threshold in the data's own score units (accept if :attr:`accept_if`)."""
+        return self.part(self._part_of(cls)).threshold(cls, target_fpr)
+
+    def distance_threshold(self, cls: Any, target_fpr: float) -> float:
+        return self.part(self._part_of(cls)).distance_threshold(cls, target_fpr)
+
+    def accept(self, classes: Any, scores: Any, target_fpr: float) -> np.ndarray | bool:
+        """Accept or reject each claim (as Calibration.accept), answered part by part."""
+        scalar = np.ndim(scores) == 0 and np.ndim(classes) == 0
+        s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
+        c = np.atleast_1d(np.asarray(classes)).astype(str)
+        if c.size == 1 and s.size > 1:
+            c = np.broadcast_to(c, s.shape)
+        if c.size != s.size:
+            raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or one for all)")
+        parts = np.array([self._part_of(x) for x in c.tolist()], dtype=np.int64)
+        out = np.zeros(s.size, bool)
+        for k in np.unique(parts):
+            at = np.flatnonzero(parts == k)
+            out[at] = self.part(int(k)).accept(c[at], s[at], target_fpr)
+        return bool(out[0]) if scalar else out
+
+    def thresholds(self, target_fpr: float) -> dict[str, float]:
+        """Every class's score threshold at one target (reads every part: for a million classes, minutes)."""
+        out: dict[str, float] = {}
+        for k in range(int(self.head["parts"])):
+            out.update(self.part(k).thresholds(target_fpr))
+        return out
+
+
+def load_partitioned(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = (),
+                     cache_parts: int = CACHE_PARTS) -> PartitionedCalibration:
+    """A sharded run's calibration (its folder, or the ``calibration.json`` head in it)."""
+    path = Path(path)
+    head_path = path / "calibration.json" if path.is_dir() else path
+    head = read_head(head_path)
+    if head is None:
+        raise CalibrationError(f"{head_path}: not the head of a partitioned calibration (format {HEAD_FORMAT!r})")
+    label, entry = _choose(head, head_path, estimator)
+    return PartitionedCalibration(head_path.parent, head, label, entry, extra_plugins, cache_parts)

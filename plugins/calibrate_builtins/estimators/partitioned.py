@@ -1,0 +1,249 @@
+"""Shard-by-shard fits of the pooled estimators ``auto`` and ``generic-interp`` (``calibrate/partitioned.py``).
+
+Both need, besides each class's own statistics, a quantile of values pooled over every class: auto
+the pooled standardised scores (and a GPD tail fitted to their lowest ``tail_fraction``), generic-interp
+the pooled distances. A threshold at target ``e`` reads the pooled sample only at ranks up to
+``ceil(e N)``, and the GPD tail only its lowest ``k + 1`` values, so the run selects exactly those
+with :func:`calibrate.partitioned.lowest_sorted` (two passes over the shards; the selected values
+are the very floats ``np.sort`` of everything would give) and fits the tail with the in-memory
+code. Hence the thresholds equal the in-memory fit's: per-class location and scale are computed by
+the same functions on the same distances, the pooled order statistics and the tail are the same
+numbers; ``tests/test_partitioned.py`` compares them (relative 1e-12, in practice equal).
+
+What the fitted models keep of the pooled sample: its lowest ``ceil(max(1%, largest target) N) + 1``
+values (``pooled-LABEL.npy`` beside the parts) and ``N``; such a model answers targets up to that
+rate (1% or the recipe's largest target) and says so for larger ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibrate.base import FittedModel
+from calibrate.errors import DataError, ParameterError
+from calibrate.partitioned import lowest_sorted
+from calibrate.types import ImpostorDistances
+
+from .auto import AUTO_CONFIG
+from .gpd_tail import fit_lower_tail
+from .interp import interpolate_rank
+from .znorm import ZnormModel, check_class_sizes, standardise, to_working
+
+#: the pooled lower tail a partitioned model keeps answers targets up to this rate (or the largest target)
+KEEP_FPR = 0.01
+
+
+def kept_count(n_total: int, targets) -> int:
+    return int(min(n_total, math.ceil(max(KEEP_FPR, max(targets)) * n_total) + 1))
+
+
+def _save_pooled(folder: str, name: str, values: np.ndarray) -> tuple[str, int, str]:
+    tmp = Path(folder) / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+    with open(tmp, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(values, dtype="<f8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, Path(folder) / name)
+    data = (Path(folder) / name).read_bytes()
+    return name, len(data), hashlib.sha256(data).hexdigest()
+
+
+def _load_pooled(state: dict[str, Any]) -> np.ndarray:
+    pooled = state["pooled"]
+    if isinstance(pooled, dict):  # a file beside the calibration's parts; "root" is set by the loader
+        return np.load(Path(state["root"]) / pooled["file"], mmap_mode="r")
+    return np.asarray(pooled, dtype=np.float64)
+
+
+def _check_reach(targets: np.ndarray, kept: int, n_pooled: int, who: str) -> None:
+    need = np.ceil(np.asarray(targets) * n_pooled)
+    if kept < n_pooled and np.any(need > kept):
+        reach = (kept - 1) / n_pooled
+        raise ParameterError(f"{who}: this partitioned calibration keeps the pooled sample's lowest {kept} of {n_pooled} "
+                             f"values, enough for target FPRs up to {reach:.4g}; fit again with the larger target among "
+                             "the recipe's targets")
+
+
+class PooledZnormModel(ZnormModel):
+    """auto's model of one shard's classes: their location and scale, and the pooled standardised scores'
+    lowest values (``sorted_z``) out of ``n_pooled``, with the GPD tail fitted to them."""
+
+    def __init__(self, classes, loc, scale, n, family: str, offset: float, sorted_z, n_pooled: int,
+                 tail: dict | None, min_tail_count: float, pooled_file: str | None = None):
+        super().__init__(classes, loc, scale, n, family, offset, True, False, None, tail, min_tail_count)
+        self.sorted_z = sorted_z  # possibly a read-only memory map of pooled-LABEL.npy
+        self.n_pooled, self.pooled_file = int(n_pooled), pooled_file
+
+    def _quantile(self, targets: np.ndarray) -> np.ndarray:
+        return interpolate_rank(self.sorted_z, np.asarray(targets, dtype=np.float64) * self.n_pooled)
+
+    def z_quantiles(self, targets: np.ndarray) -> np.ndarray:
+        """ZnormModel.z_quantiles with the pooled size ``n_pooled`` (only the lowest values are kept)."""
+        targets = np.asarray(targets, dtype=np.float64)
+        _check_reach(targets, len(self.sorted_z), self.n_pooled, "auto")
+        emp = self._quantile(targets)
+        switch = self.min_tail_count / self.n_pooled
+        if self.tail is None or self.tail.p_u <= switch:
+            return emp
+        at_switch = float(self._quantile(np.array([switch]))[0])
+        return np.where(targets < switch, np.minimum(self.tail.quantile(targets), at_switch), emp)
+
+    def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError("a partitioned auto model keeps only the pooled lower tail; it draws no CDF")
+
+    def to_state(self) -> dict[str, Any]:
+        state = {"classes": list(self.classes), "loc": self.loc.tolist(), "scale": self.scale.tolist(),
+                 "n": self.n.tolist(), "family": self.family, "offset": self.offset, "n_pooled": self.n_pooled,
+                 "pooled": {"file": self.pooled_file} if self.pooled_file else np.asarray(self.sorted_z).tolist(),
+                 "tail": None if self.tail is None else dict(self.tail.__dict__), "min_tail_count": self.min_tail_count}
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "PooledZnormModel":
+        pooled = state["pooled"]
+        return cls(state["classes"], state["loc"], state["scale"], state["n"], state["family"], state["offset"],
+                   _load_pooled(state), state["n_pooled"], state["tail"], state["min_tail_count"],
+                   pooled.get("file") if isinstance(pooled, dict) else None)
+
+
+def _auto_z(impostors: ImpostorDistances, offset: float) -> np.ndarray:
+    """Every class's standardised training scores, as fit_znorm computes them for auto."""
+    check_class_sizes(impostors, 3, "auto")
+    zs = []
+    for i, c in enumerate(impostors.classes):
+        y = to_working(impostors.of(i), AUTO_CONFIG["family"], offset)
+        try:
+            z, _, _ = standardise(y, AUTO_CONFIG["robust"], AUTO_CONFIG["jackknife"])
+        except DataError as exc:
+            raise DataError(f"estimator auto, class {c!r}: {exc}") from None
+        zs.append(z)
+    return np.concatenate(zs)
+
+
+def _auto_finish(lowest: np.ndarray, n_total: int, arg):
+    folder, name, targets = arg
+    cfg = AUTO_CONFIG
+    try:
+        fit, _ = fit_lower_tail(lowest, tail_fraction=cfg["tail_fraction"], min_exceedances=cfg["min_exceedances"],
+                                shape_bounds=cfg["shape_bounds"], n=n_total)
+        tail = dict(fit.__dict__)
+    except DataError:
+        tail = None  # as fit_znorm: too few or tied pooled scores, the empirical quantile throughout
+    return tail, n_total, _save_pooled(folder, name, lowest[:kept_count(n_total, targets)])
+
+
+def _auto_want(targets):
+    from .gpd_tail import exceedance_count
+
+    def want(n: int) -> int:
+        k = exceedance_count(n, AUTO_CONFIG["tail_fraction"], AUTO_CONFIG["min_exceedances"])
+        return max(k + 1, kept_count(n, targets))
+
+    return want
+
+
+class AutoPartitioned:
+    """auto, shard by shard: the working-scale offset from the shards' minima, the pooled standardised
+    scores' lower tail by exact selection, then each shard's classes' location and scale."""
+
+    model_class = PooledZnormModel
+
+    def __init__(self):
+        self.offset, self.n_pooled, self.tail, self.files = 0.0, 0, None, ()
+        self._pooled_path: str | None = None
+
+    def reduce(self, runner, targets, label: str) -> None:
+        if runner.minimum > 0:
+            self.offset = 0.0  # working_offset's rule, from the shards' minima
+        else:
+            positive = runner.min_positive
+            if not math.isfinite(positive):
+                raise DataError("every training distance is 0; a log-normal model cannot be fitted (use family: gaussian)")
+            self.offset = 0.5 * positive
+        name = f"pooled-{label}.npy"
+        self.tail, self.n_pooled, info = lowest_sorted(runner, _auto_z, self.offset, _auto_want(targets), _auto_finish,
+                                                       (str(runner.scratch), name, tuple(targets)), name=label)
+        self.files = (info,)
+        self._pooled_path = str(runner.scratch / name)
+
+    def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:
+        cfg = AUTO_CONFIG
+        check_class_sizes(impostors, 3, "auto")
+        locs, scales = [], []
+        for i, c in enumerate(impostors.classes):
+            y = to_working(impostors.of(i), cfg["family"], self.offset)
+            try:
+                _, m, s = standardise(y, cfg["robust"], 0.0)  # the full-sample location and scale, as fit_znorm's
+            except DataError as exc:
+                raise DataError(f"estimator auto, class {c!r}: {exc}") from None
+            locs.append(m)
+            scales.append(s)
+        pooled = np.load(self._pooled_path, mmap_mode="r")
+        return PooledZnormModel(impostors.classes, locs, scales, impostors.counts(), cfg["family"], self.offset,
+                                pooled, self.n_pooled, self.tail, cfg["min_tail_count"], Path(self._pooled_path).name)
+
+
+# ---- generic-interp ------------------------------------------------------------------------------
+
+class PooledSortedModel(FittedModel):
+    """generic-interp's model: the pooled training distances' lowest values out of ``n_pooled``; one
+    threshold for every class (the paper's interpolation formula at rank e N)."""
+
+    def __init__(self, classes, lowest, n_pooled: int, pooled_file: str | None = None):
+        super().__init__(classes)
+        self.lowest, self.n_pooled, self.pooled_file = lowest, int(n_pooled), pooled_file
+
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        _check_reach(targets, len(self.lowest), self.n_pooled, "generic-interp")
+        k = np.asarray(targets, dtype=np.float64) * self.n_pooled
+        one = np.where(k <= 1.0, k * float(self.lowest[0]), interpolate_rank(self.lowest, k))
+        return np.tile(one, (len(rows), 1))
+
+    def parameters(self) -> list[dict[str, Any]]:
+        return [{"class": c, "n_train": self.n_pooled} for c in self.classes]
+
+    def to_state(self) -> dict[str, Any]:
+        return {"classes": list(self.classes), "n_pooled": self.n_pooled,
+                "pooled": {"file": self.pooled_file} if self.pooled_file else np.asarray(self.lowest).tolist()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "PooledSortedModel":
+        pooled = state["pooled"]
+        return cls(state["classes"], _load_pooled(state), state["n_pooled"],
+                   pooled.get("file") if isinstance(pooled, dict) else None)
+
+
+def _distances(impostors: ImpostorDistances, arg) -> np.ndarray:
+    return impostors.values
+
+
+def _interp_finish(lowest: np.ndarray, n_total: int, arg):
+    folder, name, targets = arg
+    return n_total, _save_pooled(folder, name, lowest[:kept_count(n_total, targets)])
+
+
+class GenericInterpPartitioned:
+    """generic-interp, shard by shard: the pooled distances' lowest values by exact selection."""
+
+    model_class = PooledSortedModel
+
+    def __init__(self):
+        self.n_pooled, self.files, self._pooled_path = 0, (), None
+
+    def reduce(self, runner, targets, label: str) -> None:
+        name = f"pooled-{label}.npy"
+        self.n_pooled, info = lowest_sorted(runner, _distances, None, lambda n: kept_count(n, targets), _interp_finish,
+                                            (str(runner.scratch), name, tuple(targets)), name=label)
+        self.files = (info,)
+        self._pooled_path = str(runner.scratch / name)
+
+    def fit_part(self, impostors: ImpostorDistances) -> PooledSortedModel:
+        return PooledSortedModel(impostors.classes, np.load(self._pooled_path, mmap_mode="r"), self.n_pooled,
+                                 Path(self._pooled_path).name)

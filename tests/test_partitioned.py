@@ -1,0 +1,311 @@
+"""Sharded scores (dataset score-shards, calibrate/partitioned.py): the partitioned run gives the in-memory
+run's thresholds and evaluation, on small shards, with every executor; bad shards get clear errors."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import calibrate
+from calibrate.errors import CalibrateError, DataError
+from calibrate.outputs import read_manifest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+#: thresholds and evaluation fields of the partitioned run against the in-memory run: relative difference
+#: (the computation is the same floats in the same order, so in practice they are equal to the bit)
+RTOL = 1e-12
+ESTIMATORS = [{"plugin": "auto"}, {"plugin": "generic-interp"}, {"plugin": "class-interp"},
+              {"plugin": "ncx2-grid", "mode": "fast", "name": "ncx2-fast"}]
+
+
+def make_shards(folder: Path, *, shards: int = 4, classes: int = 25, probes: int = 60, seed: int = 0,
+                parquet: bool = True, zeros: bool = False) -> Path:
+    """Shards of distances (one per group of claimed classes) and, beside them, all.txt: the same
+    comparisons as one bob 4-column score list, shards concatenated in order."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for s in range(shards):
+        cl, re, pr, sc = [], [], [], []
+        for j in range(classes):
+            c, scale = f"c{s}_{j}", rng.uniform(0.5, 2.0)
+            for q in range(probes):
+                cl.append(c), re.append(f"r{s}_{q}"), pr.append(f"p{s}_{q}")
+                sc.append(0.0 if zeros and q == 0 else float(rng.gamma(5, scale)))
+            cl.append(c), re.append(c), pr.append(f"g{s}_{j}"), sc.append(float(rng.gamma(1, 0.3)))
+        if parquet:
+            pq.write_table(pa.table({"claimed_id": cl, "real_id": re, "test_label": pr, "score": sc}),
+                           folder / f"shard{s:03d}.parquet")
+        text = [f"{a} {b} {c} {d!r}" for a, b, c, d in zip(cl, re, pr, sc)]
+        if not parquet:
+            (folder / f"shard{s:03d}.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+        lines += text
+    (folder.parent / "all.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def run(tmp: Path, data: dict, name: str, targets=(0.01, 0.001), estimators=ESTIMATORS, executor=None):
+    recipe = {"version": 1, "data": data, "estimators": estimators, "evaluation": {"targets": list(targets)},
+              "output": {"dir": str(tmp / name), "plots": False}}
+    if executor:
+        recipe["executor"] = executor
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return calibrate.run(path)
+
+
+def thresholds(files) -> dict:
+    out = {}
+    for f in files:
+        with open(f, newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                out[(r["estimator"], r["class"], float(r["target_fpr"]))] = float(r["threshold"])
+    return out
+
+
+def assert_same_as_in_memory(tmp: Path, sharded, memory) -> None:
+    a = thresholds(sorted((tmp / sharded.out_dir.name).glob("thresholds-part*.csv")))
+    b = thresholds([memory.out_dir / "thresholds.csv"])
+    assert set(a) == set(b)
+    for key in b:
+        assert a[key] == pytest.approx(b[key], rel=RTOL, abs=0), key
+    for label, rows in memory.results.items():
+        for x, y in zip(sharded.results[label], rows):
+            assert (x.false_accepts, x.impostor_attempts) == (y.false_accepts, y.impostor_attempts)
+            assert x.fpr == pytest.approx(y.fpr, rel=RTOL) and x.fnr == pytest.approx(y.fnr, rel=RTOL)
+            for key in ("fpr_ci_low", "fpr_ci_high", "share_classes_over_2x", "share_classes_over_10x",
+                        "training_support", "genuine_attempts"):
+                assert x.extra[key] == pytest.approx(y.extra[key], rel=1e-9), (label, key)
+
+
+@pytest.mark.parametrize("parquet", [True, False], ids=["parquet", "score-list"])
+def test_sharded_run_equals_the_in_memory_run(tmp_path, parquet):
+    # targets 1% (empirical pooled quantile) and 0.1% (3.6 pooled scores below it: auto's GPD tail)
+    folder = make_shards(tmp_path / "shards", parquet=parquet)
+    sharded = run(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"}, "sharded")
+    memory = run(tmp_path, {"plugin": "score-list", "path": str(tmp_path / "all.txt"), "kind": "distance"}, "memory")
+    assert_same_as_in_memory(tmp_path, sharded, memory)
+    manifest = read_manifest(sharded.out_dir)
+    assert manifest is not None
+    assert {f"thresholds-part{k:05d}.csv" for k in range(4)} <= set(manifest["files"])
+    assert "pooled-auto.npy" in manifest["files"] and "calibration.json" in manifest["files"]
+
+
+def test_zero_distances_and_a_glob(tmp_path):
+    # a distance of 0 makes auto's working scale log(d + c) take c from the smallest positive distance
+    folder = make_shards(tmp_path / "shards", shards=3, classes=10, seed=2, zeros=True)
+    sharded = run(tmp_path, {"plugin": "score-shards", "path": str(folder / "shard*.parquet"), "kind": "distance"},
+                  "sharded", estimators=[{"plugin": "auto"}])
+    memory = run(tmp_path, {"plugin": "score-list", "path": str(tmp_path / "all.txt"), "kind": "distance"}, "memory",
+                 estimators=[{"plugin": "auto"}])
+    assert_same_as_in_memory(tmp_path, sharded, memory)
+
+
+def test_train_and_test_shards(tmp_path):
+    make_shards(tmp_path / "a" / "dev", shards=2, classes=12, seed=3)
+    make_shards(tmp_path / "b" / "eval", shards=2, classes=12, seed=4)
+    data = {"plugin": "score-shards", "train": str(tmp_path / "a" / "dev"), "test": str(tmp_path / "b" / "eval"),
+            "kind": "distance"}
+    sharded = run(tmp_path, data, "sharded", estimators=[{"plugin": "auto"}, {"plugin": "generic-interp"}])
+    memory = run(tmp_path, {"plugin": "score-list", "train": str(tmp_path / "a" / "all.txt"),
+                            "test": str(tmp_path / "b" / "all.txt"), "kind": "distance"}, "memory",
+                 estimators=[{"plugin": "auto"}, {"plugin": "generic-interp"}])
+    assert_same_as_in_memory(tmp_path, sharded, memory)
+
+
+@pytest.mark.parametrize("executor", [{"plugin": "processes", "workers": 2}], ids=["processes"])
+def test_the_executor_does_not_change_the_result(tmp_path, executor):
+    folder = make_shards(tmp_path / "shards", shards=3, classes=10, seed=5)
+    data = {"plugin": "score-shards", "path": str(folder), "kind": "distance"}
+    serial = run(tmp_path, data, "serial", estimators=[{"plugin": "auto"}])
+    spread = run(tmp_path, data, "spread", estimators=[{"plugin": "auto"}], executor=executor)
+    assert thresholds(sorted(serial.out_dir.glob("thresholds-part*.csv"))) == \
+        thresholds(sorted(spread.out_dir.glob("thresholds-part*.csv")))
+
+
+# ---- bad shards ---------------------------------------------------------------------------------
+
+def _fails(tmp_path, data, match, estimators=({"plugin": "auto"},)):
+    with pytest.raises(CalibrateError, match=match):
+        run(tmp_path, data, "bad", estimators=list(estimators))
+    assert read_manifest(tmp_path / "bad") is None
+
+
+def test_an_empty_or_damaged_shard_is_named(tmp_path):
+    folder = make_shards(tmp_path / "shards", shards=2, classes=5)
+    (folder / "shard002.parquet").write_bytes(b"not parquet at all")
+    _fails(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"},
+           r"shard002\.parquet: not a readable Parquet file")
+    pq.write_table(pa.table({"claimed_id": pa.array([], pa.string()), "real_id": pa.array([], pa.string()),
+                             "score": pa.array([], pa.float64())}), folder / "shard002.parquet")
+    _fails(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"},
+           r"shard002\.parquet: empty shard")
+
+
+def test_no_shards_and_a_missing_column(tmp_path):
+    (tmp_path / "none").mkdir()
+    _fails(tmp_path, {"plugin": "score-shards", "path": str(tmp_path / "none"), "kind": "distance"},
+           "matches no shard file")
+    folder = tmp_path / "cols"
+    folder.mkdir()
+    pq.write_table(pa.table({"claimed": ["a"], "real_id": ["b"], "score": [1.0]}), folder / "s.parquet")
+    _fails(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"},
+           r"s\.parquet: no column 'claimed_id'.*columns:")
+
+
+def test_a_class_in_two_shards_is_refused(tmp_path):
+    folder = make_shards(tmp_path / "shards", shards=2, classes=5)
+    table = pq.read_table(folder / "shard001.parquet").to_pydict()
+    table["claimed_id"] = [c.replace("c1_0", "c0_0") for c in table["claimed_id"]]
+    pq.write_table(pa.table(table), folder / "shard001.parquet")
+    _fails(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"},
+           "a claimed class appears in more than one shard")
+
+
+def test_a_transform_fitted_per_shard_is_refused_with_the_fix(tmp_path):
+    folder = make_shards(tmp_path / "shards", shards=2, classes=5)
+    data = {"plugin": "score-shards", "path": str(folder), "kind": "similarity"}
+    _fails(tmp_path, data, r"fit depends on the data.*upper")
+    recipe_ok = {"version": 1, "data": data, "transform": {"plugin": "similarity-to-distance", "upper": 100.0},
+                 "estimators": [{"plugin": "generic-interp"}], "evaluation": {"targets": [0.01]},
+                 "output": {"dir": str(tmp_path / "upper"), "plots": False}}
+    (tmp_path / "upper.yaml").write_text(yaml.safe_dump(recipe_ok), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calibrate.run(tmp_path / "upper.yaml")
+    assert read_manifest(tmp_path / "upper") is not None
+
+
+def test_an_estimator_that_pools_without_a_partitioned_fit_is_refused(tmp_path):
+    folder = make_shards(tmp_path / "shards", shards=2, classes=5)
+    _fails(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"},
+           "cannot fit sharded data", estimators=[{"plugin": "gpd-tail", "pooling": "pooled"}])
+
+
+def test_validate_reads_the_first_shard(tmp_path):
+    folder = make_shards(tmp_path / "shards", shards=2, classes=5, parquet=False)
+    (folder / "shard000.txt").write_text("a b c notanumber\n", encoding="utf-8")
+    recipe = {"version": 1, "data": {"plugin": "score-shards", "path": str(folder), "kind": "distance"}}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    with pytest.raises(DataError, match="shard000.txt"):
+        calibrate.validate(tmp_path / "r.yaml")
+
+
+# ---- the saved calibration, part by part ------------------------------------------------------
+
+def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
+    folder = make_shards(tmp_path / "shards", shards=3, classes=8, seed=6)
+    estimators = [{"plugin": "auto"}, {"plugin": "generic-interp"}, {"plugin": "class-interp"}]
+    sharded = run(tmp_path, {"plugin": "score-shards", "path": str(folder), "kind": "distance"}, "sharded",
+                  estimators=estimators)
+    memory = run(tmp_path, {"plugin": "score-list", "path": str(tmp_path / "all.txt"), "kind": "distance"}, "memory",
+                 estimators=estimators)
+    classes = [f"c{s}_{j}" for s in range(3) for j in range(8)]
+    for label in ("auto", "generic-interp", "class-interp"):
+        part = calibrate.load(sharded.out_dir / "calibration.json", label)
+        same = calibrate.load(memory.out_dir / "calibration.json", label)
+        assert len(part) == 24 and "c1_3" in part and "nobody" not in part
+        for e in (0.01, 0.004, 0.001):  # 0.004: not a recipe target, within the kept 1% of the pooled sample
+            for c in classes:
+                assert part.threshold(c, e) == pytest.approx(same.threshold(c, e), rel=RTOL)
+        scores = np.linspace(0.5, 8, len(classes))
+        assert np.array_equal(part.accept(classes, scores, 0.01), same.accept(classes, scores, 0.01))
+    with pytest.raises(CalibrateError, match="not enrolled"):
+        part.threshold("nobody", 0.01)
+    with pytest.raises(CalibrateError, match="up to"):
+        calibrate.load(sharded.out_dir, "auto").threshold("c0_0", 0.2)  # beyond the kept pooled values
+
+
+# ---- a worker killed mid-run (dask.distributed) ---------------------------------------------------
+
+def _kill_a_busy_worker(client) -> bool:
+    """Kill (SIGKILL) a worker process that is running a task right now; False when none is."""
+    import os
+    import signal
+
+    busy = [w for w, tasks in client.processing().items() if tasks]
+    if not busy:
+        return False
+    pids = client.run(os.getpid, workers=[busy[0]])
+    os.kill(pids[busy[0]], signal.SIGKILL)
+    return True
+
+
+def _run_killing(tmp_path, name: str, allowed_failures: int):
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    from calibrate.base import RunContext
+    from calibrate_builtins.executors.cluster import Dask
+
+    folder = make_shards(tmp_path / "shards", shards=6, classes=60, probes=300, seed=8)
+    data = {"plugin": "score-shards", "path": str(folder), "kind": "distance"}
+    recipe = {"version": 1, "data": data, "estimators": [{"plugin": "ncx2-grid", "mode": "exact"}],
+              "evaluation": {"targets": [0.01]}, "output": {"dir": str(tmp_path / name), "plots": False}}
+    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    killed = []
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
+        with Dask(workers=2) as executor:
+            def progress(items, description, total):
+                for item in items:
+                    if description.startswith("fitting and evaluating") and not killed:
+                        killed.append(_kill_a_busy_worker(executor._client))
+                    yield item
+
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return calibrate.run(tmp_path / f"{name}.yaml",
+                                         context=RunContext(executor=executor, progress=progress)), killed
+            except Exception as exc:  # noqa: BLE001 - the caller looks at it
+                return exc, killed
+
+
+def _no_processes_left():
+    """No worker or nanny process of ours is left (multiprocessing's resource tracker, one per test
+    session, is not a worker and stays by design)."""
+    import time
+
+    import psutil
+
+    def ours():
+        return [p for p in psutil.Process().children(recursive=True)
+                if "resource_tracker" not in " ".join(p.cmdline())]
+
+    for _ in range(50):
+        if not ours():
+            return True
+        time.sleep(0.1)
+    print([" ".join(p.cmdline()) for p in ours()])
+    return False
+
+
+def test_a_killed_worker_is_retried_and_the_result_is_the_same(tmp_path):
+    result, killed = _run_killing(tmp_path, "retried", allowed_failures=3)
+    assert killed == [True], "no worker was busy when the final pass started; the test did not kill one"
+    assert not isinstance(result, Exception), result
+    serial = run(tmp_path, {"plugin": "score-shards", "path": str(tmp_path / "shards"), "kind": "distance"},
+                 "serial", targets=(0.01,), estimators=[{"plugin": "ncx2-grid", "mode": "exact"}])
+    assert thresholds(sorted(result.out_dir.glob("thresholds-part*.csv"))) == \
+        thresholds(sorted(serial.out_dir.glob("thresholds-part*.csv")))
+    assert read_manifest(result.out_dir) is not None
+    assert _no_processes_left()
+
+
+def test_a_killed_worker_without_retries_fails_the_run_with_nothing_complete(tmp_path):
+    result, killed = _run_killing(tmp_path, "failed", allowed_failures=0)
+    assert killed == [True]
+    assert isinstance(result, Exception) and "KilledWorker" in type(result).__name__, repr(result)
+    out = tmp_path / "failed"
+    assert read_manifest(out) is None
+    assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
+    assert _no_processes_left()
