@@ -332,6 +332,16 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
         raise RecipeError(f"transform {spec.info.name!r} is fitted to the data but cannot hand its fitted state to the "
                           "workers (no fitted_state); sharded runs need a transform that can", source=recipe.source,
                           where="transform")
+    confident = [e.label for e in recipe.estimators if e.confidence is not None]
+    if confident:
+        raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated galleries, "
+                          "which sharded runs do not make yet; remove `confidence:` or run the scores in one piece",
+                          source=recipe.source, where="estimators")
+    if recipe.prediction.enabled:
+        context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
+                     "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
+                     "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
+                     "classes in one piece to see how far the thresholds can be trusted")
     for note in recipe.defaults:
         context.note(note)
     said = recipe.default_note(data.kind)
