@@ -95,6 +95,9 @@ class PooledZnormModel(ZnormModel):
         at_switch = float(self._quantile(np.array([switch]))[0])
         return np.where(targets < switch, np.minimum(self.tail.quantile(targets), at_switch), emp)
 
+    def order_statistic_pool(self) -> int | None:
+        return self.n_pooled  # ranks count in the whole pool; the kept lowest values hold the small ones
+
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError("a partitioned auto model keeps only the pooled lower tail; it draws no CDF")
 
