@@ -336,8 +336,9 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
         if e.get("confidence_method"):
             from calibrate.prediction import METHODS
 
-            how = (" Chosen so that the FPR exceeds the target with small probability, by "
-                   + METHODS.get(e["confidence_method"], e["confidence_method"]) + ".")
+            said = METHODS.get(e["confidence_method"], e["confidence_method"])
+            how = (f" Confidence: {said[0].upper()}{said[1:]}." if e["confidence_method"] == "model-unmet" else
+                   f" Chosen so that the FPR exceeds the target with small probability, by {said}.")
         verdict = ""
         if n:
             verdict = (f" It admitted {r.false_accepts} of {n:,} evaluation attempts ({format_pct(r.fpr)}), "
