@@ -34,6 +34,7 @@ probability at most 1 - c. Two ways, chosen per target:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -192,7 +193,11 @@ def _replicate(item: tuple) -> tuple | None:
     rng = np.random.default_rng(seed)
     drawn = world.draw(rng)
     try:
-        model = estimator.fit(drawn, RunContext())
+        # a refit on a simulated gallery says nothing the user can act on: its notes (and numpy's
+        # warnings) stay here, or a recipe would print one warning per refit (hundreds per run)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = estimator.fit(drawn, RunContext())
         rows = model.all_rows()
         per_class = world.class_fpr(model._thresholds(targets, rows))
         on_grid = on_ranks = None

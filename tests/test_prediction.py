@@ -304,3 +304,28 @@ def test_a_refit_that_raises_counts_as_a_failed_gallery():
     imp, _, _ = lognormal_gallery(np.random.default_rng(1), 10, 30)
     with pytest.raises(calibrate.errors.DataError, match="failed on .* of 30 simulated galleries"):
         predict(Flaky(), imp, [0.01], settings=PredictionSettings(0.9, 30), seed=[0], context=RunContext())
+
+
+def test_refits_on_simulated_galleries_keep_their_notes_to_themselves():
+    """A note a component makes while refitting a simulated gallery is not the user's business:
+    without this a recipe printed one warning per refit (hundreds per run, e.g. ncx2-grid's sigma-edge
+    note); the user's own fit still notes and warns."""
+    import warnings
+
+    from calibrate.base import Estimator
+
+    class Chatty(Estimator):
+        model_class = None
+
+        def _fit(self, impostors, context):
+            context.note("chatty: something about this gallery")
+            return estimator("generic-interp")._fit(impostors, context)
+
+    imp, _, _ = lognormal_gallery(np.random.default_rng(2), 10, 30)
+    context = RunContext()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Chatty().fit(imp, context)
+        predict(Chatty(), imp, [0.01], settings=PredictionSettings(0.9, 20), seed=[0], context=context)
+    assert [str(w.message) for w in caught] == ["chatty: something about this gallery"]
+    assert context.notes == ["chatty: something about this gallery"]
