@@ -229,12 +229,7 @@ def main(argv: list[str] | None = None) -> str:
     for setting, n, reps, ratios, sources in results:
         lines += size_table(setting, n, reps, ratios, sources)
     lines += paired_summary(results)
-    report = "\n".join(lines) + "\n"
-    print(report)
-    print(f"elapsed: {elapsed:.1f} s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report)
-    return report
+    return nf.publish("\n".join(lines) + "\n", args.out, elapsed)
 
 
 if __name__ == "__main__":

@@ -237,11 +237,15 @@ def main(argv: list[str] | None = None) -> str:
                 results += [(setting, n, reps, label, ratios[label]) for label in ESTIMATORS]
     elapsed = time.perf_counter() - start
     command = "python benchmarks/noise_floor.py" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
-    report = markdown(results, args.positions, p, args.seed, elapsed, command)
+    return publish(markdown(results, args.positions, p, args.seed, elapsed, command), args.out, elapsed)
+
+
+def publish(report: str, out: Path, elapsed: float) -> str:
+    """Print the report and the elapsed time, and write the report to ``out`` (shared with gpd_switch.py)."""
     print(report)
     print(f"elapsed: {elapsed:.1f} s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report)
     return report
 
 
