@@ -197,7 +197,6 @@ def sharded(args) -> dict:
             out["generate_seconds"] = round(time.perf_counter() - t0, 2)
             assert made == n
             out["shard_bytes"] = sum(p.stat().st_size for p in root.rglob("*.parquet"))
-            client.run(_reset_peak)
             out["load_average_start"] = round(os.getloadavg()[0], 2)
             t0 = time.perf_counter()
             result = run(root / "recipe.yaml", context=RunContext(executor=ex, seed=0))
@@ -205,7 +204,7 @@ def sharded(args) -> dict:
             out["load_average_end"] = round(os.getloadavg()[0], 2)
             out["classes_per_second"] = round(n / out["seconds"], 1)
             out["stage_seconds"] = {k: round(v, 2) for k, v in result.timings.items()}
-            peaks = client.run(_worker_peak)
+            peaks = client.run(_peak_rss)
             out["workers"] = len(peaks)
             out["worker_peak_bytes"] = max(peaks.values())
             out["worker_peaks_bytes"] = sorted(peaks.values())
@@ -223,15 +222,6 @@ def sharded(args) -> dict:
         else:
             out["kept"] = str(root)
     return out
-
-
-def _reset_peak() -> None:
-    """Peaks of the run only: generation happened before (ru_maxrss cannot be reset; it is recorded)."""
-    return None
-
-
-def _worker_peak() -> int:
-    return _peak_rss()
 
 
 def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
@@ -258,13 +248,11 @@ def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
                       for k in chosen}
     expected: dict = {}
     total = sum(1 for _ in root.glob("train/*.parquet"))
-    n_classes = 0
     fitted = {}
     labels = [e.get("name", e["plugin"]) for e in yaml.safe_load((root / "recipe.yaml").read_text())["estimators"]]
     if "ncx2-fast" in labels:
         fitted["ncx2-fast"] = {k: Ncx2Grid(mode="fast").fit(parts[k]) for k in chosen}
     out = {"sampled_classes": sum(len(v) for v in sample_classes.values()), "sampled_shards": len(chosen)}
-    n_classes = sum(len(impostors(k)) for k in range(min(total, 1)))  # noqa: F841
     all_classes = total * len(parts[chosen[0]])
     if all_classes <= auto_max:
         whole = [impostors(k) if k not in parts else parts[k] for k in range(total)]

@@ -122,18 +122,21 @@ class ShardJob:
     transform: Any  # an unfitted transform (pass 0) or one with the run's fitted state
 
 
-def shard_data(job: ShardJob):
-    """(split, train distances, test distances, training impostors, columns, absent, notes) of one shard."""
-    split, columns, absent, notes = job.dataset.read_shard(job.shard, job.offset)
-    train_d, test_d = job.transform.apply(split.train), job.transform.apply(split.test)
+def shard_data(job: ShardJob, evaluation: bool = True):
+    """(training impostor distances, evaluation distances) of one shard; the evaluation distances
+    (transformed and checked) only when ``evaluation``, else None."""
+    split = job.dataset.read_shard(job.shard, job.offset)[0]
+    train_d = job.transform.apply(split.train)
+    test_d = job.transform.apply(split.test) if evaluation else None
     impostors = ImpostorDistances.from_matrix(train_d)
-    test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
-    return split, train_d, test_d, impostors, columns, absent, notes
+    if test_d is not None:
+        test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
+    return impostors, test_d
 
 
 def _on_shard(item):
     job, function, arg = item
-    return function(shard_data(job)[3], arg, job.index)
+    return function(shard_data(job, evaluation=False)[0], arg, job.index)
 
 
 class ShardRunner:
@@ -240,8 +243,12 @@ def _survey(job: ShardJob):
             "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
 
 
-def _write(folder: Path, name: str, text: str) -> tuple[str, int, str]:
-    data = text.encode("utf-8")
+def write_staged(folder: str | Path, name: str, data: bytes | str) -> tuple[str, int, str]:
+    """Write one output file from a worker into the staging folder (durably, replaced whole); returns
+    ``(name, size, SHA-256)`` for :meth:`~calibrate.outputs.StagedOutput.adopt`."""
+    folder = Path(folder)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     tmp = folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
     with open(tmp, "wb") as fh:
         fh.write(data)
@@ -257,13 +264,16 @@ def _finish_shard(item):
     from .outputs import models_csv, thresholds_csv
 
     job, plan = item
-    _, _, test_d, impostors, _, _, _ = shard_data(job)
+    impostors, test_d = shard_data(job)
     part = PART.format(job.index)
     folder = Path(plan["staging"])
     tables, rows, states, counts = [], [], {}, {}
     imp, gen = test_d.impostor_mask(), test_d.genuine_mask()
     index = {c: i for i, c in enumerate(impostors.classes)}
     order = np.array([index[c] for c in test_d.gallery_classes.tolist()], dtype=np.int64)
+    targets = np.asarray(plan["targets"])
+    n_imp = imp.sum(axis=0)
+    scored = n_imp > 0
     for label, (plugin, params, fitter) in plan["estimators"].items():
         model = fitter.fit_part(impostors)
         table = model.thresholds(plan["targets"], label=label)
@@ -273,28 +283,27 @@ def _finish_shard(item):
         tau = table.values[order]                                    # (classes, targets), test column order
         accept = test_d.values[:, :, None] <= tau[None, :, :]
         fa = (accept & imp[:, :, None]).sum(axis=0)                  # (classes, targets)
-        n_imp = imp.sum(axis=0)
-        scored = n_imp > 0
         rate = fa[scored] / n_imp[scored][:, None]
-        targets = np.asarray(plan["targets"])
         counts[label] = {"fa": fa.sum(axis=0), "imp": np.full(targets.size, int(n_imp.sum())),
                          "ga": (accept & gen[:, :, None]).sum(axis=(0, 1)), "gen": np.full(targets.size, int(gen.sum())),
                          "scored": int(scored.sum()), "over2": (rate > 2 * targets).sum(axis=0),
                          "over10": (rate > 10 * targets).sum(axis=0)}
-    files = [_write(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
-             _write(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
+    files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
+             write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
     if rows:
-        files.append(_write(folder, f"models-{part}.csv", models_csv(rows)))
+        files.append(write_staged(folder, f"models-{part}.csv", models_csv(rows)))
     if plan["save_calibration"]:
         doc = artifact(kind=plan["kind"], transform_plugin=plan["transform_plugin"],
                        transform_params=plan["transform_params"], transform_state=job.transform.fitted_state(),
                        targets=plan["targets"], fingerprint="", versions={}, estimators=states)
-        files.append(_write(folder, f"calibration-{part}.json", dumps_artifact(doc)))
+        files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
     return {"counts": counts, "files": files, "train": int(impostors.values.size)}
 
 
 def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...], n_train: int) -> dict[str, list[TargetResult]]:
     from math import nan
+
+    from calibrate_builtins.evaluators.fpr import clopper_pearson  # the in-memory evaluation's interval
 
     results = {}
     for label in labels:
@@ -368,13 +377,13 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
                             "pool; give its parameters in the recipe (e.g. `transform: {plugin: similarity-to-distance, "
                             "upper: 1.0}`) or use distances (`kind: distance`)")
     hashes = np.concatenate([s["hashes"] for s in survey])
-    uniq, first_at, seen = np.unique(hashes, return_index=True, return_counts=True)
+    uniq, seen = np.unique(hashes, return_counts=True)
     if (seen > 1).any():
         dup = uniq[seen > 1][0]
         where = [data.shards[i][0] for i, s in enumerate(survey) if dup in s["hashes"]]
         raise DataError(f"a claimed class appears in more than one shard ({', '.join(where[:2])}); shards partition the "
                         "enrolled classes: keep all comparisons of a class in one shard")
-    del hashes, uniq, first_at, seen
+    del hashes, uniq, seen
     transform = spec.build().set_fitted_state(states[0]) if states[0] else base
     jobs = [ShardJob(data.dataset, shard, int(off), i, transform)
             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
@@ -434,14 +443,3 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
 def _count_columns(job: ShardJob) -> int:
     return int(job.dataset.shard_columns(job.shard))
 
-
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """The exact (Clopper-Pearson) interval of a binomial proportion k / n (nan, nan without attempts)."""
-    from scipy.special import betaincinv
-
-    if n == 0:
-        return float("nan"), float("nan")
-    a = (1 - level) / 2
-    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, a))
-    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - a))
-    return low, high

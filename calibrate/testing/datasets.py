@@ -28,14 +28,14 @@ def _read_shards(case: ComponentCase, data: ShardedScores) -> ScoreSplit:
     """Every shard of a sharded dataset read with ``read_shard`` (column offsets counted as a run does),
     checked, and the first shard's split returned for the checks that follow."""
     assert data.shards, f"{case.id}: load() returned ShardedScores without shards"
-    splits, offset = [], 0
+    first, offset = None, 0
     for shard in data.shards:
         out = data.dataset.read_shard(shard, offset)
         assert isinstance(out, tuple) and len(out) == 4 and isinstance(out[0], ScoreSplit), \
             f"{case.id}: read_shard must return (ScoreSplit, columns, absent, notes)"
-        splits.append(out[0])
+        first = out[0] if first is None else first
         offset += int(out[1])
-    return splits[0]
+    return first
 
 
 def check_dataset_load(case: ComponentCase, tmp_path: Path | None = None) -> None:

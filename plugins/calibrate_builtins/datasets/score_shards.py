@@ -144,14 +144,13 @@ class ScoreShards(Dataset):
                  kind: Literal["similarity", "distance"] = "similarity", missing: float | None = None,
                  fit_fraction: float = 0.5, seed: int = 0, reader: Literal["auto", "pyarrow", "python"] = "auto"):
         # score-list checks every shared parameter (split, columns, delimiter, reader) with its own messages
-        self._list = ScoreListDataset(path=path, train=train, test=test,
-                                      format="csv" if format == "parquet" else format,
-                                      columns=columns, delimiter=delimiter, kind=kind, missing=missing,
-                                      fit_fraction=fit_fraction, seed=seed, reader=reader)
+        checked = ScoreListDataset(path=path, train=train, test=test, format="csv" if format == "parquet" else format,
+                                   columns=columns, delimiter=delimiter, kind=kind, missing=missing,
+                                   fit_fraction=fit_fraction, seed=seed, reader=reader)
         if format == "parquet" and delimiter is not None:
             raise ParameterError("`delimiter:` is for csv shards; a Parquet file has typed columns")
         self.path, self.train, self.test = path, train, test
-        self.format, self.columns, self.delimiter, self.reader = format, self._list.columns, self._list.delimiter, reader
+        self.format, self.columns, self.delimiter, self.reader = format, checked.columns, checked.delimiter, reader
         self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
 
     def output_kind(self) -> str | None:
@@ -194,9 +193,8 @@ class ScoreShards(Dataset):
         """The claimed classes of one shard (its count only; for a Parquet shard only that column is read)."""
         path = Path(shard[0])
         if self.format == "parquet" or (self.format == "auto" and path.suffix.lower() in PARQUET_SUFFIXES):
-            import pyarrow.compute as pc
-
             try:
+                import pyarrow.compute as pc
                 import pyarrow.parquet as pq
 
                 column = pq.read_table(path, columns=[(self.columns or {}).get("claimed", "claimed_id")]).column(0)

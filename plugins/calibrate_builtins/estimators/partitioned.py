@@ -17,10 +17,8 @@ rate (1% or the recipe's largest target) and says so for larger ones.
 
 from __future__ import annotations
 
-import hashlib
+import io
 import math
-import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +26,11 @@ import numpy as np
 
 from calibrate.base import FittedModel
 from calibrate.errors import DataError, ParameterError
-from calibrate.partitioned import lowest_sorted
+from calibrate.partitioned import lowest_sorted, write_staged
 from calibrate.types import ImpostorDistances
 
 from .auto import AUTO_CONFIG
-from .gpd_tail import fit_lower_tail
+from .gpd_tail import exceedance_count, fit_lower_tail
 from .interp import interpolate_rank
 from .znorm import ZnormModel, check_class_sizes, standardise, to_working
 
@@ -45,14 +43,9 @@ def kept_count(n_total: int, targets) -> int:
 
 
 def _save_pooled(folder: str, name: str, values: np.ndarray) -> tuple[str, int, str]:
-    tmp = Path(folder) / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "wb") as fh:
-        np.save(fh, np.ascontiguousarray(values, dtype="<f8"))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, Path(folder) / name)
-    data = (Path(folder) / name).read_bytes()
-    return name, len(data), hashlib.sha256(data).hexdigest()
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(values, dtype="<f8"))
+    return write_staged(folder, name, buffer.getvalue())
 
 
 def _load_pooled(state: dict[str, Any]) -> np.ndarray:
@@ -116,18 +109,26 @@ class PooledZnormModel(ZnormModel):
                    pooled.get("file") if isinstance(pooled, dict) else None)
 
 
-def _auto_z(impostors: ImpostorDistances, offset: float) -> np.ndarray:
-    """Every class's standardised training scores, as fit_znorm computes them for auto."""
+def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float) -> tuple[list, list, list]:
+    """fit_znorm's per-class step for auto: every class's standardised training scores (with
+    ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``)."""
     check_class_sizes(impostors, 3, "auto")
-    zs = []
+    zs, locs, scales = [], [], []
     for i, c in enumerate(impostors.classes):
         y = to_working(impostors.of(i), AUTO_CONFIG["family"], offset)
         try:
-            z, _, _ = standardise(y, AUTO_CONFIG["robust"], AUTO_CONFIG["jackknife"])
+            z, m, s = standardise(y, AUTO_CONFIG["robust"], jackknife)
         except DataError as exc:
             raise DataError(f"estimator auto, class {c!r}: {exc}") from None
         zs.append(z)
-    return np.concatenate(zs)
+        locs.append(m)
+        scales.append(s)
+    return zs, locs, scales
+
+
+def _auto_z(impostors: ImpostorDistances, offset: float) -> np.ndarray:
+    """Every class's standardised training scores, as fit_znorm computes them for auto."""
+    return np.concatenate(_standardised(impostors, offset, AUTO_CONFIG["jackknife"])[0])
 
 
 def _auto_finish(lowest: np.ndarray, n_total: int, arg):
@@ -143,8 +144,6 @@ def _auto_finish(lowest: np.ndarray, n_total: int, arg):
 
 
 def _auto_want(targets):
-    from .gpd_tail import exceedance_count
-
     def want(n: int) -> int:
         k = exceedance_count(n, AUTO_CONFIG["tail_fraction"], AUTO_CONFIG["min_exceedances"])
         return max(k + 1, kept_count(n, targets))
@@ -178,16 +177,7 @@ class AutoPartitioned:
 
     def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:
         cfg = AUTO_CONFIG
-        check_class_sizes(impostors, 3, "auto")
-        locs, scales = [], []
-        for i, c in enumerate(impostors.classes):
-            y = to_working(impostors.of(i), cfg["family"], self.offset)
-            try:
-                _, m, s = standardise(y, cfg["robust"], 0.0)  # the full-sample location and scale, as fit_znorm's
-            except DataError as exc:
-                raise DataError(f"estimator auto, class {c!r}: {exc}") from None
-            locs.append(m)
-            scales.append(s)
+        _, locs, scales = _standardised(impostors, self.offset, 0.0)  # the full-sample location and scale
         pooled = np.load(self._pooled_path, mmap_mode="r")
         return PooledZnormModel(impostors.classes, locs, scales, impostors.counts(), cfg["family"], self.offset,
                                 pooled, self.n_pooled, self.tail, cfg["min_tail_count"], Path(self._pooled_path).name)
