@@ -30,7 +30,8 @@ import numpy as np
 
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
-from .prediction import ConfidentModel, saved_entries
+from .prediction import (ConfidentModel, PredictionSettings, build_world, check_confidence, measured_interval,
+                         predict_model, saved_entries)
 from .types import DistanceMatrix, ImpostorDistances
 
 FORMAT = "calibrate-calibration"
@@ -207,8 +208,6 @@ class Calibration:
     @property
     def confidence(self) -> float | None:
         """The confidence its thresholds were chosen with (``confidence:``), or None."""
-        from .prediction import ConfidentModel
-
         return self.model.confidence if isinstance(self.model, ConfidentModel) else None
 
     def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None) -> tuple[float, float]:
@@ -216,8 +215,6 @@ class Calibration:
         achieve on new impostors, predicted from the training data alone (calibrate.prediction): over the
         whole gallery, or for one class ``cls``; with ``attempts``, for the FPR *measured* on that many
         attempts (adds the counting noise of a finite evaluation). Known at the calibration's targets."""
-        from .prediction import measured_interval
-
         p = self.prediction
         if not p:
             raise CalibrationError("this calibration holds no predicted FPR interval; fit it with predict=True "
@@ -276,8 +273,6 @@ class Calibration:
                              source=f"impostor scores of class {cls!r}")
         d = self.transform.apply(raw)
         d.check_distances(f"impostor distances of class {cls!r}")
-        from .prediction import ConfidentModel
-
         if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
             inner = self.estimator.enroll(self.model.inner, str(cls), d.values[:, 0])
             self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
@@ -370,8 +365,6 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
     :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
         ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
     """
-    from .prediction import PredictionSettings, build_world, check_confidence, make_confident
-    from .prediction import predict as simulate
     from .manager import build_registry
     from .recipe import DEFAULT_TRANSFORMS
 
@@ -410,14 +403,9 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
         confidence = check_confidence(confidence)
         label = f"{label}-c{100 * confidence:g}"
     if predict or confidence is not None:
-        settings = PredictionSettings(float(level), int(replicates))
-        world = build_world(impostors, dist)
-        if confidence is not None:
-            model, predicted, _ = make_confident(model, est, impostors, checked_targets, confidence, settings=settings,
-                                                 seed=[int(seed)], context=RunContext(), world=world)
-        else:
-            predicted = simulate(est, impostors, checked_targets, settings=settings, seed=[int(seed)],
-                                 context=RunContext(), world=world)
+        model, predicted = predict_model(model, est, impostors, checked_targets, confidence,
+                                         settings=PredictionSettings(float(level), int(replicates)), seed=[int(seed)],
+                                         context=RunContext(), world=build_world(impostors, dist))
         saved = predicted.saved(model.classes)
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,

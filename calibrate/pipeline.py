@@ -200,11 +200,8 @@ def predict_fold(spec, model: FittedModel, impostors: ImpostorDistances, recipe:
     settings = recipe.prediction
     with context.stage(f"{spec.label}: predicted FPR, {settings.replicates} simulated galleries", settings.replicates,
                        "galleries"):
-        if spec.confidence is not None:
-            return prediction.make_confident(model, spec.build(), impostors, recipe.targets, spec.confidence,
-                                             settings=settings, seed=seed, context=context, world=world)[:2]
-        return model, prediction.predict(spec.build(), impostors, recipe.targets, settings=settings, seed=seed,
-                                         context=context, world=world)
+        return prediction.predict_model(model, spec.build(), impostors, recipe.targets, spec.confidence,
+                                        settings=settings, seed=seed, context=context, world=world)
 
 
 #: a share of training scores on one value above which a run suspects a failed-comparison marker

@@ -14,7 +14,7 @@ class's own FPR.
 
 That interval is for the long-run FPR (infinitely many new attempts). An evaluation counts false
 accepts among a finite number n of attempts, which adds binomial noise;
-:meth:`Prediction.measured` gives the interval for the FPR *measured* on n attempts: a mixture,
+:func:`measured_interval` gives the interval for the FPR *measured* on n attempts: a mixture,
 over the replicates, of Binomial(n, p_b) / n. The ``fpr`` evaluator reports that one beside the
 measured FPR (only the count n of evaluation attempts is used, none of their outcomes).
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -93,7 +93,6 @@ class Prediction:
     rank_fpr: np.ndarray | None = None
     #: how each target's threshold was chosen when the estimator carries a confidence ("order-statistic" or "model")
     methods: tuple[str, ...] = ()
-    notes: list[str] = field(default_factory=list)
 
     @property
     def low(self) -> np.ndarray:
@@ -102,10 +101,6 @@ class Prediction:
     @property
     def high(self) -> np.ndarray:
         return np.nanquantile(self.replicates, (1 + self.level) / 2, axis=0)
-
-    def measured(self, attempts: int) -> tuple[np.ndarray, np.ndarray]:
-        """The interval (per target) of the FPR measured on ``attempts`` new impostor attempts."""
-        return measured_interval(self.replicates, attempts, self.level)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready: the long-run interval per target (and per class when kept)."""
@@ -371,14 +366,6 @@ class ConfidentModel(FittedModel):
                         "values are too few for an order-statistic bound, and this calibration holds no model-based "
                         "bound (its predicted interval could not be simulated)")
 
-    def effective_targets(self, targets: Sequence[float]) -> np.ndarray:
-        """The target whose inner threshold each target's confident threshold is (k / N for a rank k)."""
-        out = []
-        for e in targets:
-            method, value = self.choice(float(e))
-            out.append(value / self.pool_size if method == "order-statistic" else value)
-        return np.asarray(out)
-
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         out = np.empty((rows.size, targets.size))
         for j, e in enumerate(targets):
@@ -449,3 +436,14 @@ def make_confident(model: FittedModel, estimator: Any, impostors: Any, targets: 
                         confidence=confidence, world=world, ranks=ranks)
     wrapped = confident(model, predicted, confidence, independent)
     return wrapped, confident_prediction(wrapped, predicted), predicted
+
+
+def predict_model(model: FittedModel, estimator: Any, impostors: Any, targets: Sequence[float],
+                  confidence: float | None, *, settings: PredictionSettings, seed: Sequence[int], context: Any,
+                  world: Any) -> tuple[FittedModel, Prediction]:
+    """The fitted model and its predicted FPR: with ``confidence``, the model wrapped with its bound and the
+    prediction of the confident thresholds (:func:`make_confident`); else the model as fitted (:func:`predict`)."""
+    if confidence is not None:
+        return make_confident(model, estimator, impostors, targets, confidence, settings=settings, seed=seed,
+                              context=context, world=world)[:2]
+    return model, predict(estimator, impostors, targets, settings=settings, seed=seed, context=context, world=world)

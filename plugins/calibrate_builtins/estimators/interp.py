@@ -37,14 +37,20 @@ def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.nd
     return np.where(k <= 1.0, k * d[0], interpolate_rank(d, k))
 
 
+def rank_values(sorted_values: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the k-th smallest value for each 1-based rank k, clipped to the sample; whether the next value is
+    tied with it)."""
+    v = np.asarray(sorted_values, dtype=np.float64)
+    k = np.clip(np.asarray(ranks, dtype=np.int64), 1, v.size)
+    out = v[k - 1].copy()
+    return out, (k < v.size) & (v[np.minimum(k, v.size - 1)] == out)
+
+
 def below_ties(sorted_values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """The k-th smallest value for each 1-based rank k, or just below it (one float step) when the next
     value is tied with it: ``distance <= threshold`` then accepts at most k of the values, never a whole
     tie group beyond k (the order-statistic bound counts k)."""
-    v = np.asarray(sorted_values, dtype=np.float64)
-    k = np.clip(np.asarray(ranks, dtype=np.int64), 1, v.size)
-    out = v[k - 1].copy()
-    tied = (k < v.size) & (v[np.minimum(k, v.size - 1)] == out)
+    out, tied = rank_values(sorted_values, ranks)
     out[tied] = np.nextafter(out[tied], -np.inf)
     return out
 

@@ -28,11 +28,12 @@ import numpy as np
 from calibrate.errors import DataError
 from calibrate.types import ImpostorDistances
 
+from .auto import AUTO_CONFIG
 from .gpd_tail import TailFit, fit_lower_tail
-from .znorm import from_working, standardise, to_working, working_offset
+from .znorm import from_working, standardise_classes, to_working
 
-#: auto's configuration of the working scale and the standardisation
-_ROBUST, _JACKKNIFE = True, 0.5
+#: auto's working scale
+_FAMILY = AUTO_CONFIG["family"]
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,14 @@ class World:
         u = rng.random(n) if self.slots is None else rng.random(int(self.slots.max()) + 1)[self.slots]
         z = self.shape_quantile(u)
         y = np.repeat(self.loc, self.counts) + np.repeat(self.scale, self.counts) * z
-        d = from_working(y, "lognormal", self.offset)
+        d = from_working(y, _FAMILY, self.offset)
         return ImpostorDistances(self.classes, d, np.concatenate([[0], np.cumsum(self.counts)]))
 
     def class_fpr(self, thresholds: np.ndarray) -> np.ndarray:
         """The true FPR of each class's threshold, ``thresholds`` of shape (classes, targets)."""
         tau = np.asarray(thresholds, dtype=np.float64)
         with np.errstate(divide="ignore"):
-            y = to_working(np.maximum(tau, 0.0), "lognormal", self.offset)
+            y = to_working(np.maximum(tau, 0.0), _FAMILY, self.offset)
         z = (y - self.loc[:, None]) / self.scale[:, None]
         return self.shape_cdf(z)
 
@@ -118,14 +119,8 @@ def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -
         small = impostors.classes[int(np.argmax(counts < 3))]
         raise DataError(f"predicted FPR interval: class {small!r} has {int(counts.min())} training distance(s); at least "
                         "3 per class are needed to estimate its location and scale")
-    offset = working_offset(impostors.pooled(), "lognormal")
-    locs, scales, zs = np.empty(len(impostors)), np.empty(len(impostors)), []
-    for i, c in enumerate(impostors.classes):
-        try:
-            z, locs[i], scales[i] = standardise(to_working(impostors.of(i), "lognormal", offset), _ROBUST, _JACKKNIFE)
-        except DataError as exc:
-            raise DataError(f"predicted FPR interval, class {c!r}: {exc}") from None
-        zs.append(z)
+    offset, locs, scales, zs = standardise_classes(impostors, _FAMILY, AUTO_CONFIG["robust"], AUTO_CONFIG["jackknife"],
+                                                   "predicted FPR interval")
     sorted_z = np.sort(np.concatenate(zs))
     try:
         tail, _ = fit_lower_tail(sorted_z, min_exceedances=30)
@@ -133,4 +128,5 @@ def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -
         tail = None  # too few or tied pooled scores: the interpolated scores throughout
     if slots is not None and np.asarray(slots).shape != impostors.values.shape:
         raise DataError("predicted FPR interval: the pair slots do not match the training distances")
-    return World(tuple(impostors.classes), counts.astype(np.int64), locs, scales, offset, sorted_z, tail, slots)
+    return World(tuple(impostors.classes), counts.astype(np.int64), np.asarray(locs), np.asarray(scales), offset,
+                 sorted_z, tail, slots)

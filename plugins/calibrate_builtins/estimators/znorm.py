@@ -57,7 +57,7 @@ from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
 
 from .gpd_tail import TailFit, check_shape_bounds, check_tail_params, fit_lower_tail, monotone
-from .interp import interpolate_rank
+from .interp import interpolate_rank, rank_values
 
 Family = Literal["gaussian", "lognormal"]
 
@@ -231,9 +231,7 @@ class ZnormModel(FittedModel):
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``m_c + s_c z_(k)``, the k-th smallest pooled standardised score, mapped back to a distance; one
         float step below it where z_(k) is tied with the next score (so that no tie group is accepted whole)."""
-        k = np.clip(np.asarray(ranks, dtype=np.int64), 1, self.sorted_z.size)
-        z = self.sorted_z[k - 1]
-        tied = (k < self.sorted_z.size) & (self.sorted_z[np.minimum(k, self.sorted_z.size - 1)] == z)
+        z, tied = rank_values(self.sorted_z, ranks)
         y = self.loc[rows][:, None] + self.scale[rows][:, None] * z[None, :]
         tau = from_working(y, self.family, self.offset)
         tau[:, tied] = np.nextafter(tau[:, tied], -np.inf)
@@ -304,22 +302,31 @@ def enroll_znorm(model: ZnormModel, cls: str, distances: np.ndarray, robust: boo
     return ZnormModel.from_state(state)
 
 
-def fit_znorm(impostors: ImpostorDistances, *, family: str, robust: bool, pooled_shape: bool, predictive: bool,
-              jackknife: float, min_tail_count: float, tail_fraction: float, min_exceedances: int,
-              shape_bounds: tuple[float, float], who: str) -> ZnormModel:
-    """The fit shared by ``znorm`` and ``auto``."""
-    check_class_sizes(impostors, 3, who)
+def standardise_classes(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float,
+                        where: str) -> tuple[float, list[float], list[float], list[np.ndarray]]:
+    """(working offset, per-class locations, scales and standardised scores) of a gallery's training
+    distances (:func:`standardise` per class); ``where`` prefixes a class's error."""
     offset = working_offset(impostors.pooled(), family)
     locs, scales, zs = [], [], []
     for i, c in enumerate(impostors.classes):
         y = to_working(impostors.of(i), family, offset)
         try:
-            z, m, s = standardise(y, robust, jackknife if pooled_shape else 0.0)
+            z, m, s = standardise(y, robust, jackknife)
         except DataError as exc:
-            raise DataError(f"estimator {who}, class {c!r}: {exc}") from None
+            raise DataError(f"{where}, class {c!r}: {exc}") from None
         locs.append(m)
         scales.append(s)
         zs.append(z)
+    return offset, locs, scales, zs
+
+
+def fit_znorm(impostors: ImpostorDistances, *, family: str, robust: bool, pooled_shape: bool, predictive: bool,
+              jackknife: float, min_tail_count: float, tail_fraction: float, min_exceedances: int,
+              shape_bounds: tuple[float, float], who: str) -> ZnormModel:
+    """The fit shared by ``znorm`` and ``auto``."""
+    check_class_sizes(impostors, 3, who)
+    offset, locs, scales, zs = standardise_classes(impostors, family, robust, jackknife if pooled_shape else 0.0,
+                                                   f"estimator {who}")
     sorted_z, tail = None, None
     if pooled_shape:
         sorted_z = np.sort(np.concatenate(zs))
