@@ -63,7 +63,7 @@ def noise_part(sizes, replicates: dict[int, int], seed: int, estimators: list[st
             gallery = nf.make_gallery(rng, n, 7, 20, setting)
             impostors = nf.training_impostors(gallery)
             d = nf.cdist(gallery.enrolled, gallery.enrolled)
-            from calibrate_builtins.estimators.world import build_world as build, pair_slots
+            from calibrate.world import build_world as build, pair_slots
 
             world = build(impostors, pair_slots(d, ~np.eye(n, dtype=bool)))
             for label, est in built.items():
@@ -100,7 +100,7 @@ def noise_part(sizes, replicates: dict[int, int], seed: int, estimators: list[st
 def confidence_part(sizes, replicates: dict[int, int], seed: int) -> dict:
     """auto with confidence 0.95 on the same noise-floor galleries: how often the true FPR exceeds the
     target, the median true ratio (and plain auto's), and which bound each target used."""
-    from calibrate.prediction import make_confident
+    from calibrate.confidence import make_confident
 
     est = build_registry().get("estimators", "auto").factory()
     settings = PredictionSettings(LEVEL, 100)
@@ -113,7 +113,7 @@ def confidence_part(sizes, replicates: dict[int, int], seed: int) -> dict:
             gallery = nf.make_gallery(rng, n, 7, 20, nf.SETTINGS[r % len(nf.SETTINGS)])
             impostors = nf.training_impostors(gallery)
             d = nf.cdist(gallery.enrolled, gallery.enrolled)
-            from calibrate_builtins.estimators.world import build_world as build, pair_slots
+            from calibrate.world import build_world as build, pair_slots
 
             world = build(impostors, pair_slots(d, ~np.eye(n, dtype=bool)))
             model = est.fit(impostors, RunContext())

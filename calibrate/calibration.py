@@ -30,8 +30,8 @@ import numpy as np
 
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
-from .prediction import (ConfidentModel, PredictionSettings, build_world, check_confidence, measured_interval,
-                         predict_model, saved_entries)
+from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
+from .prediction import PredictionSettings, build_world, measured_interval
 from .types import DistanceMatrix, ImpostorDistances
 
 FORMAT = "calibrate-calibration"
@@ -70,7 +70,7 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
              estimators: dict[str, tuple]) -> dict[str, Any]:
     """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
     ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
-    entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.prediction.saved_entries`)."""
+    entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.confidence.saved_entries`)."""
     def plain(value: Any) -> Any:
         return json.loads(json.dumps(value, default=str))
 

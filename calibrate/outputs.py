@@ -497,7 +497,7 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
     """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
     fitted transform and the score direction, so that answers come in the data's own score units."""
     from .calibration import artifact, dumps_artifact, fingerprint
-    from .prediction import saved_entries
+    from .confidence import saved_entries
     from .types import ImpostorDistances
 
     spec = recipe.transform_for(fold.kind)

@@ -303,7 +303,7 @@ def _finish_shard(item):
 def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...], n_train: int) -> dict[str, list[TargetResult]]:
     from math import nan
 
-    from calibrate_builtins.evaluators.fpr import clopper_pearson  # the in-memory evaluation's interval
+    from .stats import clopper_pearson  # the in-memory evaluation's interval
 
     results = {}
     for label in labels:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import prediction
+from . import confidence, prediction
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
@@ -200,7 +200,7 @@ def predict_fold(spec, model: FittedModel, impostors: ImpostorDistances, recipe:
     settings = recipe.prediction
     with context.stage(f"{spec.label}: predicted FPR, {settings.replicates} simulated galleries", settings.replicates,
                        "galleries"):
-        return prediction.predict_model(model, spec.build(), impostors, recipe.targets, spec.confidence,
+        return confidence.predict_model(model, spec.build(), impostors, recipe.targets, spec.confidence,
                                         settings=settings, seed=seed, context=context, world=world)
 
 

@@ -64,12 +64,6 @@ class PredictionSettings:
             raise ParameterError(f"prediction replicates must be an integer in [20, 100000]; got {self.replicates!r}")
 
 
-def check_confidence(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= float(value) < 1.0:
-        raise ParameterError(f"confidence must be a probability in [0.5, 1), e.g. 0.95; got {value!r}")
-    return float(value)
-
-
 @dataclass
 class Prediction:
     """Predicted FPR of one estimator's thresholds on one fold's gallery.
@@ -120,19 +114,6 @@ class Prediction:
         if self.class_low is not None:
             out["per_class"] = {"classes": list(classes), "low": self.class_low.tolist(), "high": self.class_high.tolist()}
         return out
-
-
-def saved_entries(model: FittedModel, prediction: dict | None) -> tuple[dict, dict]:
-    """(model state, extra entries) of one estimator in a saved calibration: ``prediction``
-    (:meth:`Prediction.saved`) and, for a confident model, ``confidence`` (its bound; the state is the
-    inner model's, so the estimator's own ``from_state`` rebuilds it)."""
-    extra: dict[str, Any] = {}
-    if prediction:
-        extra["prediction"] = prediction
-    if isinstance(model, ConfidentModel):
-        extra["confidence"] = model.confidence_state()
-        return model.inner.to_state(), extra
-    return model.to_state(), extra
 
 
 def measured_interval(replicates: np.ndarray, attempts: int, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -255,7 +236,7 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
 def build_world(impostors: Any, train: Any = None) -> Any:
     """The reference world fitted to the training distances (``calibrate_builtins.estimators.world``);
     ``train``: the training DistanceMatrix they come from, whose symmetric pairs the world keeps."""
-    from calibrate_builtins.estimators.world import build_world as build, pair_slots
+    from .world import build_world as build, pair_slots
 
     slots = None if train is None else pair_slots(train.values, train.impostor_mask())
     return build(impostors, slots)
@@ -264,186 +245,3 @@ def build_world(impostors: Any, train: Any = None) -> Any:
 # ---- confidence ----------------------------------------------------------------------------------
 
 
-def order_statistic_rank(target: float, n: int, confidence: float) -> int:
-    """The largest rank k (1-based) with P(F(x_(k)) <= target) >= confidence for the k-th smallest of n
-    exchangeable values, i.e. P(Binomial(n, target) >= k) >= confidence; 0 when even k = 1 fails."""
-    from scipy.stats import binom
-
-    if n < 1:
-        return 0
-    # P(Bin(n, e) >= k) = binom.sf(k - 1, n, e) is non-increasing in k
-    k = int(binom.ppf(1 - confidence, n, target))  # smallest k with cdf(k) >= 1 - c
-    while k >= 1 and binom.sf(k - 1, n, target) < confidence:
-        k -= 1
-    while binom.sf(k, n, target) >= confidence:
-        k += 1
-    return max(k, 0)
-
-
-def upper_curve(grid_fpr: np.ndarray, confidence: float) -> np.ndarray:
-    """The ``confidence``-quantile over replicates of the achieved FPR at each candidate target, made
-    non-decreasing in the candidate."""
-    return np.maximum.accumulate(np.nanquantile(grid_fpr, confidence, axis=0))
-
-
-def curve_target(target: float, grid: np.ndarray, upper: np.ndarray) -> float | None:
-    """The candidate target whose ``upper`` FPR equals ``target`` (log-linear between grid points; the
-    largest candidate when every candidate is below), or None when even the smallest exceeds it."""
-    ok = np.flatnonzero(upper <= target)
-    if ok.size == 0:
-        return None
-    j = int(ok[-1])
-    if j + 1 >= grid.size or upper[j + 1] <= upper[j]:
-        return float(grid[j])
-    frac = (target - upper[j]) / (upper[j + 1] - upper[j])
-    return float(np.exp(np.log(grid[j]) + frac * (np.log(grid[j + 1]) - np.log(grid[j]))))
-
-
-def independent_values(world: Any) -> int | None:
-    """How many of the world's pooled training values are independent draws: the distinct pairs when the
-    enrolled-vs-enrolled matrix lists each pair twice, else None (all of them)."""
-    slots = getattr(world, "slots", None)
-    return None if slots is None or slots.size == 0 else int(slots.max()) + 1
-
-
-def confidence_ranks(model: FittedModel, targets: Sequence[float], confidence: float,
-                     independent: int | None = None) -> np.ndarray | None:
-    """Per target the order-statistic rank of the bound (0 where even the smallest value fails), or None
-    when the model's thresholds are not pooled order statistics."""
-    pool = model.order_statistic_pool()
-    if not pool:
-        return None
-    n = min(pool, independent) if independent else pool
-    return np.array([order_statistic_rank(float(e), n, confidence) for e in targets], dtype=np.int64)
-
-
-#: how each target's confident threshold was chosen
-METHODS = {"order-statistic": "the distribution-free order-statistic bound",
-           "model": "the model-based bound (simulated galleries)",
-           "model-unmet": "no bound could be met: even the strictest candidate exceeded the target in more than "
-                          "1 - confidence of the simulated galleries, so the threshold is distance 0 (only exact "
-                          "matches are accepted: the promise is kept by rejecting nearly everyone)"}
-
-
-class ConfidentModel(FittedModel):
-    """An estimator's fitted model whose threshold at target e has achieved FPR <= e with probability
-    ``confidence`` (module docstring). Per target the stricter of the two bounds that exist: the inner
-    model's threshold at the pooled order statistic of rank k (``order-statistic``; k from the binomial
-    bound over ``independent`` values, default all ``pool_size``), or at a target e' read off the
-    simulated galleries' bound (``model``). The stricter of two non-decreasing choices, and a model-based
-    threshold never looser than the smallest order statistic (which the order-statistic bound uses from
-    some target up), keep the thresholds non-decreasing in the target; a stricter threshold keeps the
-    promise."""
-
-    def __init__(self, inner: FittedModel, confidence: float, grid: Sequence[float] = (), upper: Sequence[float] = (),
-                 independent: int | None = None):
-        super().__init__(inner.classes)
-        self.inner, self.confidence = inner, check_confidence(confidence)
-        self.grid, self.upper = np.asarray(grid, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-        if self.grid.shape != self.upper.shape:
-            raise DataError("confidence: the candidate targets and their FPR bounds differ in length")
-        self.pool_size = inner.order_statistic_pool()
-        self.independent = None if independent is None else int(independent)
-
-    def rank(self, target: float) -> int:
-        if not self.pool_size:
-            return 0
-        n = min(self.pool_size, self.independent) if self.independent else self.pool_size
-        return order_statistic_rank(target, n, self.confidence)
-
-    def choice(self, target: float) -> tuple[str, float]:
-        """(method, value): ("order-statistic", rank k), ("model", e') or ("model-unmet", smallest candidate):
-        then the threshold is distance 0."""
-        k = self.rank(target)
-        e_model = curve_target(target, self.grid, self.upper) if self.grid.size else None
-        if k >= 1 and (e_model is None or k / self.pool_size <= e_model):
-            return "order-statistic", float(k)
-        if e_model is not None:
-            return "model", e_model
-        if self.grid.size:
-            return "model-unmet", float(self.grid[0])
-        raise DataError(f"confidence {self.confidence}: at target {target:g} the {self.pool_size or 0} pooled training "
-                        "values are too few for an order-statistic bound, and this calibration holds no model-based "
-                        "bound (its predicted interval could not be simulated)")
-
-    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        out = np.empty((rows.size, targets.size))
-        for j, e in enumerate(targets):
-            method, value = self.choice(float(e))
-            if method == "order-statistic":
-                out[:, j] = self.inner.order_statistic_thresholds(np.array([value]), rows)[:, 0]
-            elif method == "model-unmet":
-                out[:, j] = 0.0  # the promise cannot be kept by any threshold the model offers: accept only exact matches
-            else:
-                out[:, j] = self.inner._thresholds(np.array([value]), rows)[:, 0]
-                if self.pool_size and self.rank(float(e)) == 0:  # below where the order-statistic bound starts:
-                    # never looser than the smallest order statistic, which it uses from there up
-                    out[:, j] = np.minimum(out[:, j], self.inner.order_statistic_thresholds(np.array([1.0]), rows)[:, 0])
-        return out
-
-    def parameters(self) -> list[dict[str, Any]]:
-        return [{**row, "confidence": self.confidence} for row in self.inner.parameters()]
-
-    def confidence_state(self) -> dict[str, Any]:
-        return {"confidence": self.confidence, "grid": self.grid.tolist(), "upper": self.upper.tolist(),
-                "independent": self.independent}
-
-    def to_state(self) -> dict[str, Any]:
-        return self.inner.to_state()
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "ConfidentModel":  # pragma: no cover - see saved_entries
-        raise DataError("a confident model is rebuilt from its inner model's state and its confidence entry")
-
-
-def confident(model: FittedModel, prediction: Prediction | None, confidence: float,
-              independent: int | None = None) -> ConfidentModel:
-    """Wrap a fitted model with its confidence bound (the model-based curve from ``prediction``'s replicates)."""
-    if prediction is None or prediction.grid is None:
-        return ConfidentModel(model, confidence, independent=independent)
-    return ConfidentModel(model, confidence, prediction.grid, upper_curve(prediction.grid_fpr, confidence), independent)
-
-
-def confident_prediction(model: ConfidentModel, prediction: Prediction) -> Prediction:
-    """The predicted interval of the confident thresholds: each replicate's achieved FPR at the threshold
-    actually used (the order statistic of the same rank in the replicate; or the lowered target, log-linear
-    between the candidates the replicates were judged at)."""
-    lg = np.log(prediction.grid)
-    reps = np.empty((prediction.grid_fpr.shape[0], prediction.targets.size))
-    methods = []
-    for j, e in enumerate(prediction.targets):
-        method, value = model.choice(float(e))
-        methods.append(method)
-        if (method == "order-statistic" and prediction.ranks is not None and prediction.ranks[j] == int(value)
-                and np.all(np.isfinite(prediction.rank_fpr[:, j]))):
-            reps[:, j] = prediction.rank_fpr[:, j]
-        elif method == "model-unmet":
-            reps[:, j] = 0.0  # distance 0: the world has no mass there unless some training distance is exactly 0
-        else:
-            eff = value / model.pool_size if method == "order-statistic" else value
-            reps[:, j] = [np.interp(np.log(eff), lg, row) for row in prediction.grid_fpr]
-    return Prediction(prediction.targets, prediction.level, reps, None, None, prediction.failed, methods=tuple(methods))
-
-
-def make_confident(model: FittedModel, estimator: Any, impostors: Any, targets: Sequence[float], confidence: float, *,
-                   settings: PredictionSettings, seed: Sequence[int], context: Any, world: Any) -> tuple:
-    """Fit-time confidence: simulate (with the candidate grid and the order-statistic ranks), wrap the model,
-    and the predicted interval of the confident thresholds. Returns (ConfidentModel, its Prediction, the
-    Prediction of the plain thresholds)."""
-    independent = independent_values(world)
-    ranks = confidence_ranks(model, targets, confidence, independent)
-    predicted = predict(estimator, impostors, targets, settings=settings, seed=seed, context=context,
-                        confidence=confidence, world=world, ranks=ranks)
-    wrapped = confident(model, predicted, confidence, independent)
-    return wrapped, confident_prediction(wrapped, predicted), predicted
-
-
-def predict_model(model: FittedModel, estimator: Any, impostors: Any, targets: Sequence[float],
-                  confidence: float | None, *, settings: PredictionSettings, seed: Sequence[int], context: Any,
-                  world: Any) -> tuple[FittedModel, Prediction]:
-    """The fitted model and its predicted FPR: with ``confidence``, the model wrapped with its bound and the
-    prediction of the confident thresholds (:func:`make_confident`); else the model as fitted (:func:`predict`)."""
-    if confidence is not None:
-        return make_confident(model, estimator, impostors, targets, confidence, settings=settings, seed=seed,
-                              context=context, world=world)[:2]
-    return model, predict(estimator, impostors, targets, settings=settings, seed=seed, context=context, world=world)

@@ -31,7 +31,8 @@ import yaml
 
 from .errors import ParameterError, RecipeError
 from .params import coerce
-from .prediction import PredictionSettings, check_confidence
+from .confidence import check_confidence
+from .prediction import PredictionSettings
 from .protocol import Protocol
 from .registry import SINGULAR, ComponentInfo, Registry
 

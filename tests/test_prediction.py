@@ -14,10 +14,10 @@ import calibrate
 from calibrate.base import RunContext
 from calibrate.errors import CalibrateError, CalibrationError, RecipeError
 from calibrate.manager import build_registry
-from calibrate.prediction import (ConfidentModel, PredictionSettings, build_world, measured_interval,
-                                  order_statistic_rank, predict)
+from calibrate.confidence import ConfidentModel, order_statistic_rank
+from calibrate.prediction import PredictionSettings, build_world, measured_interval, predict
 from calibrate.types import DistanceMatrix, ImpostorDistances
-from calibrate_builtins.estimators.world import pair_slots
+from calibrate.world import pair_slots
 
 REGISTRY = build_registry()
 
@@ -271,7 +271,7 @@ def test_paired_values_count_once_in_the_order_statistic_bound():
 
 
 def test_confident_thresholds_never_decrease_with_the_target_and_unmet_is_said():
-    from calibrate.prediction import make_confident
+    from calibrate.confidence import make_confident
 
     imp, _, _ = lognormal_gallery(np.random.default_rng(12), 30, 40)  # N = 1,200: the bound switches
     est = estimator("generic-interp")

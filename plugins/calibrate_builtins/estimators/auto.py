@@ -31,11 +31,13 @@ from __future__ import annotations
 
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.types import ImpostorDistances
+from calibrate.world import REFERENCE_MODEL
 
 from .znorm import ZnormModel, enroll_znorm, fit_znorm
 
 #: the configuration, in znorm's terms (recorded in models.csv through the model's parameters)
-AUTO_CONFIG = {"family": "lognormal", "robust": True, "pooled_shape": True, "predictive": False, "jackknife": 0.5,
+#: (its family, robustness and jackknife are the reference world's model: calibrate.world.REFERENCE_MODEL)
+AUTO_CONFIG = {**REFERENCE_MODEL, "pooled_shape": True, "predictive": False,
                "min_tail_count": 10.0, "tail_fraction": 0.1, "min_exceedances": 30, "shape_bounds": (-1.0, 0.5)}
 
 

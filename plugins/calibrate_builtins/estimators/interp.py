@@ -16,43 +16,8 @@ from typing import Any
 import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.stats import below_ties, interp_threshold, interpolate_rank, rank_values  # noqa: F401 (re-exported)
 from calibrate.types import ImpostorDistances
-
-
-def interpolate_rank(sorted_values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Linear interpolation between order statistics at 1-based ``ranks`` (clamped to [1, N])."""
-    d = np.asarray(sorted_values, dtype=np.float64)
-    n = d.size
-    k = np.asarray(ranks, dtype=np.float64)
-    lo = np.clip(np.floor(k).astype(np.int64), 1, n)
-    hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
-    frac = np.where(hi > lo, k - lo, 0.0)
-    return d[lo - 1] + frac * (d[hi - 1] - d[lo - 1])
-
-
-def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """The paper's interpolation formula for every target (``sorted_distances`` ascending)."""
-    d = np.asarray(sorted_distances, dtype=np.float64)
-    k = np.asarray(targets, dtype=np.float64) * d.size
-    return np.where(k <= 1.0, k * d[0], interpolate_rank(d, k))
-
-
-def rank_values(sorted_values: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the k-th smallest value for each 1-based rank k, clipped to the sample; whether the next value is
-    tied with it)."""
-    v = np.asarray(sorted_values, dtype=np.float64)
-    k = np.clip(np.asarray(ranks, dtype=np.int64), 1, v.size)
-    out = v[k - 1].copy()
-    return out, (k < v.size) & (v[np.minimum(k, v.size - 1)] == out)
-
-
-def below_ties(sorted_values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """The k-th smallest value for each 1-based rank k, or just below it (one float step) when the next
-    value is tied with it: ``distance <= threshold`` then accepts at most k of the values, never a whole
-    tie group beyond k (the order-statistic bound counts k)."""
-    out, tied = rank_values(sorted_values, ranks)
-    out[tied] = np.nextafter(out[tied], -np.inf)
-    return out
 
 
 class _SortedModel(FittedModel):

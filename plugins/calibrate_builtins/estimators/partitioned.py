@@ -30,9 +30,11 @@ from calibrate.partitioned import lowest_sorted, write_staged
 from calibrate.types import ImpostorDistances
 
 from .auto import AUTO_CONFIG
-from .gpd_tail import exceedance_count, fit_lower_tail
-from .interp import interpolate_rank
-from .znorm import ZnormModel, check_class_sizes, standardise, to_working
+from calibrate.gpd import exceedance_count, fit_lower_tail
+from calibrate.standardise import standardise, to_working
+from calibrate.stats import interpolate_rank
+
+from .znorm import ZnormModel, check_class_sizes
 
 #: the pooled lower tail a partitioned model keeps answers targets up to this rate (or the largest target)
 KEEP_FPR = 0.01

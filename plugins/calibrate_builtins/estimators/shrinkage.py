@@ -36,7 +36,7 @@ from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
 
-from .interp import interp_threshold
+from calibrate.stats import interp_threshold
 
 Weight = Literal["count", "empirical-bayes"]
 

@@ -27,30 +27,8 @@ import numpy as np
 
 from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
 from calibrate.outputs import format_pct
+from calibrate.stats import clopper_pearson  # noqa: F401 (re-exported)
 from calibrate.types import EvaluationResult, TargetResult
-
-
-def _beta_ppf():
-    """The beta quantile function ``(q, a, b) -> x`` that ``scipy.stats.beta.ppf`` evaluates (Boost's), taken
-    from scipy.special so that a run does not import scipy.stats (about 0.3 s) for four intervals."""
-    try:
-        from scipy.special._ufuncs import _beta_ppf
-    except ImportError:  # pragma: no cover - private in scipy; the public route computes the same
-        from scipy.stats import beta
-
-        return beta.ppf
-    return _beta_ppf
-
-
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact binomial interval for k successes in n trials."""
-    if n == 0:
-        return float("nan"), float("nan")
-    ppf = _beta_ppf()  # the arguments are always valid (0 < q < 1, a, b >= 1): beta.ppf's checks are not needed
-    a = (1 - level) / 2
-    low = 0.0 if k == 0 else float(ppf(a, k, n - k + 1))
-    high = 1.0 if k == n else float(ppf(1 - a, k + 1, n - k))
-    return low, high
 
 
 #: bootstrap replicates for the class-level interval
@@ -334,7 +312,7 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
         n = r.impostor_attempts
         how = ""
         if e.get("confidence_method"):
-            from calibrate.prediction import METHODS
+            from calibrate.confidence import METHODS
 
             said = METHODS.get(e["confidence_method"], e["confidence_method"])
             how = (f" Confidence: {said[0].upper()}{said[1:]}." if e["confidence_method"] == "model-unmet" else

@@ -25,15 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrate.errors import DataError
-from calibrate.types import ImpostorDistances
+from .errors import DataError
+from .gpd import TailFit, fit_lower_tail
+from .standardise import from_working, standardise_classes, to_working
+from .types import ImpostorDistances
 
-from .auto import AUTO_CONFIG
-from .gpd_tail import TailFit, fit_lower_tail
-from .znorm import from_working, standardise_classes, to_working
-
-#: auto's working scale
-_FAMILY = AUTO_CONFIG["family"]
+#: the reference model's settings: auto's (the ``auto`` estimator is configured from these)
+REFERENCE_MODEL = {"family": "lognormal", "robust": True, "jackknife": 0.5}
+_FAMILY = REFERENCE_MODEL["family"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -
         small = impostors.classes[int(np.argmax(counts < 3))]
         raise DataError(f"predicted FPR interval: class {small!r} has {int(counts.min())} training distance(s); at least "
                         "3 per class are needed to estimate its location and scale")
-    offset, locs, scales, zs = standardise_classes(impostors, _FAMILY, AUTO_CONFIG["robust"], AUTO_CONFIG["jackknife"],
+    offset, locs, scales, zs = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"], REFERENCE_MODEL["jackknife"],
                                                    "predicted FPR interval")
     sorted_z = np.sort(np.concatenate(zs))
     try:

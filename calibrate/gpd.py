@@ -1,0 +1,153 @@
+"""Generalised Pareto fits to a sample's lower tail (a public core module): probability-weighted
+moments or maximum likelihood, with the shape guarded to bounds. The "extremes" here are the
+*smallest* values, so the data are negated: for t below the threshold u,
+``P(D <= t) = p_u (1 + xi (u - t) / beta)^(-1/xi)``. Used by the ``gpd-tail``, ``znorm`` and ``auto``
+estimators and by the reference world of the predicted intervals (calibrate.world).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .errors import DataError, ParameterError
+
+Method = Literal["pwm", "mle"]
+
+
+def gpd_pwm(x: np.ndarray) -> tuple[float, float]:
+    """Probability-weighted-moment estimates ``(xi, beta)`` of a GPD with location 0.
+
+    ``xi`` is scipy's shape ``c`` (``scipy.stats.genpareto``); ``x`` holds >= 2 values >= 0, not all 0.
+    """
+    x = np.sort(np.asarray(x, dtype=np.float64))
+    k = x.size
+    if k < 2:
+        raise DataError(f"a GPD fit needs at least 2 exceedances, got {k}")
+    a0 = float(x.mean())
+    a1 = float(np.sum(x * (k - np.arange(1, k + 1)) / (k - 1)) / k)
+    den = a0 - 2.0 * a1
+    if a0 <= 0:
+        raise DataError("all exceedances are 0 (the lowest distances are tied); a GPD cannot be fitted to them")
+    if den <= 0:  # only possible when x is degenerate (e.g. all equal): treat as the lightest tail allowed
+        return -1.0, 2.0 * a0
+    return 2.0 - a0 / den, 2.0 * a0 * a1 / den
+
+
+def gpd_mle(x: np.ndarray) -> tuple[float, float]:
+    """Maximum-likelihood ``(xi, beta)`` with location fixed at 0 (scipy.stats.genpareto.fit)."""
+    from scipy.stats import genpareto
+
+    x = np.asarray(x, dtype=np.float64)
+    if x.size < 2 or not np.any(x > 0):
+        raise DataError("a GPD fit needs at least 2 exceedances, not all 0")
+    c, _, scale = genpareto.fit(x, floc=0.0)
+    return float(c), float(scale)
+
+
+@dataclass(frozen=True)
+class TailFit:
+    """A GPD fitted to the lower tail: P(D <= t) = p_u (1 + xi (u - t) / beta)^(-1/xi) for t < u."""
+
+    u: float
+    p_u: float
+    xi: float
+    beta: float
+    k: int
+
+    def quantile(self, e: np.ndarray) -> np.ndarray:
+        """The model's e-quantile (valid for e < p_u); no clipping at 0."""
+        e = np.asarray(e, dtype=np.float64)
+        r = self.p_u / e
+        if abs(self.xi) < 1e-9:
+            excess = self.beta * np.log(r)
+        else:
+            excess = self.beta / self.xi * np.expm1(self.xi * np.log(r))
+        return self.u - excess
+
+    def cdf(self, t: np.ndarray) -> np.ndarray:
+        """Model P(D <= t) below u (and the constant p_u at u)."""
+        y = np.maximum(self.u - np.asarray(t, dtype=np.float64), 0.0) / self.beta
+        if abs(self.xi) < 1e-9:
+            return self.p_u * np.exp(-y)
+        base = 1.0 + self.xi * y
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = self.p_u * np.where(base > 0, base, 0.0) ** (-1.0 / self.xi)
+        return np.where(base > 0, out, 0.0)
+
+
+def exceedance_count(n: int, tail_fraction: float | None, min_exceedances: int) -> int:
+    """The count rule: ``max(ceil(2 sqrt(n)), min_exceedances)`` (or ``ceil(tail_fraction n)`` in place of
+    ``ceil(2 sqrt(n))`` when a fraction is given), capped at ``n - 1``."""
+    base = math.ceil(2.0 * math.sqrt(n)) if tail_fraction is None else math.ceil(tail_fraction * n)
+    return int(min(max(base, min_exceedances), n - 1))
+
+
+def guard_shape(x: np.ndarray, xi: float, beta: float, shape_bounds: tuple[float, float]) -> tuple[float, float]:
+    """Clip the shape to its bounds (re-fitting beta from the mean) and make the support cover the data."""
+    lo, hi = shape_bounds
+    if not lo <= xi <= hi or not np.isfinite(xi) or not (np.isfinite(beta) and beta > 0):
+        xi = float(np.clip(xi, lo, hi)) if np.isfinite(xi) else 0.0
+        beta = (1.0 - xi) * float(np.mean(x))
+    if xi < 0:
+        need = float(np.max(x)) * (1.0 + 1.0 / x.size)
+        if -beta / xi < need:
+            beta = -xi * need
+    return xi, beta
+
+
+def fit_lower_tail(sorted_values: np.ndarray, *, tail_fraction: float | None = None, min_exceedances: int = 15,
+                   method: Method = "pwm", shape_bounds: tuple[float, float] = (-1.0, 0.5),
+                   shape: float | None = None, n: int | None = None) -> tuple[TailFit, np.ndarray]:
+    """Fit a GPD to the lower tail of ``sorted_values`` (ascending; any real values).
+
+    Returns the fit and the exceedances. With ``shape`` given, the shape is fixed and only
+    ``beta = (1 - shape) mean(x)`` is fitted. ``n``: the size of the whole sample when
+    ``sorted_values`` holds only its lowest values (at least the k + 1 the fit reads).
+    """
+    d = np.asarray(sorted_values, dtype=np.float64)
+    n = d.size if n is None else int(n)
+    k = exceedance_count(n, tail_fraction, min_exceedances)
+    if k < 3:
+        raise DataError(f"{n} distances leave {k} exceedances below the tail threshold; a GPD tail needs at least 3 "
+                        "(at least 4 distances per class; use pooling: pooled or shrunk for classes with fewer)")
+    u = float(d[k])
+    x = u - d[:k]
+    if not np.any(x > 0):
+        raise DataError(f"the {k} lowest distances all equal the tail threshold {u:.6g} (ties); a GPD cannot be fitted "
+                        "to them; raise tail_fraction so that the tail holds distinct values")
+    if shape is not None:
+        xi, beta = float(shape), (1.0 - float(shape)) * float(np.mean(x))
+    else:
+        xi, beta = gpd_pwm(x) if method == "pwm" else gpd_mle(x)
+    xi, beta = guard_shape(x, xi, beta, shape_bounds)
+    return TailFit(u, k / n, xi, beta, k), x
+
+
+def monotone(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Make thresholds non-decreasing in the target FPR along the last axis (targets in any order)."""
+    order = np.argsort(targets, kind="stable")
+    out = np.empty_like(values)
+    out[..., order] = np.maximum.accumulate(values[..., order], axis=-1)
+    return out
+
+
+def check_shape_bounds(shape_bounds) -> tuple[float, float]:
+    if not isinstance(shape_bounds, (list, tuple)) or len(shape_bounds) != 2:
+        raise ParameterError(f"shape_bounds must be [low, high], e.g. [-1, 0.5]; got {shape_bounds!r}")
+    lo, hi = float(shape_bounds[0]), float(shape_bounds[1])
+    if not (-1.0 <= lo <= hi < 1.0):
+        raise ParameterError(f"shape_bounds must satisfy -1 <= low <= high < 1 (a GPD with shape >= 1 has no mean); "
+                             f"got {shape_bounds!r}")
+    return lo, hi
+
+
+def check_tail_params(tail_fraction: float | None, min_exceedances: int) -> None:
+    if tail_fraction is not None and not 0.0 < tail_fraction < 1.0:
+        raise ParameterError(f"tail_fraction must be in (0, 1), e.g. 0.1 for the lowest 10%; got {tail_fraction}")
+    if min_exceedances < 3:
+        raise ParameterError(f"min_exceedances must be at least 3; got {min_exceedances}")
+
