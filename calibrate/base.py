@@ -452,6 +452,24 @@ class Estimator(Component, ABC):
     @abstractmethod
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel: ...
 
+    def simulate(self, galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray | None:
+        """Optional: what ``fit`` would give on many galleries at once, for the predicted FPR interval
+        (calibrate.prediction), in array operations instead of one fit per gallery.
+
+        :param galleries: (B, N) distances, B galleries laid out like ``ImpostorDistances.values``
+            (class i's distances are ``galleries[:, offsets[i]:offsets[i + 1]]``), each class's
+            distances ascending within its segment.
+        :param offsets: the classes' segment boundaries (C + 1 values), the same in every gallery.
+        :param targets: target FPRs (T values).
+        :returns: thresholds of shape (B, C, T) equal, up to float rounding, to
+            ``self.fit(ImpostorDistances(classes, galleries[b], offsets))._thresholds(targets, rows)``
+            for every b (a gallery whose row is all NaN is refitted by the caller: a special case the vectorised
+            form does not cover); or None (the default) when the estimator has no vectorised form, in which case
+            the prediction refits one gallery at a time within its time budget. The conformance kit
+            (``calibrate.testing``) checks the equality for every estimator that implements it.
+        """
+        return None
+
     #: what ``enroll`` keeps fixed: "per-class" (a class's model depends on its own distances only, so
     #: enrolling class by class gives exactly a full fit's thresholds), "pooled" (quantities pooled over
     #: the fitted classes, e.g. a shared shape, stay as fitted; refit when many classes have been added),

@@ -16,6 +16,8 @@ units, refined to the last floating-point step so that ``score >= t`` (similarit
 
 from __future__ import annotations
 
+import time
+
 import hashlib
 import json
 import os
@@ -31,7 +33,7 @@ import numpy as np
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
-from .prediction import PredictionSettings, build_world, measured_interval
+from .prediction import PredictionSettings, as_array, build_world, measured_interval
 from .types import DistanceMatrix, ImpostorDistances
 
 FORMAT = "calibrate-calibration"
@@ -225,6 +227,13 @@ class Calibration:
             raise CalibrationError(f"the FPR interval was predicted at targets {', '.join(f'{t:g}' for t in p['targets'])} "
                                    f"only, not at {e:g}; fit again with that target among the targets")
         j = matches[0]
+        status = p.get("prediction_status")
+        if p["predicted_fpr_low"][j] is None:
+            from .prediction import STATUS
+
+            raise CalibrationError(f"no predicted FPR interval at target {e:g}: "
+                                   + STATUS.get(status[j] if status else "", "it could not be predicted")
+                                   .removeprefix("no prediction: "))
         if cls is not None:
             per = p.get("per_class")
             name = str(cls)
@@ -240,8 +249,7 @@ class Calibration:
         if attempts is not None:
             if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) or attempts < 1:
                 raise CalibrationError(f"attempts must be a positive whole number of impostor attempts, got {attempts!r}")
-            reps = np.asarray(p["replicates"], dtype=np.float64)
-            low, high = measured_interval(reps, int(attempts), float(p["level"]))
+            low, high = measured_interval(as_array(p["replicates"]), int(attempts), float(p["level"]))
             return float(low[j]), float(high[j])
         return float(p["predicted_fpr_low"][j]), float(p["predicted_fpr_high"][j])
 
@@ -348,7 +356,8 @@ def _spec(registry, kind: str, entry: Any, where: str):
 def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
-        level: float = 0.9, replicates: int = 100, seed: int = 0, **params: Any) -> Calibration:
+        level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
+        **params: Any) -> Calibration:
     """Fit a calibration from training impostor scores held in memory.
 
     :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
@@ -361,7 +370,9 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
         target in (0, 1) can be asked later).
     :param predict: also predict, from these scores alone, the interval of the FPR each target's
         thresholds will achieve (:meth:`Calibration.predicted_fpr`; ``replicates`` refits of the
-        estimator on simulated galleries, ``level`` the interval's coverage, ``seed`` their seed).
+        estimator on simulated galleries, ``level`` the interval's coverage, ``seed`` their seed; an
+        estimator without a vectorised simulation is refitted ``replicates`` times, or as often as
+        ``budget_s`` seconds allow at the cost of its fit, and gets no interval when 20 refits do not fit).
     :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
         ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
     """
@@ -397,15 +408,18 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
     dist = tr.apply(raw)
     impostors = ImpostorDistances.from_matrix(dist)
     est = est_spec.build()
+    fit_started = time.perf_counter()
     model = est.fit(impostors, RunContext())
+    fit_seconds = time.perf_counter() - fit_started
     label, saved = est_spec.label, None
     if confidence is not None:
         confidence = check_confidence(confidence)
         label = f"{label}-c{100 * confidence:g}"
     if predict or confidence is not None:
-        model, predicted = predict_model(model, est, impostors, checked_targets, confidence,
-                                         settings=PredictionSettings(float(level), int(replicates)), seed=[int(seed)],
-                                         context=RunContext(), world=build_world(impostors, dist))
+        settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
+        model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
+                                         seed=[int(seed)], context=RunContext(), world=build_world(impostors, dist),
+                                         fit_seconds=fit_seconds)
         saved = predicted.saved(model.classes)
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,

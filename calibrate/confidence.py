@@ -22,7 +22,7 @@ import numpy as np
 
 from .base import FittedModel
 from .errors import DataError, ParameterError
-from .prediction import Prediction, PredictionSettings, predict
+from .prediction import Prediction, PredictionSettings, check_prediction, predict
 
 
 def check_confidence(value: Any) -> float:
@@ -207,13 +207,20 @@ def make_confident(model: FittedModel, estimator: Any, impostors: Any, targets: 
 
 def predict_model(model: FittedModel, estimator: Any, impostors: Any, targets: Sequence[float],
                   confidence: float | None, *, settings: PredictionSettings, seed: Sequence[int], context: Any,
-                  world: Any) -> tuple[FittedModel, Prediction]:
-    """The fitted model and its predicted FPR: with ``confidence``, the model wrapped with its bound and the
-    prediction of the confident thresholds (:func:`make_confident`); else the model as fitted (:func:`predict`)."""
+                  world: Any, fit_seconds: float | None = None, base_seconds: float | None = None
+                  ) -> tuple[FittedModel, Prediction]:
+    """The fitted model and its predicted FPR, checked against the training distances per target: with
+    ``confidence``, the model wrapped with its bound and the prediction of the confident thresholds
+    (:func:`make_confident`); else the model as fitted (:func:`calibrate.prediction.predict`, within the
+    time budget that ``fit_seconds`` and ``base_seconds`` set)."""
     if confidence is not None:
-        return make_confident(model, estimator, impostors, targets, confidence, settings=settings, seed=seed,
-                              context=context, world=world)[:2]
-    return model, predict(estimator, impostors, targets, settings=settings, seed=seed, context=context, world=world)
+        wrapped, predicted = make_confident(model, estimator, impostors, targets, confidence, settings=settings,
+                                            seed=seed, context=context, world=world)[:2]
+        predicted.tail_model = getattr(world, "tail_model", "")
+        check_prediction(predicted, world, impostors, wrapped)
+        return wrapped, predicted
+    return model, predict(estimator, impostors, targets, settings=settings, seed=seed, context=context, world=world,
+                          model=model, fit_seconds=fit_seconds, base_seconds=base_seconds)
 
 
 def saved_entries(model: FittedModel, prediction: dict | None) -> tuple[dict, dict]:

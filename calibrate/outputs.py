@@ -45,6 +45,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+import numpy as np
+
 from .errors import CalibrateError
 from .types import TargetResult, ThresholdTable
 
@@ -340,19 +342,21 @@ class StagedOutput:
 
 def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "distance",
                    predictions: dict | None = None) -> str:
-    """``estimator,class,target_fpr,threshold,score_threshold,accept_if,predicted_fpr_low,predicted_fpr_high``:
+    """``estimator,class,target_fpr,threshold,score_threshold,accept_if,predicted_fpr_low,predicted_fpr_high,prediction_status``:
     ``threshold`` on the transformed distance (accept when distance <= it), ``score_threshold`` the
     same threshold in the data's own score units through the fitted transform's inverse (empty when
     the transform has none), ``accept_if`` how to compare a score with it (``score >= t`` for
     similarities); the last two the interval predicted for the class's own long-run FPR at that
-    threshold (calibrate.prediction; empty when it was not predicted per class)."""
+    threshold (calibrate.prediction; empty when it was not predicted per class, or not at that target);
+    ``prediction_status`` what the world's check said at that target (calibrate.prediction.STATUS: fits,
+    tail, contradicted, tail-unfit; empty without a prediction)."""
     from .calibration import ACCEPT_IF
 
     predictions = predictions or {}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if",
-                "predicted_fpr_low", "predicted_fpr_high"])
+                "predicted_fpr_low", "predicted_fpr_high", "prediction_status"])
     for table in tables:
         scores = None if transform is None else transform.score_thresholds(table.values, kind)
         pred = predictions.get(table.estimator)
@@ -360,11 +364,16 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
         for i, cls in enumerate(table.classes):
             for k, target in enumerate(table.targets):
                 st = "" if scores is None else repr(float(scores[i, k]))
-                low = repr(float(pred.class_low[i, k])) if per_class else ""
-                high = repr(float(pred.class_high[i, k])) if per_class else ""
+                low = _cell(pred.class_low[i, k]) if per_class else ""
+                high = _cell(pred.class_high[i, k]) if per_class else ""
+                status = pred.status[k] if pred is not None and len(pred.status) == len(table.targets) else ""
                 w.writerow([table.estimator, cls, repr(target), repr(float(table.values[i, k])), st,
-                            ACCEPT_IF[kind] if scores is not None else "", low, high])
+                            ACCEPT_IF[kind] if scores is not None else "", low, high, status])
     return buf.getvalue()
+
+
+def _cell(value: float) -> str:
+    return repr(float(value)) if np.isfinite(value) else ""
 
 
 def models_csv(rows: list[dict[str, Any]]) -> str:

@@ -57,6 +57,10 @@ class StageTimes:
     def total(self) -> float:
         return time.perf_counter() - self._start
 
+    def predicting(self) -> float:
+        """Seconds spent in the prediction stages so far (not counted in the base of their budget)."""
+        return sum(v for k, v in self.seconds.items() if k.startswith("predict "))
+
 
 def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
     merged: dict[str, list[TargetResult]] = {}
@@ -139,48 +143,25 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
             test_d.check_distances("evaluation distances")
         models: dict[str, FittedModel] = {}
         tables, predictions = {}, {}
-        world, world_error = None, None
-        for index, spec in enumerate(recipe.estimators):
+        fitted = []
+        for spec in recipe.estimators:
+            estimator = spec.build()
+            started = time.perf_counter()
             with times(f"fit {spec.label}"):
                 try:
-                    model = spec.build().fit(impostors, context)
+                    models[spec.label] = estimator.fit(impostors, context)
                 except DataError as exc:
                     if hint:
                         raise DataError(f"{exc}. {hint}") from None
                     raise
-            predicted = None
-            if recipe.prediction.enabled and world_error is None:
-                with times(f"predict {spec.label}"):
-                    try:
-                        if world is None:
-                            world = prediction.build_world(impostors, train_d)
-                    except DataError as exc:  # the thresholds stand without it: said once, not fatal
-                        world_error = str(exc)
-                        context.note(f"no predicted FPR intervals on fold {name!r}: {exc}")
-                    if world is not None:
-                        try:
-                            model, predicted = predict_fold(spec, model, impostors, recipe, world,
-                                                            [recipe.seed, len(folds), index], context)
-                        except DataError as exc:
-                            if spec.confidence is not None:
-                                raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the "
-                                                f"simulated galleries of the predicted interval, which failed: {exc}") from None
-                            context.note(f"{spec.label}: no predicted FPR interval ({exc})")
-            if spec.confidence is not None and predicted is None:
+            fitted.append((spec, estimator, time.perf_counter() - started))
+        if recipe.prediction.enabled:
+            predict_stage(recipe, fitted, models, predictions, impostors, train_d, name, len(folds), context, times)
+        for spec, _, _ in fitted:
+            if spec.confidence is not None and spec.label not in predictions:
                 raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated galleries "
-                                f"of the predicted interval, which could not be made: {world_error}")
-            if predicted is not None:
-                predictions[spec.label] = predicted
-                unmet = [t for t, m in zip(recipe.targets, predicted.methods) if m == "model-unmet"]
-                if unmet:
-                    context.note(f"{spec.label} at {', '.join(f'{100 * t:.3g}%' for t in unmet)}: confidence "
-                                 f"{spec.confidence} cannot be met from these training data: even the strictest candidate "
-                                 "threshold exceeded the target in more than 1 - confidence of the simulated galleries, "
-                                 "so its threshold is distance 0: only exact matches are accepted (nearly every genuine "
-                                 "user is rejected there). More training impostor distances, or a larger target, are "
-                                 "needed for that promise")
-            models[spec.label] = model
-            tables[spec.label] = model.thresholds(recipe.targets, label=spec.label)
+                                "of the predicted interval, which could not be made (see the notes)")
+            tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
         folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions))
 
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
@@ -193,15 +174,78 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
 
 
-def predict_fold(spec, model: FittedModel, impostors: ImpostorDistances, recipe: Recipe, world, seed: list[int],
-                 context: RunContext) -> tuple[FittedModel, "prediction.Prediction"]:
-    """The estimator's predicted FPR on this fold (calibrate.prediction), as a stage of its own; with a
-    confidence, the model wrapped with its bound and the prediction of the confident thresholds."""
-    settings = recipe.prediction
-    with context.stage(f"{spec.label}: predicted FPR, {settings.replicates} simulated galleries", settings.replicates,
-                       "galleries"):
-        return confidence.predict_model(model, spec.build(), impostors, recipe.targets, spec.confidence,
-                                        settings=settings, seed=seed, context=context, world=world)
+def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,
+                  train_d: DistanceMatrix, fold: str, fold_index: int, context: RunContext, times: StageTimes) -> None:
+    """Every estimator's predicted FPR on this fold (calibrate.prediction), filling ``predictions`` (and
+    ``models``, wrapped with their bound where a confidence is asked). Estimators with a vectorised
+    simulation share one set of simulated galleries; the others are refitted within the time budget."""
+    with times("predict: reference world"):
+        try:
+            world = prediction.build_world(impostors, train_d)
+        except DataError as exc:  # the thresholds stand without it: said once, not fatal
+            context.note(f"no predicted FPR intervals on fold {fold!r}: {exc}")
+            return
+    if world.rejected:
+        context.note(f"predicted FPR intervals, fold {fold!r}: the world's tail was refitted as "
+                     f"{world.tail_model!r}: " + "; ".join(world.rejected))
+    together = [(s, e) for s, e, _ in fitted if s.confidence is None and prediction.simulates(e)]
+    if together:
+        with times("predict " + ", ".join(s.label for s, _ in together)):
+            try:
+                done = prediction.predict_together([e for _, e in together], [models[s.label] for s, _ in together],
+                                                   impostors, recipe.targets, settings=recipe.prediction,
+                                                   seed=[recipe.seed, fold_index], world=world)
+            except DataError as exc:
+                context.note(f"{', '.join(s.label for s, _ in together)}: no predicted FPR interval ({exc})")
+                done = [None] * len(together)
+        for (spec, _), predicted in zip(together, done):
+            if predicted is not None:
+                _keep(spec, predicted, predictions, fold, recipe, context)
+    for index, (spec, estimator, fit_seconds) in enumerate(fitted):
+        if any(spec is s for s, _ in together):
+            continue
+        with times(f"predict {spec.label}"):
+            try:
+                models[spec.label], predicted = confidence.predict_model(
+                    models[spec.label], estimator, impostors, recipe.targets, spec.confidence,
+                    settings=recipe.prediction, seed=[recipe.seed, fold_index, index], context=context, world=world,
+                    fit_seconds=fit_seconds, base_seconds=times.total() - times.predicting())
+            except DataError as exc:
+                if spec.confidence is not None:
+                    raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated "
+                                    f"galleries of the predicted interval, which failed: {exc}") from None
+                context.note(f"{spec.label}: no predicted FPR interval ({exc})")
+                continue
+        _keep(spec, predicted, predictions, fold, recipe, context)
+
+
+def _keep(spec, predicted: "prediction.Prediction", predictions: dict, fold: str, recipe: Recipe,
+          context: RunContext) -> None:
+    predictions[spec.label] = predicted
+    for said in prediction_notes(spec.label, fold, predicted, recipe.targets):
+        context.note(said)
+    unmet = [t for t, m in zip(recipe.targets, predicted.methods) if m == "model-unmet"]
+    if unmet:
+        context.note(f"{spec.label} at {', '.join(f'{100 * t:.3g}%' for t in unmet)}: confidence "
+                     f"{spec.confidence} cannot be met from these training data: even the strictest candidate "
+                     "threshold exceeded the target in more than 1 - confidence of the simulated galleries, "
+                     "so its threshold is distance 0: only exact matches are accepted (nearly every genuine "
+                     "user is rejected there). More training impostor distances, or a larger target, are "
+                     "needed for that promise")
+
+
+def prediction_notes(label: str, fold: str, predicted: "prediction.Prediction", targets: tuple[float, ...]) -> list[str]:
+    """What the run's notes say about how an estimator's interval was made, when it is not the plain case:
+    refits cut short by the budget, and targets without a prediction (the world does not fit there)."""
+    out = []
+    if predicted.budget_note:
+        out.append(f"{label}: predicted FPR interval from refits: {predicted.budget_note}")
+    missing = [(t, s) for t, s in zip(targets, predicted.status) if s not in prediction.PREDICTED]
+    if missing:
+        where = ", ".join(f"{100 * t:.3g}%" for t, _ in missing)
+        out.append(f"{label} at {where}: {prediction.STATUS[missing[0][1]]}; no interval is given there"
+                   + (f" (fold {fold!r})" if fold != "score split" else ""))
+    return out
 
 
 #: a share of training scores on one value above which a run suspects a failed-comparison marker

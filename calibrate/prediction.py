@@ -1,52 +1,77 @@
-"""How far a threshold can be trusted before any evaluation data exist: predicted FPR intervals
-and thresholds with a stated confidence.
+"""How far a threshold can be trusted before any evaluation data exist: the predicted FPR interval.
 
-Predicted interval (``predict``). The FPR a threshold will achieve on new impostors is unknown,
-but its *spread* can be simulated: build a world from the training distances in which the true
-FPR of any threshold is known (the reference world, ``calibrate_builtins.estimators.world``:
-auto's model, with a generalised Pareto lower tail), draw B galleries of the same classes and
-sizes from it, refit the estimator on each, and compute the true FPR its thresholds achieve in
-the world. The ratios ``achieved / target`` over the B replicates are taken as the distribution
-of the ratio the real thresholds achieve (a percentile bootstrap on the ratio, which carries the
-estimator's bias in the world as well as its variance); the interval at level L is their
-(1 - L) / 2 and (1 + L) / 2 quantiles, times the target. Per class the same is done with the
-class's own FPR.
+The FPR a threshold will achieve on new impostors is unknown, but its *spread* can be simulated:
+build a world from the training distances in which the true FPR of any threshold is known (the
+reference world, calibrate.world: auto's model with a checked lower tail), draw B galleries of
+the same classes and sizes from it, fit the estimator on each, and compute the true FPR its
+thresholds achieve in the world. The ratios ``achieved / target`` over the B replicates are taken
+as the distribution of the ratio the real thresholds achieve (a percentile bootstrap on the
+ratio, which carries the estimator's bias in the world as well as its variance); the interval at
+level L is their (1 - L) / 2 and (1 + L) / 2 quantiles, times the target. Per class the same is
+done with the class's own FPR.
+
+Cost, by design. An estimator that implements ``Estimator.simulate`` gets all its replicates as
+array operations over the B galleries at once (generic-interp, class-interp and auto do: the same
+formulas as their fit, checked equal by the conformance kit); the number of replicates is then
+``replicates`` (100), lowered for very large galleries so that at most ``SIMULATED_VALUES`` distances
+are drawn (never below 20): deterministic, so a run gives the same interval on every machine. Any
+other estimator is refitted one gallery at a time, within a time budget: ``budget`` (0.2) times
+the run's time so far (or ``budget_s`` seconds); as many refits as the estimator's own measured
+fit time allows, and none, with a note saying what it would cost, when fewer than 20 fit.
+
+Checked, before it is believed. Per target the world is compared with the training distances at
+the estimator's own thresholds (calibrate.world.training_check): where at least 10 training
+distances lie below the thresholds, the world's FPR must lie in the 99.9% binomial band of the
+training FPR, widened 1.5-fold for the bias of counting at thresholds fitted to those very
+distances (``fits``), or the target gets no interval (``contradicted``: "the model does not fit
+these training scores at this target"). Below 10 the world's tail speaks (``tail``), and only if it
+passed its own check against the pooled scores (else ``tail-unfit``, no interval).
 
 That interval is for the long-run FPR (infinitely many new attempts). An evaluation counts false
-accepts among a finite number n of attempts, which adds binomial noise;
-:func:`measured_interval` gives the interval for the FPR *measured* on n attempts: a mixture,
-over the replicates, of Binomial(n, p_b) / n. The ``fpr`` evaluator reports that one beside the
-measured FPR (only the count n of evaluation attempts is used, none of their outcomes).
+accepts among a finite number n of attempts, which adds binomial noise; :func:`measured_interval`
+gives the interval for the FPR *measured* on n attempts: a mixture, over the replicates, of
+Binomial(n, p_b) / n. The ``fpr`` evaluator reports that one beside the measured FPR (only the
+count n of evaluation attempts is used, none of their outcomes).
 
-Confidence (``confident_targets``). A threshold whose achieved FPR exceeds the target with
-probability at most 1 - c. Two ways, chosen per target:
-
-* ``order-statistic`` (distribution-free): when the estimator's threshold at rank k is the k-th
-  smallest of N pooled exchangeable training values (auto's pooled standardised scores,
-  generic-interp's pooled distances), the FPR it achieves is Beta(k, N - k + 1) whatever the
-  distribution; the largest k with P(Beta(k, N - k + 1) <= e) >= c is used (the exact binomial
-  bound of "learn then test" risk control). It exists when N is at least about -ln(1 - c) / e
-  (6,000 training distances at 0.05% and c = 0.95).
-* ``model`` (below that): the target is lowered to e' such that the c-quantile of the achieved FPR
-  over the world's replicates is e; valid as far as the world resembles the data.
+Thresholds with a stated confidence (calibrate.confidence) use the same simulation, with every
+replicate refitted (a user who asks for a confidence asks for its cost).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from .base import FittedModel, RunContext
+from .base import Estimator, FittedModel, RunContext
 from .errors import DataError, ParameterError
 
 DEFAULT_LEVEL = 0.9
 DEFAULT_REPLICATES = 100
+#: fewer replicates than this give no interval (the 5% and 95% quantiles of fewer are too coarse)
+MIN_REPLICATES = 20
+#: the share of the run's time so far that refits may take by default
+DEFAULT_BUDGET = 0.2
+#: vectorised simulation: at most this many distances drawn per estimator and fold (replicates x N)
+SIMULATED_VALUES = 4_000_000
+#: distances drawn per chunk of replicates (memory: about 10 arrays of this many float64 at once)
+_CHUNK_VALUES = 2_000_000
 #: candidate targets of the model-based confidence, as multiples of the smallest and largest target
 _GRID_DOWN, _GRID_STEPS_PER_OCTAVE = 2.0 ** -14, 8
+
+#: per target, what the world's check said and what it means for the interval
+STATUS = {"fits": "the world matches the training distances at these thresholds (at least 10 of them lie below)",
+          "tail": "fewer than 10 training distances lie below these thresholds: the world's tail, checked against "
+                  "the pooled training scores, predicts there",
+          "contradicted": "no prediction: the model does not fit these training scores at this target (its FPR at "
+                          "these thresholds lies outside the 99.9% binomial band of the training FPR, widened 1.5-fold)",
+          "tail-unfit": "no prediction: the model does not fit these training scores at this target (its tail "
+                        "failed the check against the pooled training scores, and these thresholds lie in it)"}
+#: the statuses that give an interval
+PREDICTED = ("fits", "tail")
 
 
 @dataclass(frozen=True)
@@ -56,12 +81,40 @@ class PredictionSettings:
     level: float = DEFAULT_LEVEL
     replicates: int = DEFAULT_REPLICATES
     enabled: bool = True
+    #: refits may take this share of the run's time so far (estimators without ``simulate``)
+    budget: float = DEFAULT_BUDGET
+    #: or this many seconds per estimator and fold (overrides ``budget``)
+    budget_s: float | None = None
 
     def __post_init__(self):
         if not 0.5 <= self.level < 1.0:
             raise ParameterError(f"prediction level must be in [0.5, 1), e.g. 0.9 for a 90% interval; got {self.level}")
-        if not (isinstance(self.replicates, int) and 20 <= self.replicates <= 100_000):
-            raise ParameterError(f"prediction replicates must be an integer in [20, 100000]; got {self.replicates!r}")
+        if not (isinstance(self.replicates, int) and MIN_REPLICATES <= self.replicates <= 100_000):
+            raise ParameterError(f"prediction replicates must be an integer in [{MIN_REPLICATES}, 100000]; "
+                                 f"got {self.replicates!r}")
+        if isinstance(self.budget, bool) or not isinstance(self.budget, (int, float)) or not 0 < self.budget <= 100:
+            raise ParameterError(f"prediction budget must be a share of the run's time in (0, 100], e.g. 0.2; "
+                                 f"got {self.budget!r}")
+        if self.budget_s is not None and (isinstance(self.budget_s, bool) or not isinstance(self.budget_s, (int, float))
+                                          or not 0 < self.budget_s < 1e7):
+            raise ParameterError(f"prediction budget_s must be a positive number of seconds, e.g. 600; "
+                                 f"got {self.budget_s!r}")
+
+    def seconds(self, base_seconds: float) -> float:
+        """The refits' time budget, given the run's time so far."""
+        return float(self.budget_s) if self.budget_s is not None else self.budget * max(float(base_seconds), 0.0)
+
+
+def column_quantile(values: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile of each column over its finite entries (NaN where a column has none)."""
+    v = np.asarray(values, dtype=np.float64)
+    out = np.full(v.shape[1:], np.nan)
+    finite = np.isfinite(v)
+    for idx in np.ndindex(*v.shape[1:]):
+        col = v[(slice(None), *idx)][finite[(slice(None), *idx)]]
+        if col.size:
+            out[idx] = np.quantile(col, q)
+    return out
 
 
 @dataclass
@@ -69,8 +122,9 @@ class Prediction:
     """Predicted FPR of one estimator's thresholds on one fold's gallery.
 
     ``replicates[b, t]``: the true FPR, in replicate world b, of the thresholds refitted there at
-    ``targets[t]`` (attempts weighted by each class's training count); ``class_low``/``class_high``:
-    the per-class interval (classes x targets) or None when it was not kept.
+    ``targets[t]`` (attempts weighted by each class's training count), NaN in the columns of targets
+    without a prediction (``status``); ``class_low``/``class_high``: the per-class interval (classes x
+    targets) or None when it was not kept.
     """
 
     targets: np.ndarray
@@ -87,21 +141,39 @@ class Prediction:
     rank_fpr: np.ndarray | None = None
     #: how each target's threshold was chosen when the estimator carries a confidence ("order-statistic" or "model")
     methods: tuple[str, ...] = ()
+    #: per target, the world's check (a key of STATUS) and its figures (calibrate.world.training_check)
+    status: tuple[str, ...] = ()
+    checks: list[dict] = field(default_factory=list)
+    #: "vectorised" (Estimator.simulate) or "refits"; the world's tail model
+    simulation: str = "refits"
+    tail_model: str = ""
+    #: when the time budget cut the refits short, how many ran (in words; "" otherwise)
+    budget_note: str = ""
+
+    def predicted(self) -> np.ndarray:
+        """Per target, whether it has an interval."""
+        if not self.status:
+            return np.ones(self.targets.size, dtype=bool)
+        return np.array([s in PREDICTED for s in self.status])
 
     @property
     def low(self) -> np.ndarray:
-        return np.nanquantile(self.replicates, (1 - self.level) / 2, axis=0)
+        return column_quantile(self.replicates, (1 - self.level) / 2)
 
     @property
     def high(self) -> np.ndarray:
-        return np.nanquantile(self.replicates, (1 + self.level) / 2, axis=0)
+        return column_quantile(self.replicates, (1 + self.level) / 2)
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready: the long-run interval per target (and per class when kept)."""
+        """JSON-ready: the long-run interval per target (None where there is no prediction), and how it was made."""
+        low, high = self.low, self.high
         out: dict[str, Any] = {"level": self.level, "simulated_galleries": int(self.replicates.shape[0]),
-                               "targets": self.targets.tolist(),
-                               "predicted_fpr_low": self.low.tolist(), "predicted_fpr_high": self.high.tolist(),
-                               "world": "auto's model with a GPD lower tail (calibrate.prediction)"}
+                               "simulation": self.simulation, "targets": self.targets.tolist(),
+                               "predicted_fpr_low": _nones(low), "predicted_fpr_high": _nones(high),
+                               "world": f"auto's model with a {self.tail_model or 'GPD'} lower tail (calibrate.world)"}
+        if self.status:
+            out["prediction_status"] = list(self.status)
+            out["world_check"] = [_jsonable_check(c) for c in self.checks]
         if self.methods:
             out["confidence_method"] = list(self.methods)
         return out
@@ -110,18 +182,34 @@ class Prediction:
         """What a saved calibration keeps: the summary, the replicates (for the interval on any number of
         attempts) and the per-class intervals when they were kept."""
         out = self.summary()
-        out["replicates"] = self.replicates.tolist()
+        out["replicates"] = [_nones(row) for row in self.replicates]
         if self.class_low is not None:
-            out["per_class"] = {"classes": list(classes), "low": self.class_low.tolist(), "high": self.class_high.tolist()}
+            out["per_class"] = {"classes": list(classes), "low": [_nones(r) for r in self.class_low],
+                                "high": [_nones(r) for r in self.class_high]}
         return out
 
 
+def _nones(values: np.ndarray) -> list:
+    """A JSON list with None for NaN (JSON has no NaN)."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64)]
+
+
+def _jsonable_check(check: dict) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in check.items()}
+
+
+def as_array(values: Any) -> np.ndarray:
+    """A saved (JSON) list of floats or None back to an array with NaN."""
+    return np.array([[np.nan if v is None else v for v in row] if isinstance(row, list) else
+                     (np.nan if row is None else row) for row in values], dtype=np.float64)
+
+
 def measured_interval(replicates: np.ndarray, attempts: int, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Quantiles (1 -/+ level) / 2 of the mixture over replicates of Binomial(attempts, p_b) / attempts."""
-    from scipy.stats import binom
+    """Quantiles (1 -/+ level) / 2 of the mixture over replicates of Binomial(attempts, p_b) / attempts
+    (per target over its finite replicates; NaN where a target has none)."""
+    from scipy.special import bdtr  # the binomial CDF, without importing scipy.stats (about 0.4 s)
 
     reps = np.asarray(replicates, dtype=np.float64)
-    reps = reps[np.all(np.isfinite(reps), axis=1)]
     n = int(attempts)
     t = reps.shape[1]
     low, high = np.full(t, np.nan), np.full(t, np.nan)
@@ -129,18 +217,27 @@ def measured_interval(replicates: np.ndarray, attempts: int, level: float) -> tu
         return low, high
     a = (1 - level) / 2
     for j in range(t):
-        p = np.clip(reps[:, j], 0.0, 1.0)
-        top = int(binom.ppf(1 - 1e-6, n, float(p.max()))) + 1
+        p = np.clip(reps[np.isfinite(reps[:, j]), j], 0.0, 1.0)
+        if p.size == 0:
+            continue
+        top = _binomial_top(n, float(p.max()))
         k = np.arange(top + 1)
-        mix = binom.cdf(k[:, None], n, p[None, :]).mean(axis=1)
+        mix = bdtr(k[:, None], n, p[None, :]).mean(axis=1)
         low[j] = k[np.searchsorted(mix, a - 1e-12)] / n
         high[j] = k[min(np.searchsorted(mix, 1 - a - 1e-12), k.size - 1)] / n
     return low, high
 
 
+def _binomial_top(n: int, p: float) -> int:
+    """A count above which Binomial(n, p) has less than 1e-6 of its mass (mean + 6 sd, and a margin)."""
+    mean = n * p
+    return int(min(n, math.ceil(mean + 6.0 * math.sqrt(mean * (1 - p)) + 10)))
+
+
 def combine(predictions: Sequence[Prediction], weights: Sequence[float]) -> np.ndarray:
     """Replicate-wise FPR over several folds (rotating enrollment): the folds' attempts add up, so
-    replicate b's FPR is the ``weights``-weighted mean of the folds' replicate b (folds independent)."""
+    replicate b's FPR is the ``weights``-weighted mean of the folds' replicate b (folds independent;
+    NaN where a fold has no prediction at that target)."""
     b = min(p.replicates.shape[0] for p in predictions)
     w = np.asarray(weights, dtype=np.float64)
     stack = np.stack([p.replicates[:b] for p in predictions])  # folds x B x T
@@ -201,31 +298,174 @@ _PER_CLASS_LIMIT = 20_000_000
 
 def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, settings: PredictionSettings,
             seed: Sequence[int], context: Any, confidence: float | None = None, world: Any = None,
-            ranks: np.ndarray | None = None) -> Prediction:
+            ranks: np.ndarray | None = None, model: FittedModel | None = None, fit_seconds: float | None = None,
+            base_seconds: float | None = None) -> Prediction:
     """Simulate the estimator's achieved FPR (see the module's docstring); ``world`` may be given when
-    already built for this gallery (it is the same for every estimator). With ``confidence``, also on
-    the grid of candidate targets of the model-based bound, and at the order-statistic ``ranks`` (one
-    per target, 0 where none) of :func:`confidence_ranks`."""
+    already built for this gallery (it is the same for every estimator). ``model``: the estimator's fit on
+    the training distances, whose thresholds the world is checked at (per target ``status``).
+    ``fit_seconds``: what that fit took (a refit's cost); ``base_seconds``: the run's time so far (the
+    refits' budget is a share of it). With ``confidence``, every replicate is refitted, also on the grid
+    of candidate targets of the model-based bound and at the order-statistic ``ranks`` (one per target,
+    0 where none) of :func:`calibrate.confidence.confidence_ranks`.
+
+    Raises DataError when no interval can be given at all (too many failed refits; refits over budget)."""
     if world is None:
         world = build_world(impostors)
     t = np.asarray(targets, dtype=np.float64)
-    grid = _grid(t) if confidence is not None else None
-    items = [(world, estimator, t, grid, ranks, [*seed, b]) for b in range(settings.replicates)]
-    out = context.map(_replicate, items)
-    done = [o for o in out if o is not None]
-    failed = len(out) - len(done)
-    if len(done) < max(10, 0.9 * len(out)):
-        raise DataError(f"predicted FPR interval: estimator {type(estimator).__name__} failed on {failed} of {len(out)} "
+    name = getattr(estimator, "progress_name", None) or type(estimator).__name__
+    if confidence is None and simulates(estimator):
+        pred = _simulated([estimator], world, t, settings, seed)[0]
+    elif confidence is None:
+        pred = _refitted(estimator, world, t, settings, seed, context, name, fit_seconds, base_seconds)
+    else:
+        pred = _refitted(estimator, world, t, settings, seed, context, name, None, None, confidence=confidence,
+                         ranks=ranks)
+    pred.tail_model = getattr(world, "tail_model", "")
+    if model is not None:
+        check_prediction(pred, world, impostors, model)
+    return pred
+
+
+def simulates(estimator: Any) -> bool:
+    """Whether the estimator implements ``Estimator.simulate`` (its replicates are array operations)."""
+    return getattr(type(estimator), "simulate", Estimator.simulate) is not Estimator.simulate
+
+
+def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], impostors: Any,
+                     targets: Sequence[float], *, settings: PredictionSettings, seed: Sequence[int],
+                     world: Any) -> list[Prediction]:
+    """The predicted FPR of several estimators that implement ``simulate``, on one shared set of simulated
+    galleries (common random numbers: drawing them is most of the cost), each checked against the training
+    distances at its model's thresholds."""
+    t = np.asarray(targets, dtype=np.float64)
+    out = _simulated(list(estimators), world, t, settings, seed)
+    for pred, model in zip(out, models):
+        pred.tail_model = getattr(world, "tail_model", "")
+        check_prediction(pred, world, impostors, model)
+    return out
+
+
+def _simulated(estimators: list, world: Any, t: np.ndarray, settings: PredictionSettings,
+               seed: Sequence[int]) -> list[Prediction]:
+    """All replicates by ``Estimator.simulate``, chunk by chunk, every estimator on the same galleries."""
+    n = int(world.counts.sum())
+    offsets = world.offsets
+    total = simulated_replicates(settings, n)
+    per_chunk = int(max(1, min(total, _CHUNK_VALUES // max(n, 1))))
+    keep = total * len(world.classes) * t.size <= _PER_CLASS_LIMIT
+    shape = (len(world.classes), t.size)
+    gallery = [[] for _ in estimators]
+    per_class = [[] for _ in estimators]
+    failed = [0] * len(estimators)
+    done = chunk = 0
+    while done < total:
+        size = min(per_chunk, total - done)
+        galleries = world.draw_sorted(np.random.default_rng([*seed, chunk]), size)
+        for i, estimator in enumerate(estimators):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                thresholds = estimator.simulate(galleries, offsets, t)
+            if thresholds is None:
+                raise DataError(f"estimator {type(estimator).__name__}: simulate() returned None; an estimator that "
+                                "implements it must give thresholds for every call")
+            thresholds = np.array(thresholds, dtype=np.float64)
+            if thresholds.shape != (size, *shape):
+                raise DataError(f"estimator {type(estimator).__name__}: simulate() returned shape {thresholds.shape}; "
+                                f"expected {(size, *shape)} (galleries, classes, targets)")
+            for b in np.flatnonzero(np.all(np.isnan(thresholds), axis=(1, 2))):  # left to a refit
+                refit = _refit_thresholds(estimator, world, galleries[b], t)
+                if refit is None:
+                    failed[i] += 1
+                else:
+                    thresholds[b] = refit
+            usable = ~np.all(np.isnan(thresholds), axis=(1, 2))
+            fpr = world.class_fpr(thresholds[usable])
+            gallery[i].append(world.gallery_fpr(fpr))
+            if keep:
+                per_class[i].append(fpr)
+        done += size
+        chunk += 1
+    out = []
+    a = (1 - settings.level) / 2
+    for i, estimator in enumerate(estimators):
+        _enough(failed[i], total, estimator)
+        low = high = None
+        if keep:
+            pc = np.concatenate(per_class[i])
+            low, high = np.quantile(pc, a, axis=0), np.quantile(pc, 1 - a, axis=0)
+        out.append(Prediction(t, settings.level, np.concatenate(gallery[i]), low, high, failed[i],
+                              simulation="vectorised"))
+    return out
+
+
+def simulated_replicates(settings: PredictionSettings, n: int) -> int:
+    """How many galleries a vectorised simulation draws: ``settings.replicates``, fewer for galleries of
+    over SIMULATED_VALUES / replicates distances (at most SIMULATED_VALUES drawn), never below 20."""
+    return int(min(settings.replicates, max(MIN_REPLICATES, SIMULATED_VALUES // max(n, 1))))
+
+
+def _refit_thresholds(estimator: Any, world: Any, values: np.ndarray, t: np.ndarray) -> np.ndarray | None:
+    from .types import ImpostorDistances
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = estimator.fit(ImpostorDistances(world.classes, values, world.offsets), RunContext())
+        return model._thresholds(t, model.all_rows())
+    except _REFIT_ERRORS:
+        return None
+
+
+def _enough(failed: int, total: int, estimator: Any) -> None:
+    if total - failed < max(10, 0.9 * total):
+        raise DataError(f"predicted FPR interval: estimator {type(estimator).__name__} failed on {failed} of {total} "
                         "simulated galleries (drawn from a model of the training distances), so no interval can be "
                         "given; turn the prediction off for this data (recipe: `evaluation: {prediction: false}`; "
                         "calibrate.fit: predict=False)")
+
+
+def refit_plan(settings: PredictionSettings, fit_seconds: float | None, base_seconds: float | None) -> tuple[int, str]:
+    """(replicates, why) for an estimator refitted one gallery at a time: as many as its measured fit time
+    allows within the budget, up to ``settings.replicates``; 0 (with the reason) when fewer than 20 fit."""
+    if fit_seconds is None or (settings.budget_s is None and base_seconds is None):
+        return settings.replicates, ""  # no budget: a caller that asked for the prediction pays for it
+    budget = settings.seconds(base_seconds or 0.0)
+    cost = max(float(fit_seconds), 1e-6)
+    fits = int(budget // cost)
+    if fits >= settings.replicates:
+        return settings.replicates, ""
+    if fits >= MIN_REPLICATES:
+        return fits, f"{fits} of {settings.replicates} simulated galleries fit the time budget of {budget:.3g} s"
+    return 0, (f"no vectorised simulation, and {MIN_REPLICATES} refits would take about {MIN_REPLICATES * cost:.3g} s "
+               f"({cost:.3g} s a fit), over the time budget of {budget:.3g} s "
+               + (f"(`budget_s`)" if settings.budget_s is not None else
+                  f"({100 * settings.budget:g}% of the run so far)")
+               + f"; `evaluation: {{prediction: {{budget_s: {math.ceil(1.1 * settings.replicates * cost)}}}}}` buys "
+                 f"{settings.replicates} of them")
+
+
+def _refitted(estimator: Any, world: Any, t: np.ndarray, settings: PredictionSettings, seed: Sequence[int],
+              context: Any, name: str, fit_seconds: float | None, base_seconds: float | None, *,
+              confidence: float | None = None, ranks: np.ndarray | None = None) -> Prediction:
+    """Replicates by refitting the estimator on one simulated gallery at a time (executors may spread them)."""
+    count, why = refit_plan(settings, fit_seconds, base_seconds)
+    if count == 0:
+        raise DataError(why)
+    grid = _grid(t) if confidence is not None else None
+    items = [(world, estimator, t, grid, ranks, [*seed, b]) for b in range(count)]
+    with context.stage(f"{name}: predicted FPR, {count} simulated galleries", count, "galleries"):
+        out = context.map(_replicate, items)
+    done = [o for o in out if o is not None]
+    failed = len(out) - len(done)
+    _enough(failed, len(out), estimator)
     per_class = np.stack([d[0] for d in done])  # B x C x T
-    reps = np.stack([_gallery_fpr(world.counts, pc) for pc in per_class])
+    reps = world.gallery_fpr(per_class)
     keep = per_class.size <= _PER_CLASS_LIMIT
     a = (1 - settings.level) / 2
     pred = Prediction(t, settings.level, reps,
                       np.quantile(per_class, a, axis=0) if keep else None,
-                      np.quantile(per_class, 1 - a, axis=0) if keep else None, failed)
+                      np.quantile(per_class, 1 - a, axis=0) if keep else None, failed, simulation="refits")
+    pred.budget_note = why
     if grid is not None:
         pred.grid, pred.grid_fpr = grid, np.stack([d[1] for d in done])
     if ranks is not None:
@@ -233,8 +473,36 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
     return pred
 
 
+def check_prediction(pred: Prediction, world: Any, impostors: Any, model: FittedModel) -> None:
+    """Per target, the world against the training distances at the model's thresholds (module docstring);
+    targets without a prediction get NaN replicates and per-class intervals."""
+    from .world import tail_reaches, training_check
+
+    tau = model._thresholds(pred.targets, model.all_rows())
+    checks = training_check(world, impostors, tau)
+    in_tail = tail_reaches(world, tau)
+    tail_ok = world.tail_check is None or world.tail_check.passed
+    status = []
+    for j, c in enumerate(checks):
+        if c["fits"] is None:
+            status.append("tail" if tail_ok or not in_tail[j] else "tail-unfit")
+        else:
+            status.append("fits" if c["fits"] else "contradicted")
+    pred.status, pred.checks = tuple(status), checks
+    bad = ~pred.predicted()
+    if bad.any():
+        pred.replicates = pred.replicates.copy()
+        pred.replicates[:, bad] = np.nan
+        for name in ("class_low", "class_high"):
+            arr = getattr(pred, name)
+            if arr is not None:
+                arr = arr.copy()
+                arr[:, bad] = np.nan
+                setattr(pred, name, arr)
+
+
 def build_world(impostors: Any, train: Any = None) -> Any:
-    """The reference world fitted to the training distances (``calibrate_builtins.estimators.world``);
+    """The reference world fitted to the training distances (calibrate.world);
     ``train``: the training DistanceMatrix they come from, whose symmetric pairs the world keeps."""
     from .world import build_world as build, pair_slots
 

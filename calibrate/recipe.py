@@ -379,23 +379,24 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                   defaults=tuple(defaults), prediction=prediction)
 
 
-PREDICTION_KEYS = ("level", "replicates")
+PREDICTION_KEYS = ("level", "replicates", "budget", "budget_s")
 
 
 def _prediction(raw: Any, source: str) -> PredictionSettings:
-    """``evaluation.prediction``: true (default), false, or {level: 0.9, replicates: 100}."""
+    """``evaluation.prediction``: true (default), false, or {level: 0.9, replicates: 100, budget: 0.2, budget_s: 600}."""
     where = "evaluation.prediction"
     if raw is True or raw is None:
         return PredictionSettings()
     if raw is False:
         return PredictionSettings(enabled=False)
     if not isinstance(raw, dict):
-        raise RecipeError(f"`prediction:` is true, false or {{level: 0.9, replicates: 100}}; got {raw!r}",
-                          source=source, where=where)
+        raise RecipeError(f"`prediction:` is true, false or {{level: 0.9, replicates: 100, budget: 0.2, budget_s: 600}}; "
+                          f"got {raw!r}", source=source, where=where)
     for key in raw:
         if key not in PREDICTION_KEYS:
             raise _unknown_key(key, PREDICTION_KEYS, f"{where}.{key}", source)
     level, replicates = raw.get("level", PredictionSettings.level), raw.get("replicates", PredictionSettings.replicates)
+    budget, budget_s = raw.get("budget", PredictionSettings.budget), raw.get("budget_s")
     if isinstance(level, bool) or not isinstance(level, (int, float)):
         raise RecipeError(f"`level:` must be a number in [0.5, 1), e.g. 0.9; got {level!r}", source=source,
                           where=f"{where}.level")
@@ -403,7 +404,7 @@ def _prediction(raw: Any, source: str) -> PredictionSettings:
         raise RecipeError(f"`replicates:` must be an integer in [20, 100000]; got {replicates!r}", source=source,
                           where=f"{where}.replicates")
     try:
-        return PredictionSettings(float(level), replicates)
+        return PredictionSettings(float(level), replicates, budget=budget, budget_s=budget_s)
     except ParameterError as exc:
-        key = "level" if "level" in str(exc) else "replicates"
+        key = next((k for k in ("budget_s", "budget", "level", "replicates") if f"prediction {k} " in str(exc)), "level")
         raise RecipeError(str(exc), source=source, where=f"{where}.{key}") from None

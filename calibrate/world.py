@@ -1,38 +1,95 @@
 """The reference world of the predicted FPR intervals: a generative model of a gallery's impostor
 distances, fitted to the training distances, in which the true FPR of any threshold is known.
 
-It is auto's model (see auto.py and znorm.py) made into a distribution one can draw from:
+It is auto's model (see the ``auto`` and ``znorm`` estimators) made into a distribution one can
+draw from:
 
 * class c's distance is ``d = exp(m_c + s_c Z) - offset`` (auto's working scale, ``log(d + offset)``),
   with m_c, s_c the class's robust location and scale (median, IQR / 1.349);
 * Z follows one shape G shared by all classes: the pooled standardised training scores (auto's,
-  with its jackknife), continuous by linear interpolation between order statistics, whose lower
-  tail below the ``2 sqrt(N)``-th lowest score (at least 30 of them) is a generalised Pareto fit
-  (probability-weighted moments, the shape clipped to [-1, 0.5]), so that the world has a
-  tail beyond the smallest training distance, where the thresholds at low targets lie.
+  with its jackknife), continuous by linear interpolation between order statistics, with a
+  generalised Pareto lower tail below a threshold, so that the world has a tail beyond the
+  smallest training distance, where the thresholds at low targets lie.
+
+The world checks its own fit before it is used (:func:`build_world`). Its tail is tested against
+the pooled scores it was fitted to: at log-spaced ranks k from 10 up to the tail's threshold, the
+world's G at the k-th lowest score must lie in the 99.9% binomial band of k / N (G at the k-th of
+N draws is Beta(k, N - k + 1) when the world is right). Tail models are tried in order, and the
+first that passes is kept (``World.tail_model``):
+
+1. ``gpd-pwm``: a GPD fitted by probability-weighted moments to the lowest ``2 sqrt(N)`` scores
+   (at least 30), its shape clipped to [-1, 0.5] (auto's own tail);
+2. ``gpd-mle``: the same exceedances fitted by maximum likelihood with the shape free in
+   [-5, 0.9], so that a short, bounded tail (a matcher whose scores saturate) stays short;
+3. ``empirical``: the interpolated scores themselves down to the 10th lowest, where the data
+   have support, and the likelihood GPD only below it.
+
+When none passes, the last is kept and the failure is recorded (``World.tail_check``); the
+prediction then gives no interval where its thresholds lie in that tail (calibrate.prediction).
 
 Why this world (and not each estimator's own model): a percentile bootstrap is honest about an
 estimator's *bias* only if the world is not the estimator's own assumption. auto's model is the
 one that kept its promise across our datasets (docs/estimators.md), so an estimator that
 misreads the tail (the non-central chi-square, a per-class normal) shows its bias in this world
 as it does on real data. For auto itself the world repeats its assumptions, so its interval holds
-the sampling error only; docs/estimators.md measures how that covers on real data.
+the sampling error only; docs/prediction-coverage.md measures how that covers on real data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import DataError
 from .gpd import TailFit, fit_lower_tail
 from .standardise import from_working, standardise_classes, to_working
+from .stats import clopper_pearson
 from .types import ImpostorDistances
 
 #: the reference model's settings: auto's (the ``auto`` estimator is configured from these)
 REFERENCE_MODEL = {"family": "lognormal", "robust": True, "jackknife": 0.5}
 _FAMILY = REFERENCE_MODEL["family"]
+
+#: tail models, tried in this order until one passes the tail check
+TAIL_MODELS = ("gpd-pwm", "gpd-mle", "empirical")
+#: the level of the binomial bands the world's fit is checked with
+CHECK_LEVEL = 0.999
+#: training support (values below a threshold) from which a threshold is checked against the data
+CHECK_SUPPORT = 10
+#: how far outside the binomial band the world may lie at an estimator's own thresholds: the world
+#: describes *new* impostors (its shape is the jackknifed pooled scores, as auto's is), while counting the
+#: training distances below thresholds fitted to those very distances is biased; on BSSR1 face-C auto's
+#: 0.5% thresholds hold 0.62% of the training distances, the world says 0.50% and the held-out half measured
+#: 0.53%. The misfits the check exists for are several-fold (3-6x on a saturating matcher's tail).
+CHECK_RATIO = 1.5
+#: the empirical tail model's interpolated scores reach down to this rank
+EMPIRICAL_RANK = 10
+_MLE_SHAPE_BOUNDS = (-5.0, 0.9)
+
+
+@dataclass(frozen=True)
+class TailCheck:
+    """The world's tail against the pooled scores: per tested rank k, the world's G at the k-th lowest
+    score and its band; ``passed`` when every rank lies in its band."""
+
+    ranks: tuple[int, ...]
+    world: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(lo <= w <= hi for w, lo, hi in zip(self.world, self.low, self.high))
+
+    def worst(self) -> str:
+        """The rank where the world strays furthest from its band, in words."""
+        if not self.ranks:
+            return "no rank to test"
+        j = int(np.argmax([max(lo / max(w, 1e-300), w / max(hi, 1e-300)) for w, lo, hi in
+                           zip(self.world, self.low, self.high)]))
+        return (f"at the {self.ranks[j]}-th lowest pooled score the world puts G = {self.world[j]:.3g}, outside the "
+                f"{100 * CHECK_LEVEL:.1f}% band [{self.low[j]:.3g}, {self.high[j]:.3g}] of the data")
 
 
 @dataclass(frozen=True)
@@ -50,6 +107,11 @@ class World:
     #: enrolled sets in a symmetric enrolled-vs-enrolled matrix share one, so the world's distances
     #: are as dependent as the data's (None: every distance its own draw)
     slots: np.ndarray | None = None
+    #: which tail model (TAIL_MODELS) the world uses, and how it fared against the pooled scores
+    tail_model: str = "gpd-pwm"
+    tail_check: TailCheck | None = field(default=None, compare=False)
+    #: tail models tried before this one, with why each was rejected
+    rejected: tuple[str, ...] = ()
 
     # ---- the shape G -----------------------------------------------------------------------
 
@@ -57,10 +119,18 @@ class World:
         """G^{-1}(u): the GPD below its threshold's probability, the interpolated pooled scores above."""
         u = np.asarray(u, dtype=np.float64)
         z = self.sorted_z
-        body = np.interp(u * z.size, np.arange(1, z.size + 1, dtype=np.float64), z)
+        n = z.size
+        # linear interpolation at position u n between the order statistics z_(1..n) (clamped): the
+        # positions are evenly spaced, so index arithmetic replaces a search
+        pos = np.clip(u * n, 1.0, float(n))
+        lo = np.minimum(pos.astype(np.int64), n)  # floor, as pos >= 1
+        frac = pos - lo
+        body = z[lo - 1] + frac * (z[np.minimum(lo, n - 1)] - z[lo - 1])
         if self.tail is None:
             return body
         low = u < self.tail.p_u
+        if not low.any():
+            return np.maximum(body, self.tail.u)
         out = np.maximum(body, self.tail.u)
         out[low] = self.tail.quantile(np.maximum(u[low], 1e-300))
         return out
@@ -80,18 +150,62 @@ class World:
         """A gallery of the same classes and sizes, every distance drawn afresh from the world."""
         n = int(self.counts.sum())
         u = rng.random(n) if self.slots is None else rng.random(int(self.slots.max()) + 1)[self.slots]
+        return ImpostorDistances(self.classes, self._distances(u), self.offsets)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.counts)])
+
+    def _distances(self, u: np.ndarray) -> np.ndarray:
+        """Distances from uniforms laid out like the gallery's values (last axis), by class."""
         z = self.shape_quantile(u)
         y = np.repeat(self.loc, self.counts) + np.repeat(self.scale, self.counts) * z
-        d = from_working(y, _FAMILY, self.offset)
-        return ImpostorDistances(self.classes, d, np.concatenate([[0], np.cumsum(self.counts)]))
+        return from_working(y, _FAMILY, self.offset)
+
+    def draw_sorted(self, rng: np.random.Generator, replicates: int) -> np.ndarray:
+        """``replicates`` galleries at once, shape (replicates, N) in the gallery's value order, each
+        class's distances ascending within its segment. Without pair slots, every class's sorted
+        uniforms come straight from exponential spacings (``U_(i) = S_i / S_{n+1}``, S the partial sums
+        of n + 1 standard exponentials: the joint law of n sorted uniforms), so nothing is sorted; with
+        slots, shared uniforms are drawn and sorted within each class."""
+        counts = self.counts
+        c = counts.size
+        n = int(counts.sum())
+        seg = np.repeat(np.arange(c), counts)
+        if self.slots is not None:
+            u = rng.random((replicates, int(self.slots.max()) + 1))[:, self.slots]
+            u = np.sort(u + 2.0 * seg, axis=1) - 2.0 * seg  # classes' segments are in order: one sort sorts each
+            np.clip(u, 0.0, np.nextafter(1.0, 0.0), out=u)
+        else:
+            e = rng.standard_exponential((replicates, n + c))
+            np.cumsum(e, axis=1, out=e)
+            starts = self.offsets[:-1] + np.arange(c)  # class i's n_i + 1 exponentials start here
+            base = np.repeat(starts - 1, counts)
+            within = np.arange(n) - np.repeat(self.offsets[:-1], counts)
+            value_at = np.repeat(starts, counts) + within
+            total_at = np.repeat(starts + counts, counts)
+            first = base < 0
+            below = e[:, np.maximum(base, 0)]
+            below[:, first] = 0.0
+            u = (e[:, value_at] - below) / (e[:, total_at] - below)
+        return self._distances(u)
 
     def class_fpr(self, thresholds: np.ndarray) -> np.ndarray:
-        """The true FPR of each class's threshold, ``thresholds`` of shape (classes, targets)."""
+        """The true FPR of each class's threshold, ``thresholds`` of shape (..., classes, targets)."""
         tau = np.asarray(thresholds, dtype=np.float64)
         with np.errstate(divide="ignore"):
             y = to_working(np.maximum(tau, 0.0), _FAMILY, self.offset)
         z = (y - self.loc[:, None]) / self.scale[:, None]
         return self.shape_cdf(z)
+
+    def gallery_fpr(self, per_class: np.ndarray) -> np.ndarray:
+        """The gallery's FPR from per-class FPRs (..., classes, targets): attempts weighted by each class's count."""
+        w = self.counts.astype(np.float64)
+        return np.tensordot(w / w.sum(), per_class, axes=([0], [-2]))
+
+    def independent(self) -> int:
+        """How many of the pooled training values are independent draws (distinct pairs with slots)."""
+        return int(self.slots.max()) + 1 if self.slots is not None and self.slots.size else int(self.counts.sum())
 
 
 def pair_slots(values: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
@@ -110,6 +224,43 @@ def pair_slots(values: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
     return slot.astype(np.int64)
 
 
+def band(k: float, n: int, level: float = CHECK_LEVEL) -> tuple[float, float]:
+    """The two-sided binomial (Clopper-Pearson) band of the rate k / n, k rounded to a whole count."""
+    return clopper_pearson(int(round(k)), int(n), level)
+
+
+def check_tail(sorted_z: np.ndarray, tail: TailFit | None, shape_cdf, independent: int) -> TailCheck:
+    """The world's G at the k-th lowest pooled score against the binomial band of k / N, at log-spaced
+    ranks from CHECK_SUPPORT up to the tail's threshold (about 12 ranks); pairs counted once with slots."""
+    n = sorted_z.size
+    top = tail.k if tail is not None else 0
+    if top < CHECK_SUPPORT:
+        return TailCheck((), (), (), ())
+    ranks = np.unique(np.round(np.geomspace(CHECK_SUPPORT, top, 12)).astype(np.int64))
+    g = shape_cdf(sorted_z[ranks - 1])
+    scale = independent / n
+    lows, highs = zip(*(band(k * scale, independent) for k in ranks))
+    return TailCheck(tuple(int(k) for k in ranks), tuple(float(x) for x in g), tuple(lows), tuple(highs))
+
+
+def _tail(sorted_z: np.ndarray, model: str) -> TailFit | None:
+    try:
+        if model == "gpd-pwm":
+            return fit_lower_tail(sorted_z, min_exceedances=30)[0]
+        fit = fit_lower_tail(sorted_z, min_exceedances=30, method="mle", shape_bounds=_MLE_SHAPE_BOUNDS)[0]
+    except (DataError, ValueError, ArithmeticError):
+        return None  # too few or tied pooled scores: the interpolated scores throughout
+    if model == "gpd-mle":
+        return fit
+    # the GPD above a lower threshold u' < u is again a GPD, with the same shape and scale beta + xi (u - u')
+    k = min(EMPIRICAL_RANK, fit.k)
+    u2 = float(sorted_z[k - 1])
+    beta2 = fit.beta + fit.xi * (fit.u - u2)
+    if not (u2 < fit.u and beta2 > 0):
+        return fit
+    return TailFit(u2, k / sorted_z.size, fit.xi, beta2, k)
+
+
 def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -> World:
     """The world fitted to a gallery's training impostor distances (see the module's docstring);
     ``slots``: :func:`pair_slots` of the training matrix, when its entries come in symmetric pairs."""
@@ -118,14 +269,74 @@ def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -
         small = impostors.classes[int(np.argmax(counts < 3))]
         raise DataError(f"predicted FPR interval: class {small!r} has {int(counts.min())} training distance(s); at least "
                         "3 per class are needed to estimate its location and scale")
-    offset, locs, scales, zs = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"], REFERENCE_MODEL["jackknife"],
-                                                   "predicted FPR interval")
+    offset, locs, scales, zs = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"],
+                                                   REFERENCE_MODEL["jackknife"], "predicted FPR interval")
     sorted_z = np.sort(np.concatenate(zs))
-    try:
-        tail, _ = fit_lower_tail(sorted_z, min_exceedances=30)
-    except DataError:
-        tail = None  # too few or tied pooled scores: the interpolated scores throughout
     if slots is not None and np.asarray(slots).shape != impostors.values.shape:
         raise DataError("predicted FPR interval: the pair slots do not match the training distances")
-    return World(tuple(impostors.classes), counts.astype(np.int64), np.asarray(locs), np.asarray(scales), offset,
-                 sorted_z, tail, slots)
+    base = dict(classes=tuple(impostors.classes), counts=counts.astype(np.int64), loc=np.asarray(locs),
+                scale=np.asarray(scales), offset=offset, sorted_z=sorted_z, slots=slots)
+    rejected: list[str] = []
+    world = None
+    for model in TAIL_MODELS:
+        world = World(**base, tail=_tail(sorted_z, model), tail_model=model, rejected=tuple(rejected))
+        check = check_tail(sorted_z, world.tail, world.shape_cdf, world.independent())
+        world = World(**base, tail=world.tail, tail_model=model, tail_check=check, rejected=tuple(rejected))
+        if check.passed:
+            return world
+        rejected.append(f"{model}: {check.worst()}")
+    return world
+
+
+def training_check(world: World, impostors: ImpostorDistances, thresholds: np.ndarray) -> list[dict]:
+    """The world against the training data at one estimator's thresholds (classes x targets, fitted on
+    ``impostors``): per target the training support k, the training FPR, the world's FPR there and the
+    99.9% binomial band of the training FPR; ``fits`` is None when k < CHECK_SUPPORT (nothing to check
+    against), else whether the world lies in the band widened by CHECK_RATIO either way.
+
+    A threshold fitted to these very distances sits at an order statistic of them (class-interp's at
+    rank e n_c of its class), where counting the distances below it is biased low: the k-th smallest
+    of n has expected FPR k / (n + 1), not (k - 1) / n. So each class counts its *position* r_c, the
+    continuous rank of its threshold among its sorted distances (linear between order statistics, as
+    the interpolating estimators place them; 0 below the smallest), and the training FPR
+    is ``sum r_c / sum (n_c + 1)``, its support ``k = sum r_c``."""
+    tau = np.asarray(thresholds, dtype=np.float64)
+    counts = impostors.counts()
+    seg = np.repeat(np.arange(counts.size), counts)
+    values = impostors.values[np.lexsort((impostors.values, seg))]
+    starts = impostors.offsets[:-1]
+    position = np.zeros_like(tau)
+    for i in range(counts.size):  # per class: a search over its sorted distances, every target at once
+        d = values[starts[i]:starts[i] + counts[i]]
+        t = tau[i]
+        j = np.searchsorted(d, t, side="right")  # distances at or below the threshold
+        nxt = d[np.minimum(j, d.size - 1)]
+        prev = d[np.maximum(j - 1, 0)]
+        gap = nxt - prev
+        frac = np.where((j > 0) & (j < d.size) & (gap > 0), (t - prev) / np.where(gap > 0, gap, 1.0), 0.0)
+        position[i] = np.where(j == 0, 0.0, j + frac)
+    support = position.sum(axis=0)
+    n = int(counts.sum())
+    empirical = support / float((counts + 1).sum())
+    p_world = world.gallery_fpr(world.class_fpr(tau))
+    ind = world.independent()
+    out = []
+    for j in range(tau.shape[1]):
+        k = float(support[j])
+        low, high = band(k * ind / n, ind)
+        fits = None if k < CHECK_SUPPORT else bool(low / CHECK_RATIO <= p_world[j] <= high * CHECK_RATIO)
+        out.append({"support": k, "empirical_fpr": float(empirical[j]), "world_fpr": float(p_world[j]),
+                    "band": (low, high), "fits": fits})
+    return out
+
+
+def tail_reaches(world: World, thresholds: np.ndarray) -> np.ndarray:
+    """Per target (column of classes x targets thresholds): whether some class's threshold lies in the
+    world's tail model (below its threshold), where only the tail check speaks for the world."""
+    if world.tail is None:
+        return np.zeros(np.asarray(thresholds).shape[-1], dtype=bool)
+    tau = np.asarray(thresholds, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        y = to_working(np.maximum(tau, 0.0), _FAMILY, world.offset)
+    z = (y - world.loc[:, None]) / world.scale[:, None]
+    return np.any(z < world.tail.u, axis=0)

@@ -114,4 +114,7 @@ def test_plugin_passes_the_conformance_kit(example_site, monkeypatch, tmp_path):
 
     for weight in (0.0, 0.5, 1.0):
         outcome = check_component("estimator", QuantileShift, {"weight": weight}, tmp_path=tmp_path / str(weight))
-        assert set(outcome.values()) == {"passed"}
+        # it has no vectorised simulation (its predicted interval refits it): that one check is skipped
+        assert {k: v for k, v in outcome.items() if k != "check_estimator_simulate"} == \
+            {k: "passed" for k in outcome if k != "check_estimator_simulate"}
+        assert outcome["check_estimator_simulate"].startswith("skipped")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..kinds import NAMES
-from . import datasets, distances, estimators, evaluators, executors, transforms
+from . import datasets, distances, estimators, evaluators, executors, simulation, transforms
 from .common import GENERIC_CHECKS, CheckSkipped, ComponentCase, normalise_kind
 from .samples import SEED, TARGETS, make_evaluation_input, make_impostors, make_score_matrix, make_sets
 
@@ -44,6 +44,8 @@ KIND_CHECKS: dict[str, tuple[Callable, ...]] = {
     module.__name__.rpartition(".")[2]: module.CHECKS
     for module in (datasets, distances, transforms, estimators, evaluators, executors)
 }
+#: estimators that implement ``simulate`` must agree with their own fit (calibrate/testing/simulation.py)
+KIND_CHECKS["estimators"] = KIND_CHECKS["estimators"] + simulation.CHECKS
 
 
 def checks_for(kind: str) -> tuple[Callable, ...]:

@@ -72,6 +72,11 @@ class GenericInterp(Estimator):
         classes = list(model.classes) + ([] if cls in model.classes else [cls])
         return _SortedModel(classes, model._values, model._offsets, shared=True)
 
+    def simulate(self, galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        from .simulate import generic_interp
+
+        return generic_interp(galleries, offsets, targets)
+
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         pooled = np.sort(impostors.pooled())
         return _SortedModel(impostors.classes, pooled, np.array([0, pooled.size]), shared=True)
@@ -98,6 +103,11 @@ class ClassInterp(Estimator):
         values = np.concatenate(list(rows.values()))
         offsets = np.concatenate([[0], np.cumsum([r.size for r in rows.values()])])
         return _SortedModel(list(rows), values, offsets, shared=False)
+
+    def simulate(self, galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        from .simulate import class_interp
+
+        return class_interp(galleries, offsets, targets)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         values = np.concatenate([np.sort(impostors.of(i)) for i in range(len(impostors))])

@@ -110,12 +110,14 @@ class ZnormModel(FittedModel):
         return np.where(targets < switch, np.minimum(self.tail.quantile(targets), at_switch), emp)
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        from scipy import stats  # imported here: listing plugins must not load scipy.stats
-
         targets = np.asarray(targets, dtype=np.float64)
         if self.pooled_shape:
             q = np.broadcast_to(self.z_quantiles(targets), (rows.size, targets.size))
-        elif self.predictive:
+            y = self.loc[rows][:, None] + self.scale[rows][:, None] * q
+            return monotone(from_working(y, self.family, self.offset), targets)
+        from scipy import stats  # imported here and only here: listing plugins must not load scipy.stats
+
+        if self.predictive:
             n = self.n[rows][:, None].astype(np.float64)
             q = stats.t.ppf(targets[None, :], n - 1) * np.sqrt(1 + 1 / n)
         else:

@@ -128,10 +128,14 @@ def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ..
                  "false_accept_pairs": int(n_pairs[k]), "training_support": target * n_train}
         if predicted:
             extra.update({key: value[k] for key, value in predicted.items()})
-            if n_imp:
+            if n_imp and predicted["predicted_fpr_low"][k] is not None:
                 extra["predicted_covers"] = bool(predicted["predicted_fpr_low"][k] <= fpr <= predicted["predicted_fpr_high"][k])
         rows.append(TargetResult(target, fpr, fpr / target, n_fa, n_imp, (1 - ga / gen) if gen else None, extra))
     return rows
+
+
+def _nones(values) -> list:
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64)]
 
 
 def predicted_fields(folds: tuple[Fold, ...], label: str, counts: list[dict[str, np.ndarray]],
@@ -140,7 +144,7 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, counts: list[dict[str,
     for the FPR measured on this evaluation's number of attempts (``predicted_fpr_low/high``; only the
     count of attempts is used, none of their outcomes) and for the long run
     (``predicted_fpr_long_run_low/high``). Empty when the run predicted nothing."""
-    from calibrate.prediction import combine, measured_interval
+    from calibrate.prediction import PREDICTED, column_quantile, combine, measured_interval
 
     preds = [f.predictions.get(label) for f in folds]
     if not preds or any(p is None for p in preds):
@@ -152,11 +156,17 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, counts: list[dict[str,
     reps = combine(preds, attempts)
     low, high = measured_interval(reps, sum(attempts), level)
     t = np.asarray(targets, dtype=np.float64)
-    out = {"predicted_fpr_low": low.tolist(), "predicted_fpr_high": high.tolist(),
-           "predicted_ratio_low": (low / t).tolist(), "predicted_ratio_high": (high / t).tolist(),
-           "predicted_fpr_long_run_low": np.nanquantile(reps, (1 - level) / 2, axis=0).tolist(),
-           "predicted_fpr_long_run_high": np.nanquantile(reps, (1 + level) / 2, axis=0).tolist(),
-           "predicted_level": [level] * t.size}
+    out = {"predicted_fpr_low": _nones(low), "predicted_fpr_high": _nones(high),
+           "predicted_ratio_low": _nones(low / t), "predicted_ratio_high": _nones(high / t),
+           "predicted_fpr_long_run_low": _nones(column_quantile(reps, (1 - level) / 2)),
+           "predicted_fpr_long_run_high": _nones(column_quantile(reps, (1 + level) / 2)),
+           "predicted_level": [level] * t.size, "simulated_galleries": [int(reps.shape[0])] * t.size,
+           "prediction_simulation": [preds[0].simulation] * t.size}
+    statuses = [p.status for p in preds if p.status]
+    if statuses:
+        # over folds, the first status that gives no interval wins (the combined interval needs every fold's)
+        out["prediction_status"] = [next((s[j] for s in statuses if s[j] not in PREDICTED), statuses[0][j])
+                                    for j in range(t.size)]
     if preds[0].methods:
         out["confidence_method"] = list(preds[0].methods)
     return out
@@ -298,6 +308,7 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
     rows = [(l, r) for l, rs in results.items() for r in rs if "predicted_fpr_low" in r.extra]
     if not rows:
         return None
+    from calibrate.prediction import STATUS
     level = rows[0][1].extra.get("predicted_level", 0.9)
     lines = ["## Predicted before evaluation: how far each threshold can be trusted", "",
              f"From the training impostor distances alone (no evaluation data), each estimator's thresholds were refitted "
@@ -310,6 +321,10 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
     for label, r in rows:
         e = r.extra
         n = r.impostor_attempts
+        if e["predicted_fpr_low"] is None:
+            said = STATUS.get(e.get("prediction_status", ""), "no prediction")
+            lines.append(f"- **{label} at {100 * r.target_fpr:.3g}%**: {said[0].upper()}{said[1:]}.")
+            continue
         how = ""
         if e.get("confidence_method"):
             from calibrate.confidence import METHODS
