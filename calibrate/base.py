@@ -452,22 +452,27 @@ class Estimator(Component, ABC):
     @abstractmethod
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel: ...
 
-    def simulate(self, galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray | None:
+    def simulate(self, galleries: Any, targets: np.ndarray) -> np.ndarray | None:
         """Optional: what ``fit`` would give on many galleries at once, for the predicted FPR interval
         (calibrate.prediction), in array operations instead of one fit per gallery.
 
-        :param galleries: (B, N) distances, B galleries laid out like ``ImpostorDistances.values``
-            (class i's distances are ``galleries[:, offsets[i]:offsets[i + 1]]``), each class's
-            distances ascending within its segment.
-        :param offsets: the classes' segment boundaries (C + 1 values), the same in every gallery.
+        :param galleries: a :class:`calibrate.world.Galleries`: B simulated galleries of the fitted
+            classes and sizes; ``galleries.at(ranks)`` gives the (B, C, R) distances at 0-based ranks
+            (C x R) within each class (sorted), at the ranks :meth:`simulation_ranks` asked for, or any
+            rank when ``galleries.full``.
         :param targets: target FPRs (T values).
-        :returns: thresholds of shape (B, C, T) equal, up to float rounding, to
-            ``self.fit(ImpostorDistances(classes, galleries[b], offsets))._thresholds(targets, rows)``
-            for every b (a gallery whose row is all NaN is refitted by the caller: a special case the vectorised
-            form does not cover); or None (the default) when the estimator has no vectorised form, in which case
-            the prediction refits one gallery at a time within its time budget. The conformance kit
-            (``calibrate.testing``) checks the equality for every estimator that implements it.
+        :returns: thresholds of shape (B, C, T) equal, up to float rounding, to what ``fit`` gives on
+            each full gallery; a gallery whose row is all NaN is drawn whole and refitted by the caller
+            (a case the vectorised form does not cover, e.g. a check that the drawn ranks sufficed).
+            None (the default): no vectorised form; the prediction refits one gallery at a time within
+            its time budget. The conformance kit (``calibrate.testing``) checks the equality.
         """
+        return None
+
+    def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world: Any) -> list[np.ndarray] | None:
+        """With :meth:`simulate`: the 0-based ranks within each class (one sorted array per class) that
+        ``simulate`` reads, so that only those are drawn; None (the default): every rank (whole galleries).
+        ``world`` is the :class:`calibrate.world.World` the galleries come from (e.g. to size a margin)."""
         return None
 
     #: what ``enroll`` keeps fixed: "per-class" (a class's model depends on its own distances only, so

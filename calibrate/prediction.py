@@ -56,7 +56,7 @@ MIN_REPLICATES = 20
 #: the share of the run's time so far that refits may take by default
 DEFAULT_BUDGET = 0.2
 #: vectorised simulation: at most this many distances drawn per estimator and fold (replicates x N)
-SIMULATED_VALUES = 4_000_000
+SIMULATED_VALUES = 2_000_000
 #: distances drawn per chunk of replicates (memory: about 10 arrays of this many float64 at once)
 _CHUNK_VALUES = 2_000_000
 #: candidate targets of the model-based confidence, as multiples of the smallest and largest target
@@ -207,8 +207,6 @@ def as_array(values: Any) -> np.ndarray:
 def measured_interval(replicates: np.ndarray, attempts: int, level: float) -> tuple[np.ndarray, np.ndarray]:
     """Quantiles (1 -/+ level) / 2 of the mixture over replicates of Binomial(attempts, p_b) / attempts
     (per target over its finite replicates; NaN where a target has none)."""
-    from scipy.special import bdtr  # the binomial CDF, without importing scipy.stats (about 0.4 s)
-
     reps = np.asarray(replicates, dtype=np.float64)
     n = int(attempts)
     t = reps.shape[1]
@@ -220,16 +218,30 @@ def measured_interval(replicates: np.ndarray, attempts: int, level: float) -> tu
         p = np.clip(reps[np.isfinite(reps[:, j]), j], 0.0, 1.0)
         if p.size == 0:
             continue
-        top = _binomial_top(n, float(p.max()))
-        k = np.arange(top + 1)
-        mix = bdtr(k[:, None], n, p[None, :]).mean(axis=1)
-        low[j] = k[np.searchsorted(mix, a - 1e-12)] / n
-        high[j] = k[min(np.searchsorted(mix, 1 - a - 1e-12), k.size - 1)] / n
+        low[j] = _mixture_quantile(p, n, a - 1e-12) / n
+        high[j] = _mixture_quantile(p, n, 1 - a - 1e-12) / n
     return low, high
 
 
+def _mixture_quantile(p: np.ndarray, n: int, q: float) -> int:
+    """The smallest count k with mean_b P(Binomial(n, p_b) <= k) >= q, by bisection on k (the mixture's
+    CDF is non-decreasing in k), so that a large n costs a few dozen CDF evaluations, not n."""
+    from scipy.special import bdtr  # the binomial CDF, without importing scipy.stats (about 0.4 s)
+
+    lo, hi = 0, _binomial_top(n, float(p.max()))
+    if bdtr(lo, n, p).mean() >= q:
+        return lo
+    while hi - lo > 1:  # invariant: cdf(lo) < q <= cdf(hi)
+        mid = (lo + hi) // 2
+        if bdtr(mid, n, p).mean() >= q:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def _binomial_top(n: int, p: float) -> int:
-    """A count above which Binomial(n, p) has less than 1e-6 of its mass (mean + 6 sd, and a margin)."""
+    """A count at which Binomial(n, p) has all but less than 1e-6 of its mass (mean + 6 sd, and a margin)."""
     mean = n * p
     return int(min(n, math.ceil(mean + 6.0 * math.sqrt(mean * (1 - p)) + 10)))
 
@@ -347,11 +359,14 @@ def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], i
 
 def _simulated(estimators: list, world: Any, t: np.ndarray, settings: PredictionSettings,
                seed: Sequence[int]) -> list[Prediction]:
-    """All replicates by ``Estimator.simulate``, chunk by chunk, every estimator on the same galleries."""
-    n = int(world.counts.sum())
-    offsets = world.offsets
-    total = simulated_replicates(settings, n)
-    per_chunk = int(max(1, min(total, _CHUNK_VALUES // max(n, 1))))
+    """All replicates by ``Estimator.simulate``, chunk by chunk, every estimator on the same galleries,
+    drawn only at the ranks the estimators read (``Estimator.simulation_ranks``; whole when one says None)."""
+    counts = world.counts
+    n = int(counts.sum())
+    ranks = _union_ranks([e.simulation_ranks(counts, t, world) for e in estimators], counts)
+    drawn = n if ranks is None or world.slots is not None else int(sum(r.size for r in ranks))  # slots: whole
+    total = simulated_replicates(settings, drawn)
+    per_chunk = int(max(1, min(total, _CHUNK_VALUES // max(drawn, 1))))
     keep = total * len(world.classes) * t.size <= _PER_CLASS_LIMIT
     shape = (len(world.classes), t.size)
     gallery = [[] for _ in estimators]
@@ -360,11 +375,11 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
     done = chunk = 0
     while done < total:
         size = min(per_chunk, total - done)
-        galleries = world.draw_sorted(np.random.default_rng([*seed, chunk]), size)
+        galleries = world.draw_galleries(np.random.default_rng([*seed, chunk]), size, ranks)
         for i, estimator in enumerate(estimators):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                thresholds = estimator.simulate(galleries, offsets, t)
+                thresholds = estimator.simulate(galleries, t)
             if thresholds is None:
                 raise DataError(f"estimator {type(estimator).__name__}: simulate() returned None; an estimator that "
                                 "implements it must give thresholds for every call")
@@ -372,8 +387,10 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
             if thresholds.shape != (size, *shape):
                 raise DataError(f"estimator {type(estimator).__name__}: simulate() returned shape {thresholds.shape}; "
                                 f"expected {(size, *shape)} (galleries, classes, targets)")
-            for b in np.flatnonzero(np.all(np.isnan(thresholds), axis=(1, 2))):  # left to a refit
-                refit = _refit_thresholds(estimator, world, galleries[b], t)
+            for b in np.flatnonzero(np.all(np.isnan(thresholds), axis=(1, 2))):  # drawn whole and refitted
+                values = (galleries.gallery(b) if galleries.full else
+                          world.draw_sorted(np.random.default_rng([*seed, chunk, 1 + int(b)]), 1)[0])
+                refit = _refit_thresholds(estimator, world, values, t)
                 if refit is None:
                     failed[i] += 1
                 else:
@@ -398,9 +415,22 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
     return out
 
 
+def _union_ranks(asked: list, counts: np.ndarray) -> list[np.ndarray] | None:
+    """The ranks every estimator reads, per class (None: whole galleries, when one asks for them)."""
+    if any(a is None for a in asked):
+        return None
+    out = []
+    for c, n in enumerate(counts):
+        r = np.unique(np.concatenate([np.asarray(a[c], dtype=np.int64) for a in asked]))
+        if r.size == 0 or r[0] < 0 or r[-1] >= n:
+            raise DataError(f"simulation_ranks: class {c} was asked for ranks outside 0..{n - 1}")
+        out.append(r)
+    return out
+
+
 def simulated_replicates(settings: PredictionSettings, n: int) -> int:
-    """How many galleries a vectorised simulation draws: ``settings.replicates``, fewer for galleries of
-    over SIMULATED_VALUES / replicates distances (at most SIMULATED_VALUES drawn), never below 20."""
+    """How many galleries a vectorised simulation draws, ``n`` values each: ``settings.replicates``, fewer when
+    that would draw over SIMULATED_VALUES values in all, never below 20."""
     return int(min(settings.replicates, max(MIN_REPLICATES, SIMULATED_VALUES // max(n, 1))))
 
 

@@ -49,7 +49,7 @@ from .types import ImpostorDistances
 
 #: the reference model's settings: auto's (the ``auto`` estimator is configured from these)
 REFERENCE_MODEL = {"family": "lognormal", "robust": True, "jackknife": 0.5}
-_FAMILY = REFERENCE_MODEL["family"]
+_FAMILY = REFERENCE_MODEL["family"]  # World._distances maps back by exp(y) - offset: this family's inverse
 
 #: tail models, tried in this order until one passes the tail check
 TAIL_MODELS = ("gpd-pwm", "gpd-mle", "empirical")
@@ -92,6 +92,67 @@ class TailCheck:
                 f"{100 * CHECK_LEVEL:.1f}% band [{self.low[j]:.3g}, {self.high[j]:.3g}] of the data")
 
 
+class Galleries:
+    """B simulated galleries, as an estimator's ``simulate`` reads them (calibrate.base.Estimator).
+
+    Each class's distances are known at some of its ranks: all of them (``full``), or only those the
+    estimators asked for (``Estimator.simulation_ranks``: e.g. a class's lowest few and its quartiles),
+    drawn jointly with the law of sorted samples (so a rank's value is exactly what a full gallery
+    would hold there). :meth:`at` gathers values by 0-based rank within each class.
+    """
+
+    def __init__(self, counts: np.ndarray, keys: np.ndarray, values: np.ndarray, full: bool):
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        #: sorted global positions (class offset + rank) of the drawn values, and the values (B x len(keys))
+        self.keys, self.values, self.full = keys, values, full
+
+    @property
+    def replicates(self) -> int:
+        return int(self.values.shape[0])
+
+    def at(self, ranks: np.ndarray) -> np.ndarray:
+        """(B, C, R) the distances at 0-based ``ranks`` (C x R, each within its class's count), ascending
+        ranks giving ascending values. KeyError when a rank was not drawn."""
+        ranks = np.asarray(ranks, dtype=np.int64)
+        if ranks.ndim != 2 or ranks.shape[0] != self.counts.size:
+            raise ValueError(f"ranks must be (classes, R) = ({self.counts.size}, R); got shape {ranks.shape}")
+        if np.any(ranks < 0) or np.any(ranks >= self.counts[:, None]):
+            raise KeyError("a rank lies outside its class's count")
+        wanted = self.offsets[:-1, None] + ranks
+        if self.full:
+            return self.values[:, wanted]
+        idx = np.searchsorted(self.keys, wanted)
+        idx = np.minimum(idx, self.keys.size - 1)
+        if not np.array_equal(self.keys[idx], wanted):
+            raise KeyError("a rank that was not drawn was asked for: declare it in simulation_ranks")
+        return self.values[:, idx]
+
+    def lowest_drawn(self) -> np.ndarray:
+        """Per class, how many of its lowest values were drawn (ranks 0, 1, ... without a gap)."""
+        if self.full:
+            return self.counts.copy()
+        cls = np.searchsorted(self.offsets, self.keys, side="right") - 1
+        rank = self.keys - self.offsets[cls]
+        # within a class the drawn ranks ascend and are unique: rank == position in the class's list
+        # exactly along the leading run
+        first = np.searchsorted(cls, np.arange(self.counts.size))
+        position = np.arange(self.keys.size) - first[cls]
+        return np.bincount(cls[rank == position], minlength=self.counts.size).astype(np.int64)
+
+    def gallery(self, b: int) -> np.ndarray:
+        """Gallery b's values in ImpostorDistances layout (full galleries only)."""
+        if not self.full:
+            raise KeyError("a partial gallery has no full value list")
+        return self.values[b]
+
+    def restricted(self, ranks: list[np.ndarray]) -> "Galleries":
+        """These (full) galleries seen only at ``ranks`` (one 0-based array per class): what a partial draw
+        of those ranks gives (the conformance kit compares simulate on it with fit on the full ones)."""
+        keys = np.concatenate([o + np.unique(r) for o, r in zip(self.offsets[:-1], ranks)]).astype(np.int64)
+        return Galleries(self.counts, keys, self.values[:, keys], False)
+
+
 @dataclass(frozen=True)
 class World:
     """Per class location and scale on the working scale ``log(d + offset)``, and the shared shape G."""
@@ -121,18 +182,26 @@ class World:
         z = self.sorted_z
         n = z.size
         # linear interpolation at position u n between the order statistics z_(1..n) (clamped): the
-        # positions are evenly spaced, so index arithmetic replaces a search
-        pos = np.clip(u * n, 1.0, float(n))
-        lo = np.minimum(pos.astype(np.int64), n)  # floor, as pos >= 1
-        frac = pos - lo
-        body = z[lo - 1] + frac * (z[np.minimum(lo, n - 1)] - z[lo - 1])
+        # positions are evenly spaced, so index arithmetic replaces a search; in place, as these arrays
+        # hold millions of simulated distances
+        pos = np.multiply(u, float(n))
+        np.clip(pos, 1.0, float(n), out=pos)
+        lo = pos.astype(np.int64)  # floor, as pos >= 1
+        np.minimum(lo, n, out=lo)
+        pos -= lo  # the fraction
+        lo -= 1
+        out = z[lo]
+        np.minimum(lo + 1, n - 1, out=lo)
+        step = z[lo]
+        step -= out
+        step *= pos
+        out += step
         if self.tail is None:
-            return body
+            return out
         low = u < self.tail.p_u
-        if not low.any():
-            return np.maximum(body, self.tail.u)
-        out = np.maximum(body, self.tail.u)
-        out[low] = self.tail.quantile(np.maximum(u[low], 1e-300))
+        np.maximum(out, self.tail.u, out=out)
+        if low.any():
+            out[low] = self.tail.quantile(np.maximum(u[low], 1e-300))
         return out
 
     def shape_cdf(self, z: np.ndarray) -> np.ndarray:
@@ -158,9 +227,12 @@ class World:
 
     def _distances(self, u: np.ndarray) -> np.ndarray:
         """Distances from uniforms laid out like the gallery's values (last axis), by class."""
-        z = self.shape_quantile(u)
-        y = np.repeat(self.loc, self.counts) + np.repeat(self.scale, self.counts) * z
-        return from_working(y, _FAMILY, self.offset)
+        y = self.shape_quantile(u)
+        y *= np.repeat(self.scale, self.counts)
+        y += np.repeat(self.loc, self.counts)
+        np.exp(y, out=y)  # from_working, in place: exp(y) - offset, never below 0
+        y -= self.offset
+        return np.maximum(y, 0.0, out=y)
 
     def draw_sorted(self, rng: np.random.Generator, replicates: int) -> np.ndarray:
         """``replicates`` galleries at once, shape (replicates, N) in the gallery's value order, each
@@ -187,8 +259,65 @@ class World:
             first = base < 0
             below = e[:, np.maximum(base, 0)]
             below[:, first] = 0.0
-            u = (e[:, value_at] - below) / (e[:, total_at] - below)
+            u = e[:, value_at]
+            u -= below
+            total = e[:, total_at]
+            total -= below
+            u /= total
         return self._distances(u)
+
+    def draw_galleries(self, rng: np.random.Generator, replicates: int,
+                       ranks: list[np.ndarray] | None = None) -> Galleries:
+        """``replicates`` galleries, drawn whole (``ranks`` None, or pair slots present) or only at ``ranks``
+        (one sorted array of 0-based ranks per class). A class's values at ranks k_1 < ... < k_m (1-based)
+        are its quantile function at U_(k_i) = S_(k_i) / S_(n+1), S the partial sums of n + 1 standard
+        exponentials, whose increments between the ranks are Gamma(k_i - k_(i-1)) and Gamma(n + 1 - k_m):
+        the exact joint law of those order statistics, with m + 1 draws per class instead of n."""
+        if ranks is None or self.slots is not None:
+            return Galleries(self.counts, np.arange(int(self.counts.sum())), self.draw_sorted(rng, replicates), True)
+        counts = self.counts
+        if len(ranks) != counts.size:
+            raise ValueError("one array of ranks per class is needed")
+        ks = [np.unique(np.asarray(r, dtype=np.int64)) + 1 for r in ranks]  # 1-based, sorted, unique
+        m = np.array([k.size for k in ks])
+        if np.any(m == 0) or any(k[-1] > n for k, n in zip(ks, counts)):
+            raise ValueError("every class needs at least one rank, within its count")
+        # per class: shapes k_1, k_2 - k_1, ..., n + 1 - k_m
+        shapes = np.concatenate([np.diff(np.concatenate([[0], k, [n + 1]])) for k, n in zip(ks, counts)])
+        g = rng.standard_gamma(shapes.astype(np.float64), size=(replicates, shapes.size))
+        seg = np.repeat(np.arange(counts.size), m + 1)
+        starts = np.concatenate([[0], np.cumsum(m + 1)])[:-1]
+        np.cumsum(g, axis=1, out=g)
+        before = np.where(starts > 0, g[:, np.maximum(starts - 1, 0)], 0.0)  # the sum before each class
+        before[:, starts == 0] = 0.0
+        g -= before[:, seg]
+        last = starts + m  # each class's S_(n+1)
+        value_cols = np.concatenate([np.arange(s0, s0 + mi) for s0, mi in zip(starts, m)])
+        u = g[:, value_cols]
+        u /= g[:, np.repeat(last, m)]
+        np.clip(u, 0.0, np.nextafter(1.0, 0.0), out=u)
+        cls = np.repeat(np.arange(counts.size), m)
+        keys = np.concatenate([o + k - 1 for o, k in zip(self.offsets[:-1], ks)]).astype(np.int64)
+        y = self.shape_quantile(u)
+        y *= self.scale[cls]
+        y += self.loc[cls]
+        np.exp(y, out=y)
+        y -= self.offset
+        np.maximum(y, 0.0, out=y)
+        return Galleries(counts, keys, y, False)
+
+    def pooled_quantile(self, e: float) -> float:
+        """The distance below which a share ``e`` of the world's pooled distances lie (bisection on the
+        log working scale)."""
+        target = float(e)
+        lo = float(np.min(self.loc + self.scale * self.shape_quantile(np.array([1e-12]))[0]))
+        hi = float(np.max(self.loc + self.scale * self.shape_quantile(np.array([1.0 - 1e-12]))[0]))
+        w = self.counts / self.counts.sum()
+        for _ in range(80):
+            mid = 0.5 * (lo + hi)
+            share = float(np.sum(w * self.shape_cdf((mid - self.loc) / self.scale)))
+            lo, hi = (mid, hi) if share < target else (lo, mid)
+        return float(max(np.exp(hi) - self.offset, 0.0))
 
     def class_fpr(self, thresholds: np.ndarray) -> np.ndarray:
         """The true FPR of each class's threshold, ``thresholds`` of shape (..., classes, targets)."""

@@ -1,6 +1,7 @@
 """Conformance check for estimators that implement ``Estimator.simulate`` (the vectorised refits of
-the predicted FPR interval, calibrate.prediction): on galleries drawn from the reference world, the
-thresholds ``simulate`` gives must equal those of a real ``fit`` on each gallery."""
+the predicted FPR interval, calibrate.prediction): on galleries drawn from the reference world, seen
+at the ranks ``Estimator.simulation_ranks`` declares, the thresholds ``simulate`` gives must equal
+those of a real ``fit`` on each whole gallery."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ def _samples() -> list[ImpostorDistances]:
 
 
 def check_estimator_simulate(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """``simulate`` (when implemented) gives, on 4 galleries drawn from the reference world, the thresholds
-    ``fit`` gives on each, within a relative 1e-9; a gallery it leaves to a refit is a row of NaN."""
+    """``simulate`` (when implemented), on 4 galleries drawn from the reference world and seen only at the
+    ranks ``simulation_ranks`` declares, gives the thresholds ``fit`` gives on each whole gallery, within a
+    relative 1e-9 (a gallery it leaves to a refit is a row of NaN; at most one in four may be)."""
     from ..prediction import simulates
     from ..world import build_world
 
@@ -37,24 +39,28 @@ def check_estimator_simulate(case: ComponentCase, tmp_path: Path | None = None) 
     est = _build(case, params)
     if not simulates(est):
         raise CheckSkipped(f"{case.id} does not implement simulate (its predicted interval refits it)")
-    t = np.asarray(SIMULATE_TARGETS)
     for k, imp in enumerate(_samples()):
-        world = build_world(imp)
-        galleries = world.draw_sorted(np.random.default_rng([SEED, k]), 4)
-        sim = np.asarray(est.simulate(galleries, world.offsets, t), dtype=np.float64)
-        assert sim.shape == (4, len(imp), t.size), \
-            f"{case.id}: simulate returned shape {sim.shape}, expected (galleries, classes, targets) = {(4, len(imp), t.size)}"
-        for b in range(4):
-            if np.all(np.isnan(sim[b])):
-                continue
-            model = _build(case, params).fit(ImpostorDistances(imp.classes, galleries[b], world.offsets), RunContext())
-            ref = model._thresholds(t, model.all_rows())
-            close = np.isclose(sim[b], ref, rtol=SIMULATE_RTOL, atol=1e-300)
-            if not close.all():
-                i, j = np.argwhere(~close)[0]
-                raise AssertionError(f"{case.id}: simulate gives {sim[b, i, j]!r} for class {imp.classes[i]!r} at target "
-                                     f"{t[j]:g} on sample {k}, gallery {b}, but fit on that gallery gives {ref[i, j]!r}; "
-                                     "simulate must compute what fit would")
+        for t in (np.asarray(SIMULATE_TARGETS), np.asarray(TARGETS)):
+            world = build_world(imp)
+            whole = world.draw_galleries(np.random.default_rng([SEED, k]), 4)
+            ranks = est.simulation_ranks(world.counts, t, world)
+            seen = whole if ranks is None else whole.restricted(ranks)
+            sim = np.asarray(est.simulate(seen, t), dtype=np.float64)
+            assert sim.shape == (4, len(imp), t.size), \
+                f"{case.id}: simulate returned shape {sim.shape}, expected (galleries, classes, targets) = {(4, len(imp), t.size)}"
+            left = np.all(np.isnan(sim), axis=(1, 2))
+            assert left.sum() <= 1, f"{case.id}: simulate left {int(left.sum())} of 4 galleries to a refit"
+            for b in np.flatnonzero(~left):
+                model = _build(case, params).fit(ImpostorDistances(imp.classes, whole.gallery(b), world.offsets),
+                                                 RunContext())
+                ref = model._thresholds(t, model.all_rows())
+                close = np.isclose(sim[b], ref, rtol=SIMULATE_RTOL, atol=1e-300)
+                if not close.all():
+                    i, j = np.argwhere(~close)[0]
+                    raise AssertionError(f"{case.id}: simulate gives {sim[b, i, j]!r} for class {imp.classes[i]!r} at "
+                                         f"target {t[j]:g} on sample {k}, gallery {b}, but fit on that gallery gives "
+                                         f"{ref[i, j]!r}; simulate must compute what fit would"
+                                         + ("" if ranks is None else " (from the ranks simulation_ranks declares)"))
 
 
 CHECKS = (check_estimator_simulate,)

@@ -52,11 +52,15 @@ class Auto(Estimator):
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
         return enroll_znorm(model, cls, single.of(0), AUTO_CONFIG["robust"], "auto")
 
-    def simulate(self, galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        from .simulate import pooled_shape, stack
+    def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:
+        from .simulate import pooled_shape
 
-        cfg = {k: v for k, v in AUTO_CONFIG.items() if k not in ("pooled_shape", "predictive")}
-        return stack(pooled_shape(galleries, offsets, targets, **cfg), offsets, targets)
+        return pooled_shape(galleries, targets, **AUTO_CONFIG)
+
+    def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
+        from .simulate import pooled_shape_ranks
+
+        return pooled_shape_ranks(counts, targets, world, **AUTO_CONFIG)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         return fit_znorm(impostors, who="auto", **AUTO_CONFIG)

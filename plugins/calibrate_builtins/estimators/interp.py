@@ -72,10 +72,15 @@ class GenericInterp(Estimator):
         classes = list(model.classes) + ([] if cls in model.classes else [cls])
         return _SortedModel(classes, model._values, model._offsets, shared=True)
 
-    def simulate(self, galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:
         from .simulate import generic_interp
 
-        return generic_interp(galleries, offsets, targets)
+        return generic_interp(galleries, targets)
+
+    def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
+        from .simulate import generic_interp_ranks
+
+        return generic_interp_ranks(counts, targets, world)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         pooled = np.sort(impostors.pooled())
@@ -104,10 +109,15 @@ class ClassInterp(Estimator):
         offsets = np.concatenate([[0], np.cumsum([r.size for r in rows.values()])])
         return _SortedModel(list(rows), values, offsets, shared=False)
 
-    def simulate(self, galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:
         from .simulate import class_interp
 
-        return class_interp(galleries, offsets, targets)
+        return class_interp(galleries, targets)
+
+    def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
+        from .simulate import class_interp_ranks
+
+        return class_interp_ranks(counts, targets)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         values = np.concatenate([np.sort(impostors.of(i)) for i in range(len(impostors))])

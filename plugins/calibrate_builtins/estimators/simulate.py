@@ -1,12 +1,19 @@
-"""Vectorised refits for the predicted FPR interval (``Estimator.simulate``, calibrate.prediction).
+"""Vectorised refits for the predicted FPR interval (``Estimator.simulate`` and
+``Estimator.simulation_ranks``, calibrate.prediction).
 
-Each function computes, for B simulated galleries at once (a (B, N) array laid out like
-``ImpostorDistances.values``, every class's distances ascending within its segment), exactly the
-thresholds that fitting the estimator on each gallery gives: the same formulas on the same
-order statistics, gathered by index arrays instead of one fit per gallery. The conformance kit
-checks the equality against real refits. A gallery on which a formula would need a special case
-the vectorised form does not cover (a zero robust scale) is handed back as None so that the
-caller refits it.
+Each function computes, for B simulated galleries at once, exactly the thresholds that fitting the
+estimator on each gallery gives: the same formulas on the same order statistics, gathered by index
+arrays instead of one fit per gallery. They read only the ranks they declare, so the world draws
+those and no others (calibrate.world.World.draw_galleries):
+
+* class-interp: each class's order statistics around rank e n_c (and its smallest);
+* generic-interp and auto: each class's lowest few distances (a generous margin over what lies
+  below the pooled quantile, sized from the world), and for auto its quartiles and the ranks its
+  leave-one-out quartiles read. The pooled quantile is correct when every class's largest drawn value
+  lies at or above it (then no undrawn value can be below it); a gallery where that fails (rare by
+  the margin) is handed back as a row of NaN, and the caller draws it whole and refits it.
+
+The conformance kit checks the equality against real refits on whole galleries.
 """
 
 from __future__ import annotations
@@ -15,32 +22,64 @@ import math
 
 import numpy as np
 
-from calibrate.gpd import fit_lower_tail, monotone
+from calibrate.gpd import exceedance_count, fit_lower_tail, monotone
 from calibrate.standardise import IQR_TO_SD, from_working
 from calibrate.stats import interpolate_rank
 
+#: a partial draw holds each class's expected count below the pooled threshold times this, plus
+#: MARGIN_SD standard deviations and MARGIN_FIXED values
+MARGIN_FACTOR, MARGIN_SD, MARGIN_FIXED = 3.0, 6.0, 10
+#: above this share of all values a partial draw saves little: draw whole galleries
+PARTIAL_SHARE = 0.5
 
-def _segments(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.asarray(offsets, dtype=np.int64)
-    return offsets[:-1], np.diff(offsets)
+
+# ---- class-interp ---------------------------------------------------------------------------
 
 
-def class_interp(galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+def _interp_ranks(counts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(k, lo, hi, frac) of the paper's interpolation in each class (C x T; lo, hi 1-based)."""
+    n = np.asarray(counts, dtype=np.int64)[:, None]
+    k = np.asarray(targets, dtype=np.float64)[None, :] * n
+    lo = np.clip(np.floor(k).astype(np.int64), 1, n)
+    hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
+    return k, lo, hi, np.where(hi > lo, k - lo, 0.0)
+
+
+def class_interp_ranks(counts: np.ndarray, targets: np.ndarray) -> list[np.ndarray]:
+    _, lo, hi, _ = _interp_ranks(counts, targets)
+    return [np.unique(np.concatenate([[0], lo[c] - 1, hi[c] - 1])) for c in range(len(counts))]
+
+
+def class_interp(galleries, targets: np.ndarray) -> np.ndarray:
     """class-interp: the paper's interpolation within each class's sorted distances (B, C, T)."""
-    start, n = _segments(offsets)
-    t = np.asarray(targets, dtype=np.float64)
-    k = t[None, :] * n[:, None]  # (C, T) ranks
-    nn = n[:, None]
-    lo = np.clip(np.floor(k).astype(np.int64), 1, nn)
-    hi = np.clip(np.ceil(k).astype(np.int64), 1, nn)
-    frac = np.where(hi > lo, k - lo, 0.0)
-    d_lo = galleries[:, start[:, None] + lo - 1]
-    d_hi = galleries[:, start[:, None] + hi - 1]
-    first = galleries[:, start][:, :, None]
+    k, lo, hi, frac = _interp_ranks(galleries.counts, targets)
+    d_lo, d_hi = galleries.at(lo - 1), galleries.at(hi - 1)
+    first = galleries.at(np.zeros((k.shape[0], 1), dtype=np.int64))
     return np.where(k <= 1.0, k * first, d_lo + frac * (d_hi - d_lo))
 
 
-def _lowest_sorted(values: np.ndarray, count: int) -> np.ndarray:
+# ---- the lowest values of each class ------------------------------------------------------------
+
+
+def _lowest_counts(counts: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Per class how many of its lowest values to draw, given how many are expected below the pooled threshold."""
+    x = np.maximum(np.asarray(expected, dtype=np.float64), 0.0)
+    want = np.ceil(MARGIN_FACTOR * x + MARGIN_SD * np.sqrt(x) + MARGIN_FIXED).astype(np.int64)
+    return np.minimum(want, counts)
+
+
+def _padded_lowest(galleries, lowest: np.ndarray, values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(B, C, R) each class's ``lowest[c]`` lowest values padded with +inf to R = max(lowest), and the
+    (B, C) largest drawn value of each class (``values``: the same layout already transformed)."""
+    r = int(lowest.max())
+    ranks = np.minimum(np.arange(r)[None, :], lowest[:, None] - 1)
+    v = galleries.at(ranks) if values is None else values
+    pad = np.arange(r)[None, :] >= lowest[:, None]
+    v = np.where(pad[None, :, :], np.inf, v)
+    return v, v[:, np.arange(lowest.size), lowest - 1]
+
+
+def _smallest(values: np.ndarray, count: int) -> np.ndarray:
     """The ``count`` smallest of each row, ascending (B, count)."""
     count = int(min(max(count, 1), values.shape[1]))
     if count == values.shape[1]:
@@ -48,19 +87,53 @@ def _lowest_sorted(values: np.ndarray, count: int) -> np.ndarray:
     return np.sort(np.partition(values, count - 1, axis=1)[:, :count], axis=1)
 
 
-def generic_interp(galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
+def _covered(pooled_kth: np.ndarray, largest: np.ndarray, complete: np.ndarray) -> np.ndarray:
+    """Per gallery: whether every class not drawn whole has its largest drawn value at or above the
+    pooled value, so that no undrawn value lies below it."""
+    partial = ~complete
+    if not partial.any():
+        return np.ones(pooled_kth.shape[0], dtype=bool)
+    return np.all(largest[:, partial] >= pooled_kth[:, None], axis=1)
+
+
+# ---- generic-interp ---------------------------------------------------------------------------
+
+
+def generic_interp_ranks(counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
+    n_total = int(counts.sum())
+    e = min(1.0, float(np.max(targets)))
+    tau = world.pooled_quantile(min(1.0, e + 1.0 / n_total))
+    expected = counts * world.class_fpr(np.full((counts.size, 1), tau))[:, 0]
+    lowest = _lowest_counts(counts, expected)
+    if lowest.sum() > PARTIAL_SHARE * n_total:
+        return None
+    return [np.arange(r) for r in lowest]
+
+
+def generic_interp(galleries, targets: np.ndarray) -> np.ndarray:
     """generic-interp: the interpolation on every gallery's pooled distances, the same for all classes."""
     t = np.asarray(targets, dtype=np.float64)
-    n_total = galleries.shape[1]
+    counts = galleries.counts
+    n_total = int(counts.sum())
     k = t * n_total
-    low = _lowest_sorted(galleries, int(math.ceil(float(k.max()))) + 1)
-    out = np.empty((galleries.shape[0], t.size))
-    for b in range(galleries.shape[0]):
+    need = int(math.ceil(float(k.max()))) + 1
+    b_count = galleries.replicates
+    ok = np.ones(b_count, dtype=bool)
+    if galleries.full:
+        low = _smallest(galleries.values, need)
+    else:
+        lowest = galleries.lowest_drawn()
+        padded, largest = _padded_lowest(galleries, lowest)
+        low = _smallest(padded.reshape(b_count, -1), need)
+        ok = _covered(low[:, min(need, low.shape[1]) - 1], largest, lowest >= counts)
+    out = np.full((b_count, t.size), np.nan)
+    for b in np.flatnonzero(ok):
         d = low[b]
-        # interp_threshold on the pooled sample: only ranks up to ceil(max k) are read
         out[b] = np.where(k <= 1.0, k * d[0], interpolate_rank(d, np.minimum(k, d.size)))
-    c = offsets.size - 1
-    return np.broadcast_to(out[:, None, :], (out.shape[0], c, t.size)).copy()
+    return np.broadcast_to(out[:, None, :], (b_count, counts.size, t.size)).copy()
+
+
+# ---- auto (znorm's pooled shape, robust, log-normal) ------------------------------------------------
 
 
 def _quantile_index(n: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,85 +144,130 @@ def _quantile_index(n: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray, np
 
 
 def _loo_index(n: np.ndarray, rank: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For the element of 0-based ``rank`` in its class (sizes n, per element), the indices and weight of
-    the linear p-quantile of its class with that element removed (as standardise's leave-one-out)."""
+    """For the element of 0-based ``rank`` in its class (sizes n), the indices and weight of the linear
+    p-quantile of its class with that element removed (as standardise's leave-one-out)."""
     h = (n - 2) * p
     j0 = np.floor(h).astype(np.int64)
     j1 = np.minimum(j0 + 1, n - 2)
     return j0 + (j0 >= rank), j1 + (j1 >= rank), h - j0
 
 
-def pooled_shape(galleries: np.ndarray, offsets: np.ndarray, targets: np.ndarray, *, family: str, robust: bool,
+_PS = (0.25, 0.5, 0.75)
+
+
+def pooled_shape_ranks(counts: np.ndarray, targets: np.ndarray, world, *, min_tail_count: float,
+                       **_: object) -> list[np.ndarray] | None:
+    """Each class's lowest values (a margin over e_max n_c), its quartiles' ranks and the ranks its
+    leave-one-out quartiles read for those lowest values; None (whole galleries) when the GPD tail is
+    needed (e N < min_tail_count), zeros can be drawn, or the lowest values reach the lower quartile."""
+    n_total = int(counts.sum())
+    t = np.asarray(targets, dtype=np.float64)
+    if world.offset > 0 or np.any(t * n_total < min_tail_count) or np.any(counts < 4):
+        return None
+    lowest = _lowest_counts(counts, counts * float(t.max()))
+    j0_low = np.floor((counts - 2) * 0.25).astype(np.int64)
+    if np.any(lowest - 1 > j0_low) or lowest.sum() > PARTIAL_SHARE * n_total:
+        return None
+    out = []
+    for c, n in enumerate(counts):
+        extra = []
+        for p in _PS:
+            j, j1, _ = _quantile_index(np.array([n]), p)
+            i0, i1, _ = _loo_index(np.array([n]), np.array([0]), p)
+            extra += [j[0], j1[0], i0[0], i1[0]]
+        out.append(np.unique(np.concatenate([np.arange(lowest[c]), extra])))
+    return out
+
+
+def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
                  jackknife: float, min_tail_count: float, tail_fraction: float | None, min_exceedances: int,
-                 shape_bounds: tuple[float, float]) -> list[np.ndarray | None]:
-    """auto (and znorm with ``pooled_shape: true, robust: true``): per gallery the (C, T) thresholds of the
-    pooled standardised-score model, or None where a class's robust scale is 0 (the caller refits)."""
+                 shape_bounds: tuple[float, float], **_: object) -> np.ndarray:
+    """auto (and znorm with ``pooled_shape: true, robust: true, family: lognormal``): per gallery the (C, T)
+    thresholds of the pooled standardised-score model; a row of NaN where a class's robust scale is 0, or
+    (partial draws) where the drawn lowest values did not cover the pooled quantile: the caller refits."""
     if not robust or family != "lognormal":
         raise ValueError("the vectorised pooled-shape fit covers the robust log-normal configuration only")
-    start, n = _segments(offsets)
-    b_count, n_total = galleries.shape
+    counts = galleries.counts
+    c_count = counts.size
+    b_count = galleries.replicates
+    n_total = int(counts.sum())
     t = np.asarray(targets, dtype=np.float64)
-    positive = np.where(galleries > 0, galleries, np.inf).min(axis=1)
-    offset = np.where(galleries.min(axis=1) > 0, 0.0, 0.5 * positive)  # working_offset, per gallery
-    y = np.log(galleries + offset[:, None])
-    stats = {}
-    for p in (0.25, 0.5, 0.75):
-        j, j1, w = _quantile_index(n, p)
-        a, b = y[:, start + j], y[:, start + j1]
-        stats[p] = a + w * (b - a)
-    m = stats[0.5]
-    iqr = stats[0.75] - stats[0.25]
-    degenerate = np.any(iqr <= 0, axis=1)
-    s = np.where(iqr > 0, iqr, 1.0) / IQR_TO_SD
-    seg = np.repeat(np.arange(n.size), n)
-    if jackknife == 0:
-        z = (y - m[:, seg]) / s[:, seg]
+    if galleries.full:
+        d = galleries.values
+        positive = np.where(d > 0, d, np.inf).min(axis=1)
+        offset = np.where(d.min(axis=1) > 0, 0.0, 0.5 * positive)  # working_offset, per gallery
     else:
-        n_el = n[seg]
-        rank = np.arange(n_total) - start[seg]
-        loo = {}
-        for p in (0.25, 0.5, 0.75):
-            i0, i1, w = _loo_index(n_el, rank, p)
-            a, b = y[:, start[seg] + i0], y[:, start[seg] + i1]
-            loo[p] = a + w * (b - a)
-        lm = loo[0.5]
-        ls = (loo[0.75] - loo[0.25]) / IQR_TO_SD
-        degenerate |= np.any(ls <= 0, axis=1)
-        mi = (1 - jackknife) * m[:, seg] + jackknife * lm
-        si = np.maximum((1 - jackknife) * s[:, seg] + jackknife * ls, 0.5 * s[:, seg])
-        z = (y - mi) / si
-    switch = min_tail_count / n_total
-    need_tail = bool(np.any(t < switch))
-    from calibrate.gpd import exceedance_count
+        offset = np.zeros(b_count)  # a partial draw is only made when the world draws no zeros
+    cls = np.arange(c_count)
 
-    k_tail = exceedance_count(n_total, tail_fraction, min_exceedances) + 1 if need_tail else 0
-    lowest = _lowest_sorted(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1))
-    out: list[np.ndarray | None] = []
-    for g in range(b_count):
-        if degenerate[g]:
-            out.append(None)
-            continue
-        zs = lowest[g]
-        q = interpolate_rank(zs, t * n_total)
+    def y_at(r: np.ndarray) -> np.ndarray:  # (B, C, R) log(d + offset) at 0-based ranks (C, R)
+        return np.log(galleries.at(r) + offset[:, None, None])
+
+    def quantile(idx: tuple) -> np.ndarray:  # (B, C) from (j, j1, w) per class
+        j, j1, w = idx
+        a, b = y_at(j[:, None])[:, :, 0], y_at(j1[:, None])[:, :, 0]
+        return a + w * (b - a)
+
+    q = {p: quantile(_quantile_index(counts, p)) for p in _PS}
+    m = q[0.5]
+    iqr = q[0.75] - q[0.25]
+    bad = np.any(iqr <= 0, axis=1)
+    s = np.where(iqr > 0, iqr, 1.0) / IQR_TO_SD
+    if galleries.full:
+        y = np.log(galleries.values + offset[:, None])
+        seg = np.repeat(cls, counts)
+        rank = np.arange(n_total) - galleries.offsets[:-1][seg]
+        start = galleries.offsets[:-1][seg]
+        if jackknife == 0:
+            z = (y - m[:, seg]) / s[:, seg]
+        else:
+            loo = {}
+            for p in _PS:
+                i0, i1, w = _loo_index(counts[seg], rank, p)
+                a, b = y[:, start + i0], y[:, start + i1]
+                loo[p] = a + w * (b - a)
+            ls = (loo[0.75] - loo[0.25]) / IQR_TO_SD
+            bad |= np.any(ls <= 0, axis=1)
+            mi = (1 - jackknife) * m[:, seg] + jackknife * loo[0.5]
+            si = np.maximum((1 - jackknife) * s[:, seg] + jackknife * ls, 0.5 * s[:, seg])
+            z = (y - mi) / si
+        switch = min_tail_count / n_total
+        need_tail = bool(np.any(t < switch))
+        k_tail = exceedance_count(n_total, tail_fraction, min_exceedances) + 1 if need_tail else 0
+        lowest_z = _smallest(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1))
+        covered = np.ones(b_count, dtype=bool)
+    else:
+        lowest = galleries.lowest_drawn()
+        rmax = int(lowest.max())
+        rk = np.minimum(np.arange(rmax)[None, :], lowest[:, None] - 1)
+        y_low = y_at(rk)  # (B, C, R)
+        if jackknife == 0:
+            z_low = (y_low - m[:, :, None]) / s[:, :, None]
+        else:
+            loo = {p: quantile(_loo_index(counts, np.zeros(c_count, dtype=np.int64), p)) for p in _PS}
+            ls = (loo[0.75] - loo[0.25]) / IQR_TO_SD
+            bad |= np.any(ls <= 0, axis=1)
+            mi = (1 - jackknife) * m + jackknife * loo[0.5]
+            si = np.maximum((1 - jackknife) * s + jackknife * ls, 0.5 * s)
+            z_low = (y_low - mi[:, :, None]) / si[:, :, None]
+        padded, largest = _padded_lowest(galleries, lowest, z_low)
+        need = int(math.ceil(float(t.max()) * n_total)) + 1
+        lowest_z = _smallest(padded.reshape(b_count, -1), need)
+        covered = _covered(lowest_z[:, need - 1], largest, lowest >= counts)
+        need_tail, switch = False, 0.0
+    out = np.full((b_count, c_count, t.size), np.nan)
+    for g in np.flatnonzero(~bad & covered):
+        zs = lowest_z[g]
+        qz = interpolate_rank(zs, t * n_total)
         if need_tail:
             try:
                 tail, _ = fit_lower_tail(zs, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
                                          shape_bounds=shape_bounds, n=n_total)
-            except Exception:  # noqa: BLE001 - the refit raises the same DataError; let it decide
-                out.append(None)
+            except Exception:  # noqa: BLE001 - the refit decides (it raises the same DataError or not)
                 continue
             if tail.p_u > switch:
                 at_switch = float(interpolate_rank(zs, np.array([switch * n_total]))[0])
-                q = np.where(t < switch, np.minimum(tail.quantile(t), at_switch), q)
-        yy = m[g][:, None] + s[g][:, None] * q[None, :]
-        out.append(monotone(from_working(yy, family, float(offset[g])), t))
-    return out
-
-
-def stack(per_gallery: list[np.ndarray | None], offsets: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """(B, C, T) thresholds, NaN for the galleries the vectorised form left to a refit."""
-    out = np.full((len(per_gallery), np.asarray(offsets).size - 1, np.asarray(targets).size), np.nan)
-    for b, tau in enumerate(per_gallery):
-        if tau is not None:
-            out[b] = tau
+                qz = np.where(t < switch, np.minimum(tail.quantile(t), at_switch), qz)
+        yy = m[g][:, None] + s[g][:, None] * qz[None, :]
+        out[g] = monotone(from_working(yy, family, float(offset[g])), t)
     return out
