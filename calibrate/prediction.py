@@ -461,7 +461,7 @@ def refit_plan(settings: PredictionSettings, fit_seconds: float | None, base_sec
         return settings.replicates, ""  # no budget: a caller that asked for the prediction pays for it
     budget = settings.seconds(base_seconds or 0.0)
     cost = max(float(fit_seconds), 1e-6)
-    fits = int(budget // cost)
+    fits = int(math.floor(budget / cost * (1 + 1e-12)))
     if fits >= settings.replicates:
         return settings.replicates, ""
     if fits >= MIN_REPLICATES:
@@ -470,7 +470,7 @@ def refit_plan(settings: PredictionSettings, fit_seconds: float | None, base_sec
                f"({cost:.3g} s a fit), over the time budget of {budget:.3g} s "
                + (f"(`budget_s`)" if settings.budget_s is not None else
                   f"({100 * settings.budget:g}% of the run so far)")
-               + f"; `evaluation: {{prediction: {{budget_s: {math.ceil(1.1 * settings.replicates * cost)}}}}}` buys "
+               + f"; `evaluation: {{prediction: {{budget_s: {math.ceil(round(1.1 * settings.replicates * cost, 6))}}}}}` buys "
                  f"{settings.replicates} of them")
 
 
