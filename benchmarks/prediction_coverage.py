@@ -172,12 +172,18 @@ def real_part(quick: bool, seeds: int, estimators: list[str]) -> dict:
             groups = [(f,) for f in result.folds]  # every fold (or the one split) evaluated on its own
             for fold in groups:
                 for label in fold[0].models:
-                    for r in evaluate_label(fold, label, TARGETS, s):
+                    pred = fold[0].predictions.get(label)
+                    for j, r in enumerate(evaluate_label(fold, label, TARGETS, s)):
                         e = r.extra
+                        check = pred.checks[j] if pred is not None and pred.checks else {}
                         cells.append({"estimator": label, "target": r.target_fpr, "ratio": r.ratio,
-                                      "low": e["predicted_ratio_low"], "high": e["predicted_ratio_high"],
-                                      "covers": e["predicted_covers"], "expected_fa": r.target_fpr * r.impostor_attempts,
+                                      "low": e.get("predicted_ratio_low"), "high": e.get("predicted_ratio_high"),
+                                      "covers": e.get("predicted_covers"), "expected_fa": r.target_fpr * r.impostor_attempts,
                                       "support": e["training_support"], "fnr": r.fnr,
+                                      "status": e.get("prediction_status", "none" if pred is None else "fits"),
+                                      "world_over_training": (check["world_fpr"] / check["empirical_fpr"]
+                                                              if check.get("empirical_fpr") else None),
+                                      "check_support": check.get("support"),
                                       "method": (e.get("confidence_method") or "")})
             print(f"real {name} seed {s}: {len(result.folds)} fold(s), {time.time() - t0:.0f} s", flush=True)
         out[name] = cells
@@ -223,20 +229,36 @@ def markdown(noise: dict, real: dict, command: str, seconds: float, confidence: 
                   "(replicate, target) cells, and over the measurable ones (training support >= 10 and >= 20 "
                   "expected false accepts); for auto-c95 the share of cells with measured ratio above 1 and 1.5, "
                   "the median ratio and the median FNR beside auto's.", "",
-                  "| Dataset | Estimator | Cells | Coverage | Measurable cells | Coverage there | Median ratio | Median FNR |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "Coverage is over the cells that got an interval; *no interval* counts the cells the world's check "
+                  "refused (contradicted, tail-unfit) or the refits' time budget left without one (`none`).", "",
+                  "| Dataset | Estimator | Cells | No interval | Coverage | Measurable cells | Coverage there | Median ratio | Median FNR |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+
+        def cover(cs: list) -> str:
+            known = [c["covers"] for c in cs if c.get("covers") is not None]
+            return f"{np.mean(known):.2f}" if known else "-"
+
         for name, cells in real.items():
             for label in dict.fromkeys(c["estimator"] for c in cells):
                 mine = [c for c in cells if c["estimator"] == label]
                 meas = [c for c in mine if c["support"] >= 10 and c["expected_fa"] >= 20]
-                cov = np.mean([c["covers"] for c in mine])
-                cov_m = f"{np.mean([c['covers'] for c in meas]):.2f}" if meas else "-"
+                none = sum(c.get("covers") is None for c in mine)
                 fnr = [c["fnr"] for c in mine if c["fnr"] is not None]
-                lines.append(f"| {name} | {label} | {len(mine)} | {cov:.2f} | {len(meas)} | {cov_m} | "
+                lines.append(f"| {name} | {label} | {len(mine)} | {none} | {cover(mine)} | {len(meas)} | {cover(meas)} | "
                              f"{np.median([c['ratio'] for c in mine]):.2f} | {np.median(fnr) if fnr else float('nan'):.3f} |")
         allc = [c for cells in real.values() for c in cells if c["estimator"] == "auto"]
         conf = [c for cells in real.values() for c in cells if c["estimator"] == "auto-c95"]
-        lines += ["", f"auto over every real cell: coverage {np.mean([c['covers'] for c in allc]):.2f} of {len(allc)}.",
+        every = [c for cells in real.values() for c in cells if c["estimator"] != "auto-c95"]
+        predicted = [c for c in every if c.get("covers") is not None]
+        checked = [c for c in every if c.get("world_over_training") is not None and (c.get("check_support") or 0) >= 10]
+        lines += ["", f"auto over every real cell: coverage {cover(allc)} of the {sum(c.get('covers') is not None for c in allc)} "
+                      f"with an interval ({len(allc)} cells).",
+                  f"Every estimator: {len(predicted)} of {len(every)} cells got an interval "
+                  f"({100 * (1 - len(predicted) / max(len(every), 1)):.0f}% without), coverage {cover(every)}; the world's "
+                  f"FPR over the training FPR at the estimators' own thresholds (cells with support >= 10): "
+                  + (f"median {np.median([c['world_over_training'] for c in checked]):.2f}, range "
+                     f"{min(c['world_over_training'] for c in checked):.2f}-{max(c['world_over_training'] for c in checked):.2f}"
+                     if checked else "-") + ".",
                   f"auto-c95: measured ratio > 1 in {np.mean([c['ratio'] > 1 for c in conf]):.2f} of {len(conf)} cells, "
                   f"> 1.5 in {np.mean([c['ratio'] > 1.5 for c in conf]):.2f}; methods used: "
                   + ", ".join(f"{m} {sum(c['method'] == m for c in conf)}" for m in ("order-statistic", "model", "model-unmet")), ""]
