@@ -134,3 +134,23 @@ def test_fit_with_confidence_is_monotone_one_call_at_a_time(estimator):
     cls = imp.classes[0]
     by_call = np.array([cal.distance_threshold(cls, e) for e in DENSE])
     assert_monotone(by_call, DENSE, f"{cal.label} through Calibration.distance_threshold")
+
+
+def _builtin_estimators() -> list[tuple[str, dict]]:
+    from calibrate.manager import OWN_DISTRIBUTION
+
+    names = sorted(info.name for info in REGISTRY.all() if info.kind == "estimators" and info.distribution == OWN_DISTRIBUTION)
+    # and the settings that pool order statistics (both bounds) or change how thresholds are computed
+    return [(n, {}) for n in names] + [("gpd-tail", {"pooling": "pooled"}), ("znorm", {"pooled_shape": True}),
+                                       ("ncx2-grid", {"mode": "fast"})]
+
+
+@pytest.mark.parametrize("estimator, params", _builtin_estimators())
+def test_every_builtin_with_confidence_is_monotone(estimator, params):
+    """Every confidence mode: the model-based bound alone (per-class estimators) or both (pooled ones)."""
+    imp = _lognormal(5, 12, 40)
+    cal = calibrate.fit({c: imp.of(i) for i, c in enumerate(imp.classes)}, kind="distance", estimator=estimator,
+                        confidence=0.95, replicates=20, targets=(0.05, 0.01), **params)
+    assert (cal.model.pool_size is not None) == (estimator in ("auto", "generic-interp") or bool(params.get("pooling"))
+                                                 or bool(params.get("pooled_shape")))
+    assert_monotone_everywhere(cal.model, imp.classes[:1], f"{cal.label} {params}")
