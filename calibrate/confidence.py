@@ -12,6 +12,26 @@ Two ways, chosen per target:
 * ``model`` (below that): the target is lowered to e' such that the c-quantile of the achieved FPR
   over the reference world's simulated galleries (calibrate.prediction) is e; valid as far as the
   world resembles the data.
+
+The rule (monotone by construction). Write k(e) for the order-statistic rank (0 below the target e0
+where it starts), OS(k) for the inner model's threshold at the pooled order statistic of rank k, u0
+for the smallest target the model-based curve meets (its bound at the strictest candidate) and
+M(e) for the inner threshold at the lowered target e'(e). Each bound is made a function of e on the
+whole range by reading it, below its own switch point, at that switch point: OS(max(k(e), 1)) and
+M(max(e, u0)). Both are non-decreasing in e (k(e) and e'(e) are, and so are the inner thresholds,
+by the estimator contract). Then
+
+* threshold(e) = the elementwise minimum of those of the two that exist, when at least one bound is
+  met at e (k(e) >= 1 or e >= u0);
+* the minimum of them and 0 when neither is met but the model-based curve exists (``model-unmet``:
+  only exact matches, at most, are accepted);
+* a DataError when neither is met and there is no curve.
+
+The set of targets where a bound is met is an interval reaching up to 1, so threshold(e) is a
+minimum of non-decreasing functions of e alone: a looser target never gives a stricter threshold,
+asked in one call or one target per call. It keeps the promise: wherever a bound is met, the
+threshold is at or below that bound's own threshold (a value read at a switch point above e is only
+ever a cap). The method recorded for a target is the bound whose threshold is used.
 """
 
 from __future__ import annotations
@@ -63,7 +83,8 @@ def curve_target(target: float, grid: np.ndarray, upper: np.ndarray) -> float | 
     if j + 1 >= grid.size or upper[j + 1] <= upper[j]:
         return float(grid[j])
     frac = (target - upper[j]) / (upper[j + 1] - upper[j])
-    return float(np.exp(np.log(grid[j]) + frac * (np.log(grid[j + 1]) - np.log(grid[j]))))
+    e = float(np.exp(np.log(grid[j]) + frac * (np.log(grid[j + 1]) - np.log(grid[j]))))
+    return min(max(e, float(grid[j])), float(grid[j + 1]))  # exp(log(.)) may round past a grid point
 
 
 def independent_values(world: Any) -> int | None:
@@ -85,22 +106,24 @@ def confidence_ranks(model: FittedModel, targets: Sequence[float], confidence: f
 
 
 #: how each target's confident threshold was chosen
-METHODS = {"order-statistic": "the distribution-free order-statistic bound",
+METHODS = {"order-statistic": "the distribution-free order-statistic bound (a pooled order statistic; below the targets "
+                              "where that bound is met, the smallest one, stricter than the model-based bound met there)",
            "model": "the model-based bound (simulated galleries)",
            "model-unmet": "no bound could be met: even the strictest candidate exceeded the target in more than "
-                          "1 - confidence of the simulated galleries, so the threshold is distance 0 (only exact "
-                          "matches are accepted: the promise is kept by rejecting nearly everyone)"}
+                          "1 - confidence of the simulated galleries, so the threshold is distance 0 (or below, "
+                          "when a bound read at its switch point is lower: the thresholds never decrease with the "
+                          "target): only exact matches, at most, are accepted, and the promise is kept by "
+                          "rejecting nearly everyone"}
 
 
 class ConfidentModel(FittedModel):
     """An estimator's fitted model whose threshold at target e has achieved FPR <= e with probability
-    ``confidence`` (module docstring). Per target the stricter of the two bounds that exist: the inner
-    model's threshold at the pooled order statistic of rank k (``order-statistic``; k from the binomial
-    bound over ``independent`` values, default all ``pool_size``), or at a target e' read off the
-    simulated galleries' bound (``model``). The stricter of two non-decreasing choices, and a model-based
-    threshold never looser than the smallest order statistic (which the order-statistic bound uses from
-    some target up), keep the thresholds non-decreasing in the target; a stricter threshold keeps the
-    promise."""
+    ``confidence`` (module docstring). Per target and class the stricter of the two bounds, each read at
+    its switch point below it: the inner model's threshold at the pooled order statistic of rank
+    max(k, 1) (``order-statistic``; k from the binomial bound over ``independent`` values, default all
+    ``pool_size``), and at the target e' read off the simulated galleries' bound at max(e, u0)
+    (``model``); at most 0 where neither bound is met (``model-unmet``). Non-decreasing in the target,
+    and a stricter threshold keeps the promise (the rule and why: module docstring)."""
 
     def __init__(self, inner: FittedModel, confidence: float, grid: Sequence[float] = (), upper: Sequence[float] = (),
                  independent: int | None = None):
@@ -111,41 +134,62 @@ class ConfidentModel(FittedModel):
             raise DataError("confidence: the candidate targets and their FPR bounds differ in length")
         self.pool_size = inner.order_statistic_pool()
         self.independent = None if independent is None else int(independent)
+        # the smallest target the model-based curve meets (upper is non-decreasing; NaN only as a suffix);
+        # None when there is no curve, or one that meets no target
+        self.model_from = float(self.upper[0]) if self.upper.size and np.isfinite(self.upper[0]) else None
 
     def rank(self, target: float) -> int:
+        """The order-statistic bound's rank at ``target`` (0 where even the smallest value fails)."""
         if not self.pool_size:
             return 0
         n = min(self.pool_size, self.independent) if self.independent else self.pool_size
         return order_statistic_rank(target, n, self.confidence)
 
-    def choice(self, target: float) -> tuple[str, float]:
-        """(method, value): ("order-statistic", rank k), ("model", e') or ("model-unmet", smallest candidate):
-        then the threshold is distance 0."""
+    def _plan(self, target: float) -> tuple[bool, int | None, float | None]:
+        """(met, rank read, lowered target read) at ``target``: whether a bound is met there; the rank
+        max(k, 1) of the order-statistic bound (None without pooled order statistics); the lowered
+        target e'(max(e, u0)) of the model-based bound (None without a curve)."""
         k = self.rank(target)
-        e_model = curve_target(target, self.grid, self.upper) if self.grid.size else None
-        if k >= 1 and (e_model is None or k / self.pool_size <= e_model):
-            return "order-statistic", float(k)
-        if e_model is not None:
-            return "model", e_model
-        if self.grid.size:
+        rank = max(k, 1) if self.pool_size else None
+        e_model = None if self.model_from is None else curve_target(max(target, self.model_from), self.grid, self.upper)
+        met = k >= 1 or (self.model_from is not None and target >= self.model_from)
+        if not met and not self.grid.size:
+            raise DataError(f"confidence {self.confidence}: at target {target:g} the {self.pool_size or 0} pooled "
+                            "training values are too few for an order-statistic bound, and this calibration holds no "
+                            "model-based bound (its predicted interval could not be simulated)")
+        return met, rank, e_model
+
+    def _candidates(self, targets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """Per target: whether a bound is met, the order-statistic and the model-based thresholds read
+        (rows x targets; +inf where the bound does not exist), and the plans."""
+        plans = [self._plan(float(e)) for e in targets]
+        met = np.array([p[0] for p in plans], dtype=bool)
+        os_t = np.full((rows.size, targets.size), np.inf)
+        model_t = np.full((rows.size, targets.size), np.inf)
+        if self.pool_size:
+            os_t[:] = self.inner.order_statistic_thresholds(np.array([float(p[1]) for p in plans]), rows)
+        if self.model_from is not None:
+            model_t[:] = self.inner._thresholds(np.array([p[2] for p in plans]), rows)
+        return met, os_t, model_t, plans
+
+    def choice(self, target: float) -> tuple[str, float]:
+        """(method, value) of the threshold used at ``target``: ("order-statistic", rank k read),
+        ("model", e' read) or ("model-unmet", smallest candidate): then the threshold is at most 0. When
+        the two bounds' thresholds order the classes differently (not for the built-ins: both are the same
+        increasing map of one pooled quantity per class), the bound used by most classes."""
+        met, os_t, model_t, plans = self._candidates(np.array([float(target)]), self.all_rows())
+        _, rank, e_model = plans[0]
+        if not met[0]:
             return "model-unmet", float(self.grid[0])
-        raise DataError(f"confidence {self.confidence}: at target {target:g} the {self.pool_size or 0} pooled training "
-                        "values are too few for an order-statistic bound, and this calibration holds no model-based "
-                        "bound (its predicted interval could not be simulated)")
+        if rank is not None and (e_model is None or np.mean(os_t[:, 0] <= model_t[:, 0]) >= 0.5):
+            return "order-statistic", float(rank)
+        return "model", float(e_model)
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        out = np.empty((rows.size, targets.size))
-        for j, e in enumerate(targets):
-            method, value = self.choice(float(e))
-            if method == "order-statistic":
-                out[:, j] = self.inner.order_statistic_thresholds(np.array([value]), rows)[:, 0]
-            elif method == "model-unmet":
-                out[:, j] = 0.0  # the promise cannot be kept by any threshold the model offers: accept only exact matches
-            else:
-                out[:, j] = self.inner._thresholds(np.array([value]), rows)[:, 0]
-                if self.pool_size and self.rank(float(e)) == 0:  # below where the order-statistic bound starts:
-                    # never looser than the smallest order statistic, which it uses from there up
-                    out[:, j] = np.minimum(out[:, j], self.inner.order_statistic_thresholds(np.array([1.0]), rows)[:, 0])
+        met, os_t, model_t, _ = self._candidates(targets, rows)
+        out = np.minimum(os_t, model_t)
+        # no bound met: the promise cannot be kept by any threshold the model offers: accept only exact matches
+        out[:, ~met] = np.minimum(out[:, ~met], 0.0)
         return out
 
     def parameters(self) -> list[dict[str, Any]]:
@@ -199,6 +243,8 @@ def make_confident(model: FittedModel, estimator: Any, impostors: Any, targets: 
     Prediction of the plain thresholds)."""
     independent = independent_values(world)
     ranks = confidence_ranks(model, targets, confidence, independent)
+    if ranks is not None:  # below where the bound starts, the smallest order statistic caps the threshold
+        ranks = np.maximum(ranks, 1)
     predicted = predict(estimator, impostors, targets, settings=settings, seed=seed, context=context,
                         confidence=confidence, world=world, ranks=ranks)
     wrapped = confident(model, predicted, confidence, independent)

@@ -187,6 +187,44 @@ class DecreasingEstimator(Estimator):
         return _Decreasing(v.classes, v._values, v._offsets, False)
 
 
+class _Dip(_interp._SortedModel):
+    """class-interp's thresholds, halved for targets in (1.2e-3, 2e-3): between the kit's sparse TARGETS
+    (1e-3, 2.5e-3), so only a dense grid sees the dip."""
+
+    def _thresholds(self, targets, rows=None):
+        out = super()._thresholds(targets, rows)
+        return out * np.where((targets > 1.2e-3) & (targets < 2e-3), 0.5, 1.0)[None, :]
+
+
+class _DipHiddenInOneCall(_Dip):
+    """The dip made non-decreasing within each call (a running maximum over the targets asked, as a
+    within-array guard would): every array is monotone, yet threshold(c, 1.5e-3) < threshold(c, 1e-3)."""
+
+    def _thresholds(self, targets, rows=None):
+        from calibrate.gpd import monotone
+
+        return monotone(super()._thresholds(targets, rows), targets)
+
+
+class DipEstimator(Estimator):
+    """Non-monotone between the kit's sparse targets."""
+
+    model_class = _Dip
+
+    def __init__(self):
+        pass
+
+    def _fit(self, impostors, context):
+        v = _interp.ClassInterp()._fit(impostors, context)
+        return self.model_class(v.classes, v._values, v._offsets, False)
+
+
+class DipAcrossCallsEstimator(DipEstimator):
+    """Monotone within every call, not between separate calls."""
+
+    model_class = _DipHiddenInOneCall
+
+
 class LeakyEstimator(Estimator):
     """Keeps the fitted state on the estimator: refitting changes earlier models."""
 
@@ -266,6 +304,9 @@ class StrictLess(Evaluator):
 
 @pytest.mark.parametrize("kind, factory, failing", [
     ("estimator", DecreasingEstimator, "check_estimator_monotone"),
+    ("estimator", DecreasingEstimator, "check_estimator_monotone_dense"),
+    ("estimator", DipEstimator, "check_estimator_monotone_dense"),
+    ("estimator", DipAcrossCallsEstimator, "check_estimator_monotone_dense"),
     ("estimator", LeakyEstimator, "check_estimator_no_shared_state"),
     ("estimator", PositionalEstimator, "check_signature"),
     ("estimator", PositionalEstimator, "check_init_stores_params"),
@@ -278,6 +319,25 @@ def test_kit_catches_broken_components(kind, factory, failing, tmp_path):
     with pytest.raises(AssertionError) as err:
         check_component(kind, factory, {} if factory is not PositionalEstimator else {"margin": 0.5}, tmp_path=tmp_path)
     assert f"  {failing}:" in str(err.value)
+
+
+@pytest.mark.parametrize("factory", [DipEstimator, DipAcrossCallsEstimator])
+def test_dense_monotone_check_catches_what_the_sparse_targets_miss(factory, tmp_path):
+    case = ComponentCase("estimator", factory)
+    kit.check_estimator_monotone(case, tmp_path)  # the 11 sparse targets straddle the dip
+    with pytest.raises(AssertionError, match="a looser target must never give a stricter threshold") as err:
+        kit.check_estimator_monotone_dense(case, tmp_path)
+    if factory is DipAcrossCallsEstimator:  # every array is monotone: only separate calls show it
+        assert "asked one target per call" in str(err.value)
+
+
+def test_dense_monotone_check_tolerates_rounding_only():
+    from calibrate.testing.estimators import MONOTONE_RTOL, _first_fall
+
+    t = np.array([1.0, 1.0 - 0.5 * MONOTONE_RTOL, 2.0])
+    assert _first_fall(t) is None
+    assert _first_fall(np.array([1.0, 1.0 - 2 * MONOTONE_RTOL, 2.0])) == 0
+    assert _first_fall(np.zeros(3)) is None
 
 
 def test_kit_passes_on_sound_component_and_honours_skips(tmp_path):

@@ -79,6 +79,72 @@ def check_estimator_monotone(case: ComponentCase, tmp_path: Path | None = None) 
             f"{case.id}: the threshold at target {t} changes with the other targets asked for in the same call"
 
 
+#: the dense grid :func:`check_estimator_monotone_dense` asks: 200 log-spaced target FPRs from 1e-6 to 0.5
+DENSE_TARGETS = tuple(np.geomspace(1e-6, 0.5, 200).tolist())
+#: a threshold may fall by at most this much relative to its size from one target to the next
+#: (floating-point rounding); any larger fall fails :func:`check_estimator_monotone_dense`
+MONOTONE_RTOL = 1e-12
+
+
+def _dense_shapes() -> dict[str, ImpostorDistances]:
+    """The data shapes of the dense monotonicity check, all from :func:`make_impostors`."""
+    sample = make_impostors()
+    tied = ImpostorDistances.from_lists({c: np.round(sample.of(i), 1) for i, c in enumerate(sample.classes)})
+    return {
+        "the kit's sample": sample,
+        "few classes with few distances": make_impostors(SEED + 1, sizes=(12, 20)),
+        "many classes": make_impostors(SEED + 2, sizes=tuple(25 + (37 * i) % 120 for i in range(40))),
+        "ties (every class rounded to 0.1)": tied,
+        "a class with very few distances": make_impostors(SEED + 3, sizes=(3, 60, 150)),
+    }
+
+
+def _first_fall(values: np.ndarray, rtol: float = MONOTONE_RTOL) -> int | None:
+    """Index k of the first fall values[k] -> values[k + 1] larger than ``rtol`` of the values' size."""
+    a, b = values[:-1], values[1:]
+    bad = np.flatnonzero(b < a - rtol * np.maximum(np.abs(a), np.abs(b)))
+    return int(bad[0]) if bad.size else None
+
+
+def check_estimator_monotone_dense(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """On several data shapes (the sample, few classes with few distances, many classes, ties, a class with
+    very few distances when the estimator accepts it), thresholds at :data:`DENSE_TARGETS` are non-decreasing
+    in the target, asked as one array and one target per call (``threshold(class, e)``); a fall of at most
+    :data:`MONOTONE_RTOL` of the threshold is rounding. A looser target never gives a stricter threshold."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    targets = np.asarray(DENSE_TARGETS)
+    fitted = 0
+    for what, imp in _dense_shapes().items():
+        try:
+            model = _fit(case, params, imp)
+            table = model.thresholds(DENSE_TARGETS).values
+        except DataError:
+            if what == "the kit's sample":
+                raise
+            continue  # the estimator refuses this shape, saying why
+        fitted += 1
+        for i in range(len(imp)):
+            k = _first_fall(table[i])
+            if k is not None:
+                raise AssertionError(
+                    f"{case.id} ({what}): class {imp.classes[i]!r}'s threshold falls from {table[i, k]!r} at target "
+                    f"{targets[k]:.6g} to {table[i, k + 1]!r} at {targets[k + 1]:.6g} (relative fall "
+                    f"{(table[i, k] - table[i, k + 1]) / abs(table[i, k]):.3g}); a looser target must never give a "
+                    "stricter threshold")
+        sizes = imp.offsets[1:] - imp.offsets[:-1]
+        for i in sorted({0, len(imp) - 1, int(np.argmin(sizes))}):  # separate calls, as a runtime caller asks
+            cls = imp.classes[i]
+            one = np.array([model.threshold(cls, e) for e in DENSE_TARGETS])
+            k = _first_fall(one)
+            if k is not None:
+                raise AssertionError(
+                    f"{case.id} ({what}): threshold({cls!r}, {targets[k]:.6g}) = {one[k]!r} but threshold({cls!r}, "
+                    f"{targets[k + 1]:.6g}) = {one[k + 1]!r}, asked one target per call; a looser target must never "
+                    "give a stricter threshold")
+    assert fitted, f"{case.id}: no data shape could be fitted"
+
+
 def check_estimator_threshold_matches_table(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """``model.threshold(class, e)`` equals the matching ``model.thresholds(...)`` entry."""
     imp, model = _fitted_on_sample(case, tmp_path)
@@ -249,7 +315,8 @@ def check_model_parameters(case: ComponentCase, tmp_path: Path | None = None) ->
         json.dumps(row, default=str)
 
 
-CHECKS = (check_estimator_fit, check_estimator_monotone, check_estimator_threshold_matches_table,
+CHECKS = (check_estimator_fit, check_estimator_monotone, check_estimator_monotone_dense,
+          check_estimator_threshold_matches_table,
           check_estimator_deterministic, check_estimator_no_shared_state, check_estimator_rejects_bad_input,
           check_estimator_degenerate_input, check_model_state_round_trip, check_model_rejects_bad_targets,
           check_model_parameters)
