@@ -14,14 +14,8 @@ docs/embedding.md has the whole runtime API.
 
 from __future__ import annotations
 
-from importlib import metadata
-
-try:
-    __version__ = metadata.version("calibrate-thresholds")
-except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
-
-from .api import load_calibration, run, validate  # noqa: E402
-from .calibration import Calibration, fit, load  # noqa: E402
+from .version import __version__
+from .api import load, load_calibration, run, validate
+from .calibration import Calibration, fit
 
 __all__ = ["__version__", "Calibration", "fit", "load", "load_calibration", "run", "validate"]

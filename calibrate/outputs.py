@@ -50,7 +50,7 @@ from .types import TargetResult, ThresholdTable
 
 if TYPE_CHECKING:
     from .base import Fold
-    from .pipeline import StageTimes
+    from .runs import StageTimes
     from .recipe import Recipe
     from .types import EvaluationResult
 
@@ -295,7 +295,7 @@ class StagedOutput:
             self._names.append(name)
 
     def _manifest(self) -> dict[str, Any]:
-        from . import __version__
+        from .version import __version__
 
         files = {name: self._adopted.get(name) or {"bytes": (self.dir / name).stat().st_size,
                                                     "sha256": _sha256(self.dir / name)}
@@ -346,7 +346,7 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
     the transform has none), ``accept_if`` how to compare a score with it (``score >= t`` for
     similarities); the last two the interval predicted for the class's own long-run FPR at that
     threshold (calibrate.prediction; empty when it was not predicted per class)."""
-    from .calibration import ACCEPT_IF
+    from .artifact import ACCEPT_IF
 
     predictions = predictions or {}
     buf = io.StringIO()
@@ -434,7 +434,7 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
 # ---- the run's file set ------------------------------------------------------------------------
 
 def versions(recipe: Recipe) -> dict[str, Any]:
-    from .calibration import package_versions
+    from .artifact import package_versions
 
     return package_versions((recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(),
                              *recipe.estimators, *recipe.evaluators, recipe.executor))
@@ -496,7 +496,7 @@ def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
 def calibration_json(recipe: Recipe, fold: Fold) -> str:
     """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
     fitted transform and the score direction, so that answers come in the data's own score units."""
-    from .calibration import artifact, dumps_artifact, fingerprint
+    from .artifact import artifact, dumps_artifact, fingerprint
     from .confidence import saved_entries
     from .types import ImpostorDistances
 

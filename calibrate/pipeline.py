@@ -11,51 +11,19 @@ summed over the folds. Score datasets provide their training and evaluation matr
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import numpy as np
 
-from . import confidence, prediction
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
+from .confidence import predict_model
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
-from .partitioned import ShardedScores, run_sharded
+from .partitioned import ShardedScores
+from .partitioned_run import run_sharded
+from .prediction import Prediction, build_world
 from .protocol import pattern_folds
 from .recipe import Recipe
+from .runs import RunResult, StageTimes
 from .types import DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, TargetResult
-
-
-@dataclass(frozen=True)
-class RunResult:
-    out_dir: Path
-    results: dict[str, list[TargetResult]]
-    folds: tuple[Fold, ...]
-    notes: tuple[str, ...]
-    #: seconds per stage, in the order the stages ran (summed over folds)
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-class StageTimes:
-    """Wall-clock seconds per named stage; ``with times("fit auto"): ...`` adds to that stage."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._start = time.perf_counter()
-
-    @contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
-
-    def total(self) -> float:
-        return time.perf_counter() - self._start
 
 
 def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
@@ -153,7 +121,7 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
                 with times(f"predict {spec.label}"):
                     try:
                         if world is None:
-                            world = prediction.build_world(impostors, train_d)
+                            world = build_world(impostors, train_d)
                     except DataError as exc:  # the thresholds stand without it: said once, not fatal
                         world_error = str(exc)
                         context.note(f"no predicted FPR intervals on fold {name!r}: {exc}")
@@ -194,13 +162,13 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
 
 
 def predict_fold(spec, model: FittedModel, impostors: ImpostorDistances, recipe: Recipe, world, seed: list[int],
-                 context: RunContext) -> tuple[FittedModel, "prediction.Prediction"]:
+                 context: RunContext) -> tuple[FittedModel, Prediction]:
     """The estimator's predicted FPR on this fold (calibrate.prediction), as a stage of its own; with a
     confidence, the model wrapped with its bound and the prediction of the confident thresholds."""
     settings = recipe.prediction
     with context.stage(f"{spec.label}: predicted FPR, {settings.replicates} simulated galleries", settings.replicates,
                        "galleries"):
-        return confidence.predict_model(model, spec.build(), impostors, recipe.targets, spec.confidence,
+        return predict_model(model, spec.build(), impostors, recipe.targets, spec.confidence,
                                         settings=settings, seed=seed, context=context, world=world)
 
 
