@@ -169,9 +169,8 @@ def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calib
 
     import numpy as np
 
-    from calibrate_builtins.datasets.score_list import DEFAULT_COLUMNS, read_comparisons
-
     from .api import load
+    from .scorefiles import DEFAULT_COLUMNS, read_comparisons
 
     try:
         cal = load(artifact, estimator)
