@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .errors import CalibrateError
+from .formatting import format_pct
 from .types import TargetResult, ThresholdTable
 
 if TYPE_CHECKING:
@@ -398,11 +399,6 @@ def results_json(results: dict[str, list[TargetResult]], recipe: dict, versions:
     if extra:
         doc.update(extra)
     return json.dumps(_clean(doc), indent=2, default=str) + "\n"
-
-
-def format_pct(x: float | None) -> str:
-    """A rate as a percentage for report tables; n/a for none."""
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.3f}%"
 
 
 def report_md(title: str, results: dict[str, list[TargetResult]], sections: list[str], notes: list[str],

@@ -59,4 +59,4 @@ class Auto(Estimator):
         """Fitting sharded data shard by shard, with the same thresholds (calibrate/partitioned.py)."""
         from .partitioned import AutoPartitioned
 
-        return AutoPartitioned()
+        return AutoPartitioned(AUTO_CONFIG)
