@@ -9,7 +9,7 @@ readers and checks, so a shard's matrix, messages and split are exactly score-li
 Shards are *partitions of the enrolled classes*: all comparisons of one claimed class are in one
 shard (a class found in two shards is an error naming both files). This dataset does not load
 anything in the main process: ``load`` returns a :class:`~calibrate.partitioned.ShardedScores`,
-a list of shards with a picklable reader, and the run (``calibrate/partitioned.py``) reads every
+a list of shards with a picklable reader, and the run (``calibrate/partitioned_run.py``) reads every
 shard on the executor's workers, once per pass.
 
 Splitting. With ``train:``/``test:``, the k-th training shard pairs with the k-th evaluation shard

@@ -1,4 +1,4 @@
-"""Shard-by-shard fits of the pooled estimators ``auto`` and ``generic-interp`` (``calibrate/partitioned.py``).
+"""Shard-by-shard fits of the pooled estimators ``auto`` and ``generic-interp`` (``calibrate.partitioned``).
 
 Both need, besides each class's own statistics, a quantile of values pooled over every class: auto
 the pooled standardised scores (and a GPD tail fitted to their lowest ``tail_fraction``), generic-interp
