@@ -9,19 +9,39 @@ Library use::
     cal = calibrate.fit(scores, classes, kind="similarity") # or fit from arrays held in memory
     cal.accept(["alice", "bob"], [71.9, 40.2], 0.001)
 
-docs/embedding.md has the whole runtime API.
+docs/embedding.md has the whole runtime API. Plugins (the built-ins included) import only the
+modules in :data:`PUBLIC_MODULES` (docs/architecture.md; tests/test_import_graph.py enforces it).
 """
 
 from __future__ import annotations
 
-from importlib import metadata
+from .version import __version__
+from .api import load, load_calibration, run, validate
+from .calibration import Calibration, fit
 
-try:
-    __version__ = metadata.version("calibrate-thresholds")
-except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+#: The core's API for plugins: the only modules of calibrate a plugin (built-in or third-party) may
+#: import; a listed package includes its submodules. Everything else (api, calibration, pipeline,
+#: partitioned_run, outputs, recipe, manager, registry, kinds, protocol, artifact, runs, cli, ...) is
+#: internal and may change without notice. These import only one another (calibrate.testing also the
+#: registry, to find components by name), never the pipeline, so importing one does not drag the run
+#: machinery into a plugin or a worker.
+PUBLIC_MODULES = (
+    "calibrate.base",          # component base classes, RunContext, Fold, EvaluationInput, ScoreSplit, FittedModel
+    "calibrate.errors",        # CalibrateError and its kinds
+    "calibrate.types",         # the data that flows between stages
+    "calibrate.params",        # parameter specs (what `calibrate plugins` shows)
+    "calibrate.hookspecs",     # hookimpl and the calibrate_register_* hooks
+    "calibrate.progress",      # progress tasks for long work
+    "calibrate.stats",         # order statistics, interpolated ranks, Clopper-Pearson
+    "calibrate.gpd",           # generalised Pareto lower-tail fits
+    "calibrate.standardise",   # working scales, per-class location and scale
+    "calibrate.world",         # the reference world of the predicted intervals
+    "calibrate.prediction",    # predicted FPR intervals
+    "calibrate.confidence",    # thresholds with a confidence
+    "calibrate.scorefiles",    # reading score lists (bob 4/5-column, CSV), pyarrow or pure python
+    "calibrate.formatting",    # how rates read in reports
+    "calibrate.partitioned",   # sharded data: ShardedScores, PartitionedFitter, lowest_sorted, write_staged
+    "calibrate.testing",       # the conformance kit for plugin authors
+)
 
-from .api import load_calibration, run, validate  # noqa: E402
-from .calibration import Calibration, fit, load  # noqa: E402
-
-__all__ = ["__version__", "Calibration", "fit", "load", "load_calibration", "run", "validate"]
+__all__ = ["PUBLIC_MODULES", "__version__", "Calibration", "fit", "load", "load_calibration", "run", "validate"]

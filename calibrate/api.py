@@ -1,11 +1,16 @@
-"""The library entry points: run or validate a recipe, load a saved calibration."""
+"""The library entry points: run or validate a recipe, load a saved calibration (whole or partitioned)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact
 from .base import FittedModel, RunContext
+from .calibration import Calibration
+from .confidence import ConfidentModel
+from .errors import CalibrationError, DataError, ParameterError
 from .manager import build_registry
+from .partitioned_calibration import PartitionedCalibration, load_partitioned, read_head
 from .pipeline import RunResult, run_recipe
 from .recipe import Recipe, load_recipe
 
@@ -29,10 +34,44 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
     when the file holds a single estimator. :func:`calibrate.load` gives the whole calibration,
     answering in the data's own score units.
     """
-    from .calibration import _choose, _lookup, read_artifact
-
     path = Path(path)
     doc = read_artifact(path)
-    _, entry = _choose(doc, path, estimator)
-    info = _lookup(build_registry(extra_plugins), "estimators", entry.get("plugin"), path)
+    _, entry = choose_estimator(doc, path, estimator)
+    info = lookup_component(build_registry(extra_plugins), "estimators", entry.get("plugin"), path)
     return info.factory.model_class.from_state(entry["state"])
+
+
+def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
+    """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``), ready to answer
+    in score units. ``estimator``: the label to load when the file holds several."""
+    path = Path(path)
+    if path.is_dir() or read_head(path) is not None:  # a sharded run's calibration: opened part by part
+        return load_partitioned(path, estimator, extra_plugins=extra_plugins)
+    doc = read_artifact(path)
+    label, entry = choose_estimator(doc, path, estimator)
+    if doc["version"] < 2 or "transform" not in doc:
+        raise CalibrationError(f"{path}: format version {doc['version']} holds distance thresholds only (no transform); "
+                               "run the recipe again with this calibrate to get score-unit thresholds, or use "
+                               "calibrate.load_calibration for the distance model")
+    registry = build_registry(extra_plugins)
+    est_info = lookup_component(registry, "estimators", entry.get("plugin"), path)
+    tr = doc["transform"]
+    tr_info = lookup_component(registry, "transforms", tr.get("plugin"), path)
+    try:
+        est = est_info.factory(**entry.get("params", {}))
+        transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
+        model = est_info.factory.model_class.from_state(entry["state"])
+        if entry.get("confidence") is not None:
+            c = entry["confidence"]
+            model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
+    except (KeyError, TypeError, ValueError, IndexError, ParameterError, DataError) as exc:
+        raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
+    kind = doc.get("kind", "distance")
+    if kind not in ACCEPT_IF:
+        raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")
+    check_model(model, transform, kind, doc.get("targets") or (0.005, 0.001), path, label)
+    return Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
+                       transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
+                       kind=kind, targets=doc.get("targets", ()),
+                       fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
+                       prediction=entry.get("prediction"))

@@ -1,5 +1,5 @@
 """Deployable calibrations: fit from arrays, answer in the matcher's own score units, enroll one
-class, save and load (JSON, never pickle).
+class, save (JSON, never pickle; the format is calibrate.artifact, loading is calibrate.api.load).
 
     import calibrate
     cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
@@ -16,78 +16,21 @@ units, refined to the last floating-point step so that ``score >= t`` (similarit
 
 from __future__ import annotations
 
-import time
-
-import hashlib
-import json
 import os
-import platform
+import time
 import warnings
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .artifact import ACCEPT_IF, artifact, dumps_artifact, fingerprint, package_versions
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
-from .errors import CalibrateError, CalibrationError, DataError, ParameterError
+from .errors import CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_world, measured_interval
 from .types import DistanceMatrix, ImpostorDistances
-
-FORMAT = "calibrate-calibration"
-#: 1: models only (distance units); 2: with the fitted transform, score direction, targets, versions, fingerprint
-FORMAT_VERSION = 2
-ACCEPT_IF = {"similarity": "score >= t", "distance": "score <= t"}
-
-
-def fingerprint(impostors: ImpostorDistances) -> str:
-    """SHA-256 of the training impostor distances per class (the order of classes, and of distances
-    within a class, ignored)."""
-    h = hashlib.sha256()
-    for i, cls in sorted(enumerate(impostors.classes), key=lambda item: item[1]):
-        h.update(cls.encode("utf-8") + b"\0")
-        h.update(np.ascontiguousarray(np.sort(impostors.of(i)), dtype="<f8").tobytes())
-    return "sha256:" + h.hexdigest()
-
-
-def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
-    """Python, the platform, calibrate, numpy, scipy, and the distribution of every chosen component
-    (``specs``: anything with ``.info.distribution`` and ``.info.version``, e.g. a recipe's specs)."""
-    out: dict[str, str | None] = {"python": platform.python_version(), "platform": platform.platform()}
-    for dist in ("calibrate-thresholds", "numpy", "scipy"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    for spec in specs:
-        if spec is not None and spec.info.distribution:
-            out[spec.info.distribution] = spec.info.version
-    return out
-
-
-def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transform_state: dict,
-             targets: Sequence[float], fingerprint: str, versions: dict,
-             estimators: dict[str, tuple]) -> dict[str, Any]:
-    """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
-    ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
-    entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.confidence.saved_entries`)."""
-    def plain(value: Any) -> Any:
-        return json.loads(json.dumps(value, default=str))
-
-    return {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind, "accept_if": ACCEPT_IF[kind],
-            "transform": {"plugin": transform_plugin, "params": plain(transform_params), "state": transform_state},
-            "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
-            "estimators": {label: {"plugin": entry[0], "params": plain(entry[1]), "state": entry[2],
-                                   **(entry[3] if len(entry) > 3 else {})}
-                           for label, entry in estimators.items()}}
-
-
-def dumps_artifact(doc: dict[str, Any]) -> str:
-    """Compact JSON: the C encoder (a model's state can hold millions of values; indent is pure Python)."""
-    return json.dumps(doc, separators=(",", ":")) + "\n"
-
 
 class Calibration:
     """One estimator's fitted thresholds for every enrolled class, in the data's own score units."""
@@ -425,99 +368,3 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
                        versions=package_versions((est_spec, tr_spec)), prediction=saved)
-
-
-# ---- loading -----------------------------------------------------------------------------------------
-
-
-def read_artifact(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CalibrationError(f"calibration file {str(path)!r} does not exist; run a recipe or Calibration.save first") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"{path}: not a readable calibration file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CalibrationError(f"{path}: not a calibrate calibration file (no 'format: {FORMAT}')")
-    version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise CalibrationError(f"{path}: calibration format version {version!r} is not a version number")
-    if version > FORMAT_VERSION:
-        raise CalibrationError(f"{path}: calibration format version {version!r} is newer than this calibrate reads "
-                               f"(up to {FORMAT_VERSION}); upgrade calibrate-thresholds")
-    if not isinstance(doc.get("estimators"), dict) or not doc["estimators"]:
-        raise CalibrationError(f"{path}: the file holds no estimator")
-    return doc
-
-
-def _choose(doc: dict, path: Path, estimator: str | None) -> tuple[str, dict]:
-    entries = doc["estimators"]
-    if estimator is None:
-        if len(entries) != 1:
-            raise CalibrationError(f"{path} holds estimators {', '.join(entries)}; name the one to load "
-                                   "(estimator=..., or --estimator on the command line)")
-        estimator = next(iter(entries))
-    if estimator not in entries:
-        raise CalibrationError(f"{path} has no estimator {estimator!r}; it holds: {', '.join(entries)}")
-    return estimator, entries[estimator]
-
-
-def _lookup(registry, kind: str, name: Any, path: Path):
-    try:
-        return registry.get(kind, name, source=str(path))
-    except CalibrateError as exc:
-        raise CalibrationError(f"{exc}; install the plugin that provides it to load this calibration") from None
-
-
-def _check_model(model: FittedModel, transform: Transform, kind: str, targets, path: Path, label: str) -> None:
-    """A loaded model must answer every class with a finite threshold (a hand-edited or damaged file
-    may hold short arrays or NaN, which JSON allows): refuse it now rather than answer NaN later."""
-    try:
-        tau = model.thresholds([check_target(t) for t in targets]).values
-        scores = transform.score_thresholds(tau, kind)
-    except Exception as exc:  # noqa: BLE001 - whatever a damaged state makes the model raise
-        raise CalibrationError(f"{path}: estimator {label!r} holds a damaged model ({type(exc).__name__}: {exc}); "
-                               "save or run it again") from None
-    if not np.all(np.isfinite(tau)) or (scores is not None and not np.all(np.isfinite(scores))):
-        raise CalibrationError(f"{path}: estimator {label!r} gives non-finite thresholds (NaN or infinite values in "
-                               "the file); save or run it again")
-
-
-def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration:
-    """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``), ready to answer
-    in score units. ``estimator``: the label to load when the file holds several."""
-    from .manager import build_registry
-    from .partitioned_calibration import load_partitioned, read_head
-
-    path = Path(path)
-    if path.is_dir() or read_head(path) is not None:  # a sharded run's calibration: opened part by part
-        return load_partitioned(path, estimator, extra_plugins=extra_plugins)
-    doc = read_artifact(path)
-    label, entry = _choose(doc, path, estimator)
-    if doc["version"] < 2 or "transform" not in doc:
-        raise CalibrationError(f"{path}: format version {doc['version']} holds distance thresholds only (no transform); "
-                               "run the recipe again with this calibrate to get score-unit thresholds, or use "
-                               "calibrate.load_calibration for the distance model")
-    registry = build_registry(extra_plugins)
-    est_info = _lookup(registry, "estimators", entry.get("plugin"), path)
-    tr = doc["transform"]
-    tr_info = _lookup(registry, "transforms", tr.get("plugin"), path)
-    try:
-        est = est_info.factory(**entry.get("params", {}))
-        transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
-        model = est_info.factory.model_class.from_state(entry["state"])
-        if entry.get("confidence") is not None:
-            c = entry["confidence"]
-            model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
-    except (KeyError, TypeError, ValueError, IndexError, ParameterError, DataError) as exc:
-        raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
-    kind = doc.get("kind", "distance")
-    if kind not in ACCEPT_IF:
-        raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")
-    _check_model(model, transform, kind, doc.get("targets") or (0.005, 0.001), path, label)
-    return Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
-                       transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
-                       kind=kind, targets=doc.get("targets", ()),
-                       fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
-                       prediction=entry.get("prediction"))

@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from . import __version__
+from .version import __version__
 from .errors import CalibrateError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -106,7 +106,7 @@ def threshold(artifact: Path = typer.Argument(..., help="A saved calibration (ca
               estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
               as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Print a class's threshold in the data's own score units."""
-    from .calibration import load
+    from .api import load
 
     try:
         cal = load(artifact, estimator)
@@ -169,9 +169,8 @@ def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calib
 
     import numpy as np
 
-    from calibrate_builtins.datasets.score_list import DEFAULT_COLUMNS, read_comparisons
-
-    from .calibration import load
+    from .api import load
+    from .scorefiles import DEFAULT_COLUMNS, read_comparisons
 
     try:
         cal = load(artifact, estimator)

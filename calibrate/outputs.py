@@ -48,11 +48,12 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from .errors import CalibrateError
+from .formatting import format_pct
 from .types import TargetResult, ThresholdTable
 
 if TYPE_CHECKING:
     from .base import Fold
-    from .pipeline import StageTimes
+    from .runs import StageTimes
     from .recipe import Recipe
     from .types import EvaluationResult
 
@@ -297,7 +298,7 @@ class StagedOutput:
             self._names.append(name)
 
     def _manifest(self) -> dict[str, Any]:
-        from . import __version__
+        from .version import __version__
 
         files = {name: self._adopted.get(name) or {"bytes": (self.dir / name).stat().st_size,
                                                     "sha256": _sha256(self.dir / name)}
@@ -350,7 +351,7 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
     threshold (calibrate.prediction; empty when it was not predicted per class, or not at that target);
     ``prediction_status`` what the world's check said at that target (calibrate.prediction.STATUS: fits,
     tail, contradicted, tail-unfit; empty without a prediction)."""
-    from .calibration import ACCEPT_IF
+    from .artifact import ACCEPT_IF
 
     predictions = predictions or {}
     buf = io.StringIO()
@@ -409,11 +410,6 @@ def results_json(results: dict[str, list[TargetResult]], recipe: dict, versions:
     return json.dumps(_clean(doc), indent=2, default=str) + "\n"
 
 
-def format_pct(x: float | None) -> str:
-    """A rate as a percentage for report tables; n/a for none."""
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.3f}%"
-
-
 def report_md(title: str, results: dict[str, list[TargetResult]], sections: list[str], notes: list[str],
               preamble: str = "") -> str:
     labels = list(results)
@@ -443,7 +439,7 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
 # ---- the run's file set ------------------------------------------------------------------------
 
 def versions(recipe: Recipe) -> dict[str, Any]:
-    from .calibration import package_versions
+    from .artifact import package_versions
 
     return package_versions((recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(),
                              *recipe.estimators, *recipe.evaluators, recipe.executor))
@@ -505,7 +501,7 @@ def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
 def calibration_json(recipe: Recipe, fold: Fold) -> str:
     """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
     fitted transform and the score direction, so that answers come in the data's own score units."""
-    from .calibration import artifact, dumps_artifact, fingerprint
+    from .artifact import artifact, dumps_artifact, fingerprint
     from .confidence import saved_entries
     from .types import ImpostorDistances
 

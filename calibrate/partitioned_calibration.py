@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .calibration import ACCEPT_IF, Calibration, _check_model, _choose, _lookup, read_artifact
+from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact
+from .calibration import Calibration
 from .errors import CalibrationError
 from .partitioned import HEAD_FORMAT, PART, fitter_for
 
@@ -54,7 +55,7 @@ class PartitionedCalibration:
         self.plugin, self.params = entry.get("plugin"), entry.get("params", {})
         self.targets = tuple(head.get("targets", ()))
         self._registry = build_registry(extra_plugins)
-        info = _lookup(self._registry, "estimators", self.plugin, folder)
+        info = lookup_component(self._registry, "estimators", self.plugin, folder)
         self._model_class = fitter_for(info.factory(**self.params), label).model_class
         self._parts: OrderedDict[int, Calibration] = OrderedDict()
         self._cache = cache_parts
@@ -103,17 +104,17 @@ class PartitionedCalibration:
             return self._parts[k]
         path = self.folder / f"calibration-{PART.format(k)}.json"
         doc = read_artifact(path)
-        label, entry = _choose(doc, path, self.label)
+        label, entry = choose_estimator(doc, path, self.label)
         tr = doc["transform"]
-        tr_info = _lookup(self._registry, "transforms", tr.get("plugin"), path)
-        est_info = _lookup(self._registry, "estimators", entry.get("plugin"), path)
+        tr_info = lookup_component(self._registry, "transforms", tr.get("plugin"), path)
+        est_info = lookup_component(self._registry, "estimators", entry.get("plugin"), path)
         try:
             model = self._model_class.from_state({**entry["state"], "root": str(self.folder)})
             transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
             est = est_info.factory(**entry.get("params", {}))
         except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:
             raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
-        _check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)
+        check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)
         cal = Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                           transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
                           kind=self.kind, targets=self.targets)
@@ -161,5 +162,5 @@ def load_partitioned(path: str | Path, estimator: str | None = None, *, extra_pl
     head = read_head(head_path)
     if head is None:
         raise CalibrationError(f"{head_path}: not the head of a partitioned calibration (format {HEAD_FORMAT!r})")
-    label, entry = _choose(head, head_path, estimator)
+    label, entry = choose_estimator(head, head_path, estimator)
     return PartitionedCalibration(head_path.parent, head, label, entry, extra_plugins, cache_parts)

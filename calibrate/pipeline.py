@@ -12,10 +12,6 @@ summed over the folds. Score datasets provide their training and evaluation matr
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -23,43 +19,12 @@ from . import confidence, prediction
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
-from .partitioned import ShardedScores, run_sharded
+from .partitioned import ShardedScores
+from .partitioned_run import run_sharded
 from .protocol import pattern_folds
 from .recipe import Recipe
+from .runs import RunResult, StageTimes
 from .types import DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, TargetResult
-
-
-@dataclass(frozen=True)
-class RunResult:
-    out_dir: Path
-    results: dict[str, list[TargetResult]]
-    folds: tuple[Fold, ...]
-    notes: tuple[str, ...]
-    #: seconds per stage, in the order the stages ran (summed over folds)
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-class StageTimes:
-    """Wall-clock seconds per named stage; ``with times("fit auto"): ...`` adds to that stage."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._start = time.perf_counter()
-
-    @contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
-
-    def total(self) -> float:
-        return time.perf_counter() - self._start
-
-    def predicting(self) -> float:
-        """Seconds spent in the prediction stages so far (not counted in the base of their budget)."""
-        return sum(v for k, v in self.seconds.items() if k.startswith("predict "))
 
 
 def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:

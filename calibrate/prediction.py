@@ -468,7 +468,7 @@ def refit_plan(settings: PredictionSettings, fit_seconds: float | None, base_sec
         return fits, f"{fits} of {settings.replicates} simulated galleries fit the time budget of {budget:.3g} s"
     return 0, (f"no vectorised simulation, and {MIN_REPLICATES} refits would take about {MIN_REPLICATES * cost:.3g} s "
                f"({cost:.3g} s a fit), over the time budget of {budget:.3g} s "
-               + (f"(`budget_s`)" if settings.budget_s is not None else
+               + ("(`budget_s`)" if settings.budget_s is not None else
                   f"({100 * settings.budget:g}% of the run so far)")
                + f"; `evaluation: {{prediction: {{budget_s: {math.ceil(round(1.1 * settings.replicates * cost, 6))}}}}}` buys "
                  f"{settings.replicates} of them")

@@ -43,7 +43,7 @@ import numpy as np
 
 from .errors import DataError
 from .gpd import TailFit, fit_lower_tail
-from .standardise import from_working, standardise_classes, to_working
+from .standardise import standardise_classes, to_working
 from .stats import clopper_pearson
 from .types import ImpostorDistances
 

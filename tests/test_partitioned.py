@@ -1,4 +1,4 @@
-"""Sharded scores (dataset score-shards, calibrate/partitioned.py): the partitioned run gives the in-memory
+"""Sharded scores (dataset score-shards, calibrate/partitioned_run.py): the partitioned run gives the in-memory
 run's thresholds and evaluation, on small shards, with every executor; bad shards get clear errors."""
 
 from __future__ import annotations

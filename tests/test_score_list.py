@@ -326,7 +326,7 @@ def test_the_bob_scores_example_runs_and_its_files_are_what_the_script_makes(tmp
 
 @needs_pyarrow
 def test_tidy_files_stay_on_the_pyarrow_path(tmp_path, monkeypatch):
-    import calibrate_builtins.datasets.score_list as sl
+    import calibrate.scorefiles as readers  # the readers live in the core; score-list builds its matrix from them
 
     def refuse(*args, **kwargs):
         raise AssertionError("fell back to the python reader")
@@ -336,7 +336,7 @@ def test_tidy_files_stay_on_the_pyarrow_path(tmp_path, monkeypatch):
              (d.table(tmp_path / "s.csv"), {"columns": COLUMNS}), (d.table(tmp_path / "s.tsv", "\t"), {"columns": COLUMNS}),
              (d.table(tmp_path / "n.csv", probe=False), {"columns": {k: v for k, v in COLUMNS.items() if k != "probe"}})]
     expected = [read_score_list(p, missing=-1, reader="python", **kw) for p, kw in files]
-    monkeypatch.setattr(sl, "_read_whitespace_python", refuse)
-    monkeypatch.setattr(sl, "_read_csv_python", refuse)
+    monkeypatch.setattr(readers, "_read_whitespace_python", refuse)
+    monkeypatch.setattr(readers, "_read_csv_python", refuse)
     for (p, kw), want in zip(files, expected):
         same(read_score_list(p, missing=-1, reader="pyarrow", **kw), want)

@@ -9,7 +9,7 @@ readers and checks, so a shard's matrix, messages and split are exactly score-li
 Shards are *partitions of the enrolled classes*: all comparisons of one claimed class are in one
 shard (a class found in two shards is an error naming both files). This dataset does not load
 anything in the main process: ``load`` returns a :class:`~calibrate.partitioned.ShardedScores`,
-a list of shards with a picklable reader, and the run (``calibrate/partitioned.py``) reads every
+a list of shards with a picklable reader, and the run (``calibrate/partitioned_run.py``) reads every
 shard on the executor's workers, once per pass.
 
 Splitting. With ``train:``/``test:``, the k-th training shard pairs with the k-th evaluation shard
@@ -30,9 +30,10 @@ import numpy as np
 from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.partitioned import ShardedScores
+from calibrate.scorefiles import ROLES, Comparisons
 from calibrate.types import DistanceMatrix
 
-from .score_list import ROLES, ScoreListDataset, _Rows, build_matrix, read_score_list
+from .score_list import ScoreListDataset, build_matrix, read_score_list
 from .score_matrix import _drop_failed_columns, split_per_class
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -60,7 +61,7 @@ def shard_files(spec: Path, role: str) -> list[Path]:
     return files
 
 
-def _parquet_rows(path: Path, columns: dict | None) -> _Rows:
+def _parquet_rows(path: Path, columns: dict | None) -> Comparisons:
     """A Parquet shard's comparisons as score-list's rows (codes into label lists, file order)."""
     try:
         import pyarrow.parquet as pq
@@ -117,7 +118,7 @@ def _parquet_rows(path: Path, columns: dict | None) -> _Rows:
         scores = np.asarray(score.to_numpy(zero_copy_only=False), dtype=np.float64)
     except (TypeError, ValueError):
         raise DataError(f"{path}: column {names['score']!r} is not numeric ({score.type})") from None
-    return _Rows(claimed, claimed_labels, real, real_labels, probe, probe_labels, scores, None)
+    return Comparisons(claimed, claimed_labels, real, real_labels, probe, probe_labels, scores, None)
 
 
 class ScoreShards(Dataset):

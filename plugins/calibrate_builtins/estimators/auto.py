@@ -29,6 +29,8 @@ dataset.
 
 from __future__ import annotations
 
+import numpy as np
+
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.types import ImpostorDistances
 from calibrate.world import REFERENCE_MODEL
@@ -69,4 +71,4 @@ class Auto(Estimator):
         """Fitting sharded data shard by shard, with the same thresholds (calibrate/partitioned.py)."""
         from .partitioned import AutoPartitioned
 
-        return AutoPartitioned()
+        return AutoPartitioned(AUTO_CONFIG)

@@ -60,8 +60,6 @@ Pooling (``pooling``).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np

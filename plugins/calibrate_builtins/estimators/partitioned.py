@@ -1,4 +1,4 @@
-"""Shard-by-shard fits of the pooled estimators ``auto`` and ``generic-interp`` (``calibrate/partitioned.py``).
+"""Shard-by-shard fits of the pooled estimators ``auto`` and ``generic-interp`` (``calibrate.partitioned``).
 
 Both need, besides each class's own statistics, a quantile of values pooled over every class: auto
 the pooled standardised scores (and a GPD tail fitted to their lowest ``tail_fraction``), generic-interp
@@ -26,13 +26,11 @@ import numpy as np
 
 from calibrate.base import FittedModel
 from calibrate.errors import DataError, ParameterError
-from calibrate.partitioned import lowest_sorted, write_staged
-from calibrate.types import ImpostorDistances
-
-from .auto import AUTO_CONFIG
 from calibrate.gpd import exceedance_count, fit_lower_tail
+from calibrate.partitioned import lowest_sorted, write_staged
 from calibrate.standardise import standardise, to_working
 from calibrate.stats import interpolate_rank
+from calibrate.types import ImpostorDistances
 
 from .znorm import ZnormModel, check_class_sizes
 
@@ -111,15 +109,15 @@ class PooledZnormModel(ZnormModel):
                    pooled.get("file") if isinstance(pooled, dict) else None)
 
 
-def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float) -> tuple[list, list, list]:
-    """fit_znorm's per-class step for auto: every class's standardised training scores (with
-    ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``)."""
+def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float, cfg: dict) -> tuple[list, list, list]:
+    """fit_znorm's per-class step for auto (configuration ``cfg``): every class's standardised training
+    scores (with ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``)."""
     check_class_sizes(impostors, 3, "auto")
     zs, locs, scales = [], [], []
     for i, c in enumerate(impostors.classes):
-        y = to_working(impostors.of(i), AUTO_CONFIG["family"], offset)
+        y = to_working(impostors.of(i), cfg["family"], offset)
         try:
-            z, m, s = standardise(y, AUTO_CONFIG["robust"], jackknife)
+            z, m, s = standardise(y, cfg["robust"], jackknife)
         except DataError as exc:
             raise DataError(f"estimator auto, class {c!r}: {exc}") from None
         zs.append(z)
@@ -128,14 +126,14 @@ def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float)
     return zs, locs, scales
 
 
-def _auto_z(impostors: ImpostorDistances, offset: float) -> np.ndarray:
+def _auto_z(impostors: ImpostorDistances, arg: tuple[float, dict]) -> np.ndarray:
     """Every class's standardised training scores, as fit_znorm computes them for auto."""
-    return np.concatenate(_standardised(impostors, offset, AUTO_CONFIG["jackknife"])[0])
+    offset, cfg = arg
+    return np.concatenate(_standardised(impostors, offset, cfg["jackknife"], cfg)[0])
 
 
 def _auto_finish(lowest: np.ndarray, n_total: int, arg):
-    folder, name, targets = arg
-    cfg = AUTO_CONFIG
+    folder, name, targets, cfg = arg
     try:
         fit, _ = fit_lower_tail(lowest, tail_fraction=cfg["tail_fraction"], min_exceedances=cfg["min_exceedances"],
                                 shape_bounds=cfg["shape_bounds"], n=n_total)
@@ -145,9 +143,9 @@ def _auto_finish(lowest: np.ndarray, n_total: int, arg):
     return tail, n_total, _save_pooled(folder, name, lowest[:kept_count(n_total, targets)])
 
 
-def _auto_want(targets):
+def _auto_want(targets, cfg: dict):
     def want(n: int) -> int:
-        k = exceedance_count(n, AUTO_CONFIG["tail_fraction"], AUTO_CONFIG["min_exceedances"])
+        k = exceedance_count(n, cfg["tail_fraction"], cfg["min_exceedances"])
         return max(k + 1, kept_count(n, targets))
 
     return want
@@ -155,11 +153,14 @@ def _auto_want(targets):
 
 class AutoPartitioned:
     """auto, shard by shard: the working-scale offset from the shards' minima, the pooled standardised
-    scores' lower tail by exact selection, then each shard's classes' location and scale."""
+    scores' lower tail by exact selection, then each shard's classes' location and scale. ``config``:
+    auto's configuration in znorm's terms (``Auto.partitioned`` passes AUTO_CONFIG: this module does
+    not import auto, which imports it)."""
 
     model_class = PooledZnormModel
 
-    def __init__(self):
+    def __init__(self, config: dict):
+        self.config = dict(config)
         self.offset, self.n_pooled, self.tail, self.files = 0.0, 0, None, ()
         self._pooled_path: str | None = None
 
@@ -172,14 +173,15 @@ class AutoPartitioned:
                 raise DataError("every training distance is 0; a log-normal model cannot be fitted (use family: gaussian)")
             self.offset = 0.5 * positive
         name = f"pooled-{label}.npy"
-        self.tail, self.n_pooled, info = lowest_sorted(runner, _auto_z, self.offset, _auto_want(targets), _auto_finish,
-                                                       (str(runner.scratch), name, tuple(targets)), name=label)
+        self.tail, self.n_pooled, info = lowest_sorted(runner, _auto_z, (self.offset, self.config),
+                                                       _auto_want(targets, self.config), _auto_finish,
+                                                       (str(runner.scratch), name, tuple(targets), self.config), name=label)
         self.files = (info,)
         self._pooled_path = str(runner.scratch / name)
 
     def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:
-        cfg = AUTO_CONFIG
-        _, locs, scales = _standardised(impostors, self.offset, 0.0)  # the full-sample location and scale
+        cfg = self.config
+        _, locs, scales = _standardised(impostors, self.offset, 0.0, cfg)  # the full-sample location and scale
         pooled = np.load(self._pooled_path, mmap_mode="r")
         return PooledZnormModel(impostors.classes, locs, scales, impostors.counts(), cfg["family"], self.offset,
                                 pooled, self.n_pooled, self.tail, cfg["min_tail_count"], Path(self._pooled_path).name)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
-from calibrate.outputs import format_pct
+from calibrate.formatting import format_pct
 from calibrate.stats import clopper_pearson  # noqa: F401 (re-exported)
 from calibrate.types import EvaluationResult, TargetResult
 

@@ -1,0 +1,12 @@
+"""How numbers read in reports: shared by the core's report (calibrate.outputs) and the report
+sections an evaluator renders itself (e.g. the fpr evaluator's), so that a rate looks the same in
+both. A public module (calibrate.PUBLIC_MODULES) with no imports from the rest of calibrate."""
+
+from __future__ import annotations
+
+import math
+
+
+def format_pct(x: float | None) -> str:
+    """A rate as a percentage for report tables; n/a for none."""
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.3f}%"

@@ -1,0 +1,244 @@
+"""Partitioned runs: comparison scores that stay in shards, read, fitted and evaluated on the workers
+(what plugins provide for it is in calibrate.partitioned).
+
+A dataset whose ``load`` returns :class:`ShardedScores` (e.g. ``score-shards``) hands the run a list of
+shards and a picklable reader instead of matrices. Nothing proportional to the number of comparisons
+reaches the main process; what it holds is per shard (counts, a 20-bit histogram) plus one 64-bit
+hash per class (to find a class in two shards) and the pooled lowest values that the fitted models
+keep (see below). Every pass is a ``context.map`` over the shards, so it runs on whatever executor
+the recipe names (serial, processes, dask); a worker re-reads its shard in every pass, so a task
+lost with a worker is simply run again (dask retries it on another worker).
+
+Passes:
+
+0. per shard: read, split (seeds continue across shards), fit the transform on the training
+   impostors and report its fitted state (every shard must agree: a transform whose fit depends on
+   the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), count.
+1. per estimator, its reduction (:class:`PartitionedFitter.reduce`): per-class estimators need
+   none; pooled quantities come from :func:`lowest_sorted`, an exact two-pass selection of the
+   pooled lower tail (per-shard histograms of the values' order-preserving 64-bit keys, cut at the
+   bin holding rank k; then only the values at or below the cut are written to scratch files and
+   one task sorts them). The k smallest values are bit for bit those of ``np.sort`` of all values.
+2. per shard: fit each estimator's part model (its classes, with the pooled state), write the
+   shard's ``thresholds-partNNNNN.csv``, ``models-partNNNNN.csv``, ``calibration-partNNNNN.json``
+   and ``classes-partNNNNN.json`` into the run's staging folder, and count false accepts, impostor
+   attempts and genuine accepts per target; the counts are summed here.
+
+Outputs are committed through :class:`~calibrate.outputs.StagedOutput` (workers write into its
+staging folder, which must be on a file system the workers share with the main process; each
+file's size and SHA-256 come back with the counts): a failed run leaves no manifest, hence no
+result that looks complete. ``calibration.json`` is then the head of a *partitioned calibration*
+(format ``calibrate-partitioned``), which :func:`load_partitioned` (or ``calibrate.load``) opens
+lazily: the class index is read on the first lookup, a part's models when one of its classes is
+asked for (kept in a small cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .artifact import artifact, dumps_artifact
+from .base import Transform
+from .errors import DataError, RecipeError
+from .outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
+from .partitioned import HEAD_FORMAT, PART, ShardedScores, ShardJob, ShardRunner, fitter_for, shard_data, write_staged
+from .runs import RunResult
+from .stats import clopper_pearson  # the in-memory evaluation's interval
+from .types import ImpostorDistances, TargetResult
+
+
+def _survey(job: ShardJob):
+    """Pass 0: the shard's counts, class hashes and the transform's state fitted on its training impostors."""
+    split, columns, absent, notes = job.dataset.read_shard(job.shard, job.offset)
+    transform = job.transform.fit(split.train.impostors_only())
+    train_d = transform.apply(split.train)
+    impostors = ImpostorDistances.from_matrix(train_d)
+    classes = [str(c) for c in impostors.classes]
+    hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+                       for c in classes], dtype=np.int64)
+    d = impostors.values
+    positive = d[d > 0]
+    return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
+            "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
+            "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
+
+
+def _finish_shard(item):
+    """The last pass: fit each estimator's part, write the part files, count for the evaluation."""
+    job, plan = item
+    impostors, test_d = shard_data(job)
+    part = PART.format(job.index)
+    folder = Path(plan["staging"])
+    tables, rows, states, counts = [], [], {}, {}
+    imp, gen = test_d.impostor_mask(), test_d.genuine_mask()
+    index = {c: i for i, c in enumerate(impostors.classes)}
+    order = np.array([index[c] for c in test_d.gallery_classes.tolist()], dtype=np.int64)
+    targets = np.asarray(plan["targets"])
+    n_imp = imp.sum(axis=0)
+    scored = n_imp > 0
+    for label, (plugin, params, fitter) in plan["estimators"].items():
+        model = fitter.fit_part(impostors)
+        table = model.thresholds(plan["targets"], label=label)
+        tables.append(table)
+        rows += [{"estimator": label, **row} for row in model.parameters()]
+        states[label] = (plugin, params, model.to_state())
+        tau = table.values[order]                                    # (classes, targets), test column order
+        accept = test_d.values[:, :, None] <= tau[None, :, :]
+        fa = (accept & imp[:, :, None]).sum(axis=0)                  # (classes, targets)
+        rate = fa[scored] / n_imp[scored][:, None]
+        counts[label] = {"fa": fa.sum(axis=0), "imp": np.full(targets.size, int(n_imp.sum())),
+                         "ga": (accept & gen[:, :, None]).sum(axis=(0, 1)), "gen": np.full(targets.size, int(gen.sum())),
+                         "scored": int(scored.sum()), "over2": (rate > 2 * targets).sum(axis=0),
+                         "over10": (rate > 10 * targets).sum(axis=0)}
+    files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
+             write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
+    if rows:
+        files.append(write_staged(folder, f"models-{part}.csv", models_csv(rows)))
+    if plan["save_calibration"]:
+        doc = artifact(kind=plan["kind"], transform_plugin=plan["transform_plugin"],
+                       transform_params=plan["transform_params"], transform_state=job.transform.fitted_state(),
+                       targets=plan["targets"], fingerprint="", versions={}, estimators=states)
+        files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
+    return {"counts": counts, "files": files, "train": int(impostors.values.size)}
+
+
+def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...], n_train: int) -> dict[str, list[TargetResult]]:
+    nan = float("nan")
+    results = {}
+    for label in labels:
+        total = {key: sum(np.asarray(p["counts"][label][key]) for p in parts) for key in ("fa", "imp", "ga", "gen",
+                                                                                        "over2", "over10")}
+        scored = sum(p["counts"][label]["scored"] for p in parts)
+        rows = []
+        for k, target in enumerate(targets):
+            n_fa, n_imp = int(total["fa"][k]), int(total["imp"][k])
+            ga, gen = int(total["ga"][k]), int(total["gen"][k])
+            fpr = n_fa / n_imp if n_imp else nan
+            low, high = clopper_pearson(n_fa, n_imp)
+            extra = {"fpr_ci_low": low, "fpr_ci_high": high, "ratio_ci_low": low / target, "ratio_ci_high": high / target,
+                     "genuine_attempts": gen,
+                     "share_classes_over_2x": int(total["over2"][k]) / scored if scored else nan,
+                     "share_classes_over_10x": int(total["over10"][k]) / scored if scored else nan,
+                     "training_support": target * n_train}
+            rows.append(TargetResult(target, fpr, fpr / target, n_fa, n_imp, (1 - ga / gen) if gen else None, extra))
+        results[label] = rows
+    return results
+
+
+def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
+    """The partitioned run (called by the pipeline when the dataset returns :class:`ShardedScores`)."""
+    if recipe.distance is not None:
+        raise RecipeError("sharded scores are comparisons, not patterns; remove `distance:`", source=recipe.source,
+                          where="distance")
+    spec = recipe.transform_for(data.kind)
+    base = spec.build()
+    if type(base)._fit is not Transform._fit and type(base).fitted_state is Transform.fitted_state:
+        raise RecipeError(f"transform {spec.info.name!r} is fitted to the data but cannot hand its fitted state to the "
+                          "workers (no fitted_state); sharded runs need a transform that can", source=recipe.source,
+                          where="transform")
+    confident = [e.label for e in recipe.estimators if e.confidence is not None]
+    if confident:
+        raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated galleries, "
+                          "which sharded runs do not make yet; remove `confidence:` or run the scores in one piece",
+                          source=recipe.source, where="estimators")
+    if recipe.prediction.enabled:
+        context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
+                     "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
+                     "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
+                     "classes in one piece to see how far the thresholds can be trusted")
+    for note in recipe.defaults:
+        context.note(note)
+    said = recipe.default_note(data.kind)
+    if said:
+        context.note(said)
+    with times("survey shards"):
+        jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
+        # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
+        # the class counts of the shards before it; a shard's count does not depend on its offset
+        if getattr(data.dataset, "offsets_matter", True):
+            counts = context.map(_count_columns, jobs0, description=f"counting the classes of {len(jobs0)} shards",
+                                 unit="shards")
+            offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+        else:
+            offsets = np.zeros(len(jobs0), dtype=int)
+        jobs0 = [ShardJob(data.dataset, shard, int(off), i, base) for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+        survey = context.map(_survey, jobs0, description="fitting the transform per shard", unit="shards")
+    states = [s["state"] for s in survey]
+    first = json.dumps(states[0], sort_keys=True, default=str)
+    for i, state in enumerate(states):
+        if json.dumps(state, sort_keys=True, default=str) != first:
+            raise DataError(f"transform {spec.info.name!r} fitted to shard {data.shards[i][0]} gives {state}, but to "
+                            f"{data.shards[0][0]} {states[0]}: its fit depends on the data, which a sharded run cannot "
+                            "pool; give its parameters in the recipe (e.g. `transform: {plugin: similarity-to-distance, "
+                            "upper: 1.0}`) or use distances (`kind: distance`)")
+    hashes = np.concatenate([s["hashes"] for s in survey])
+    uniq, seen = np.unique(hashes, return_counts=True)
+    if (seen > 1).any():
+        dup = uniq[seen > 1][0]
+        where = [data.shards[i][0] for i, s in enumerate(survey) if dup in s["hashes"]]
+        raise DataError(f"a claimed class appears in more than one shard ({', '.join(where[:2])}); shards partition the "
+                        "enrolled classes: keep all comparisons of a class in one shard")
+    del hashes, uniq, seen
+    transform = spec.build().set_fitted_state(states[0]) if states[0] else base
+    jobs = [ShardJob(data.dataset, shard, int(off), i, transform)
+            for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+    failed = sum(s["failed"] for s in survey)
+    if failed:
+        context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and evaluation: "
+                     f"{failed} in {sum(1 for s in survey if s['failed'])} shard(s)")
+    for s in survey:
+        for note in s["notes"]:
+            context.note(note)
+    n_classes = sum(s["classes"] for s in survey)
+    n_train = sum(s["train"] for s in survey)
+    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey))
+    fitters = {}
+    for est_spec in recipe.estimators:
+        with times(f"fit {est_spec.label} (pooled)"):
+            fitter = fitter_for(est_spec.build(), est_spec.label)
+            fitter.reduce(runner, recipe.targets, est_spec.label)
+            fitters[est_spec.label] = (est_spec.info.name, est_spec.params, fitter)
+    plan = {"staging": str(staged.dir), "estimators": fitters, "targets": recipe.targets, "kind": data.kind,
+            "transform_plugin": spec.info.name, "transform_params": spec.params,
+            "save_calibration": recipe.save_calibration}
+    with times("fit, write and evaluate per shard"):
+        parts = context.map(_finish_shard, [(job, plan) for job in jobs],
+                            description=f"fitting and evaluating {len(jobs)} shards", unit="shards")
+    results = _sum_counts(parts, list(fitters), recipe.targets, n_train)
+    for p in parts:
+        for name, size, sha in p["files"]:
+            staged.adopt(name, size, sha)
+    with times("write outputs"):
+        for label, (_, _, fitter) in fitters.items():
+            for name, size, sha in getattr(fitter, "files", ()):
+                staged.adopt(name, size, sha)
+        if recipe.save_calibration:
+            head = {"format": HEAD_FORMAT, "version": 1, "kind": data.kind, "classes": n_classes,
+                    "targets": list(recipe.targets), "parts": len(jobs),
+                    "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}
+                                   for label, (plugin, params, _) in fitters.items()},
+                    "transform": {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),
+                                  "state": transform.fitted_state()},
+                    "versions": versions(recipe)}
+            staged.write_text("calibration.json", json.dumps(head, indent=1) + "\n")
+    timings = {"seconds": {k: round(v, 4) for k, v in times.seconds.items()}, "total": round(times.total(), 4)}
+    preamble = (f"Recipe `{Path(recipe.source).name}`; {len(fitters)} estimator(s); {n_classes} enrolled classes in "
+                f"{len(jobs)} shards (a partitioned run: thresholds and models per shard in thresholds-partNNNNN.csv "
+                "and models-partNNNNN.csv; the evaluation counts are summed over the shards).")
+    notes = list(context.notes)
+    staged.write_text("report.md", report_md("Calibration report", results, [timings_md(timings)], notes, preamble))
+    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
+                                                   {"notes": notes, "timings": timings,
+                                                    "partitions": {"shards": len(jobs), "classes": n_classes,
+                                                                   "training_impostors": n_train}}))
+    staged.commit()
+    return RunResult(recipe.output_dir, results, (), tuple(notes), dict(times.seconds))
+
+
+def _count_columns(job: ShardJob) -> int:
+    return int(job.dataset.shard_columns(job.shard))
