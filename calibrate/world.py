@@ -51,6 +51,8 @@ from .types import ImpostorDistances
 REFERENCE_MODEL = {"family": "lognormal", "robust": True, "jackknife": 0.5}
 _FAMILY = REFERENCE_MODEL["family"]  # World._distances maps back by exp(y) - offset: this family's inverse
 
+#: the largest working-scale value a drawn distance may have (exp of it is finite)
+_LOG_MAX = 700.0
 #: tail models, tried in this order until one passes the tail check
 TAIL_MODELS = ("gpd-pwm", "gpd-mle", "empirical")
 #: the level of the binomial bands the world's fit is checked with
@@ -230,6 +232,7 @@ class World:
         y = self.shape_quantile(u)
         y *= np.repeat(self.scale, self.counts)
         y += np.repeat(self.loc, self.counts)
+        np.minimum(y, _LOG_MAX, out=y)  # finite distances even where an extreme shape reaches past exp's range
         np.exp(y, out=y)  # from_working, in place: exp(y) - offset, never below 0
         y -= self.offset
         return np.maximum(y, 0.0, out=y)
@@ -301,6 +304,7 @@ class World:
         y = self.shape_quantile(u)
         y *= self.scale[cls]
         y += self.loc[cls]
+        np.minimum(y, _LOG_MAX, out=y)  # finite distances even where an extreme shape reaches past exp's range
         np.exp(y, out=y)
         y -= self.offset
         np.maximum(y, 0.0, out=y)
