@@ -248,6 +248,9 @@ class ScoreSetting:
     shape: Shape
     about: str
     cap_quantile: float = 0.0
+    #: ``clip``: d = max(d, b) (an atom on a bound b > 0); ``flip``: d = max(d - b, 0) (the scores' distance
+    #: from the matcher's cap, as similarity-to-distance makes it: an atom at 0, positive density above it)
+    cap_mode: str = "clip"
     class_mix: float = 0.0
     mix_weight: tuple[float, float] = (0.0, 0.0)
     mix_mu: float = -2.5
@@ -294,7 +297,7 @@ class ScoreGallery:
         out = []
         for i in range(self.size):
             d = np.exp(self.m[i] + self.s[i] * self._draw_x(rng, i, self.per_class))
-            out.append(np.maximum(d, self.bound))
+            out.append(np.maximum(d - self.bound, 0.0) if self.setting.cap_mode == "flip" else np.maximum(d, self.bound))
         return out
 
     def training(self) -> ImpostorDistances:
@@ -303,13 +306,19 @@ class ScoreGallery:
     def class_cdf(self, thresholds: np.ndarray) -> np.ndarray:
         """Exact P(d <= t) per class (rows) for thresholds of shape (classes, targets)."""
         t = np.asarray(thresholds, dtype=np.float64)
+        if self.setting.cap_mode == "flip":  # d = max(raw - b, 0): P(d <= t) = P(raw <= t + b) for t >= 0
+            return np.where(t < 0, 0.0, self._raw_cdf(t + self.bound))
+        return np.where(t < self.bound, 0.0, self._raw_cdf(t))
+
+    def _raw_cdf(self, t: np.ndarray) -> np.ndarray:
+        """P(exp(m_c + s_c X) <= t), mixtures included."""
         with np.errstate(divide="ignore"):
             x = (np.log(np.maximum(t, 0.0)) - self.m[:, None]) / self.s[:, None]
         f = self.setting.shape.cdf(x)
         w = self.weight[:, None]
         if np.any(w):
             f = (1.0 - w) * f + w * ndtr((x - self.setting.mix_mu) / self.setting.mix_sd)
-        return np.where(t < self.bound, 0.0, f)
+        return f
 
 
 def true_fpr_scores(gallery: ScoreGallery, thresholds: np.ndarray) -> np.ndarray:
@@ -325,20 +334,26 @@ def evaluated_fpr_scores(gallery: ScoreGallery, thresholds: np.ndarray, rng: np.
     return hits / attempts, attempts
 
 
-_P0 = 0.02
+_P0, _FLOOR_P0 = 0.02, 0.005
 TAIL_SETTINGS = (
-    ScoreSetting("floor-beta0.5", Shape("floor", _P0, a=0.5, w=_density_matched(_P0, 0.5)),
-                 "bounded, steep: below its 2% quantile the shape is a Beta(0.5, 1) floor "
-                 "(P(X <= x) = 0.02 ((x - x_b) / w)^0.5 above the bound x_b = z0 - w, w = 0.21, density "
-                 "infinite at the bound; GPD shape of the minimum xi = -2); the bound sits at the same "
-                 "standardised place in every class"),
-    ScoreSetting("floor-beta0.25", Shape("floor", _P0, a=0.25, w=_density_matched(_P0, 0.25)),
-                 "as floor-beta0.5 with a = 0.25 (w = 0.10, xi = -4): an even shorter, steeper floor"),
+    ScoreSetting("floor-beta0.5", Shape("floor", _FLOOR_P0, a=0.5, w=1.0),
+                 "bounded and saturating: below its 0.5% quantile z0 the shape is a Beta(0.5, 1) floor, "
+                 "P(X <= x) = 0.005 (x - x_b)^0.5 on [x_b, z0], x_b = z0 - 1: a thin shelf one standard unit "
+                 "long whose density rises to infinity at the hard bound x_b (the minimum's GPD shape is "
+                 "xi = -1/a = -2); the bound sits at the same standardised place in every class, so "
+                 "d >= exp(m_c + s_c x_b) > 0"),
+    ScoreSetting("floor-beta0.25", Shape("floor", _FLOOR_P0, a=0.25, w=1.0),
+                 "as floor-beta0.5 with a = 0.25 (xi = -4): more of the lowest 0.5% piled against the bound"),
     ScoreSetting("cap-atom", Shape("normal"),
                  "a saturating matcher: per class log-normal distances (X ~ N(0, 1)) clipped at one common bound "
                  "b = exp(-0.8 + 0.15 Phi^-1(1e-4)) (the 0.01% quantile of an average class): "
                  "d = max(b, exp(m_c + s_c X)); every class has an atom at b whose mass "
                  "Phi((log b - m_c) / s_c) varies by class (pooled about 0.17%; CDF 0 below b)", cap_quantile=1e-4),
+    ScoreSetting("cap-zero", Shape("normal"),
+                 "a saturating matcher seen through similarity-to-distance (d = cap - score): the cap-atom law "
+                 "shifted by its bound, d = max(exp(m_c + s_c X) - b, 0) with the same b, so the saturated "
+                 "comparisons are distance 0 (an atom of about 0.17% pooled, CDF F_c(t) = Phi((log(t + b) - m_c) / s_c) "
+                 "for t >= 0) with a positive density just above it", cap_quantile=1e-4, cap_mode="flip"),
     ScoreSetting("logpareto", Shape("logpareto", _P0, a=2.0, sigma=_density_matched(_P0, 2.0), vmax=40.0),
                  "heavier than any GPD: below its 2% quantile the excess v = z0 - X has the log-Pareto "
                  "survival (1 + log(1 + v / sigma))^-2 (sigma = 0.83; slowly varying), truncated at v = 40 "
@@ -361,12 +376,15 @@ def run_size(setting: Setting, n: int, k: int, p: int, replicates: int, estimato
     targets = np.asarray(TARGETS)
     for r in range(replicates):
         rng = np.random.default_rng([seed, setting_index, n, r])
-        gallery = make_gallery(rng, n, k, p, setting)
-        tables = fit_thresholds(training_impostors(gallery), estimators, TARGETS)
+        tail = isinstance(setting, ScoreSetting)
+        gallery = setting.gallery(rng, n) if tail else make_gallery(rng, n, k, p, setting)
+        tables = fit_thresholds(gallery.training() if tail else training_impostors(gallery), estimators, TARGETS)
         query_seed = rng.integers(2 ** 63)  # the same evaluation queries for every estimator
         for label, values in tables.items():
-            out[label]["true"][r] = true_fpr(gallery, values) / targets
-            fpr, _ = evaluated_fpr(gallery, values, np.random.default_rng(query_seed))
+            truth = true_fpr_scores(gallery, values) if tail else true_fpr(gallery, values)
+            out[label]["true"][r] = truth / targets
+            evaluate = evaluated_fpr_scores if tail else evaluated_fpr
+            fpr, _ = evaluate(gallery, values, np.random.default_rng(query_seed))
             out[label]["eval"][r] = fpr / targets
     return out
 
@@ -416,26 +434,31 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--seed", type=int, default=2014, help="base seed of every replicate")
     parser.add_argument("--positions", type=int, default=7, help="set positions (conditions) per subject, k")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "noise_floor.md", help="where to write the report")
+    parser.add_argument("--tails", nargs="*", default=None, choices=[s.name for s in TAIL_SETTINGS],
+                        help="also run these tail generators (N - 1 distances per class; no names: all of them)")
     args = parser.parse_args(argv)
     p = 20
     if args.quick:
         plan, settings = [(30, 3), (38, 3), (100, 2)], SETTINGS[1:2]
     else:
         plan, settings = [(30, 40), (38, 40), (100, 20), (300, 8)], SETTINGS
+    if args.tails is not None:
+        settings = tuple(settings) + tuple(s for s in TAIL_SETTINGS if not args.tails or s.name in args.tails)
     registry = build_registry()
     estimators = {label: registry.get("estimators", label).factory() for label in ESTIMATORS}
     start = time.perf_counter()
     results = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for si, setting in enumerate(SETTINGS):
+        for si, setting in enumerate(SETTINGS + TAIL_SETTINGS):  # si: part of the seed
             if setting not in settings:
                 continue
             for n, reps in plan:
                 ratios = run_size(setting, n, args.positions, p, reps, estimators, args.seed, si)
                 results += [(setting, n, reps, label, ratios[label]) for label in ESTIMATORS]
     elapsed = time.perf_counter() - start
-    command = "python benchmarks/noise_floor.py" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
+    command = ("python benchmarks/noise_floor.py" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
+               + ("" if args.tails is None else " --tails" + "".join(f" {t}" for t in args.tails)))
     return publish(markdown(results, args.positions, p, args.seed, elapsed, command), args.out, elapsed)
 
 
