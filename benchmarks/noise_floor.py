@@ -424,7 +424,19 @@ def markdown(results: list[tuple[Setting, int, int, str, dict[str, np.ndarray]]]
     lines.append("Evaluation impostor attempts per replicate: "
                  + ", ".join(f"N = {n}: {a} (expected false accepts at {100 * TARGETS[-1]:g}%: {a * TARGETS[-1]:.1f})"
                              for n, a in attempts) + ".")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", tail_generator_docs()]) + "\n"
+
+
+def tail_generator_docs() -> str:
+    """The Markdown section that defines every tail generator, one paragraph each (docs/noise-floor.md)."""
+    lines = ["## Tail generators (`--tails`; benchmarks/world_fit.py, benchmarks/prediction_coverage.py)", "",
+             "No geometry: class c's impostor distances are i.i.d. `d = exp(m_c + s_c X)` with `m_c ~ N(-0.8, 0.1^2)`, "
+             "`s_c ~ U(0.1, 0.2)` (N - 1 per class here; world_fit.py and prediction_coverage.py choose the count), "
+             "and the true FPR of thresholds t_c is exactly the mean over classes of `F_c(t_c)`, every class CDF in "
+             "closed form (`ScoreGallery.class_cdf`). The standard shape X is N(0, 1) except as stated.", ""]
+    for setting in TAIL_SETTINGS:
+        lines += [f"**{setting.name}**: {setting.about}.", ""]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def main(argv: list[str] | None = None) -> str:
