@@ -3,7 +3,8 @@ confidence mode costs.
 
     .venv/bin/python benchmarks/prediction_coverage.py                 # full run (about an hour on 2 cores)
     .venv/bin/python benchmarks/prediction_coverage.py --quick         # a few minutes
-    .venv/bin/python benchmarks/prediction_coverage.py --part real     # only the real datasets (or noise, confidence)
+    .venv/bin/python benchmarks/prediction_coverage.py --part real     # only the real datasets (or noise, tails, confidence)
+    .venv/bin/python benchmarks/prediction_coverage.py --part tails --quick --generators floor-beta0.25   # seconds
     .venv/bin/python benchmarks/prediction_coverage.py --out docs/prediction-coverage.md
 
 Part ``noise``: the noise-floor generator (benchmarks/noise_floor.py), whose true FPR is exact, at
@@ -14,6 +15,13 @@ high / low; the *oracle* width is the 5th-95th percentile range (as high / low) 
 over the replicate galleries of the same setting and size: what an interval that knew the true
 distribution of the achieved ratio would quote. For ``auto-c95`` (auto with ``confidence: 0.95``):
 the share of galleries whose true FPR exceeds the target (must be at most 5%) and its median ratio.
+
+The noise part also runs the tail generators of benchmarks/noise_floor.py (``TAIL_SETTINGS``:
+bounded floors, a saturating cap, a log-Pareto tail, mixtures; i.i.d. per-class laws with exact
+CDFs, docs/noise-floor.md) at ``TAIL_PLAN`` sizes (classes x distances per class), each generator
+on its own (``--part tails`` runs only these; ``--generators`` picks some): coverage, median width,
+oracle width (over the galleries of that generator and size) and median ratio, as above. The
+world is built without pair slots there (the distances are independent draws).
 
 Part ``real``: every real dataset, as docs/estimators.md runs them, with split seeds (score
 matrices) and enrollment folds (image sets, each fold evaluated on its own) as replicates; the
@@ -94,6 +102,61 @@ def noise_part(sizes, replicates: dict[int, int], seed: int, estimators: list[st
         print(f"noise n={n}: " + json.dumps({k: {m: np.round(x, 2).tolist() for m, x in v.items()
                                                   if m not in ("true_ratios", "settings")}
                                               for k, v in cell.items()}), flush=True)
+    return out
+
+
+#: tail generators: classes -> (distances per class, galleries); the user's case was 517 x 258
+TAIL_PLAN = {30: (200, 20), 100: (300, 12), 300: (258, 6)}
+QUICK_TAIL_PLAN = {30: (200, 3), 100: (300, 2)}
+
+
+def tail_part(plan: dict[int, tuple[int, int]], seed: int, estimators: list[str], generators: list[str]) -> dict:
+    """Per (generator, size, estimator): coverage per target, median width, oracle width, median ratio."""
+    from calibrate.world import build_world as build
+
+    registry = build_registry()
+    built = {label: registry.get("estimators", plugin).factory(**params)
+             for label, (plugin, params) in ESTIMATORS.items() if label in estimators}
+    settings = PredictionSettings(LEVEL, 100)
+    t = np.asarray(TARGETS)
+    out = {}
+    for gi, setting in enumerate(nf.TAIL_SETTINGS):
+        if setting.name not in generators:
+            continue
+        out[setting.name] = {}
+        for n, (per, galleries) in plan.items():
+            rows = {label: {"cover": [], "width": [], "true": []} for label in built}
+            for r in range(galleries):
+                gallery = setting.gallery(np.random.default_rng([seed, 1000 + gi, n, r]), n, per)
+                impostors = gallery.training()
+                world = build(impostors)
+                for label, est in built.items():
+                    if label == "ncx2-grid" and (n > 100 or r >= 5):
+                        continue  # 100 refits of the grid search per gallery: a subset of galleries
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        model = est.fit(impostors, RunContext())
+                        truth = nf.true_fpr_scores(gallery, model.thresholds(TARGETS).values)
+                        pred = predict(est, impostors, t, settings=settings, seed=[seed, 1000 + gi, n, r],
+                                       context=RunContext(), world=world)
+                    rows[label]["cover"].append((pred.low <= truth) & (truth <= pred.high))
+                    rows[label]["width"].append(pred.high / np.maximum(pred.low, 1e-300))
+                    rows[label]["true"].append(truth / t)
+            cell = {}
+            for label, v in rows.items():
+                if not v["true"]:
+                    continue
+                true = np.array(v["true"])
+                oracle = np.quantile(true, 0.95, axis=0) / np.maximum(np.quantile(true, 0.05, axis=0), 1e-300)
+                cell[label] = {"galleries": len(true), "per_class": per, "true_ratios": true.tolist(),
+                               "coverage": np.mean(v["cover"], axis=0).tolist(),
+                               "median_width": np.median(v["width"], axis=0).tolist(), "oracle_width": oracle.tolist(),
+                               "median_ratio": np.median(true, axis=0).tolist()}
+            out[setting.name][n] = cell
+            print(f"tails {setting.name} n={n}x{per}: " + json.dumps(
+                {k: {m: np.round(x, 2).tolist() for m, x in v.items() if m in ("coverage", "median_width", "oracle_width",
+                                                                                 "median_ratio")}
+                 for k, v in cell.items()}), flush=True)
     return out
 
 
@@ -190,7 +253,8 @@ def real_part(quick: bool, seeds: int, estimators: list[str]) -> dict:
     return out
 
 
-def markdown(noise: dict, real: dict, command: str, seconds: float, confidence: dict | None = None) -> str:
+def markdown(noise: dict, real: dict, command: str, seconds: float, confidence: dict | None = None,
+             tails: dict | None = None) -> str:
     lines = ["# Predicted FPR intervals: coverage and the cost of confidence", "",
              f"Produced by `{command}` in {seconds / 60:.0f} min (benchmarks/prediction_coverage.py; its docstring "
              "says how). 90% intervals; a good one covers 85-95% of the time.", ""]
@@ -209,6 +273,19 @@ def markdown(noise: dict, real: dict, command: str, seconds: float, confidence: 
                     continue
                 lines.append(f"| {n} | {c['galleries']} | {label} | {fmt(c['coverage'])} | {fmt(c['median_width'], 1)} "
                              f"| {fmt(c['oracle_width'], 1)} | {fmt(c['median_ratio'])} |")
+        lines.append("")
+    if tails:
+        fmt = lambda xs, d=2: " / ".join(f"{x:.{d}f}" if x < 1000 else ">1000" for x in xs)  # noqa: E731
+        lines += ["## Tail generators (true FPR exact)", "",
+                  "benchmarks/noise_floor.py's TAIL_SETTINGS (docs/noise-floor.md), each generator on its own; columns "
+                  "as above, the oracle width over the galleries of one generator and size.", "",
+                  "| Generator | Classes x per class | Galleries | Estimator | Coverage | Median width | Oracle width | Median ratio |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, sizes in tails.items():
+            for n, cells in sizes.items():
+                for label, c in cells.items():
+                    lines.append(f"| {name} | {n} x {c['per_class']} | {c['galleries']} | {label} | {fmt(c['coverage'])} | "
+                                 f"{fmt(c['median_width'], 1)} | {fmt(c['oracle_width'], 1)} | {fmt(c['median_ratio'])} |")
         lines.append("")
     if confidence:
         fmt = lambda xs, d=2: " / ".join(f"{x:.{d}f}" for x in xs)  # noqa: E731
@@ -266,29 +343,40 @@ def markdown(noise: dict, real: dict, command: str, seconds: float, confidence: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--part", choices=("noise", "confidence", "real", "all"), default="all")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few minutes: fewer sizes, galleries and estimators")
+    parser.add_argument("--part", choices=("noise", "tails", "confidence", "real", "all"), default="all",
+                        help="noise: the geometric noise-floor galleries and the tail generators; tails: only the latter")
+    parser.add_argument("--generators", nargs="+", choices=[s.name for s in nf.TAIL_SETTINGS], default=None,
+                        help="tail generators to run (default: all)")
+    parser.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS), default=None,
+                        help="estimators of the noise and tail parts (default: all; --quick: auto, generic-interp)")
     parser.add_argument("--seed", type=int, default=2014)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "prediction-coverage.md")
     args = parser.parse_args(argv)
     start = time.time()
     sizes = (20, 38, 100) if args.quick else (20, 30, 38, 100, 300)
     reps = {20: 40, 30: 40, 38: 40, 100: 20, 300: 8} if not args.quick else {20: 8, 38: 8, 100: 4}
-    noise, real, confidence = {}, {}, {}
+    noise, real, confidence, tails = {}, {}, {}, {}
+    chosen = args.estimators or (list(ESTIMATORS) if not args.quick else ["auto", "generic-interp"])
     if args.part in ("noise", "all"):
-        noise = noise_part(sizes, reps, args.seed, list(ESTIMATORS) if not args.quick else ["auto", "generic-interp"])
+        noise = noise_part(sizes, reps, args.seed, chosen)
+    if args.part in ("noise", "tails", "all"):
+        tails = tail_part(QUICK_TAIL_PLAN if args.quick else TAIL_PLAN, args.seed, chosen,
+                          args.generators or [s.name for s in nf.TAIL_SETTINGS])
     if args.part in ("confidence", "all"):
         confidence = confidence_part(sizes, reps, args.seed)
     if args.part in ("real", "all"):
         real = real_part(args.quick, 2 if args.quick else 3, list(ESTIMATORS))
     command = "python benchmarks/prediction_coverage.py" + "".join(
-        f" {a}" for a in (["--quick"] if args.quick else []) + ([f"--part {args.part}"] if args.part != "all" else []))
-    text = markdown(noise, real, command, time.time() - start, confidence)
+        f" {a}" for a in (["--quick"] if args.quick else []) + ([f"--part {args.part}"] if args.part != "all" else [])
+        + ([f"--generators {' '.join(args.generators)}"] if args.generators else [])
+        + ([f"--estimators {' '.join(args.estimators)}"] if args.estimators else []))
+    text = markdown(noise, real, command, time.time() - start, confidence, tails)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
-    (args.out.with_suffix(".json")).write_text(json.dumps({"noise": noise, "confidence": confidence, "real": real},
+    (args.out.with_suffix(".json")).write_text(json.dumps({"noise": noise, "tails": tails, "confidence": confidence, "real": real},
                                                           default=float), encoding="utf-8")
 
 
