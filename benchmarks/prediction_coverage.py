@@ -55,11 +55,16 @@ ESTIMATORS = {"auto": ("auto", {}), "generic-interp": ("generic-interp", {}), "g
               "znorm": ("znorm", {}), "ncx2-grid": ("ncx2-grid", {"dim": [15, 22]})}
 
 
+def _built(estimators: list[str]) -> dict:
+    """The named estimators of ESTIMATORS, built through the registry."""
+    registry = build_registry()
+    return {label: registry.get("estimators", plugin).factory(**params)
+            for label, (plugin, params) in ESTIMATORS.items() if label in estimators}
+
+
 def noise_part(sizes, replicates: dict[int, int], seed: int, estimators: list[str]) -> dict:
     """Per (size, estimator): coverage per target, median width, oracle width; auto-c95 exceedance."""
-    registry = build_registry()
-    built = {label: registry.get("estimators", plugin).factory(**params)
-             for label, (plugin, params) in ESTIMATORS.items() if label in estimators}
+    built = _built(estimators)
     settings = PredictionSettings(LEVEL, 100)
     t = np.asarray(TARGETS)
     out = {}
@@ -114,9 +119,7 @@ def tail_part(plan: dict[int, tuple[int, int]], seed: int, estimators: list[str]
     """Per (generator, size, estimator): coverage per target, median width, oracle width, median ratio."""
     from calibrate.world import build_world as build
 
-    registry = build_registry()
-    built = {label: registry.get("estimators", plugin).factory(**params)
-             for label, (plugin, params) in ESTIMATORS.items() if label in estimators}
+    built = _built(estimators)
     settings = PredictionSettings(LEVEL, 100)
     t = np.asarray(TARGETS)
     out = {}

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .base import Estimator, FittedModel, RunContext
+from .base import Estimator, FittedModel, RunContext, progress_name
 from .errors import DataError, ParameterError
 
 DEFAULT_LEVEL = 0.9
@@ -287,21 +287,16 @@ def _replicate(item: tuple) -> tuple | None:
         per_class = world.class_fpr(model._thresholds(targets, rows))
         on_grid = on_ranks = None
         if grid is not None:
-            on_grid = _gallery_fpr(world.counts, world.class_fpr(model._thresholds(grid, rows)))
+            on_grid = world.gallery_fpr(world.class_fpr(model._thresholds(grid, rows)))
         if ranks is not None:
             on_ranks = np.full(ranks.size, np.nan)
             usable = ranks >= 1
             if usable.any():
                 tau = model.order_statistic_thresholds(ranks[usable].astype(np.float64), rows)
-                on_ranks[usable] = _gallery_fpr(world.counts, world.class_fpr(tau))
+                on_ranks[usable] = world.gallery_fpr(world.class_fpr(tau))
     except _REFIT_ERRORS:
         return None
     return per_class, on_grid, on_ranks
-
-
-def _gallery_fpr(counts: np.ndarray, per_class: np.ndarray) -> np.ndarray:
-    w = counts.astype(np.float64)
-    return (w[:, None] * per_class).sum(axis=0) / w.sum()
 
 
 #: per-class intervals are kept while replicates x classes x targets stays below this many values
@@ -324,7 +319,7 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
     if world is None:
         world = build_world(impostors)
     t = np.asarray(targets, dtype=np.float64)
-    name = getattr(estimator, "progress_name", None) or type(estimator).__name__
+    name = progress_name(estimator)
     if confidence is None and simulates(estimator):
         pred = _simulated([estimator], world, t, settings, seed)[0]
     elif confidence is None:

@@ -227,11 +227,14 @@ class World:
     def offsets(self) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(self.counts)])
 
-    def _distances(self, u: np.ndarray) -> np.ndarray:
-        """Distances from uniforms laid out like the gallery's values (last axis), by class."""
+    def _distances(self, u: np.ndarray, cls: np.ndarray | None = None) -> np.ndarray:
+        """Distances from uniforms (last axis): of class ``cls[j]`` at position j, by default laid out like
+        the gallery's values."""
+        if cls is None:
+            cls = np.repeat(np.arange(self.counts.size), self.counts)
         y = self.shape_quantile(u)
-        y *= np.repeat(self.scale, self.counts)
-        y += np.repeat(self.loc, self.counts)
+        y *= self.scale[cls]
+        y += self.loc[cls]
         np.minimum(y, _LOG_MAX, out=y)  # finite distances even where an extreme shape reaches past exp's range
         np.exp(y, out=y)  # from_working, in place: exp(y) - offset, never below 0
         y -= self.offset
@@ -301,14 +304,7 @@ class World:
         np.clip(u, 0.0, np.nextafter(1.0, 0.0), out=u)
         cls = np.repeat(np.arange(counts.size), m)
         keys = np.concatenate([o + k - 1 for o, k in zip(self.offsets[:-1], ks)]).astype(np.int64)
-        y = self.shape_quantile(u)
-        y *= self.scale[cls]
-        y += self.loc[cls]
-        np.minimum(y, _LOG_MAX, out=y)  # finite distances even where an extreme shape reaches past exp's range
-        np.exp(y, out=y)
-        y -= self.offset
-        np.maximum(y, 0.0, out=y)
-        return Galleries(counts, keys, y, False)
+        return Galleries(counts, keys, self._distances(u, cls), False)
 
     def pooled_quantile(self, e: float) -> float:
         """The distance below which a share ``e`` of the world's pooled distances lie (bisection on the
