@@ -30,6 +30,7 @@ from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_world, measured_interval
+from .stats import tie_message, tied_floor
 from .types import DistanceMatrix, ImpostorDistances
 
 class Calibration:
@@ -350,6 +351,10 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
     tr = tr_spec.build().fit(raw)
     dist = tr.apply(raw)
     impostors = ImpostorDistances.from_matrix(dist)
+    smallest, tied = tied_floor(dist.values[dist.valid])
+    below = [t for t in checked_targets if t < tied]
+    if below and tied > 1.0 / dist.valid.sum():
+        warnings.warn(tie_message(smallest, tied, below), stacklevel=2)
     est = est_spec.build()
     fit_started = time.perf_counter()
     model = est.fit(impostors, RunContext())

@@ -5,6 +5,7 @@ Exit codes: 0 success; 2 bad input (one message, no traceback); 1 internal error
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import traceback
@@ -21,9 +22,41 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Verification thresholds at a low target false positive rate.")
 
 
-def _fail(exc: BaseException) -> None:
-    if isinstance(exc, CalibrateError):
-        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+#: what to do when the machine, not the input, stops a command (errno -> the fix)
+_ENVIRONMENT_FIXES = {
+    errno.ENOSPC: "free disk space or choose another output folder",
+    errno.EDQUOT: "free space within your disk quota or choose another output folder",
+    errno.EFBIG: "choose an output folder on a file system that allows larger files",
+    errno.EROFS: "choose an output folder on a writable file system",
+    errno.EACCES: "check the file's permissions or choose another path",
+    errno.EPERM: "check the file's permissions or choose another path",
+    errno.EIO: "check the disk (an input/output error), then run again",
+    errno.EMFILE: "raise the open-file limit (ulimit -n) or use fewer files",
+    errno.ENFILE: "raise the system's open-file limit or use fewer files",
+    errno.ENOMEM: "free memory, or split the data (a sharded run: `executor:` with `score-shards`)",
+}
+
+
+def _environment_message(exc: BaseException, source: object | None) -> str | None:
+    """One line for an exception the machine raised (disk full, out of memory, too deep), or None."""
+    where = f" while working on {source}" if source is not None else ""
+    if isinstance(exc, MemoryError):
+        return (f"out of memory{where}; the input is larger than this machine can hold: free memory, or split "
+                "the data (a sharded run: `executor:` with `score-shards`)")
+    if isinstance(exc, RecursionError):
+        return f"the input is nested too deeply to read{where}; check that the file is what it should be"
+    if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_FIXES:
+        path = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror or exc}{path}{where}: {_ENVIRONMENT_FIXES[exc.errno]}"
+    return None
+
+
+def _fail(exc: BaseException, source: object | None = None) -> None:
+    """Exit 2 with one line for bad input and for what the machine refused (disk full, out of memory,
+    permissions); exit 1 with the traceback for anything else (a bug to report)."""
+    message = str(exc) if isinstance(exc, CalibrateError) else _environment_message(exc, source)
+    if message is not None:
+        typer.echo(f"error: {' '.join(message.split())}", err=True)
         raise typer.Exit(2)
     typer.echo("internal error (please report it with the traceback below):", err=True)
     traceback.print_exception(exc, file=sys.stderr)
@@ -74,7 +107,7 @@ def run(recipe: Path = typer.Argument(..., help="Recipe YAML file."),
             else:
                 result = run_recipe(parsed, context=context)
     except Exception as exc:  # noqa: BLE001 - the CLI decides between exit code 1 and 2
-        _fail(exc)
+        _fail(exc, recipe)
         return
     for note in result.notes:
         typer.echo(f"note: {' '.join(note.split())}", err=True)  # one line each, whatever a plugin wrote
@@ -92,7 +125,7 @@ def validate(recipe: Path = typer.Argument(..., help="Recipe YAML file.")) -> No
     try:
         parsed = _validate(recipe)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        _fail(exc, recipe)
         return
     typer.echo(f"{recipe}: ok ({parsed.data.info.name}, {len(parsed.estimators)} estimator(s), "
                f"targets {', '.join(f'{t:g}' for t in parsed.targets)}; data files: format checked on their "
@@ -114,7 +147,7 @@ def threshold(artifact: Path = typer.Argument(..., help="A saved calibration (ca
         tau = cal.distance_threshold(cls, fpr)
         predicted = _predicted(cal, cls, fpr)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        _fail(exc, artifact)
         return
     if as_json:
         doc = {"class": cls, "target_fpr": fpr, "score_threshold": t, "accept_if": cal.accept_if,
@@ -199,7 +232,7 @@ def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calib
             tmp.unlink(missing_ok=True)
             raise CalibrateError(f"cannot write the decisions to {str(out)!r} ({exc.strerror}); choose another --out") from None
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        _fail(exc, scores)
         return
     genuine = claimed == real
     summary = f"{decided.size} attempts, {int(decided.sum())} accepted"

@@ -23,6 +23,7 @@ A recipe::
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,9 @@ class ComponentSpec:
 
 #: the transform a recipe without ``transform:`` uses, by the kind of score the data hold
 DEFAULT_TRANSFORMS = {"distance": "identity", "similarity": "similarity-to-distance"}
+#: an estimator's label (its `name:`, by default its plugin name) names files and columns
+MAX_LABEL = 64
+LABEL_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_LABEL - 1}}}")
 
 
 @dataclass(frozen=True)
@@ -211,8 +215,10 @@ def _component(registry: Registry, kind: str, entry: Any, where: str, source: st
         except ParameterError as exc:
             raise RecipeError(str(exc), source=source, where=f"{where}.confidence") from None
     label = entry.get("name", name if confidence is None else f"{name}-c{100 * confidence:g}")
-    if not isinstance(label, str) or not label:
-        raise RecipeError(f"`name:` must be a non-empty string, got {label!r}", source=source, where=f"{where}.name")
+    if not isinstance(label, str) or not LABEL_PATTERN.fullmatch(label):
+        shown = repr(label) if len(repr(label)) <= 80 else repr(label)[:77] + "..."
+        raise RecipeError(f"`name:` must be 1-{MAX_LABEL} letters, digits, '.', '_' or '-', starting with a letter or "
+                          f"digit (it names files and columns), got {shown}", source=source, where=f"{where}.name")
     specs = {p.name: p for p in info.params}
     given = {k: v for k, v in entry.items() if k not in ("plugin", "name") and not (k == "confidence" and confidence)}
     listing = "; ".join(p.describe() for p in specs.values()) or "none"

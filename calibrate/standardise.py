@@ -103,8 +103,16 @@ def standardise(y: np.ndarray, robust: bool, jackknife: float) -> tuple[np.ndarr
     The statistics that standardise score i are ``(1 - jackknife) * full + jackknife * leave-i-out``.
     """
     m, s = location_scale(y, robust)
+    if not s > 0 and y.size and np.isfinite(y).all() and y.min() < y.max():
+        # distances so small (or large) that their spread under- or overflows: the statistics are
+        # computed on the distances times an exact power of two, then scaled back
+        shift = -int(np.frexp(np.max(np.abs(y)))[1])
+        m, s = (np.ldexp(v, -shift) for v in location_scale(np.ldexp(y, shift), robust))
     if not s > 0:
-        raise DataError(f"all {y.size} training distances are equal; a scale cannot be estimated")
+        raise DataError(f"all {y.size} training distances are equal; a scale cannot be estimated"
+                        if y.size and y.min() == y.max() else
+                        f"the spread of the {y.size} training distances is not a positive finite number; "
+                        "check them for infinities")
     if jackknife == 0:
         return (y - m) / s, m, s
     lm, ls = loo_location_scale(y, robust)

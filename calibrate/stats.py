@@ -46,6 +46,24 @@ def below_ties(sorted_values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     return out
 
 
+def tied_floor(values: np.ndarray) -> tuple[float, float]:
+    """The smallest of ``values`` and the share of them equal to it: no threshold under
+    ``distance <= threshold`` can accept a share of impostors between 0 and that share."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if v.size == 0:
+        return float("nan"), 0.0
+    smallest = float(v.min())
+    return smallest, float(np.count_nonzero(v == smallest)) / v.size
+
+
+def tie_message(smallest: float, tied: float, below: list[float]) -> str:
+    """Why targets under the share of tied smallest distances cannot be met (one sentence)."""
+    return (f"{100 * tied:.3g}% of the training impostor distances equal the smallest one ({smallest:.6g}); "
+            f"at target(s) {', '.join(f'{100 * t:.3g}%' for t in sorted(below, reverse=True))} no threshold "
+            "can be on target, since `distance <= threshold` accepts all of these ties or none of them: "
+            "a matcher with finer scores (or a transform that keeps them apart) is needed there")
+
+
 def _beta_ppf():
     """The beta quantile function ``(q, a, b) -> x`` that ``scipy.stats.beta.ppf`` evaluates (Boost's), taken
     from scipy.special so that a run does not import scipy.stats (about 0.3 s) for four intervals."""

@@ -27,7 +27,7 @@ import numpy as np
 
 from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
 from calibrate.formatting import format_pct
-from calibrate.stats import clopper_pearson  # noqa: F401 (re-exported)
+from calibrate.stats import clopper_pearson, tie_message, tied_floor  # noqa: F401 (clopper_pearson re-exported)
 from calibrate.types import EvaluationResult, TargetResult
 
 
@@ -181,15 +181,10 @@ def note_training_support(folds: tuple[Fold, ...] | list[Fold], targets: tuple[f
     distances tied at the smallest value (no threshold reaches them), or with e x N_train < 10."""
     n = min(int(f.train.impostor_mask().sum()) for f in folds)
     pooled = folds[0].train.values[folds[0].train.impostor_mask()]
-    if pooled.size:
-        smallest = float(pooled.min())
-        tied = float(np.mean(pooled == smallest))
-        below = [t for t in targets if t < tied]
-        if tied > 1.0 / pooled.size and below:
-            context.note(f"{100 * tied:.3g}% of the training impostor distances equal the smallest one ({smallest:.6g}); "
-                         f"at target(s) {', '.join(f'{100 * t:.3g}%' for t in sorted(below, reverse=True))} no threshold "
-                         "can be on target, since `distance <= threshold` accepts all of these ties or none of them: "
-                         "a matcher with finer scores (or a transform that keeps them apart) is needed there")
+    smallest, tied = tied_floor(pooled)
+    below = [t for t in targets if t < tied]
+    if tied > 1.0 / max(pooled.size, 1) and below:
+        context.note(tie_message(smallest, tied, below))
     thin = [t for t in targets if t * n < SUPPORT_WARNING]
     if not thin:
         return

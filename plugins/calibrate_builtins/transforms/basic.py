@@ -26,6 +26,10 @@ class Identity(Transform):
         return np.asarray(distances, dtype=np.float64)
 
 
+#: share of training scores allowed above a given `upper:` (rounding beyond the bound); more is a mistake
+MAX_ABOVE_UPPER = 0.001
+
+
 class SimilarityToDistance(Transform):
     """Turns similarity scores into distances in [0, inf).
 
@@ -48,11 +52,19 @@ class SimilarityToDistance(Transform):
     def _fit(self, train: DistanceMatrix) -> None:
         if train.kind != "similarity":
             raise DataError("transform similarity-to-distance: the data are already distances; use `transform: {plugin: identity}`")
+        used = train.values[train.valid]
         if self.upper is None:
-            used = train.values[train.valid]
             if used.size == 0:
                 raise DataError("transform similarity-to-distance: no training scores to take the upper bound from")
             self._upper = float(used.max())
+            return
+        above = int(np.count_nonzero(used > self.upper))
+        if above > MAX_ABOVE_UPPER * used.size:
+            raise DataError(f"transform similarity-to-distance: upper: {self.upper:g} is below {above} of the "
+                            f"{used.size} training scores (largest {float(used.max()):.6g}); they would all become "
+                            "distance 0 and every one of them would be accepted. Set `upper:` to the largest score "
+                            "the matcher can give (e.g. 1 for cosine similarity), or leave it out to use the largest "
+                            "training score")
 
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
         if kind != "similarity":

@@ -226,12 +226,23 @@ def batch_grids(mean_d2: np.ndarray, var_d2: np.ndarray, spec: dict[str, Any], d
     return grids, ok
 
 
+#: the positive distances whose squares and the moments of those (fourth powers) stay normal floats
+SQUARE_RANGE = (1e-75, 1e75)
+
+
 def check_class_distances(distances: np.ndarray) -> np.ndarray:
     d = np.asarray(distances, dtype=np.float64).ravel()
     if d.size == 0 or not np.any(d > 0):
         raise DataError(f"all {d.size} training distances are zero; a scale cannot be fitted to them")
     if d.min() == d.max():
         raise DataError(f"all {d.size} training distances are equal ({d[0]:.6g}); the fit needs at least 2 distinct distances")
+    positive = d[d > 0]
+    low, high = float(positive.min()), float(d.max())
+    if low < SQUARE_RANGE[0] or high > SQUARE_RANGE[1]:
+        raise DataError(f"training distances from {low:.3g} to {high:.3g} lie outside [{SQUARE_RANGE[0]:.0e}, "
+                        f"{SQUARE_RANGE[1]:.0e}], where the non-central chi-square fit works on their squares and fourth powers without "
+                        "floating-point under- or overflow; multiply the scores by a constant before calibrating, "
+                        "or use estimator auto, which takes any scale")
     return d
 
 

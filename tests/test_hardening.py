@@ -1,0 +1,118 @@
+"""Issue 19's reproductions outside the file readers and the write protocol: what the machine refuses
+(disk full, out of memory, too deep) is a one-line exit 2, estimator labels stay plain file names,
+numbers at the edges of floating point get an answer or a clear error, and the mistakes that used to
+pass silently are refused or warned about."""
+
+from __future__ import annotations
+
+import errno
+import warnings
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import calibrate
+import calibrate.pipeline
+from calibrate.cli import app
+from calibrate.errors import DataError
+
+from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
+
+runner = CliRunner()
+
+
+def _gallery(seed: int = 1, scale: float = 1.0, n_classes: int = 6) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {f"c{i}": (rng.gamma(5.0, 1.0, 200) + 20.0) * scale for i in range(n_classes)}
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    csv = write_scores(tmp_path / "s.csv", *make_scores())
+    return write_recipe(tmp_path / "r.yaml", score_recipe(csv, tmp_path / "out"))
+
+
+@pytest.mark.parametrize("exc, words", [
+    (OSError(errno.ENOSPC, "No space left on device", "/some/out/thresholds.csv"),
+     ["No space left on device", "/some/out/thresholds.csv", "free disk space"]),
+    (OSError(errno.EACCES, "Permission denied", "/some/file"), ["Permission denied", "/some/file", "permissions"]),
+    (MemoryError(), ["out of memory", "r.yaml"]),
+    (RecursionError("maximum recursion depth exceeded"), ["nested too deeply", "r.yaml"]),
+])
+def test_what_the_machine_refuses_is_one_line_exit_2(recipe, monkeypatch, exc, words):
+    def refuse(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(calibrate.pipeline, "run_recipe", refuse)
+    result = runner.invoke(app, ["run", str(recipe), "-q"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+def test_a_bug_is_still_exit_1_with_its_traceback(recipe, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(calibrate.pipeline, "run_recipe", broken)
+    result = runner.invoke(app, ["run", str(recipe), "-q"])
+    assert result.exit_code == 1 and "Traceback" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["a/b", "../up", "..", "/abs", "with space", "x" * 65, "", "nul\x00"])
+def test_estimator_labels_must_be_plain_names(tmp_path, name):
+    csv = write_scores(tmp_path / "s.csv", *make_scores())
+    path = write_recipe(tmp_path / "r.yaml", score_recipe(csv, tmp_path / "out",
+                                                          estimators=({"plugin": "class-interp", "name": name},)))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "estimators[0].name" in result.stderr and "letters, digits" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_ncx2_grid_is_scale_equivariant_where_it_answers_and_refuses_beyond():
+    """Distances times c give thresholds times c (checked against the unscaled fit, rtol 1e-9) down
+    to 1e-70; at 1e-300 the squares underflow, and the error says what to do instead of failing
+    inside numpy."""
+    base = calibrate.fit(_gallery(), kind="distance", estimator="ncx2-grid")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the grid-edge note, the same at every scale
+        for scale in (1e-70, 3.0, 1e70):
+            scaled = calibrate.fit(_gallery(scale=scale), kind="distance", estimator="ncx2-grid")
+            for cls in base.classes:
+                assert scaled.threshold(cls, 0.005) == pytest.approx(scale * base.threshold(cls, 0.005), rel=1e-9)
+        with pytest.raises(DataError, match=r"multiply the scores by a constant.*estimator auto"):
+            calibrate.fit(_gallery(scale=1e-300), kind="distance", estimator="ncx2-grid")
+
+
+def test_znorm_takes_tiny_distances_for_what_they_are():
+    """1e-300-sized distances are not 'all equal': their spread underflows only when squared."""
+    base = calibrate.fit(_gallery(), kind="distance", estimator="znorm")
+    tiny = calibrate.fit(_gallery(scale=1e-300), kind="distance", estimator="znorm")
+    for cls in base.classes:
+        assert tiny.threshold(cls, 0.005) == pytest.approx(1e-300 * base.threshold(cls, 0.005), rel=1e-9)
+    with pytest.raises(DataError, match="all 200 training distances are equal"), \
+            pytest.warns(UserWarning, match="50% of the training impostor distances equal the smallest"):
+        calibrate.fit({"a": np.full(200, 1e-300), "b": np.arange(1.0, 201.0)}, kind="distance", estimator="znorm")
+
+
+def test_an_upper_bound_below_the_training_scores_is_refused():
+    rng = np.random.default_rng(2)
+    scores = {f"c{i}": rng.uniform(0.2, 0.4, 300) for i in range(4)}
+    with pytest.raises(DataError, match=r"upper: 0 is below 1200 of the 1200 training scores.*largest score the matcher"):
+        calibrate.fit(scores, transform={"plugin": "similarity-to-distance", "upper": 0})
+    # a bound the scores respect (a rounding step above it aside) is used as given
+    scores["c0"][0] = 1.0 + 1e-12
+    cal = calibrate.fit(scores, transform={"plugin": "similarity-to-distance", "upper": 1.0})
+    assert cal.transform.fitted_state() == {"upper": 1.0}
+
+
+def test_fit_warns_when_tied_distances_make_a_target_unreachable():
+    tied = {"a": np.ones(100), "b": np.ones(100)}
+    with pytest.warns(UserWarning, match=r"100% of the training impostor distances equal the smallest one.*5%"):
+        calibrate.fit(tied, kind="distance", estimator="class-interp", targets=(0.05,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # distinct distances: no warning
+        calibrate.fit(_gallery(), kind="distance", estimator="class-interp", targets=(0.05,))
