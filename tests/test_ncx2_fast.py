@@ -132,7 +132,7 @@ def test_fast_mode_within_documented_bound(case):
     if case == "off-model":
         off = 1.0
     elif case == "ties":  # heavily tied cohorts go to Algorithm 1 in both modes: few classes suffice
-        rnd, classes = 2, 12
+        rnd, classes = 2, 4
     elif case == "small":
         n = nb.FAST_EXACT_UPTO + 50  # the smallest cohorts the fast search itself handles
     elif case == "bhattacharyya":
