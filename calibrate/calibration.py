@@ -30,6 +30,7 @@ from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_world, measured_interval
+from .sanity import check_direction
 from .stats import tie_message, tied_floor
 from .types import DistanceMatrix, ImpostorDistances
 
@@ -289,6 +290,29 @@ def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
     return {str(n): s[order[bounds[k]:bounds[k + 1]]] for k, n in enumerate(names)}
 
 
+def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[Any, Any]:
+    """The impostor scores and their classes, after checking the direction (calibrate.sanity) with
+    the genuine ones (``real == classes``); unchanged when ``real`` is None."""
+    if real is None:
+        return scores, classes
+    if isinstance(scores, Mapping) or classes is None:
+        raise ParameterError("real= goes with an array of scores and classes (the probe's real class of each score)")
+    try:
+        s = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError("scores must be numbers (a 1-D array of comparison scores)") from None
+    c, r = np.asarray(classes), np.asarray(real)
+    if not s.ndim == 1 or c.shape != s.shape or r.shape != s.shape:
+        raise DataError(f"scores {s.shape}, classes {c.shape} and real {r.shape} must be 1-D arrays of one length: "
+                        "per comparison its score, claimed class and the probe's real class")
+    genuine = c.astype(str) == r.astype(str)
+    check_direction(s[genuine], s[~genuine], kind, "calibrate.fit scores",
+                    f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
+    if genuine.all():
+        raise DataError(f"all {s.size} comparisons are genuine (real == classes); thresholds need impostor comparisons")
+    return s[~genuine], c[~genuine]
+
+
 def _spec(registry, kind: str, entry: Any, where: str):
     from .recipe import _component
 
@@ -297,7 +321,7 @@ def _spec(registry, kind: str, entry: Any, where: str):
     return _component(registry, kind, entry, where, "calibrate.fit", Path.cwd())
 
 
-def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator: str = "auto",
+def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "similarity", estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
@@ -306,6 +330,10 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
 
     :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
     :param classes: the enrolled (claimed) class of each score (with an array of scores).
+    :param real: the real class of each score's probe (with an array of scores). Genuine comparisons
+        (``real == classes``) are left out of the fit and used to check the direction: scores whose
+        genuine comparisons sit on the reject side (a distance given as ``kind="similarity"``, or the
+        reverse) raise :class:`DataError` naming the fix. Without it every score must be an impostor one.
     :param kind: ``similarity`` (higher = more alike) or ``distance``.
     :param estimator: the estimator's registered name (``calibrate plugins``); ``**params`` are its parameters.
     :param transform: a transform name or ``{plugin: NAME, ...}``; default: similarity-to-distance for
@@ -333,6 +361,7 @@ def fit(scores: Any, classes: Any = None, *, kind: str = "similarity", estimator
     if kind not in accepts:
         raise ParameterError(f"transform {tr_spec.info.name!r} takes {' or '.join(accepts)} scores, but kind is {kind!r}")
     checked_targets = tuple(check_target(t) for t in targets)
+    scores, classes = _without_genuine(scores, classes, real, kind)
     per_class = _per_class(scores, classes)
     if len(per_class) < 1:
         raise DataError("no classes to calibrate")

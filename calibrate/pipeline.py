@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from . import confidence, prediction
+from . import confidence, prediction, sanity
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
@@ -64,6 +64,22 @@ def _run(recipe: Recipe, context: RunContext) -> RunResult:
         raise
 
 
+def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext) -> None:
+    """Refuse scores whose genuine comparisons sit on the reject side (calibrate.sanity), from the
+    genuine scores of both files against the training impostors; note scores that barely separate."""
+    train, test = data.train, data.test
+    genuine = np.concatenate([m.values[m.genuine_mask()] for m in (train, test)])
+    impostor = train.values[train.impostor_mask()]
+    kind = train.kind
+    other = "distance" if kind == "similarity" else "similarity"
+    source = train.source if test.source == train.source else f"{train.source} and {test.source}"
+    sanity.check_direction(genuine, impostor, kind, source,
+                           f"set `kind: {other}` under `data:` in {recipe.source}")
+    note = sanity.weak_separation_note(genuine, impostor, kind, source)
+    if note:
+        context.note(note)
+
+
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
     times = StageTimes()
     dataset = recipe.data.build()
@@ -89,6 +105,7 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         hint = repeated_score_hint(data.train, getattr(dataset, "missing", None))
         if hint:
             context.note(hint)
+        check_score_direction(data, recipe, context)
         raw_folds = [("score split", data.train, data.test)]
     else:
         raise DataError(f"dataset {recipe.data.info.name!r} returned {type(data).__name__}; expected PatternSet or ScoreSplit")

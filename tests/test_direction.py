@@ -1,0 +1,74 @@
+"""Scores read the wrong way round (issue 20, item 1): where genuine scores exist, a reversed file is
+refused with the fix, through the CLI and the API; the AUC behind it is checked against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import calibrate
+from calibrate.cli import app
+from calibrate.errors import DataError
+from calibrate.sanity import accept_side_auc
+
+from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("kind", ["similarity", "distance"])
+def test_auc_equals_brute_force_with_ties(kind):
+    rng = np.random.default_rng(5)
+    g, i = np.round(rng.normal(1, 1, 70), 1), np.round(rng.normal(0, 1, 90), 1)  # rounded: many ties
+    sign = 1 if kind == "similarity" else -1
+    diff = sign * (g[:, None] - i[None, :])
+    brute = (np.sum(diff > 0) + 0.5 * np.sum(diff == 0)) / diff.size
+    assert accept_side_auc(g, i, kind) == pytest.approx(brute, abs=1e-12)
+
+
+@pytest.mark.parametrize("data_kind, said", [("distance", "similarity"), ("similarity", "distance")])
+def test_a_reversed_score_file_is_refused_with_the_fix(tmp_path, data_kind, said):
+    csv = write_scores(tmp_path / "s.csv", *make_scores(kind=data_kind))
+    recipe = score_recipe(csv, tmp_path / "out", kind=said)
+    if said == "distance":
+        recipe["transform"] = {"plugin": "identity"}
+    result = runner.invoke(app, ["run", str(write_recipe(tmp_path / "r.yaml", recipe)), "-q"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert f"set `kind: {data_kind}` under `data:`" in line and "genuine comparisons" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_right_way_round_runs(tmp_path):
+    csv = write_scores(tmp_path / "s.csv", *make_scores(kind="distance"))
+    recipe = score_recipe(csv, tmp_path / "out", kind="distance")
+    recipe["transform"] = {"plugin": "identity"}
+    result = runner.invoke(app, ["run", str(write_recipe(tmp_path / "r.yaml", recipe)), "-q"])
+    assert result.exit_code == 0, result.output
+
+
+def _comparisons(seed=0, n=20):
+    rng = np.random.default_rng(seed)
+    names = [f"c{i}" for i in range(n)]
+    claimed = np.repeat(names, 5 * n)
+    real = np.tile(np.repeat(names, 5), n)
+    scores = np.where(claimed == real, rng.normal(0.8, 0.1, claimed.size), rng.normal(0.2, 0.1, claimed.size))
+    return scores, claimed, real
+
+
+def test_fit_with_real_labels_leaves_genuine_scores_out():
+    scores, claimed, real = _comparisons()
+    with_real = calibrate.fit(scores, claimed, real=real, estimator="class-interp")
+    impostor = claimed != real
+    alone = calibrate.fit(scores[impostor], claimed[impostor], estimator="class-interp")
+    for cls in alone.classes:
+        assert with_real.threshold(cls, 0.01) == pytest.approx(alone.threshold(cls, 0.01), rel=1e-12)
+
+
+def test_fit_refuses_reversed_scores_when_told_the_real_classes():
+    scores, claimed, real = _comparisons()
+    with pytest.raises(DataError, match=r"score lower than the impostor ones.*pass kind='distance'"):
+        calibrate.fit(1.0 - scores, claimed, real=real)
+    with pytest.raises(DataError, match=r"score higher.*pass kind='similarity'"):
+        calibrate.fit(scores, claimed, real=real, kind="distance")
