@@ -72,3 +72,22 @@ def test_fit_refuses_reversed_scores_when_told_the_real_classes():
         calibrate.fit(1.0 - scores, claimed, real=real)
     with pytest.raises(DataError, match=r"score higher.*pass kind='similarity'"):
         calibrate.fit(scores, claimed, real=real, kind="distance")
+
+
+def test_an_estimator_that_misses_by_a_wide_margin_gets_a_loud_note():
+    from calibrate.types import TargetResult
+    from calibrate_builtins.evaluators.fpr import off_band
+
+    def row(target, ratio, low, high):
+        return TargetResult(target, target * ratio, ratio, int(10_000 * target * ratio), 10_000, 0.1,
+                            extra={"ratio_ci_low": low, "ratio_ci_high": high})
+
+    results = {"good": [row(0.01, 1.1, 0.9, 1.3), row(0.001, 1.4, 0.8, 2.5)],
+               "loose": [row(0.01, 7.3, 6.5, 8.1), row(0.001, 1.5, 0.9, 2.4)],
+               "strict": [row(0.01, 0.1, 0.05, 0.2)]}
+    notes, section = off_band(results)
+    assert len(notes) == 2 and all(n.startswith("WARNING: ") for n in notes)
+    assert "loose misses" in notes[0] and "at 1%" in notes[0] and "do not deploy" in notes[0]
+    assert "strict misses" in notes[1] and "stricter" in notes[1]
+    assert "**loose**" in section and "**good**" not in section
+    assert off_band({"good": results["good"]}) == ([], None)

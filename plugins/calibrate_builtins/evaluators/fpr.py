@@ -260,6 +260,40 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
     return notes
 
 
+#: an achieved FPR whose whole 95% interval lies beyond this factor of the target (either way) misses by a wide margin
+MISS_FACTOR = 2.0
+
+
+def off_band(results: dict[str, list[TargetResult]]) -> tuple[list[str], str | None]:
+    """Estimators whose achieved FPR on this run's evaluation misses the target by more than
+    MISS_FACTOR at some target beyond doubt (its whole Clopper-Pearson interval outside): one loud note
+    each, and a report section listing them first, so that nobody deploys them by mistake."""
+    notes, lines = [], []
+    for label, rows in results.items():
+        over = [r for r in rows if r.extra.get("ratio_ci_low", 0.0) > MISS_FACTOR]
+        under = [r for r in rows if r.extra.get("ratio_ci_high", np.inf) < 1.0 / MISS_FACTOR]
+        for group, word in ((over, "admits"), (under, "rejects")):
+            if not group:
+                continue
+            worst = max(group, key=lambda r: r.ratio if word == "admits" else -r.ratio)
+            said = (f"misses its target FPR beyond doubt on this run's own evaluation: at "
+                    f"{_pcts(r.target_fpr for r in group)} it achieved {', '.join(f'{r.ratio:.2f}' for r in group)}x "
+                    f"the target (95% intervals entirely {'above' if word == 'admits' else 'below'} "
+                    f"{MISS_FACTOR if word == 'admits' else 1 / MISS_FACTOR:g}x; worst {worst.ratio:.2f}x at "
+                    f"{100 * worst.target_fpr:.3g}%)")
+            said += ("; it admits more impostors than promised: do not deploy its thresholds at these targets"
+                     if word == "admits" else
+                     "; it is far stricter than asked, rejecting genuine users needlessly")
+            notes.append(f"WARNING: {label} {said}")
+            lines.append(f"- **{label}** {said}.")
+    if not lines:
+        return notes, None
+    return notes, "\n".join(["## Warning: estimators that miss their target", "",
+                              f"Judged on this run's evaluation impostors; 1.0 is on target, and a miss counts only when "
+                              f"the whole 95% interval of the achieved FPR lies beyond {MISS_FACTOR:g}x either way.", ""]
+                             + lines) + "\n"
+
+
 def uncertainty_section(results: dict[str, list[TargetResult]]) -> str:
     """report.md's section on how far each achieved FPR can be trusted (this evaluator's own figures)."""
     labels = list(results)
@@ -366,6 +400,11 @@ class FprEvaluator(Evaluator):
         said = predicted_section(results)
         if said:
             sections.insert(0, said)
+        loud, warning = off_band(results)
+        for note in loud:
+            context.note(note)
+        if warning:
+            sections.insert(0, warning)
         if self.plots and data.plots:
             from . import plots
 
