@@ -1,0 +1,57 @@
+"""The typer application and how the command line fails: exit 2 with one line for bad input and
+for what the machine refuses (disk full, out of memory, permissions), exit 1 with the traceback for
+anything else (a bug to report). Every command module registers on :data:`app`."""
+
+from __future__ import annotations
+
+import errno
+import sys
+import traceback
+
+import typer
+
+from .errors import CalibrateError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Verification thresholds at a low target false positive rate.")
+
+
+#: what to do when the machine, not the input, stops a command (errno -> the fix)
+_ENVIRONMENT_FIXES = {
+    errno.ENOSPC: "free disk space or choose another output folder",
+    errno.EDQUOT: "free space within your disk quota or choose another output folder",
+    errno.EFBIG: "choose an output folder on a file system that allows larger files",
+    errno.EROFS: "choose an output folder on a writable file system",
+    errno.EACCES: "check the file's permissions or choose another path",
+    errno.EPERM: "check the file's permissions or choose another path",
+    errno.EIO: "check the disk (an input/output error), then run again",
+    errno.EMFILE: "raise the open-file limit (ulimit -n) or use fewer files",
+    errno.ENFILE: "raise the system's open-file limit or use fewer files",
+    errno.ENOMEM: "free memory, or split the data (a sharded run: `executor:` with `score-shards`)",
+}
+
+
+def _environment_message(exc: BaseException, source: object | None) -> str | None:
+    """One line for an exception the machine raised (disk full, out of memory, too deep), or None."""
+    where = f" while working on {source}" if source is not None else ""
+    if isinstance(exc, MemoryError):
+        return (f"out of memory{where}; the input is larger than this machine can hold: free memory, or split "
+                "the data (a sharded run: `executor:` with `score-shards`)")
+    if isinstance(exc, RecursionError):
+        return f"the input is nested too deeply to read{where}; check that the file is what it should be"
+    if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_FIXES:
+        path = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror or exc}{path}{where}: {_ENVIRONMENT_FIXES[exc.errno]}"
+    return None
+
+
+def _fail(exc: BaseException, source: object | None = None) -> None:
+    """Exit 2 with one line for bad input and for what the machine refused (disk full, out of memory,
+    permissions); exit 1 with the traceback for anything else (a bug to report)."""
+    message = str(exc) if isinstance(exc, CalibrateError) else _environment_message(exc, source)
+    if message is not None:
+        typer.echo(f"error: {' '.join(message.split())}", err=True)
+        raise typer.Exit(2)
+    typer.echo("internal error (please report it with the traceback below):", err=True)
+    traceback.print_exception(exc, file=sys.stderr)
+    raise typer.Exit(1)

@@ -1,0 +1,139 @@
+"""The recipe-less commands for score lists: ``calibrate fit`` and ``calibrate evaluate``.
+
+In the spirit of ``bob bio metrics dev eval --far-value``: fit a calibration on all of one score
+file (genuine comparisons are left out of the fit and check the score direction), then judge it on
+another. ``calibrate fit dev && calibrate evaluate cal.json eval`` gives the same thresholds and
+counts as a recipe run with ``score-list`` ``train: dev``, ``test: eval`` and the same estimator.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .cli_app import _fail, app
+
+#: the targets when none are given (a recipe's default)
+DEFAULT_FPRS = (0.005, 0.0025, 0.001, 0.0005)
+
+_FORMAT_HELP = "auto, 4-column, 5-column or csv."
+_CLAIMED_HELP = "CSV: header of the claimed class."
+_REAL_HELP = "CSV: header of the probe's real class."
+_SCORE_HELP = "CSV: header of the score."
+_MISSING_HELP = "Marker of failed comparisons (e.g. -1): left out, counted."
+
+
+def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column: str | None,
+                  score_column: str | None, missing: float | None):
+    """(claimed, real, scores, failed) of a score list, failed comparisons (``missing``) left out."""
+    import numpy as np
+
+    from .scorefiles import DEFAULT_COLUMNS, read_comparisons
+
+    columns = None
+    if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
+        columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
+                   "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
+    rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing)
+    keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
+    claimed = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed[keep]].astype(str)
+    real = np.asarray(rows.real_labels, dtype=object)[rows.real[keep]].astype(str)
+    return claimed, real, rows.scores[keep], int((~keep).sum())
+
+
+def _targets(fpr: list[float] | None) -> tuple[float, ...]:
+    return tuple(fpr) if fpr else DEFAULT_FPRS
+
+
+@app.command("fit")
+def fit_command(
+        scores: Path = typer.Argument(..., help="Training comparisons, a score list (bob 4/5-column, or CSV with a header)."),
+        out: Path = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json."),
+        kind: str = typer.Option("similarity", "--kind", help="similarity (higher = more alike) or distance."),
+        estimator: str = typer.Option("auto", "--estimator", help="The estimator (see `calibrate plugins`)."),
+        fpr: Optional[List[float]] = typer.Option(None, "--fpr", help="A target FPR (repeat for several); "
+                                                  "default 0.005, 0.0025, 0.001, 0.0005."),
+        predict: bool = typer.Option(True, "--predict/--no-predict", help="Save the predicted FPR intervals."),
+        fmt: str = typer.Option("auto", "--format", help=_FORMAT_HELP),
+        claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help=_CLAIMED_HELP),
+        real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
+        score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
+        missing: Optional[float] = typer.Option(None, "--missing", help=_MISSING_HELP),
+        seed: int = typer.Option(0, "--seed", help="Seed of the predicted intervals' simulations.")) -> None:
+    """Fit thresholds on every comparison of one score file and save the calibration."""
+    import warnings
+
+    from .calibration import fit
+    from .sanity import check_direction
+
+    try:
+        claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
+        if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
+            genuine = claimed == real
+            check_direction(values[genuine], values[~genuine], kind, str(scores),
+                            f"give --kind {'distance' if kind == 'similarity' else 'similarity'}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=_targets(fpr),
+                      predict=predict, seed=seed)
+        cal.save(out)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc, scores)
+        return
+    for w in caught:
+        typer.echo(f"note: {' '.join(str(w.message).split())}", err=True)
+    genuine = int((claimed == real).sum())
+    extra = f", {failed} failed comparison(s) left out" if failed else ""
+    typer.echo(f"fitted {cal.label} on {values.size - genuine} impostor comparisons of {len(cal)} classes "
+               f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote {out}")
+
+
+@app.command("evaluate")
+def evaluate_command(
+        artifact: Path = typer.Argument(..., help="A saved calibration (calibration.json or `calibrate fit`'s file)."),
+        scores: Path = typer.Argument(..., help="Comparisons to judge it on, a score list."),
+        fpr: Optional[List[float]] = typer.Option(None, "--fpr", help="A target FPR (repeat); default: the "
+                                                  "calibration's own targets."),
+        estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
+        fmt: str = typer.Option("auto", "--format", help=_FORMAT_HELP),
+        claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help=_CLAIMED_HELP),
+        real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
+        score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
+        missing: Optional[float] = typer.Option(None, "--missing", help=_MISSING_HELP),
+        as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
+    """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
+    another score file; attempts claiming classes the calibration does not hold are left out and counted."""
+    from .api import load
+    from .assess import assess, known_classes
+
+    try:
+        cal = load(artifact, estimator)
+        claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
+        known = known_classes(cal, claimed)
+        targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
+        rows = assess(cal, claimed[known], real[known], values[known], targets)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc, scores)
+        return
+    unknown = int((~known).sum())
+    if as_json:
+        typer.echo(json.dumps({"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
+                               "failed_comparisons": failed, "targets": [r.as_dict() for r in rows]}))
+        return
+    if unknown:
+        typer.echo(f"note: {unknown} attempt(s) claim classes the calibration does not hold; left out", err=True)
+    if failed:
+        typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
+    typer.echo(f"{cal.label} on {scores}: accept if {cal.accept_if}")
+    typer.echo("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | predicted FPR")
+    for r in rows:
+        achieved = "n/a" if r.fpr is None else f"{100 * r.fpr:.3g}% ({100 * r.fpr_ci_low:.3g}-{100 * r.fpr_ci_high:.3g}%)"
+        ratio = "n/a" if r.ratio is None else f"{r.ratio:.2f}"
+        fnr = "n/a" if r.fnr is None else f"{100 * r.fnr:.3g}%"
+        predicted = ("-" if r.predicted_fpr_low is None
+                     else f"{100 * r.predicted_fpr_low:.3g}-{100 * r.predicted_fpr_high:.3g}%")
+        typer.echo(f"{100 * r.target_fpr:g}% | {achieved} | {ratio} | {r.false_accepts} / {r.impostor_attempts} | "
+                   f"{fnr} | {predicted}")

@@ -1,0 +1,90 @@
+"""`calibrate fit` + `calibrate evaluate` (issue 20, item 3): on an unseen bob 4-column dev/eval pair
+they agree with a recipe run on the same pair (same thresholds, same counts, same intervals)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from calibrate.cli import app
+
+from calibrate_test_helpers import write_recipe
+
+runner = CliRunner()
+
+
+def _bob_pair(folder: Path, seed: int) -> tuple[Path, Path]:
+    """A dev/eval pair of bob 4-column files: 25 subjects, 4 probes each plus 8 outsiders, a few -1."""
+    subjects = [f"s{k:02d}" for k in range(25)]
+    paths = []
+    for group, offset in (("dev", 0), ("eval", 1)):
+        rng = np.random.default_rng([seed, offset])
+        probes = [(s, f"{s}/{group}{n}") for s in subjects for n in range(4)]
+        probes += [(f"out{k}", f"out{k}/{group}") for k in range(8)]
+        lines = []
+        for real, label in probes:
+            for claimed in subjects:
+                score = rng.beta(6, 2) if claimed == real else rng.beta(2, 5)
+                lines.append(f"{claimed} {real} {label} {'-1' if rng.random() < 0.003 else f'{score:.5f}'}\n")
+        path = folder / f"scores-{group}"
+        path.write_text("".join(lines), encoding="ascii")
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+@pytest.mark.parametrize("estimator", ["auto", "class-interp"])
+def test_fit_and_evaluate_agree_with_a_recipe_run(tmp_path, estimator):
+    dev, ev = _bob_pair(tmp_path, seed=11)
+    targets = [0.05, 0.02, 0.01]
+    recipe = {"version": 1,
+              "data": {"plugin": "score-list", "train": str(dev), "test": str(ev), "kind": "similarity", "missing": -1},
+              "estimators": [{"plugin": estimator}], "evaluation": {"targets": targets},
+              "output": {"dir": str(tmp_path / "run"), "plots": False}}
+    ran = runner.invoke(app, ["run", str(write_recipe(tmp_path / "r.yaml", recipe)), "-q"])
+    assert ran.exit_code == 0, ran.output
+    fpr = [a for t in targets for a in ("--fpr", str(t))]
+    fitted = runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--estimator", estimator, "--out",
+                                 str(tmp_path / "cal.json"), *fpr])
+    assert fitted.exit_code == 0, fitted.output
+    assert "genuine comparison(s) left out of the fit" in fitted.stdout
+    judged = runner.invoke(app, ["evaluate", str(tmp_path / "cal.json"), str(ev), "--missing", "-1", "--json"])
+    assert judged.exit_code == 0, judged.output
+    got = json.loads(judged.stdout)["targets"]
+    want = json.loads((tmp_path / "run" / "results.json").read_text())["estimators"][estimator]["targets"]
+    for g, w in zip(got, want, strict=True):
+        assert (g["target_fpr"], g["false_accepts"], g["impostor_attempts"]) == \
+            (w["target_fpr"], w["false_accepts"], w["impostor_attempts"])
+        assert g["fnr"] == pytest.approx(w["fnr"], abs=1e-12)
+        assert g["fpr_ci_low"] == pytest.approx(w["fpr_ci_low"], rel=1e-9)
+        for key in ("predicted_fpr_low", "predicted_fpr_high"):
+            assert g[key] == pytest.approx(w[key], rel=1e-6), key
+    for t in targets:  # the same thresholds, read back through `calibrate threshold`
+        a = runner.invoke(app, ["threshold", str(tmp_path / "cal.json"), "--class", "s03", "--fpr", str(t), "--json"])
+        b = runner.invoke(app, ["threshold", str(tmp_path / "run" / "calibration.json"), "--class", "s03",
+                                "--fpr", str(t), "--json"])
+        assert json.loads(a.stdout)["score_threshold"] == pytest.approx(json.loads(b.stdout)["score_threshold"], rel=1e-12)
+
+
+def test_evaluate_leaves_out_unknown_classes_and_says_so(tmp_path):
+    dev, ev = _bob_pair(tmp_path, seed=12)
+    assert runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--estimator", "class-interp", "--no-predict",
+                               "--out", str(tmp_path / "cal.json")]).exit_code == 0
+    with ev.open("a") as f:
+        f.write("stranger s01 s01/x 0.5\nstranger s02 s02/y 0.7\n")
+    result = runner.invoke(app, ["evaluate", str(tmp_path / "cal.json"), str(ev), "--missing", "-1"])
+    assert result.exit_code == 0, result.output
+    assert "2 attempt(s) claim classes the calibration does not hold" in result.stderr
+    assert "0.5% |" in result.stdout  # the calibration's own targets
+
+
+def test_fit_refuses_a_reversed_file(tmp_path):
+    dev, _ = _bob_pair(tmp_path, seed=13)
+    result = runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--kind", "distance", "--out", str(tmp_path / "c.json")])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {dev}: the ") and "give --kind similarity" in line
+    assert not (tmp_path / "c.json").exists()
