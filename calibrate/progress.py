@@ -58,6 +58,15 @@ def _number(x: float) -> str:
     return f"{int(x)}" if float(x).is_integer() else f"{x:.1f}"
 
 
+def singular(unit: str) -> str:
+    """``classes`` -> ``class``, ``galleries`` -> ``gallery``, ``items`` -> ``item``; other words as given."""
+    if unit.endswith("ies") and len(unit) > 3:
+        return unit[:-3] + "y"
+    if unit.endswith(("sses", "shes", "ches", "xes")):
+        return unit[:-2]
+    return unit[:-1] if unit.endswith("s") and not unit.endswith("ss") and len(unit) > 1 else unit
+
+
 def format_rate(done: float, elapsed: float, unit: str) -> str:
     """``12.3 classes/s`` (or ``2.5 s/class`` when slower than one per second)."""
     unit = unit or "items"
@@ -66,7 +75,7 @@ def format_rate(done: float, elapsed: float, unit: str) -> str:
     rate = done / elapsed
     if rate >= 1:
         return f"{rate:.3g} {unit}/s" if rate < 1000 else f"{rate:,.0f} {unit}/s"
-    single = unit[:-1] if unit.endswith("s") and len(unit) > 1 else unit
+    single = singular(unit)
     return f"{1 / rate:.3g} s/{single}"
 
 

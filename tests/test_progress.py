@@ -295,3 +295,18 @@ def test_cli_quiet_prints_no_progress(tmp_path):
                    env={"CALIBRATE_PROGRESS_INTERVAL": "0"})
     assert proc.returncode == 0, proc.stderr
     assert not _progress_lines(proc.stderr), proc.stderr
+
+
+def test_slow_rates_name_one_item_in_proper_english():
+    from calibrate.progress import format_rate
+
+    assert format_rate(1, 10, "galleries") == "10 s/gallery"
+    assert format_rate(1, 10, "classes") == "10 s/class"
+    assert format_rate(1, 10, "shards") == "10 s/shard"
+
+
+def test_expected_counts_read_as_counts():
+    from calibrate.formatting import format_count
+
+    assert [format_count(x) for x in (199.0, 39800.0, 19.9, 3.96, 0.04, None)] == \
+        ["199", "39,800", "19.9", "3.96", "0.04", "n/a"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
-from calibrate.formatting import format_pct
+from calibrate.formatting import format_count, format_pct
 from calibrate.stats import clopper_pearson, tie_message, tied_floor  # noqa: F401 (clopper_pearson re-exported)
 from calibrate.types import EvaluationResult, TargetResult
 
@@ -188,7 +188,7 @@ def note_training_support(folds: tuple[Fold, ...] | list[Fold], targets: tuple[f
     thin = [t for t in targets if t * n < SUPPORT_WARNING]
     if not thin:
         return
-    listed = ", ".join(f"{100 * t:.3g}% ({t * n:.1f})" for t in sorted(thin, reverse=True))
+    listed = ", ".join(f"{100 * t:.3g}% ({format_count(t * n)})" for t in sorted(thin, reverse=True))
     context.note(f"{n} training impostor distances: at target(s) {listed} fewer than {SUPPORT_WARNING:.0f} of them "
                  "would lie below an on-target threshold, so every estimator extrapolates there and the achieved "
                  "rate can stray far from the target by chance; read the class-bootstrap interval in the report, "
@@ -317,7 +317,7 @@ def uncertainty_section(results: dict[str, list[TargetResult]]) -> str:
             boot = f"[{e.get('ratio_boot_low', nan):.2f}, {e.get('ratio_boot_high', nan):.2f}]"
             pairs = f" ({e['false_accept_pairs']})" if "false_accept_pairs" in e else ""
             lines.append(f"| {l} | {100 * r.target_fpr:.3g}% | {ci} | {boot} | {r.false_accepts} / {r.impostor_attempts}"
-                         f"{pairs} | {e.get('training_support', nan):.1f} | "
+                         f"{pairs} | {format_count(e.get('training_support'))} | "
                          f"{100 * e.get('share_classes_over_2x', nan):.1f}% | "
                          f"{100 * e.get('share_classes_over_10x', nan):.1f}% | {format_pct(r.fnr)} |")
     lines.append("")
