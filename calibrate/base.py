@@ -230,6 +230,9 @@ class Dataset(Component, ABC):
     produces: str | None = None
     #: the distance plugin a recipe without ``distance:`` uses for this dataset's patterns
     default_distance: str | None = None
+    #: True when ``load`` returns shards read on the workers (:class:`calibrate.partitioned.ShardedScores`):
+    #: the transform is then fitted per shard, so a recipe must fix whatever it would fit to the data
+    sharded: bool = False
 
     def output_kind(self) -> str | None:
         return None
@@ -318,6 +321,12 @@ class Transform(Component, ABC):
         """Raw scores whose transformed value is each distance (the inverse of ``_apply``), or None
         when the transform has no inverse (thresholds are then given in distance units only)."""
         return None
+
+    def depends_on_data(self) -> bool:
+        """Whether ``_fit`` learns anything from the training data with these parameters (default: when
+        the class overrides ``_fit``). A sharded run, which fits the transform shard by shard, refuses a
+        transform that does, at validation."""
+        return type(self)._fit is not Transform._fit
 
     def out_of_range(self, values: np.ndarray, kind: str) -> int:
         """How many raw ``values`` lie beyond what ``_fit`` saw, where the transform clips them (so that

@@ -299,6 +299,15 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         default_transforms = {k: _component(registry, "transforms", {"plugin": name}, "transform", source, base_dir)
                               for k, name in DEFAULT_TRANSFORMS.items()}
         transform = default_transforms[kind] if kind is not None else None
+    if getattr(dataset, "sharded", False) and transform is not None:
+        built = transform.build()
+        if getattr(built, "depends_on_data", lambda: False)():
+            fix = ("give its parameters, e.g. `transform: {plugin: similarity-to-distance, upper: 1.0}` (the largest "
+                   "score the matcher can give)" if kind == "similarity" else "give its parameters in the recipe")
+            raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and transform {transform.info.name!r} "
+                              f"{'(the default for similarity scores) ' if not raw.get('transform') else ''}would be "
+                              f"fitted to each shard's data separately, giving each shard another transform; {fix}",
+                              source=source, where="transform")
     accepts = getattr(transform.info.factory, "accepts", ("distance", "similarity")) if transform else ()
     if transform is not None and kind is not None and kind not in accepts:
         fix = ("add `transform: {plugin: similarity-to-distance}` (higher scores must become smaller distances)"

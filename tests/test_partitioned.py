@@ -174,7 +174,11 @@ def test_a_class_in_two_shards_is_refused(tmp_path):
 def test_a_transform_fitted_per_shard_is_refused_with_the_fix(tmp_path):
     folder = make_shards(tmp_path / "shards", shards=2, classes=5)
     data = {"plugin": "score-shards", "path": str(folder), "kind": "similarity"}
-    _fails(tmp_path, data, r"fit depends on the data.*upper")
+    _fails(tmp_path, data, r"fitted to each shard's data separately.*upper: 1.0")
+    # the recipe alone says so: `calibrate validate` refuses it as `run` does
+    (tmp_path / "default.yaml").write_text(yaml.safe_dump({"version": 1, "data": data}), encoding="utf-8")
+    with pytest.raises(CalibrateError, match=r"similarity-to-distance.*\(the default for similarity scores\)"):
+        calibrate.validate(tmp_path / "default.yaml")
     recipe_ok = {"version": 1, "data": data, "transform": {"plugin": "similarity-to-distance", "upper": 100.0},
                  "estimators": [{"plugin": "generic-interp"}], "evaluation": {"targets": [0.01]},
                  "output": {"dir": str(tmp_path / "upper"), "plots": False}}

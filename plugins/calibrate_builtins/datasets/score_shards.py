@@ -138,6 +138,7 @@ class ScoreShards(Dataset):
     """
 
     produces = "scores"
+    sharded = True
 
     def __init__(self, *, path: Path | None = None, train: Path | None = None, test: Path | None = None,
                  format: Literal["auto", "parquet", "4-column", "5-column", "csv"] = "auto",

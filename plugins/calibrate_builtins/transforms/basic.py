@@ -66,6 +66,9 @@ class SimilarityToDistance(Transform):
                             "the matcher can give (e.g. 1 for cosine similarity), or leave it out to use the largest "
                             "training score")
 
+    def depends_on_data(self) -> bool:
+        return self.upper is None  # the largest training score; with `upper:` the map is fixed
+
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
         if kind != "similarity":
             raise DataError("transform similarity-to-distance: the data are already distances; use `transform: {plugin: identity}`")
