@@ -12,7 +12,7 @@ import typer
 
 from .errors import CalibrateError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Verification thresholds at a low target false positive rate.")
 
 
