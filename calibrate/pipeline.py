@@ -64,6 +64,15 @@ def _run(recipe: Recipe, context: RunContext) -> RunResult:
         raise
 
 
+def same_comparisons(train: DistanceMatrix, test: DistanceMatrix) -> bool:
+    """Whether the evaluation matrix holds exactly the training one's comparisons (the same file twice)."""
+    if train.values.shape != test.values.shape or not np.array_equal(train.valid, test.valid):
+        return False
+    return (np.array_equal(train.probe_classes, test.probe_classes)
+            and np.array_equal(train.gallery_classes, test.gallery_classes)
+            and np.array_equal(np.where(train.valid, train.values, 0.0), np.where(test.valid, test.values, 0.0)))
+
+
 def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext) -> None:
     """Refuse scores whose genuine comparisons sit on the reject side (calibrate.sanity), from the
     genuine scores of both files against the training impostors; note scores that barely separate."""
@@ -106,6 +115,11 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         if hint:
             context.note(hint)
         check_score_direction(data, recipe, context)
+        if same_comparisons(data.train, data.test):
+            context.note("the evaluation comparisons are the training ones (train and test give the same scores): every "
+                         "achieved FPR below is in-sample and says nothing of unseen impostors. To fit on all of the "
+                         "data, use `calibrate fit SCORES --out cal.json`, then `calibrate evaluate cal.json OTHER` "
+                         "on comparisons it has not seen")
         raw_folds = [("score split", data.train, data.test)]
     else:
         raise DataError(f"dataset {recipe.data.info.name!r} returned {type(data).__name__}; expected PatternSet or ScoreSplit")

@@ -91,3 +91,15 @@ def test_an_estimator_that_misses_by_a_wide_margin_gets_a_loud_note():
     assert "strict misses" in notes[1] and "stricter" in notes[1]
     assert "**loose**" in section and "**good**" not in section
     assert off_band({"good": results["good"]}) == ([], None)
+
+
+def test_evaluating_on_the_training_file_is_called_in_sample(tmp_path):
+    csv = write_scores(tmp_path / "s.csv", *make_scores())
+    same = score_recipe(None, tmp_path / "out", train=str(csv), test=str(csv))
+    del same["data"]["path"]
+    result = runner.invoke(app, ["run", str(write_recipe(tmp_path / "same.yaml", same)), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "in-sample" in result.stderr and "calibrate fit" in result.stderr
+    split = score_recipe(csv, tmp_path / "out2")  # one file split into fit and evaluation rows: not in-sample
+    result = runner.invoke(app, ["run", str(write_recipe(tmp_path / "split.yaml", split)), "-q"])
+    assert result.exit_code == 0 and "in-sample" not in result.stderr
