@@ -1,0 +1,119 @@
+"""A whole ``calibrate run`` on a large score matrix against what its data need (issue 22).
+
+    .venv/bin/python benchmarks/bench_whole_run.py [--probes 5701] [--gallery 1680] [--seed 0]
+                                                   [--rounds 1] [--recipe-extra '{"evaluation": {"prediction": false}}']
+
+The default shape is the unseen real face matcher's: 5,701 probes x 1,680 enrolled classes, a
+similarity CSV of about 77 MB (6 decimals), generated here with a fixed seed (genuine scores
+beta(6, 2); impostor scores beta(2, 5) shifted per class and per probe, so that classes differ).
+
+One run measures, interleaved ``rounds`` times, medians printed (load average printed):
+
+* **run**: ``calibrate run -q RECIPE --out DIR`` with a data-only recipe (the defaults: estimator
+  auto, predicted intervals, the fpr evaluator with its pictures), the installed console script in a
+  subprocess, wall clock from spawn to exit; its stage timings (results.json ``timings``) beside.
+* **read limit**: ``pyarrow.csv.read_csv`` of the same file, ``to_numpy`` of every score column into
+  one float64 matrix, and ``np.sort`` of every column: what any threshold needs at least.
+
+The figure is run / read limit (issue 22 asks for <= 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+CALIBRATE = Path(sys.executable).with_name("calibrate")
+
+
+def write_matrix(path: Path, probes: int, gallery: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    names = np.array([f"id{j:05d}" for j in range(gallery)])
+    owner = rng.integers(0, gallery, probes)  # each probe's real class
+    shift = rng.normal(0.0, 0.04, gallery)[None, :] + rng.normal(0.0, 0.03, probes)[:, None]
+    values = np.clip(rng.beta(2.0, 5.0, (probes, gallery)) + shift, 0.0, 1.0)
+    values[np.arange(probes), owner] = rng.beta(6.0, 2.0, probes)
+    with path.open("w", encoding="ascii") as f:
+        f.write("probe," + ",".join(names) + "\n")
+        for start in range(0, probes, 500):
+            block = values[start:start + 500]
+            text = np.char.mod("%.6f", block)
+            for i, row in enumerate(text):
+                f.write(names[owner[start + i]] + "," + ",".join(row) + "\n")
+
+
+def read_limit(path: Path) -> dict[str, float]:
+    import pyarrow.csv as pacsv
+
+    t0 = time.perf_counter()
+    table = pacsv.read_csv(path)
+    t1 = time.perf_counter()
+    matrix = np.column_stack([table.column(k).to_numpy() for k in range(1, table.num_columns)]).astype(np.float64)
+    t2 = time.perf_counter()
+    np.sort(matrix, axis=0)
+    t3 = time.perf_counter()
+    return {"read": t1 - t0, "to_numpy": t2 - t1, "sort": t3 - t2, "total": t3 - t0}
+
+
+def run_once(recipe: Path, out: Path) -> tuple[float, dict]:
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    done = subprocess.run([str(CALIBRATE), "run", "-q", str(recipe), "--out", str(out)], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"calibrate run failed ({done.returncode}):\n{done.stderr}")
+    timings = json.loads((out / "results.json").read_text())["timings"]["seconds"]
+    return wall, timings
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--probes", type=int, default=5701)
+    ap.add_argument("--gallery", type=int, default=1680)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--recipe-extra", default="{}", help="JSON merged into the recipe's top level")
+    args = ap.parse_args()
+    import yaml
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        matrix = tmp / "matrix.csv"
+        t0 = time.perf_counter()
+        write_matrix(matrix, args.probes, args.gallery, args.seed)
+        print(f"generated {args.probes} x {args.gallery} ({matrix.stat().st_size / 1e6:.1f} MB) in "
+              f"{time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.2f}")
+        recipe = {"version": 1, "data": {"plugin": "score-matrix", "path": str(matrix), "kind": "similarity"},
+                  **json.loads(args.recipe_extra)}
+        recipe_path = tmp / "recipe.yaml"
+        recipe_path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+        runs, limits, timings = [], [], None
+        for _ in range(args.rounds):
+            limits.append(read_limit(matrix))
+            wall, timings = run_once(recipe_path, tmp / "out")
+            runs.append(wall)
+        run_s = float(np.median(runs))
+        limit = {k: float(np.median([d[k] for d in limits])) for k in limits[0]}
+        print(f"read limit: {limit['total']:.2f} s (pyarrow read {limit['read']:.2f} s, to_numpy {limit['to_numpy']:.2f} s, "
+              f"sort every column {limit['sort']:.2f} s)")
+        print(f"calibrate run (defaults): {run_s:.2f} s = {run_s / limit['total']:.2f} x the read limit")
+        print("stage timings of the run (results.json):")
+        for stage, seconds in timings.items():
+            print(f"  {stage:<44s} {seconds:8.2f} s  ({100 * seconds / run_s:4.1f}%)")
+        rest = run_s - sum(timings.values())
+        print(f"  {'(start-up, validation, outside the stages)':<44s} {rest:8.2f} s  ({100 * rest / run_s:4.1f}%)")
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
