@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from .base import Dataset, Distance, Estimator, Evaluator, Executor, Transform  # noqa: F401 (string annotations)
 
 hookspec = pluggy.HookspecMarker("calibrate")
-hookimpl = pluggy.HookimplMarker("calibrate")
+PROJECT = "calibrate"
+hookimpl = pluggy.HookimplMarker(PROJECT)
 
 C = TypeVar("C", contravariant=True)
 

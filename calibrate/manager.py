@@ -2,12 +2,14 @@
 
 Nothing here runs at import time; call :func:`build_registry` (or :func:`get_plugin_manager`)
 when components are needed. Set ``CALIBRATE_DISABLE_PLUGIN_AUTOLOAD=1`` to skip third-party
-entry points (the built-ins are still loaded).
+entry points (the built-ins are still loaded), or ``CALIBRATE_BLOCK_PLUGINS=a,b`` to skip the
+named ones only (an entry point's name or its distribution's; pluggy's ``set_blocked``, as tox does).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -23,6 +25,8 @@ from .registry import ComponentInfo, Registry
 ENTRY_POINT_GROUP = "calibrate"
 OWN_DISTRIBUTION = "calibrate-thresholds"
 DISABLE_ENV = "CALIBRATE_DISABLE_PLUGIN_AUTOLOAD"
+BLOCK_ENV = "CALIBRATE_BLOCK_PLUGINS"
+HOOK_PREFIX = "calibrate_register_"
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,19 @@ class PluginOrigin:
 
 def _autoload_disabled() -> bool:
     return os.environ.get(DISABLE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _blocked() -> set[str]:
+    """The plugins ``CALIBRATE_BLOCK_PLUGINS`` names (comma-separated entry-point or distribution names)."""
+    return {name.strip() for name in os.environ.get(BLOCK_ENV, "").split(",") if name.strip()}
+
+
+def unmarked_hooks(plugin: object) -> list[str]:
+    """Functions of ``plugin`` named like a hook (``calibrate_register_*``) but not marked ``@hookimpl``:
+    pluggy ignores them, so they would register nothing, silently."""
+    marker = f"{hookspecs.PROJECT}_impl"
+    return sorted(name for name in dir(plugin) if name.startswith(HOOK_PREFIX)
+                  and callable(getattr(plugin, name, None)) and not hasattr(getattr(plugin, name), marker))
 
 
 class PluginManager:
@@ -64,9 +81,16 @@ class PluginManager:
             raise PluginError("the built-in plugins are not registered: calibrate-thresholds is not installed "
                               "(run `pip install -e .` in the repository)")
         skip_third_party = _autoload_disabled()
+        blocked = _blocked()
         for ep in eps:
             is_own = ep.dist is not None and ep.dist.name == OWN_DISTRIBUTION
             if skip_third_party and not is_own:
+                continue
+            if blocked & {ep.name, ep.dist.name if ep.dist else ""}:
+                if is_own:
+                    raise PluginError(f"{BLOCK_ENV} names the built-in plugins ({ep.name}); calibrate cannot run "
+                                      "without them: block third-party plugins only")
+                self._pm.set_blocked(f"{ep.dist.name if ep.dist else 'unknown'}:{ep.name}")
                 continue
             try:
                 plugin = ep.load()
@@ -77,15 +101,25 @@ class PluginManager:
             name = ep.name if is_own else f"{ep.dist.name if ep.dist else 'unknown'}:{ep.name}"
             if self._pm.is_registered(plugin):
                 continue
+            self._warn_unmarked(plugin, name)
             self._pm.register(plugin, name=name)
             self.origins[name] = PluginOrigin(ep.dist.name if ep.dist else None, ep.dist.version if ep.dist else None)
 
     def register(self, plugin: object | ModuleType) -> str:
         """Register one more plugin object (not installed: no distribution); returns its name."""
         name = getattr(plugin, "__name__", None) or type(plugin).__name__
+        self._warn_unmarked(plugin, name)
         self._pm.register(plugin, name=name)
         self.origins[name] = PluginOrigin(None, None)
         return name
+
+    @staticmethod
+    def _warn_unmarked(plugin: object, name: str) -> None:
+        missing = unmarked_hooks(plugin)
+        if missing:
+            warnings.warn(f"plugin {name!r}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} named like a "
+                          "hook but not marked @hookimpl (from calibrate.hookspecs import hookimpl), so pluggy ignores "
+                          "it and it registers nothing", stacklevel=3)
 
     @property
     def plugin_names(self) -> list[str]:

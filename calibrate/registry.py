@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
 from dataclasses import dataclass, field
 
 from .errors import PluginError, RecipeError
@@ -12,6 +13,9 @@ from .params import ParamSpec, param_specs
 
 #: plural kind name -> singular (from the one table in :mod:`calibrate.kinds`)
 SINGULAR = {k.name: k.singular for k in BY_NAME.values()}
+#: a component's name: lower-case words of letters and digits joined by single hyphens (ncx2-grid)
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+MAX_NAME = 40
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,10 @@ class Registry:
     components: dict[str, dict[str, ComponentInfo]] = field(default_factory=lambda: {k: {} for k in NAMES})
 
     def add(self, info: ComponentInfo) -> None:
-        if not isinstance(info.name, str) or not info.name:
-            raise PluginError(f"plugin {info.plugin!r} registered a {SINGULAR[info.kind]} with an invalid name {info.name!r}")
+        if not isinstance(info.name, str) or len(info.name) > MAX_NAME or not NAME_PATTERN.fullmatch(info.name):
+            raise PluginError(f"plugin {info.plugin!r} registered a {SINGULAR[info.kind]} with the name {info.name!r}; "
+                              f"component names are lower-case words of letters and digits joined by hyphens, at most "
+                              f"{MAX_NAME} characters (e.g. 'adaptive-znorm'), as recipes spell them")
         base = BY_NAME[info.kind].base
         if not (inspect.isclass(info.factory) and issubclass(info.factory, base)):
             raise PluginError(f"plugin {info.plugin!r} registered {SINGULAR[info.kind]} {info.name!r} as "

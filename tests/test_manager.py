@@ -259,3 +259,42 @@ def test_a_component_without_a_constructor_has_no_parameters():
     info = registry.get("transforms", "halve")
     assert info.params == [] and param_specs(Halve) == []
     assert Halve().get_params() == {} and repr(Halve()) == "Halve()"
+
+
+# ---- names, unmarked hooks, blocking one plugin (issue 21, item 5) --------------------------------
+
+@pytest.mark.parametrize("name", ["Adaptive_ZNorm", "adaptive_znorm", "ZNORM", "-znorm", "znorm-", "z--norm", "z norm",
+                                  "x" * 41, "1znorm"])
+def test_component_names_follow_the_pattern(name):
+    with pytest.raises(PluginError, match="lower-case words of letters and digits joined by hyphens"):
+        build_registry(extra_plugins=(_estimator_plugin(name),))
+
+
+def test_a_good_name_is_accepted():
+    assert "adaptive-znorm2" in build_registry(extra_plugins=(_estimator_plugin("adaptive-znorm2"),)).names("estimators")
+
+
+def test_a_hook_function_without_hookimpl_is_warned_about():
+    plugin = types.ModuleType("plugin_unmarked")
+    exec(PLUGIN_SOURCE.format(cls="Unmarked", hook="calibrate_register_estimators", name="unmarked")
+         .replace("@hookimpl\n", ""), plugin.__dict__)  # noqa: S102 - test fixture code
+    with pytest.warns(UserWarning, match=r"plugin_unmarked.*calibrate_register_estimators.*not marked @hookimpl"):
+        registry = build_registry(extra_plugins=(plugin,))
+    assert "unmarked" not in registry.names("estimators")
+
+
+def test_one_plugin_can_be_blocked_by_name(site, monkeypatch):
+    from calibrate.manager import BLOCK_ENV
+
+    for dist, module, cls, name in (("thirdparty-a", "thirdparty_a", "A", "a-est"), ("thirdparty-b", "thirdparty_b", "B", "b-est")):
+        install_fake_distribution(site, dist, module, PLUGIN_SOURCE.format(cls=cls, hook="calibrate_register_estimators",
+                                                                           name=name))
+    monkeypatch.setenv(BLOCK_ENV, "thirdparty-a")  # by distribution
+    names = build_registry().names("estimators")
+    assert "a-est" not in names and "b-est" in names and "auto" in names
+    monkeypatch.setenv(BLOCK_ENV, " thirdparty_b ,")  # by entry-point name
+    names = build_registry().names("estimators")
+    assert "a-est" in names and "b-est" not in names
+    monkeypatch.setenv(BLOCK_ENV, "builtins")
+    with pytest.raises(PluginError, match="built-in plugins"):
+        build_registry()
