@@ -16,8 +16,25 @@ modules in :data:`PUBLIC_MODULES` (docs/architecture.md; tests/test_import_graph
 from __future__ import annotations
 
 from .version import __version__
-from .api import load, load_calibration, run, validate
-from .calibration import Calibration, fit
+
+#: the entry points, imported on first use (PEP 562) so that ``import calibrate.hookspecs`` or any
+#: other public module (what a plugin or a worker imports) costs neither the pipeline nor numpy
+_LAZY = {"load": "api", "load_calibration": "api", "run": "api", "validate": "api",
+         "Calibration": "calibration", "fit": "calibration"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value  # once resolved, an ordinary attribute
+        return value
+    raise AttributeError(f"module 'calibrate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 #: The core's API for plugins: the only modules of calibrate a plugin (built-in or third-party) may
 #: import; a listed package includes its submodules. Everything else (api, calibration, pipeline,

@@ -39,3 +39,18 @@ def test_cli_plugins_and_validate_import_none_of_them_either():
             "    except SystemExit as exc:\n"
             "        assert exc.code in (0, None), exc.code\n")
     assert _loaded_after(code) == []
+
+
+def test_the_package_and_its_hook_specifications_import_nothing_heavy():
+    """What every plugin imports first: no pipeline, no numpy, no scipy (issue 21, item 6); the entry
+    points (calibrate.fit, calibrate.load, ...) are imported on first use."""
+    for code in ("import calibrate.hookspecs", "import calibrate", "from calibrate.hookspecs import hookimpl"):
+        probe = (f"{code}\nimport json, sys\n"
+                 "print(json.dumps([m for m in ('numpy', 'scipy', 'calibrate.pipeline', 'calibrate.api') "
+                 "if m in sys.modules]))")
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout.strip().splitlines()[-1]) == [], code
+    proc = subprocess.run([sys.executable, "-c", "import calibrate; print(calibrate.fit.__module__, "
+                           "calibrate.load.__module__, 'fit' in dir(calibrate))"], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["calibrate.calibration", "calibrate.api", "True"], proc.stderr
