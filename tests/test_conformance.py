@@ -309,7 +309,6 @@ class StrictLess(Evaluator):
     ("estimator", DipAcrossCallsEstimator, "check_estimator_monotone_dense"),
     ("estimator", LeakyEstimator, "check_estimator_no_shared_state"),
     ("estimator", PositionalEstimator, "check_signature"),
-    ("estimator", PositionalEstimator, "check_init_stores_params"),
     ("distance", HalfDistance, "check_distance_symmetric"),
     ("distance", HalfDistance, "check_distance_self_zero"),
     ("transform", Wiggle, "check_transform_monotone"),
@@ -340,12 +339,36 @@ def test_dense_monotone_check_tolerates_rounding_only():
     assert _first_fall(np.zeros(3)) is None
 
 
-def test_kit_passes_on_sound_component_and_honours_skips(tmp_path):
-    outcome = check_component("estimator", _interp.ClassInterp, tmp_path=tmp_path,
-                              skip={"check_model_parameters": "not relevant here"})
-    assert outcome["check_model_parameters"] == "skipped: not relevant here"
-    assert all(v == "passed" for k, v in outcome.items() if k != "check_model_parameters")
+def test_kit_passes_on_sound_component_and_skips_are_strict_expected_failures(tmp_path):
+    outcome = check_component("estimator", _interp.ClassInterp, tmp_path=tmp_path)
+    assert all(v == "passed" for v in outcome.values()), outcome
     assert set(outcome) == {f.__name__ for f in kit.checks_for("estimators")}
+    # a check listed in skip= that passes is reported: the entry must go once the component is fixed
+    with pytest.raises(AssertionError, match=r"check_model_parameters: AssertionError: passes, but skip= lists it"):
+        check_component("estimator", _interp.ClassInterp, tmp_path=tmp_path / "again",
+                        skip={"check_model_parameters": "not relevant here"})
+
+
+def test_a_known_failure_listed_in_skip_is_an_expected_failure(tmp_path):
+    with pytest.raises(AssertionError) as unlisted:
+        check_component("distance", HalfDistance, tmp_path=tmp_path / "a")
+    assert "check_distance_self_zero" in str(unlisted.value)
+    with pytest.raises(AssertionError) as listed:  # HalfDistance fails other checks too (asymmetric, NaN-blind)
+        check_component("distance", HalfDistance, tmp_path=tmp_path / "b",
+                        skip={"check_distance_self_zero": "d(A, A) is not 0 by design"})
+    assert "check_distance_self_zero" not in str(listed.value)
+
+
+def test_a_bad_signature_is_one_failure_not_one_per_check(tmp_path):
+    class Swallowing(_interp.ClassInterp):
+        """Swallows every keyword (the mistake the signature check is for)."""
+
+        def __init__(self, **kwargs):
+            super().__init__()
+
+    with pytest.raises(AssertionError) as err:
+        check_component("estimator", Swallowing, tmp_path=tmp_path)
+    assert "fails 1 conformance check(s)" in str(err.value) and "check_signature" in str(err.value)
 
 
 def test_nan_input_rejected_by_every_distance_even_when_the_plugin_ignores_it(tmp_path):

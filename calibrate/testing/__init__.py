@@ -32,7 +32,7 @@ from typing import Any
 
 from ..kinds import NAMES
 from . import datasets, distances, estimators, evaluators, executors, simulation, transforms
-from .common import GENERIC_CHECKS, CheckSkipped, ComponentCase, normalise_kind
+from .common import GENERIC_CHECKS, CheckSkipped, ComponentCase, check_signature, normalise_kind
 from .samples import SEED, TARGETS, make_evaluation_input, make_impostors, make_score_matrix, make_sets
 
 __all__ = ["CheckSkipped", "ComponentCase", "SEED", "TARGETS", "as_case", "check_component", "checks_for",
@@ -83,6 +83,18 @@ def as_case(component: Any, registry=None) -> ComponentCase:
     raise TypeError(f"cannot check {component!r}: give a ComponentCase, a (kind, name, params) tuple or a ComponentInfo")
 
 
+def _signature_fails(case: ComponentCase) -> bool:
+    """Whether the component's ``__init__`` fails :func:`check_signature`: every other check builds the
+    component from its parameters, so they would all fail with it (one report, not fourteen)."""
+    try:
+        check_signature(case, None)
+    except CheckSkipped:
+        return False
+    except Exception:  # noqa: BLE001 - any failure of the signature check
+        return True
+    return False
+
+
 class _PytestCheck:
     """A check as handed to the test function: ``check(component, tmp_path=None)``; a
     :class:`CheckSkipped` becomes ``pytest.skip``."""
@@ -95,6 +107,8 @@ class _PytestCheck:
     def __call__(self, component: ComponentCase, tmp_path: Path | None = None) -> None:
         import pytest
 
+        if self.function is not check_signature and _signature_fails(component):
+            pytest.skip(f"not run: {component.id} fails check_signature (reported there); fix that first")
         try:
             self.function(component, tmp_path)
         except CheckSkipped as exc:
@@ -107,7 +121,10 @@ class _PytestCheck:
 def parametrize_with_checks(components: Iterable[Any], *, registry=None):
     """A ``pytest.mark.parametrize`` over every (component, check) pair, with ids
     ``KIND:NAME-check_name``. The decorated test receives ``component`` and ``check`` and calls
-    ``check(component, tmp_path)``. Checks named in a case's ``skip`` are marked skipped."""
+    ``check(component, tmp_path)``. Checks named in a case's ``skip`` are strict expected failures
+    (``xfail(strict=True)``): once the component passes such a check, the test fails until the entry
+    is removed, so a fixed check is noticed. When ``check_signature`` fails, the other checks are
+    skipped, naming it."""
     import pytest
 
     cases = []
@@ -120,7 +137,8 @@ def parametrize_with_checks(components: Iterable[Any], *, registry=None):
     params = []
     for case in cases:
         for check in checks_for(case.kind):
-            marks = [pytest.mark.skip(reason=case.skip[check.__name__])] if check.__name__ in case.skip else []
+            marks = ([pytest.mark.xfail(strict=True, reason=f"listed in skip=: {case.skip[check.__name__]}")]
+                     if check.__name__ in case.skip else [])
             params.append(pytest.param(case, _PytestCheck(check), marks=marks, id=f"{case.id}-{check.__name__}"))
     return pytest.mark.parametrize(("component", "check"), params)
 
@@ -129,7 +147,11 @@ def check_component(kind: str, factory: type, params: Mapping[str, Any] | None =
                     make_params: Callable[[Path], Mapping[str, Any]] | None = None, skip: Mapping[str, str] | None = None,
                     options: Mapping[str, Any] | None = None, name: str | None = None,
                     tmp_path: Path | None = None) -> dict[str, str]:
-    """Run every check for one component; returns ``{check: "passed" | "skipped: why"}``.
+    """Run every check for one component; returns ``{check: "passed" | "skipped: why" | "expected failure: why"}``.
+
+    A check named in ``skip`` must fail (it is an expected failure, with the reason given); one that
+    passes is reported as a failure, so that the entry is removed once the component is fixed. When
+    ``check_signature`` fails, the other checks are not run ("not run: ...").
 
     Raises :class:`AssertionError` naming every failed check (the first failure is chained)."""
     case = ComponentCase(kind, factory, params or {}, name=name, make_params=make_params, skip=skip or {},
@@ -137,18 +159,27 @@ def check_component(kind: str, factory: type, params: Mapping[str, Any] | None =
     outcome: dict[str, str] = {}
     failures: list[tuple[str, BaseException]] = []
     for check in checks_for(case.kind):
-        if check.__name__ in case.skip:
-            outcome[check.__name__] = f"skipped: {case.skip[check.__name__]}"
+        name = check.__name__
+        if failures and failures[0][0] == check_signature.__name__:
+            outcome[name] = "not run: check_signature failed"
             continue
         try:
-            check(case, None if tmp_path is None else Path(tmp_path) / check.__name__)
+            check(case, None if tmp_path is None else Path(tmp_path) / name)
         except CheckSkipped as exc:
-            outcome[check.__name__] = f"skipped: {exc}"
+            outcome[name] = f"skipped: {exc}"
         except Exception as exc:  # noqa: BLE001 - collected and reported together
-            outcome[check.__name__] = f"failed: {type(exc).__name__}: {exc}"
-            failures.append((check.__name__, exc))
+            if name in case.skip:
+                outcome[name] = f"expected failure: {case.skip[name]}"
+            else:
+                outcome[name] = f"failed: {type(exc).__name__}: {exc}"
+                failures.append((name, exc))
         else:
-            outcome[check.__name__] = "passed"
+            if name in case.skip:
+                exc = AssertionError(f"passes, but skip= lists it ({case.skip[name]}): remove the entry")
+                outcome[name] = f"failed: {exc}"
+                failures.append((name, exc))
+            else:
+                outcome[name] = "passed"
     if failures:
         lines = [f"{case.id} fails {len(failures)} conformance check(s):"]
         for check_name, exc in failures:

@@ -47,8 +47,9 @@ class ComponentCase:
     :param name: the registered name (for test ids and messages).
     :param make_params: ``make_params(tmp_path) -> dict``: writes a small sample input under
         ``tmp_path`` and returns the parameters that load it (datasets need it; merged over ``params``).
-    :param skip: ``{check_name: reason}`` for checks that do not apply, e.g.
-        ``{"check_distance_self_zero": "d(A, A) is not 0 for this measure"}``.
+    :param skip: ``{check_name: reason}`` for checks this component is known to fail, e.g.
+        ``{"check_distance_self_zero": "d(A, A) is not 0 for this measure"}``: strict expected failures
+        (a listed check that passes is reported, so the entry goes once the component is fixed).
     :param options: data options: ``samples_per_set``/``n_features`` (distances),
         ``domain=(low, high)`` of raw scores (transforms; default ``(0, 1)``).
     """
