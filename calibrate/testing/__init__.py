@@ -183,7 +183,8 @@ def check_component(kind: str, factory: type, params: Mapping[str, Any] | None =
     if failures:
         lines = [f"{case.id} fails {len(failures)} conformance check(s):"]
         for check_name, exc in failures:
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            lines.append(f"  {check_name}: {type(exc).__name__}: {exc} [{Path(where.filename).name}:{where.lineno}]")
+            frames = traceback.extract_tb(exc.__traceback__)
+            where = f" [{Path(frames[-1].filename).name}:{frames[-1].lineno}]" if frames else ""
+            lines.append(f"  {check_name}: {type(exc).__name__}: {exc}{where}")
         raise AssertionError("\n".join(lines)) from failures[0][1]
     return outcome
