@@ -279,6 +279,25 @@ class Wiggle(Transform):
         return values + 0.3 * np.abs(np.sin(40 * values))
 
 
+class Forgetful(Transform):
+    """Learns the largest training score in _fit and has an inverse, but no fitted_state: its saved
+    calibration could not be loaded (the issue-21 reproduction)."""
+
+    accepts = ("similarity",)
+
+    def __init__(self):
+        self._top = None
+
+    def _fit(self, train):
+        self._top = float(train.values[train.valid].max())
+
+    def _apply(self, values, kind):
+        return np.maximum(self._top - values, 0.0)
+
+    def _inverse(self, distances, kind):
+        return self._top - np.asarray(distances, dtype=np.float64)
+
+
 class StrictLess(Evaluator):
     """Counts distance < threshold (the contract is <=) and reports a wrong ratio."""
 
@@ -309,6 +328,7 @@ class StrictLess(Evaluator):
     ("estimator", DipAcrossCallsEstimator, "check_estimator_monotone_dense"),
     ("estimator", LeakyEstimator, "check_estimator_no_shared_state"),
     ("estimator", PositionalEstimator, "check_signature"),
+    ("transform", Forgetful, "check_transform_state_round_trip"),
     ("distance", HalfDistance, "check_distance_symmetric"),
     ("distance", HalfDistance, "check_distance_self_zero"),
     ("transform", Wiggle, "check_transform_monotone"),

@@ -106,5 +106,39 @@ def check_transform_pure(case: ComponentCase, tmp_path: Path | None = None) -> N
         assert _close(fresh, before, rtol=1e-12), f"{case.id}: two fits on the same data give different outputs"
 
 
+def check_transform_state_round_trip(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """What ``_fit`` learned survives a saved calibration: ``fitted_state()`` is JSON, and a fresh
+    transform given it by ``set_fitted_state`` (never fitted) maps scores, and thresholds back to scores,
+    exactly as the fitted one (rtol 1e-12). A transform that learns in ``_fit`` without a
+    ``fitted_state`` fails here, not when a user loads its calibration.json."""
+    import json
+
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    for kind, fitted in _accepted_kinds(case, params).items():
+        state = fitted.fitted_state()
+        try:
+            saved = json.loads(json.dumps(state, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise AssertionError(f"{case.id}: fitted_state() {state!r} is not JSON ({exc}); return plain numbers, "
+                                 "strings, lists and dicts") from exc
+        restored = _build(case, params).set_fitted_state(saved)
+        assert isinstance(restored, Transform), f"{case.id}: set_fitted_state() must return the transform (self)"
+        test = make_score_matrix(SEED + 7, kind=kind, domain=_domain(case))
+        want = fitted.apply(test)
+        try:
+            got = restored.apply(test)
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"{case.id}: a transform restored from fitted_state() {saved!r} fails to apply "
+                                 f"({type(exc).__name__}: {exc}); fitted_state must return all that _fit learned") from exc
+        assert _close(got.values[got.valid], want.values[want.valid], rtol=1e-12), \
+            (f"{case.id}: a transform restored from fitted_state() {saved!r} maps {kind} scores otherwise than the "
+             "fitted one; fitted_state must return all that _fit learned (and set_fitted_state restore it)")
+        tau = np.quantile(want.values[want.valid], [0.01, 0.1, 0.5])
+        a, b = fitted.score_thresholds(tau, kind), restored.score_thresholds(tau, kind)
+        assert (a is None) == (b is None) and (a is None or _close(a, b, rtol=1e-12)), \
+            f"{case.id}: thresholds back in score units differ after fitted_state/set_fitted_state"
+
+
 CHECKS = (check_transform_output, check_transform_monotone, check_transform_ignores_invalid_entries,
-          check_transform_pure)
+          check_transform_pure, check_transform_state_round_trip)
