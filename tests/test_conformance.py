@@ -418,3 +418,32 @@ def test_every_check_is_documented():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text(encoding="utf-8")
     undocumented = [f.__name__ for kind in kit.KIND_CHECKS for f in kit.checks_for(kind) if f"`{f.__name__}`" not in doc]
     assert not undocumented, f"add these checks to the table in docs/plugins.md (Testing your plugin): {undocumented}"
+
+
+def test_bad_files_are_checked_for_a_path_given_as_a_plain_string(tmp_path):
+    """A dataset whose `path: str` reads a file with open(): the kit used to skip the bad-files check
+    (no Path annotation); now a missing file's FileNotFoundError is reported."""
+    from calibrate.base import Dataset, ScoreSplit
+    from calibrate.types import DistanceMatrix
+
+    class CsvByString(Dataset):
+        """Reads a matrix of distances with open(), unchecked."""
+
+        produces = "scores"
+
+        def __init__(self, *, path: str):
+            self.path = path
+
+        def _load(self, context):
+            rows = [line.split(",") for line in open(self.path, encoding="utf-8")]  # noqa: SIM115
+            values = np.array(rows, dtype=float)
+            m = DistanceMatrix(values, np.array([f"p{i}" for i in range(len(values))]),
+                               np.array([f"g{j}" for j in range(values.shape[1])]), kind="distance", source=self.path)
+            return ScoreSplit(m, m)
+
+    def sample(tmp):
+        (tmp / "m.csv").write_text("1,2\n3,4\n", encoding="utf-8")
+        return {"path": str(tmp / "m.csv")}
+
+    with pytest.raises(AssertionError, match=r"check_dataset_bad_files: AssertionError: .*path= a missing file raised"):
+        check_component("dataset", CsvByString, make_params=sample, tmp_path=tmp_path)

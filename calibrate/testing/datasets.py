@@ -70,10 +70,14 @@ def check_dataset_deterministic(case: ComponentCase, tmp_path: Path | None = Non
 
 
 def _path_params(case: ComponentCase, params) -> list[str]:
+    """Parameters that name files: annotated ``Path``, or (annotated ``str``) given a sample value that
+    names an existing file or folder."""
     out = []
     for p in param_specs(case.factory):
-        tp = p.annotation
-        if (tp is Path or Path in get_args(tp)) and params.get(p.name) is not None:
+        tp, value = p.annotation, params.get(p.name)
+        if value is None:
+            continue
+        if tp is Path or Path in get_args(tp) or (isinstance(value, (str, Path)) and str(value) and Path(value).exists()):
             out.append(p.name)
     return out
 
