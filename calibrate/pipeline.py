@@ -90,76 +90,22 @@ def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext)
 
 
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
+    """load -> (distances) -> transform -> estimators -> (prediction) -> evaluators -> outputs."""
     times = StageTimes()
     dataset = recipe.data.build()
     with times("load data"):
         data = dataset.load(context)
     if isinstance(data, ShardedScores):  # read, fitted and evaluated shard by shard on the workers
         return run_sharded(recipe, context, staged, data, times)
-    hint = None
-    if isinstance(data, PatternSet):
-        with times("distances"):
-            raw_folds = pattern_folds(data, recipe.protocol, recipe.distance.build() if recipe.distance else None,
-                                      context, source=recipe.source)
-    elif isinstance(data, ScoreSplit):
-        if recipe.distance is not None:
-            raise RecipeError(f"dataset {recipe.data.info.name!r} gives comparison scores, not patterns; remove `distance:`",
-                              source=recipe.source, where="distance")
-        if recipe.protocol.rotate:
-            raise RecipeError("`rotate:` applies to image-set datasets only", source=recipe.source, where="evaluation.rotate")
-        if data.missing:
-            per_file = ", ".join(f"{n} in {name}" for name, n in data.missing_by_file) or str(data.missing)
-            context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
-                         f"evaluation: {per_file}")
-        hint = repeated_score_hint(data.train, getattr(dataset, "missing", None))
-        if hint:
-            context.note(hint)
-        check_score_direction(data, recipe, context)
-        if same_comparisons(data.train, data.test):
-            context.note("the evaluation comparisons are the training ones (train and test give the same scores): every "
-                         "achieved FPR below is in-sample and says nothing of unseen impostors. To fit on all of the "
-                         "data, use `calibrate fit SCORES --out cal.json`, then `calibrate evaluate cal.json OTHER` "
-                         "on comparisons it has not seen")
-        raw_folds = [("score split", data.train, data.test)]
-    else:
-        raise DataError(f"dataset {recipe.data.info.name!r} returned {type(data).__name__}; expected PatternSet or ScoreSplit")
-
-    folds: list[Fold] = []
+    raw_folds, hint = _raw_folds(recipe, dataset, data, context, times)
     for note in recipe.defaults:
         context.note(note)
     said = recipe.default_note(raw_folds[0][1].kind)
     if said:
         context.note(said)
+    folds: list[Fold] = []
     for name, train, test in raw_folds:
-        with times("transform"):
-            # fitted on the training impostor comparisons only, as the estimators are (and calibrate.fit is)
-            transform = recipe.transform_for(train.kind).build().fit(train.impostors_only())
-            train_d, test_d = transform.apply(train), transform.apply(test)
-            impostors = ImpostorDistances.from_matrix(train_d)
-            test_d.check_distances("evaluation distances")
-        models: dict[str, FittedModel] = {}
-        tables, predictions = {}, {}
-        fitted = []
-        for spec in recipe.estimators:
-            estimator = spec.build()
-            started = time.perf_counter()
-            with times(f"fit {spec.label}"):
-                try:
-                    models[spec.label] = estimator.fit(impostors, context)
-                except DataError as exc:
-                    if hint:
-                        raise DataError(f"{exc}. {hint}") from None
-                    raise
-            fitted.append((spec, estimator, time.perf_counter() - started))
-        if recipe.prediction.enabled:
-            predict_stage(recipe, fitted, models, predictions, impostors, train_d, name, len(folds), context, times)
-        for spec, _, _ in fitted:
-            if spec.confidence is not None and spec.label not in predictions:
-                raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated galleries "
-                                "of the predicted interval, which could not be made (see the notes)")
-            tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
-        folds.append(Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions))
-
+        folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times))
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = []
     for spec in recipe.evaluators:
@@ -168,6 +114,70 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     results = _merge(evaluated)
     write_outputs(staged, recipe, folds, evaluated, results, context.notes, times)
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
+
+
+def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageTimes) -> tuple[list, str | None]:
+    """The (name, train, test) matrices of raw scores the run fits and evaluates, and the hint a
+    failed fit adds (repeated scores that look like an unmarked failure value), or None."""
+    if isinstance(data, PatternSet):
+        with times("distances"):
+            return pattern_folds(data, recipe.protocol, recipe.distance.build() if recipe.distance else None,
+                                 context, source=recipe.source), None
+    if not isinstance(data, ScoreSplit):
+        raise DataError(f"dataset {recipe.data.info.name!r} returned {type(data).__name__}; expected PatternSet or ScoreSplit")
+    if recipe.distance is not None:
+        raise RecipeError(f"dataset {recipe.data.info.name!r} gives comparison scores, not patterns; remove `distance:`",
+                          source=recipe.source, where="distance")
+    if recipe.protocol.rotate:
+        raise RecipeError("`rotate:` applies to image-set datasets only", source=recipe.source, where="evaluation.rotate")
+    if data.missing:
+        per_file = ", ".join(f"{n} in {name}" for name, n in data.missing_by_file) or str(data.missing)
+        context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
+                     f"evaluation: {per_file}")
+    hint = repeated_score_hint(data.train, getattr(dataset, "missing", None))
+    if hint:
+        context.note(hint)
+    check_score_direction(data, recipe, context)
+    if same_comparisons(data.train, data.test):
+        context.note("the evaluation comparisons are the training ones (train and test give the same scores): every "
+                     "achieved FPR below is in-sample and says nothing of unseen impostors. To fit on all of the "
+                     "data, use `calibrate fit SCORES --out cal.json`, then `calibrate evaluate cal.json OTHER` "
+                     "on comparisons it has not seen")
+    return [("score split", data.train, data.test)], hint
+
+
+def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMatrix, index: int, hint: str | None,
+              context: RunContext, times: StageTimes) -> Fold:
+    """One fold: the transform fitted on the training impostors, every estimator fitted, the predicted
+    intervals (when on), and each estimator's thresholds at the targets."""
+    with times("transform"):
+        # fitted on the training impostor comparisons only, as the estimators are (and calibrate.fit is)
+        transform = recipe.transform_for(train.kind).build().fit(train.impostors_only())
+        train_d, test_d = transform.apply(train), transform.apply(test)
+        impostors = ImpostorDistances.from_matrix(train_d)
+        test_d.check_distances("evaluation distances")
+    models: dict[str, FittedModel] = {}
+    tables, predictions = {}, {}
+    fitted = []
+    for spec in recipe.estimators:
+        estimator = spec.build()
+        started = time.perf_counter()
+        with times(f"fit {spec.label}"):
+            try:
+                models[spec.label] = estimator.fit(impostors, context)
+            except DataError as exc:
+                if hint:
+                    raise DataError(f"{exc}. {hint}") from None
+                raise
+        fitted.append((spec, estimator, time.perf_counter() - started))
+    if recipe.prediction.enabled:
+        predict_stage(recipe, fitted, models, predictions, impostors, train_d, name, index, context, times)
+    for spec, _, _ in fitted:
+        if spec.confidence is not None and spec.label not in predictions:
+            raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated galleries "
+                            "of the predicted interval, which could not be made (see the notes)")
+        tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
+    return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions)
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,
