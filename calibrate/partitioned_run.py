@@ -131,60 +131,14 @@ def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...]
 
 
 def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
-    """The partitioned run (called by the pipeline when the dataset returns :class:`ShardedScores`)."""
-    if recipe.distance is not None:
-        raise RecipeError("sharded scores are comparisons, not patterns; remove `distance:`", source=recipe.source,
-                          where="distance")
-    spec = recipe.transform_for(data.kind)
-    base = spec.build()
-    if type(base)._fit is not Transform._fit and type(base).fitted_state is Transform.fitted_state:
-        raise RecipeError(f"transform {spec.info.name!r} is fitted to the data but cannot hand its fitted state to the "
-                          "workers (no fitted_state); sharded runs need a transform that can", source=recipe.source,
-                          where="transform")
-    confident = [e.label for e in recipe.estimators if e.confidence is not None]
-    if confident:
-        raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated galleries, "
-                          "which sharded runs do not make yet; remove `confidence:` or run the scores in one piece",
-                          source=recipe.source, where="estimators")
-    if recipe.prediction.enabled:
-        context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
-                     "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
-                     "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
-                     "classes in one piece to see how far the thresholds can be trusted")
-    for note in recipe.defaults:
-        context.note(note)
-    said = recipe.default_note(data.kind)
-    if said:
-        context.note(said)
+    """The partitioned run (called by the pipeline when the dataset returns :class:`ShardedScores`):
+    survey the shards, reduce each estimator's pooled quantities, fit, write and evaluate per shard,
+    then sum the counts and write the run's files."""
+    spec, base = _sharded_transform(recipe, data, context)
     with times("survey shards"):
-        jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
-        # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
-        # the class counts of the shards before it; a shard's count does not depend on its offset
-        if getattr(data.dataset, "offsets_matter", True):
-            counts = context.map(_count_columns, jobs0, description=f"counting the classes of {len(jobs0)} shards",
-                                 unit="shards")
-            offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
-        else:
-            offsets = np.zeros(len(jobs0), dtype=int)
-        jobs0 = [ShardJob(data.dataset, shard, int(off), i, base) for i, (shard, off) in enumerate(zip(data.shards, offsets))]
-        survey = context.map(_survey, jobs0, description="fitting the transform per shard", unit="shards")
-    states = [s["state"] for s in survey]
-    first = json.dumps(states[0], sort_keys=True, default=str)
-    for i, state in enumerate(states):
-        if json.dumps(state, sort_keys=True, default=str) != first:
-            raise DataError(f"transform {spec.info.name!r} fitted to shard {data.shards[i][0]} gives {state}, but to "
-                            f"{data.shards[0][0]} {states[0]}: its fit depends on the data, which a sharded run cannot "
-                            "pool; give its parameters in the recipe (e.g. `transform: {plugin: similarity-to-distance, "
-                            "upper: 1.0}`) or use distances (`kind: distance`)")
-    hashes = np.concatenate([s["hashes"] for s in survey])
-    uniq, seen = np.unique(hashes, return_counts=True)
-    if (seen > 1).any():
-        dup = uniq[seen > 1][0]
-        where = [data.shards[i][0] for i, s in enumerate(survey) if dup in s["hashes"]]
-        raise DataError(f"a claimed class appears in more than one shard ({', '.join(where[:2])}); shards partition the "
-                        "enrolled classes: keep all comparisons of a class in one shard")
-    del hashes, uniq, seen
-    transform = spec.build().set_fitted_state(states[0]) if states[0] else base
+        survey, offsets = _survey_shards(data, base, context)
+    states = _one_transform_state(spec, data, survey)
+    transform = spec.build().set_fitted_state(states) if states else base
     jobs = [ShardJob(data.dataset, shard, int(off), i, transform)
             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     failed = sum(s["failed"] for s in survey)
@@ -218,26 +172,102 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
             for name, size, sha in getattr(fitter, "files", ()):
                 staged.adopt(name, size, sha)
         if recipe.save_calibration:
-            head = {"format": HEAD_FORMAT, "version": 1, "kind": data.kind, "classes": n_classes,
-                    "targets": list(recipe.targets), "parts": len(jobs),
-                    "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}
-                                   for label, (plugin, params, _) in fitters.items()},
-                    "transform": {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),
-                                  "state": transform.fitted_state()},
-                    "versions": versions(recipe)}
-            staged.write_text("calibration.json", json.dumps(head, indent=1) + "\n")
-    timings = {"seconds": {k: round(v, 4) for k, v in times.seconds.items()}, "total": round(times.total(), 4)}
-    preamble = (f"Recipe `{Path(recipe.source).name}`; {len(fitters)} estimator(s); {n_classes} enrolled classes in "
-                f"{len(jobs)} shards (a partitioned run: thresholds and models per shard in thresholds-partNNNNN.csv "
-                "and models-partNNNNN.csv; the evaluation counts are summed over the shards).")
+            staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs)))
     notes = list(context.notes)
+    _write_sharded_reports(staged, recipe, results, notes, times, len(fitters), len(jobs), n_classes, n_train)
+    staged.commit()
+    return RunResult(recipe.output_dir, results, (), tuple(notes), dict(times.seconds))
+
+
+def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Transform]:
+    """The recipe's transform for sharded scores (spec, unfitted instance), after refusing what a sharded run
+    cannot do (patterns, a transform without fitted_state, `confidence:`) and noting what it leaves out."""
+    if recipe.distance is not None:
+        raise RecipeError("sharded scores are comparisons, not patterns; remove `distance:`", source=recipe.source,
+                          where="distance")
+    spec = recipe.transform_for(data.kind)
+    base = spec.build()
+    if type(base)._fit is not Transform._fit and type(base).fitted_state is Transform.fitted_state:
+        raise RecipeError(f"transform {spec.info.name!r} is fitted to the data but cannot hand its fitted state to the "
+                          "workers (no fitted_state); sharded runs need a transform that can", source=recipe.source,
+                          where="transform")
+    confident = [e.label for e in recipe.estimators if e.confidence is not None]
+    if confident:
+        raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated galleries, "
+                          "which sharded runs do not make yet; remove `confidence:` or run the scores in one piece",
+                          source=recipe.source, where="estimators")
+    if recipe.prediction.enabled:
+        context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
+                     "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
+                     "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
+                     "classes in one piece to see how far the thresholds can be trusted")
+    for note in recipe.defaults:
+        context.note(note)
+    said = recipe.default_note(data.kind)
+    if said:
+        context.note(said)
+    return spec, base
+
+
+def _survey_shards(data: ShardedScores, base: Transform, context) -> tuple[list[dict], np.ndarray]:
+    """Each shard's survey (transform state, class hashes, counts, notes) and its column offset."""
+    jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
+    # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
+    # the class counts of the shards before it; a shard's count does not depend on its offset
+    if getattr(data.dataset, "offsets_matter", True):
+        counts = context.map(_count_columns, jobs0, description=f"counting the classes of {len(jobs0)} shards",
+                             unit="shards")
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+    else:
+        offsets = np.zeros(len(jobs0), dtype=int)
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base) for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+    return context.map(_survey, jobs0, description="fitting the transform per shard", unit="shards"), offsets
+
+
+def _one_transform_state(spec, data: ShardedScores, survey: list[dict]) -> dict:
+    """The transform's fitted state, the same on every shard, after checking that no class is in two shards."""
+    states = [s["state"] for s in survey]
+    first = json.dumps(states[0], sort_keys=True, default=str)
+    for i, state in enumerate(states):
+        if json.dumps(state, sort_keys=True, default=str) != first:
+            raise DataError(f"transform {spec.info.name!r} fitted to shard {data.shards[i][0]} gives {state}, but to "
+                            f"{data.shards[0][0]} {states[0]}: its fit depends on the data, which a sharded run cannot "
+                            "pool; give its parameters in the recipe (e.g. `transform: {plugin: similarity-to-distance, "
+                            "upper: 1.0}`) or use distances (`kind: distance`)")
+    hashes = np.concatenate([s["hashes"] for s in survey])
+    uniq, seen = np.unique(hashes, return_counts=True)
+    if (seen > 1).any():
+        dup = uniq[seen > 1][0]
+        where = [data.shards[i][0] for i, s in enumerate(survey) if dup in s["hashes"]]
+        raise DataError(f"a claimed class appears in more than one shard ({', '.join(where[:2])}); shards partition the "
+                        "enrolled classes: keep all comparisons of a class in one shard")
+    return states[0]
+
+
+def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict, n_classes: int, parts: int) -> str:
+    """The partitioned calibration's head (calibration.json), naming the parts the shards wrote."""
+    head = {"format": HEAD_FORMAT, "version": 1, "kind": data.kind, "classes": n_classes,
+            "targets": list(recipe.targets), "parts": parts,
+            "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}
+                           for label, (plugin, params, _) in fitters.items()},
+            "transform": {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),
+                          "state": transform.fitted_state()},
+            "versions": versions(recipe)}
+    return json.dumps(head, indent=1) + "\n"
+
+
+def _write_sharded_reports(staged, recipe, results, notes: list[str], times, n_estimators: int, n_shards: int,
+                           n_classes: int, n_train: int) -> None:
+    """report.md and results.json of a partitioned run (the evaluation counts summed over the shards)."""
+    timings = {"seconds": {k: round(v, 4) for k, v in times.seconds.items()}, "total": round(times.total(), 4)}
+    preamble = (f"Recipe `{Path(recipe.source).name}`; {n_estimators} estimator(s); {n_classes} enrolled classes in "
+                f"{n_shards} shards (a partitioned run: thresholds and models per shard in thresholds-partNNNNN.csv "
+                "and models-partNNNNN.csv; the evaluation counts are summed over the shards).")
     staged.write_text("report.md", report_md("Calibration report", results, [timings_md(timings)], notes, preamble))
     staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
                                                    {"notes": notes, "timings": timings,
-                                                    "partitions": {"shards": len(jobs), "classes": n_classes,
+                                                    "partitions": {"shards": n_shards, "classes": n_classes,
                                                                    "training_impostors": n_train}}))
-    staged.commit()
-    return RunResult(recipe.output_dir, results, (), tuple(notes), dict(times.seconds))
 
 
 def _count_columns(job: ShardJob) -> int:
