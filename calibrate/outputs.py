@@ -18,9 +18,15 @@ matches (:func:`read_manifest` checks that). The protocol, for one run into ``--
    folder again holds one run's complete result. Staging folders without a journal whose owner
    died are removed.
 
-Files the run did not write are never removed or replaced: the run only touches names that the
-current manifest (or an interrupted commit's journal) lists as written by calibrate, and its own
-new files. If the folder holds a file of the same name as an output that no manifest claims, the
+Files the run did not write are never removed or replaced: the run only touches plain names
+inside the output folder that the current manifest lists *and* whose size and SHA-256 still match
+the manifest's record (a file edited since, or a manifest entry added by hand, is the user's), and
+its own new files. Journals and manifests are untrusted input: an interrupted commit is finished
+only when its journal is whole and consistent (plain names; every new file staged as a regular file
+with the size and SHA-256 the journal's manifest records, or already in place; every file it
+replaces recorded with its own size and SHA-256 and removed only while it still matches). A journal
+or manifest that fails these checks is reported (exit 2, naming it) and left in place; nothing in
+the folder is changed. If the folder holds a file of the same name as an output that no manifest claims, the
 run refuses before computing anything (and again at commit), naming the file. The folder's own
 permissions are left as they are; a folder the run created is removed again if the run fails.
 Two runs into one folder commit one after the other under the lock: the folder ends with the
@@ -32,12 +38,14 @@ Locks need ``fcntl`` (Linux, macOS); elsewhere runs into one folder must not ove
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -65,6 +73,8 @@ except ImportError:  # pragma: no cover - not on the platforms CI runs
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".calibrate-staging-"
 JOURNAL = ".journal.json"
+#: a journal lists a run's file names and their records: far below this
+MAX_JOURNAL_BYTES = 64 << 20
 #: names every run may write; a file of one of these names that no manifest claims blocks a run
 CONTRACT_NAMES = ("thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", MANIFEST)
 
@@ -139,12 +149,39 @@ def _load_json(path: Path) -> Any:
         return None
 
 
-def _manifest_files(folder: Path) -> set[str]:
-    """Names the current manifest lists (files calibrate wrote there), or an empty set."""
+def _record_ok(entry: Any) -> bool:
+    """A manifest entry: {"bytes": a non-negative int, "sha256": 64 hex digits}."""
+    return (isinstance(entry, dict) and isinstance(entry.get("bytes"), int) and not isinstance(entry["bytes"], bool)
+            and entry["bytes"] >= 0 and isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64
+            and all(c in "0123456789abcdef" for c in entry["sha256"]))
+
+
+def _matches(path: Path, entry: Any) -> bool:
+    """Whether ``path`` is a regular file (not a link) with the size and SHA-256 ``entry`` records."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return (_record_ok(entry) and stat.S_ISREG(st.st_mode) and st.st_size == entry["bytes"]
+            and _sha256(path) == entry["sha256"])
+
+
+def _manifest_doc(folder: Path) -> dict | None:
     doc = _load_json(folder / MANIFEST)
     if isinstance(doc, dict) and doc.get("format") == "calibrate-output" and isinstance(doc.get("files"), dict):
-        return {name for name in doc["files"] if isinstance(name, str) and _plain_name(name)}
-    return set()
+        return doc
+    return None
+
+
+def _owned_records(folder: Path) -> dict[str, dict]:
+    """name -> {bytes, sha256} of the files the current manifest lists that still match it: the files
+    calibrate wrote there and nobody changed since (a listed file that differs is the user's)."""
+    doc = _manifest_doc(folder)
+    if doc is None:
+        return {}
+    return {name: entry for name, entry in doc["files"].items()
+            if isinstance(name, str) and _plain_name(name) and name not in (MANIFEST, JOURNAL)
+            and _matches(folder / name, entry)}
 
 
 def _legacy_files(folder: Path) -> set[str]:
@@ -159,31 +196,83 @@ def _legacy_files(folder: Path) -> set[str]:
 
 
 def _plain_name(name: str) -> bool:
-    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..") and not name.startswith(".")
+    return (isinstance(name, str) and 0 < len(name) <= 255 and "/" not in name and "\\" not in name
+            and "\0" not in name and name not in (".", "..") and not name.startswith("."))
+
+
+def _replaced_records(folder: Path) -> dict[str, dict]:
+    """The records a commit's journal keeps of the files it replaces: the manifest's own (files still as
+    written), or for outputs of a version before manifests their size and SHA-256 as they are now."""
+    if _manifest_doc(folder) is not None:
+        return _owned_records(folder)
+    out = {}
+    for name in _legacy_files(folder):
+        path = folder / name
+        if name != MANIFEST and not path.is_symlink() and path.is_file():
+            out[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    return out
 
 
 def owned_files(folder: Path) -> set[str]:
     """Files in ``folder`` that calibrate wrote and may therefore replace or remove."""
-    listed = _manifest_files(folder)
-    if listed:
-        return listed | {MANIFEST}
+    if _manifest_doc(folder) is not None:
+        return set(_owned_records(folder)) | {MANIFEST}
     return _legacy_files(folder)
 
 
+class JournalError(Exception):
+    """A journal that calibrate cannot have written (the message says why)."""
+
+
+def _checked_journal(folder: Path, staging: Path, journal: Any) -> tuple[list[str], dict[str, dict], dict]:
+    """(new files, replaced files with their records, manifest) of a journal, after checking everything
+    it names (see the module doc); raises JournalError otherwise. Reads only, changes nothing."""
+    if not isinstance(journal, dict) or set(journal) != {"files", "replaces", "manifest"}:
+        raise JournalError("it is not a journal of this calibrate (keys files, replaces, manifest)")
+    files, replaces, manifest = journal["files"], journal["replaces"], journal["manifest"]
+    if not (isinstance(files, list) and isinstance(replaces, dict) and isinstance(manifest, dict)
+            and manifest.get("format") == "calibrate-output" and isinstance(manifest.get("files"), dict)):
+        raise JournalError("its files, replaces or manifest entry has the wrong form")
+    records = manifest["files"]
+    if len(set(files)) != len(files) or set(files) != set(records):
+        raise JournalError("its files and its manifest list different names")
+    for name in list(files) + list(replaces):
+        if not _plain_name(name) or name in (MANIFEST, JOURNAL):
+            raise JournalError(f"it names {str(name)[:80]!r}, which is not a plain file name in the folder")
+    for name in files:
+        staged, final = staging / name, folder / name
+        if _matches(staged, records[name]):
+            if final.exists() or final.is_symlink():  # to be replaced: only a file this journal replaces
+                if not (name in replaces and _matches(final, replaces[name])):
+                    raise JournalError(f"it would replace {name}, which calibrate did not write (or which changed "
+                                       "since)")
+        elif not _matches(final, records[name]):  # neither staged nor already moved into place
+            raise JournalError(f"its new file {name} is neither staged nor in place with the recorded size and SHA-256")
+    for name, entry in replaces.items():
+        if not _record_ok(entry):
+            raise JournalError(f"its record of the replaced file {name} has the wrong form")
+        final = folder / name
+        if name not in files and (final.exists() or final.is_symlink()) and not _matches(final, entry):
+            raise JournalError(f"it would remove {name}, which is not the file it records (not calibrate's, or "
+                               "changed since)")
+    return files, replaces, manifest
+
+
 def _finish_commit(folder: Path, staging: Path, journal: dict) -> None:
-    """Steps 2b-2e of the protocol; idempotent, so an interrupted commit can be finished by anyone."""
+    """Steps 2b-2e of the protocol; idempotent, so an interrupted commit can be finished by anyone.
+    ``journal`` has passed :func:`_checked_journal`."""
+    files, replaces, manifest_doc = journal["files"], journal["replaces"], journal["manifest"]
     (folder / MANIFEST).unlink(missing_ok=True)
-    new = journal["files"]
-    for name in new:
+    for name in files:
         src = staging / name
-        if src.exists():
+        if _matches(src, manifest_doc["files"][name]):
             os.replace(src, folder / name)
-    for name in journal.get("replaces", []):
-        if name not in new and name != MANIFEST:
+    for name, entry in replaces.items():
+        if name not in files and _matches(folder / name, entry):  # still the file calibrate wrote
             (folder / name).unlink(missing_ok=True)
     # written afresh from the journal every time, so that a manifest cut short by a kill is never used
     manifest = staging / (MANIFEST + ".tmp")
-    _write_durably(manifest, json.dumps(journal["manifest"], indent=1) + "\n")
+    _write_durably(manifest, json.dumps(manifest_doc, indent=1) + "\n")
     os.replace(manifest, folder / MANIFEST)
     _fsync_dir(folder)
     shutil.rmtree(staging, ignore_errors=True)
@@ -192,18 +281,26 @@ def _finish_commit(folder: Path, staging: Path, journal: dict) -> None:
 def recover(folder: Path) -> None:
     """Finish commits that a killed run left half done; remove staging folders of dead runs.
 
-    Call with the folder lock held.
+    A journal that fails :func:`_checked_journal` is an :class:`OutputError` naming it (left in place,
+    nothing changed). Call with the folder lock held.
     """
     for staging in sorted(folder.glob(STAGING_PREFIX + "*")):
-        if not staging.is_dir() or not _is_abandoned(staging):
+        if staging.is_symlink() or not staging.is_dir() or not _is_abandoned(staging):
             continue
-        journal = _load_json(staging / JOURNAL)
-        if isinstance(journal, dict) and isinstance(journal.get("files"), list) and "manifest" in journal:
-            _finish_commit(folder, staging, journal)
-        else:
-            shutil.rmtree(staging, ignore_errors=True)
-
-
+        path = staging / JOURNAL
+        if not (path.exists() or path.is_symlink()):
+            shutil.rmtree(staging, ignore_errors=True)  # a dead run's staging, never committed
+            continue
+        try:
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_JOURNAL_BYTES:
+                raise JournalError("it is not a regular file of a journal's size")
+            checked = _checked_journal(folder, staging, _load_json(path))
+        except JournalError as exc:
+            raise OutputError(f"the output folder {str(folder)!r} holds an unfinished commit whose journal "
+                              f"{str(path)!r} calibrate cannot have written ({exc}); nothing was changed. If no "
+                              f"calibrate run of yours was killed there, remove {staging.name!r} (or choose "
+                              "another folder with --out), then run again") from None
+        _finish_commit(folder, staging, {"files": checked[0], "replaces": checked[1], "manifest": checked[2]})
 def read_manifest(folder: str | Path) -> dict[str, Any] | None:
     """The manifest of a complete result in ``folder``, or None when the folder holds none.
 
@@ -211,13 +308,11 @@ def read_manifest(folder: str | Path) -> dict[str, Any] | None:
     SHA-256 it records.
     """
     folder = Path(folder)
-    doc = _load_json(folder / MANIFEST)
-    if not (isinstance(doc, dict) and doc.get("format") == "calibrate-output" and isinstance(doc.get("files"), dict)):
+    doc = _manifest_doc(folder)
+    if doc is None:
         return None
     for name, entry in doc["files"].items():
-        path = folder / name
-        if not _plain_name(name) or not path.is_file() or path.stat().st_size != entry.get("bytes") \
-                or _sha256(path) != entry.get("sha256"):
+        if not _plain_name(name) or not _matches(folder / name, entry):
             return None
     return doc
 
@@ -269,11 +364,12 @@ class StagedOutput:
 
     def _check_conflicts(self, names) -> None:
         owned = owned_files(self.final)
-        foreign = sorted(n for n in names if n not in owned and (self.final / n).exists())
+        foreign = sorted(n for n in names if n not in owned and ((self.final / n).exists() or (self.final / n).is_symlink()))
         if foreign:
             raise OutputError(f"the output folder {str(self.final)!r} already holds {', '.join(foreign)}, which no "
-                              f"calibrate run wrote there (no {MANIFEST} lists them); calibrate never replaces files "
-                              "it did not write: move them away or choose another folder with --out")
+                              f"calibrate run wrote there (no {MANIFEST} lists them with their current size and "
+                              "SHA-256: new, or changed since); calibrate never replaces files it did not write: move "
+                              "them away or choose another folder with --out")
 
     def write_text(self, name: str, text: str) -> None:
         self.write_bytes(name, text.encode("utf-8"))
@@ -281,10 +377,13 @@ class StagedOutput:
     def write_bytes(self, name: str, data: bytes) -> None:
         if not _plain_name(name) or name in (MANIFEST, JOURNAL):
             raise ValueError(f"output file name {name!r} is not allowed (plain names only, not {MANIFEST})")
-        with open(self.dir / name, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(self.dir / name, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise self._write_error(exc) from None
         if name not in self._names:
             self._names.append(name)
 
@@ -307,15 +406,24 @@ class StagedOutput:
                 "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "calibrate": __version__, "files": files}
 
+    def _write_error(self, exc: OSError) -> OutputError:
+        fix = ("free disk space or choose another folder with --out" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+               else "choose another folder with --out")
+        return OutputError(f"cannot write the outputs into {str(self.final)!r} ({exc.strerror or exc}); nothing of "
+                           f"this run was kept and the folder is as it was: {fix}")
+
     def commit(self) -> Path:
         manifest = self._manifest()
         with _folder_lock(self.final):
             recover(self.final)
             self._check_conflicts(self._names)
-            journal = {"files": list(self._names), "replaces": sorted(owned_files(self.final)), "manifest": manifest}
+            journal = {"files": list(self._names), "replaces": _replaced_records(self.final), "manifest": manifest}
             # the journal appears whole or not at all: from here on the commit is as good as done
-            _write_durably(self.dir / (JOURNAL + ".tmp"), json.dumps(journal))
-            os.replace(self.dir / (JOURNAL + ".tmp"), self.dir / JOURNAL)
+            try:
+                _write_durably(self.dir / (JOURNAL + ".tmp"), json.dumps(journal))
+                os.replace(self.dir / (JOURNAL + ".tmp"), self.dir / JOURNAL)
+            except OSError as exc:
+                raise self._write_error(exc) from None
             _finish_commit(self.final, self.dir, journal)
         self._release()
         self._created = []

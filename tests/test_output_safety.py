@@ -326,3 +326,93 @@ def test_killed_cli_runs_leave_the_previous_complete_result_or_none(score_setup)
     assert done.returncode == 0, done.stderr
     assert read_manifest(out) is not None and snapshot_user(out) == user
     assert not list(out.glob(STAGING_PREFIX + "*"))
+
+
+# ---- untrusted journals and manifests (issue 19, items 1, 2 and 7) -----------------------------------
+
+def _cli_run(recipe: Path, out: Path):
+    from typer.testing import CliRunner
+
+    from calibrate.cli import app
+
+    return CliRunner().invoke(app, ["run", str(recipe), "--out", str(out), "-q"])
+
+
+def _plant(out: Path, journal: dict | str) -> Path:
+    staging = out / (STAGING_PREFIX + "evil")
+    staging.mkdir(parents=True)
+    (staging / ".journal.json").write_text(journal if isinstance(journal, str) else json.dumps(journal))
+    return staging
+
+
+EMPTY_MANIFEST = {"format": "calibrate-output", "version": 1, "files": {}}
+
+
+@pytest.mark.parametrize("journal", [
+    {"files": [], "replaces": ["../victim.txt"], "manifest": EMPTY_MANIFEST},           # the audit's reproduction
+    {"files": [], "replaces": {"../victim.txt": {"bytes": 7, "sha256": "0" * 64}}, "manifest": EMPTY_MANIFEST},
+    {"files": [], "replaces": {"my-notes.txt": {"bytes": 1, "sha256": "0" * 64}}, "manifest": EMPTY_MANIFEST},
+    {"files": ["../victim.txt"], "replaces": {}, "manifest": {**EMPTY_MANIFEST, "files": {"../victim.txt": {}}}},
+    {"files": ["my-notes.txt"], "replaces": {}, "manifest": {**EMPTY_MANIFEST, "files": {"my-notes.txt": {}}}},
+    {"files": [], "replaces": {}, "manifest": {**EMPTY_MANIFEST, "files": {"ghost.csv": {"bytes": 1, "sha256": "0" * 64}}}},
+    "[1, 2", "null",
+])
+def test_a_planted_journal_touches_nothing_and_is_reported(score_setup, journal):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    out.mkdir()
+    victim = tmp / "victim.txt"
+    victim.write_text("victim\n")
+    user = user_files(out)
+    staging = _plant(out, journal)
+    result = _cli_run(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out)), out)
+    if isinstance(journal, dict):  # a journal calibrate cannot have written: exit 2 naming it, left in place
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert ".journal.json" in line and "nothing was changed" in line and "remove '.calibrate-staging-evil'" in line
+        assert (staging / ".journal.json").exists() and not (out / MANIFEST).exists()
+    else:  # unreadable: the same refusal
+        assert result.exit_code == 2 and ".journal.json" in result.stderr
+    assert victim.read_text() == "victim\n"
+    assert snapshot_user(out) == user
+
+
+def test_a_tampered_manifest_does_not_make_a_user_file_calibrates(score_setup):
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
+    assert _cli_run(recipe, out).exit_code == 0
+    (out / "notes.txt").write_text("the user's\n")
+    doc = json.loads((out / MANIFEST).read_text())
+    doc["files"]["notes.txt"] = {"bytes": 1, "sha256": "x"}  # the audit's tampering
+    (out / MANIFEST).write_text(json.dumps(doc))
+    assert _cli_run(recipe, out).exit_code == 0
+    assert (out / "notes.txt").read_text() == "the user's\n"
+    # an output the user edited after the run is theirs now: never replaced, the run says so
+    (out / "report.md").write_text("my edited report\n")
+    result = _cli_run(recipe, out)
+    assert result.exit_code == 2 and "report.md" in result.stderr and "changed since" in result.stderr
+    assert (out / "report.md").read_text() == "my edited report\n"
+
+
+def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, monkeypatch):
+    import errno
+
+    import calibrate.outputs as outputs
+
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
+    assert _cli_run(recipe, out).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outputs.os, "fsync", full)
+    result = _cli_run(recipe, out)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "No space left on device" in line and "free disk space" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert not list(out.glob(STAGING_PREFIX + "*"))
