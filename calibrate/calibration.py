@@ -16,7 +16,6 @@ units, refined to the last floating-point step so that ``score >= t`` (similarit
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,7 @@ import numpy as np
 
 from .artifact import ACCEPT_IF, artifact, dumps_artifact, fingerprint, package_versions
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
-from .errors import CalibrationError, DataError, ParameterError
+from .errors import CalibrateError, CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_world, measured_interval
 from .sanity import check_direction
@@ -244,16 +243,16 @@ class Calibration:
                         estimators={self.label: (self.plugin, self.params, *saved_entries(self.model, self.prediction))})
 
     def save(self, path: str | Path) -> Path:
-        """Write the calibration as JSON (written beside, then renamed: never half-written)."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        """Write the calibration as JSON: a regular file is written beside and renamed (never half-written),
+        a symbolic link's file likewise (the link stays), a device or FIFO written through in place, ``-``
+        to standard output (calibrate.userfiles)."""
+        from .userfiles import write_user_file
+
         try:
-            tmp.write_text(dumps_artifact(self.to_dict()), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise CalibrationError(f"cannot write the calibration to {str(path)!r} ({exc.strerror})") from None
-        return path
+            write_user_file(path, dumps_artifact(self.to_dict()).encode("utf-8"))
+        except CalibrateError as exc:
+            raise CalibrationError(f"cannot save the calibration: {exc}") from None
+        return Path(path)
 
 
 _OTHER = "\0impostor"  # the probe class of impostor scores given without their own classes

@@ -14,7 +14,6 @@ from typing import Optional
 import typer
 
 from .version import __version__
-from .errors import CalibrateError
 
 from .cli_app import _fail, app  # noqa: F401 (_environment_message's users import it from here too)
 
@@ -144,7 +143,8 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
 def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calibration.json)."),
            scores: Path = typer.Argument(..., help="Attempts to decide, as a score list (bob 4/5-column, or CSV with a header)."),
            fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
-           out: Path = typer.Option(..., "--out", help="Where to write the decisions (CSV)."),
+           out: Path = typer.Option(..., "--out", help="Where to write the decisions (CSV); - for standard output "
+                                    "(the summary then goes to standard error)."),
            estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
            fmt: str = typer.Option("auto", "--format", help="auto, 4-column, 5-column or csv."),
            claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help="CSV: header of the claimed class."),
@@ -154,12 +154,12 @@ def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calib
     """Decide every attempt of a score list with a saved calibration; write one decision per line."""
     import csv
     import io
-    import os
 
     import numpy as np
 
     from .api import load
     from .scorefiles import DEFAULT_COLUMNS, read_comparisons
+    from .userfiles import write_user_file
 
     try:
         cal = load(artifact, estimator)
@@ -180,13 +180,7 @@ def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calib
         w.writerow(["claimed", "real", "score", "threshold", "accept"])
         for c, r, s, d in zip(claimed.tolist(), real.tolist(), kept_scores.tolist(), decided.tolist()):
             w.writerow([c, r, repr(s), repr(thresholds[c]), "1" if d else "0"])
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-        try:
-            tmp.write_text(buf.getvalue(), encoding="utf-8")
-            os.replace(tmp, out)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise CalibrateError(f"cannot write the decisions to {str(out)!r} ({exc.strerror}); choose another --out") from None
+        written = write_user_file(out, buf.getvalue().encode("utf-8"))
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
@@ -198,7 +192,7 @@ def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calib
                     f"; genuine attempts {int(genuine.sum())}, false rejects {int((~decided[genuine]).sum())}")
     if failed:
         summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
-    typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {out}")
+    typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
 
 
 @app.command()

@@ -51,7 +51,7 @@ def _targets(fpr: list[float] | None) -> tuple[float, ...]:
 @app.command("fit")
 def fit_command(
         scores: Path = typer.Argument(..., help="Training comparisons, a score list (bob 4/5-column, or CSV with a header)."),
-        out: Path = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json."),
+        out: Path = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json; - for standard output."),
         kind: str = typer.Option("similarity", "--kind", help="similarity (higher = more alike) or distance."),
         estimator: str = typer.Option("auto", "--estimator", help="The estimator (see `calibrate plugins`)."),
         fpr: Optional[List[float]] = typer.Option(None, "--fpr", help="A target FPR (repeat for several); "
@@ -88,7 +88,8 @@ def fit_command(
     genuine = int((claimed == real).sum())
     extra = f", {failed} failed comparison(s) left out" if failed else ""
     typer.echo(f"fitted {cal.label} on {values.size - genuine} impostor comparisons of {len(cal)} classes "
-               f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote {out}")
+               f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote "
+               f"{'standard output' if str(out) == '-' else out}", err=str(out) == "-")
 
 
 @app.command("evaluate")
