@@ -42,10 +42,16 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
 
 
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
-    """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``), ready to answer
-    in score units. ``estimator``: the label to load when the file holds several."""
+    """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``, or a run's output
+    folder, plain or sharded), ready to answer in score units. ``estimator``: the label to load when the
+    file holds several. The file is validated as a whole first (calibrate.artifact.check_document)."""
     path = Path(path)
-    if path.is_dir() or read_head(path) is not None:  # a sharded run's calibration: opened part by part
+    if path.is_dir():  # a run's folder: its calibration.json, plain or the head of a sharded run's parts
+        if not (path / "calibration.json").exists():
+            raise CalibrationError(f"{path}: the folder holds no calibration.json; give a run's output folder (with "
+                                   "`save_calibration` on, the default) or a calibration file")
+        path = path / "calibration.json"
+    if read_head(path) is not None:  # a sharded run's calibration: opened part by part
         return load_partitioned(path, estimator, extra_plugins=extra_plugins)
     doc = read_artifact(path)
     label, entry = choose_estimator(doc, path, estimator)
@@ -64,8 +70,10 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
         if entry.get("confidence") is not None:
             c = entry["confidence"]
             model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
-    except (KeyError, TypeError, ValueError, IndexError, ParameterError, DataError) as exc:
-        raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, MemoryError,
+            ParameterError, DataError) as exc:
+        raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({type(exc).__name__}: "
+                               f"{str(exc)[:200]}); the file is damaged: run the recipe (or Calibration.save) again") from None
     kind = doc.get("kind", "distance")
     if kind not in ACCEPT_IF:
         raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")

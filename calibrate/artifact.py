@@ -19,6 +19,7 @@ import numpy as np
 
 from .base import FittedModel, Transform, check_target
 from .errors import CalibrateError, CalibrationError
+from .safefiles import MAX_LABEL, regular_file
 from .types import ImpostorDistances
 
 FORMAT = "calibrate-calibration"
@@ -77,12 +78,11 @@ def dumps_artifact(doc: dict[str, Any]) -> str:
 def read_artifact(path: str | Path) -> dict[str, Any]:
     """A saved calibration's JSON, checked for its format and version."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CalibrationError(f"calibration file {str(path)!r} does not exist; run a recipe or Calibration.save first") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"{path}: not a readable calibration file ({exc})") from None
+    if not path.exists():
+        raise CalibrationError(f"calibration file {str(path)!r} does not exist; run a recipe or Calibration.save first")
+    regular_file(path, "the calibration", "give the calibration.json a run or Calibration.save wrote",
+                 error=CalibrationError)
+    doc = load_json(path, "calibration file")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CalibrationError(f"{path}: not a calibrate calibration file (no 'format: {FORMAT}')")
     version = doc.get("version")
@@ -93,7 +93,110 @@ def read_artifact(path: str | Path) -> dict[str, Any]:
                                f"(up to {FORMAT_VERSION}); upgrade calibrate-thresholds")
     if not isinstance(doc.get("estimators"), dict) or not doc["estimators"]:
         raise CalibrationError(f"{path}: the file holds no estimator")
+    check_document(doc, path)
     return doc
+
+
+def load_json(path: Path, what: str) -> Any:
+    """A JSON document from a file the user gave, whatever it holds: an unreadable, non-JSON or absurdly
+    nested file (RecursionError) is a CalibrationError naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise CalibrationError(f"{path}: not a readable {what} ({type(exc).__name__}: {str(exc)[:200]})") from None
+    except RecursionError:
+        raise CalibrationError(f"{path}: not a {what}: it is nested too deeply to be one; run the recipe again") from None
+
+
+def _bad(path: Path, where: str, what: str) -> CalibrationError:
+    return CalibrationError(f"{path}: {where} {what}; the file is damaged or not calibrate's: run the recipe (or "
+                            "Calibration.save) again")
+
+
+def _component_entry(entry: Any, path: Path, where: str) -> None:
+    if not isinstance(entry, dict):
+        raise _bad(path, where, f"must be a mapping, got {type(entry).__name__}")
+    if not isinstance(entry.get("plugin"), str) or not entry["plugin"]:
+        raise _bad(path, f"{where}.plugin", "must be a component name")
+    for key in ("params", "state"):
+        if key in entry and not isinstance(entry[key], dict):
+            raise _bad(path, f"{where}.{key}", f"must be a mapping, got {type(entry[key]).__name__}")
+
+
+def check_labels(labels: Any, path: Path, where: str) -> None:
+    """Class labels read from a file: a list of distinct non-empty strings without NUL, each at most
+    MAX_LABEL characters."""
+    if not isinstance(labels, list | tuple):
+        raise _bad(path, where, f"must be a list of class names, got {type(labels).__name__}")
+    for i, c in enumerate(labels):
+        if not isinstance(c, str) or not c or "\0" in c or len(c) > MAX_LABEL:
+            shown = repr(c)[:60]
+            raise _bad(path, f"{where}[{i}]", f"is {shown}: a class name must be a non-empty string of at most "
+                                              f"{MAX_LABEL} characters without NUL")
+    if len(set(labels)) != len(labels):
+        seen: set[str] = set()
+        dup = next(c for c in labels if c in seen or seen.add(c))
+        raise _bad(path, where, f"names class {dup[:60]!r} twice")
+
+
+def _targets(values: Any, path: Path, where: str) -> None:
+    if not isinstance(values, list) or not all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                               and 0 < t < 1 for t in values):
+        raise _bad(path, where, "must be a list of target FPRs in (0, 1)")
+
+
+def _prediction(p: Any, path: Path, where: str) -> None:
+    if p is None:
+        return
+    if not isinstance(p, dict):
+        raise _bad(path, where, f"must be a mapping, got {type(p).__name__}")
+    level = p.get("level")
+    if not isinstance(level, (int, float)) or isinstance(level, bool) or not 0 < level < 1:
+        raise _bad(path, f"{where}.level", "must be a coverage in (0, 1)")
+    _targets(p.get("targets"), path, f"{where}.targets")
+    n = len(p["targets"])
+    for key in ("predicted_fpr_low", "predicted_fpr_high"):
+        values = p.get(key)
+        if not isinstance(values, list) or len(values) != n or not all(
+                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1) for v in values):
+            raise _bad(path, f"{where}.{key}", f"must be {n} rates in [0, 1] (or null), one per target")
+    status = p.get("prediction_status")
+    if status is not None and (not isinstance(status, list) or len(status) != n
+                               or not all(isinstance(x, str) for x in status)):
+        raise _bad(path, f"{where}.prediction_status", f"must be {n} strings, one per target")
+    per = p.get("per_class")
+    if per is not None:
+        if not isinstance(per, dict):
+            raise _bad(path, f"{where}.per_class", "must be a mapping")
+        check_labels(per.get("classes"), path, f"{where}.per_class.classes")
+        for key in ("low", "high"):
+            rows = per.get(key)
+            if not isinstance(rows, list) or len(rows) != len(per["classes"]) or not all(
+                    isinstance(r, list) and len(r) == n and all(v is None or (isinstance(v, (int, float))
+                                                                          and not isinstance(v, bool)) for v in r)
+                    for r in rows):
+                raise _bad(path, f"{where}.per_class.{key}", f"must hold {n} rates (or null) for each class")
+
+
+def check_document(doc: dict, path: Path) -> None:
+    """The whole of a calibration document's structure, before anything in it is used (names read from it
+    are looked up in the registry only, never imported): every failure names the field."""
+    if "kind" in doc and doc["kind"] not in ACCEPT_IF:
+        raise _bad(path, "kind", f"is {str(doc['kind'])[:40]!r}, not similarity or distance")
+    if "targets" in doc:
+        _targets(doc["targets"], path, "targets")
+    if "transform" in doc:
+        _component_entry(doc["transform"], path, "transform")
+    for label, entry in doc["estimators"].items():
+        where = f"estimators[{label[:60]!r}]"
+        _component_entry(entry, path, where)
+        if not isinstance(entry.get("state"), dict):
+            raise _bad(path, f"{where}.state", "is missing")
+        if "classes" in entry["state"]:
+            check_labels(entry["state"]["classes"], path, f"{where}.state.classes")
+        if entry.get("confidence") is not None and not isinstance(entry["confidence"], dict):
+            raise _bad(path, f"{where}.confidence", "must be a mapping")
+        _prediction(entry.get("prediction"), path, f"{where}.prediction")
 
 
 def choose_estimator(doc: dict, path: Path, estimator: str | None) -> tuple[str, dict]:

@@ -12,16 +12,19 @@ cache, an array lookup; thresholds for a part at a target are computed once per 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact
+from .artifact import ACCEPT_IF, check_labels, check_model, choose_estimator, load_json, lookup_component, read_artifact
 from .calibration import Calibration
 from .errors import CalibrationError
 from .partitioned import HEAD_FORMAT, PART, fitter_for
+from .safefiles import regular_file
 
 #: parts whose models are kept in memory at once
 CACHE_PARTS = 16
@@ -30,12 +33,46 @@ CACHE_PARTS = 16
 def read_head(path: Path) -> dict[str, Any] | None:
     """The head of a partitioned calibration, or None when ``path`` is something else."""
     try:
-        if path.stat().st_size > 1 << 20:  # a head is small; a large file is an ordinary calibration
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:  # a head is a small regular file
             return None
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None
     return doc if isinstance(doc, dict) and doc.get("format") == HEAD_FORMAT else None
+
+
+#: the most parts a head may name (a million classes in shards of ten)
+MAX_PARTS = 100_000
+
+
+def check_head(head: dict, path: Path) -> None:
+    """A partitioned head's structure, whole, before it is used; a failure names the field."""
+    def bad(where: str, what: str) -> CalibrationError:
+        return CalibrationError(f"{path}: {where} {what}; the file is damaged or not calibrate's: run the recipe again")
+
+    for key, low, high in (("parts", 1, MAX_PARTS), ("classes", 0, None)):
+        value = head.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+            raise bad(key, f"must be a whole number {'from ' + str(low) + (' to ' + str(high) if high else '')}, "
+                           f"got {str(value)[:40]!r}")
+    if head.get("kind", "distance") not in ACCEPT_IF:
+        raise bad("kind", f"is {str(head.get('kind'))[:40]!r}, not similarity or distance")
+    targets = head.get("targets", [])
+    if not isinstance(targets, list) or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < 1
+                                                for t in targets):
+        raise bad("targets", "must be a list of target FPRs in (0, 1)")
+    estimators = head.get("estimators")
+    if not isinstance(estimators, dict) or not estimators:
+        raise bad("estimators", "must name at least one estimator")
+    for label, entry in estimators.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("plugin"), str) \
+                or not isinstance(entry.get("params", {}), dict):
+            raise bad(f"estimators[{label[:60]!r}]", "must be a mapping with a plugin name and params")
+    transform = head.get("transform")
+    if not isinstance(transform, dict) or not isinstance(transform.get("plugin"), str) \
+            or not isinstance(transform.get("params", {}), dict) or not isinstance(transform.get("state", {}), dict):
+        raise bad("transform", "must be a mapping with a plugin name, params and state")
 
 
 class PartitionedCalibration:
@@ -48,7 +85,11 @@ class PartitionedCalibration:
                  cache_parts: int = CACHE_PARTS):
         from .manager import build_registry
 
+        check_head(head, folder / "calibration.json")
         self.folder, self.head, self.label = folder, head, label
+        #: sharded runs make no predicted intervals (calibrate.prediction); the same interface as Calibration
+        self.prediction = None
+        self.confidence = None
         self.kind = head.get("kind", "distance")
         if self.kind not in ACCEPT_IF:
             raise CalibrationError(f"{folder}: kind {self.kind!r} is not similarity or distance")
@@ -77,12 +118,15 @@ class PartitionedCalibration:
             index: dict[str, int] = {}
             for k in range(int(self.head["parts"])):
                 path = self.folder / f"classes-{PART.format(k)}.json"
-                try:
-                    names = json.loads(path.read_text(encoding="utf-8"))
-                except (OSError, ValueError) as exc:
-                    raise CalibrationError(f"{path}: the class list of part {k} cannot be read ({exc}); the result is "
-                                           "incomplete: run the recipe again") from None
+                regular_file(path, f"the class list of part {k}", "the result is incomplete: run the recipe again",
+                             error=CalibrationError)
+                names = load_json(path, f"class list of part {k}")
+                check_labels(names, path, "the class list")
+                before = len(index)
                 index.update(dict.fromkeys(names, k))
+                if len(index) != before + len(names):
+                    raise CalibrationError(f"{path}: a class of part {k} is also in an earlier part; the result is "
+                                           "damaged: run the recipe again")
             self._index = index
         try:
             return self._index[str(cls)]
@@ -112,8 +156,9 @@ class PartitionedCalibration:
             model = self._model_class.from_state({**entry["state"], "root": str(self.folder)})
             transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
             est = est_info.factory(**entry.get("params", {}))
-        except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:
-            raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({exc})") from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, MemoryError, OSError) as exc:
+            raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({type(exc).__name__}: "
+                                   f"{str(exc)[:200]}); the result is damaged: run the recipe again") from None
         check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)
         cal = Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                           transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
@@ -122,6 +167,11 @@ class PartitionedCalibration:
         while len(self._parts) > self._cache:
             self._parts.popitem(last=False)
         return cal
+
+    def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None) -> tuple[float, float]:
+        """Sharded runs make no predicted FPR intervals: always a CalibrationError saying so."""
+        raise CalibrationError("a sharded run's calibration holds no predicted FPR interval (sharded runs do not "
+                               "simulate galleries); calibrate a sample of the classes in one piece to see one")
 
     def threshold(self, cls: Any, target_fpr: float) -> float:
         """The threshold in the data's own score units (accept if :attr:`accept_if`)."""

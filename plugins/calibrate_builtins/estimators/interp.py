@@ -26,8 +26,22 @@ class _SortedModel(FittedModel):
     def __init__(self, classes, values: np.ndarray, offsets: np.ndarray, shared: bool):
         super().__init__(classes)
         self._values = np.asarray(values, dtype=np.float64)
-        self._offsets = np.asarray(offsets, dtype=np.int64)
+        raw = np.asarray(offsets)
+        if raw.ndim != 1 or not np.issubdtype(raw.dtype, np.number) or not np.all(np.isfinite(raw)) \
+                or np.any(np.abs(raw) > self._values.size) or np.any(raw != np.round(raw)):
+            raise ValueError(f"offsets must be whole numbers within the {self._values.size} values")
+        self._offsets = raw.astype(np.int64)
         self._shared = shared
+        if self._values.ndim != 1 or not np.all(np.isfinite(self._values)):
+            raise ValueError("the sorted distances must be finite numbers")
+        if not shared and (self._offsets.size != len(self.classes) + 1 or self._offsets[0] != 0
+                           or self._offsets[-1] != self._values.size or np.any(np.diff(self._offsets) <= 0)):
+            raise ValueError("offsets must run from 0 to the number of values, one non-empty segment per class")
+        within = np.ones(max(self._values.size - 1, 0), dtype=bool)
+        if not shared:
+            within[self._offsets[1:-1] - 1] = False  # each class's segment ascends on its own
+        if np.any(np.diff(self._values)[within] < 0):
+            raise ValueError("each class's distances must be sorted ascending")
 
     def _row(self, i: int) -> np.ndarray:
         if self._shared:

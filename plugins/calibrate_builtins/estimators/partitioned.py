@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from calibrate.base import FittedModel
-from calibrate.errors import DataError, ParameterError
+from calibrate.errors import CalibrationError, DataError, ParameterError
 from calibrate.gpd import exceedance_count, fit_lower_tail
 from calibrate.partitioned import lowest_sorted, write_staged
+from calibrate.safefiles import npy_array, plain_name
 from calibrate.standardise import standardise, to_working
 from calibrate.stats import interpolate_rank
 from calibrate.types import ImpostorDistances
@@ -51,7 +52,16 @@ def _save_pooled(folder: str, name: str, values: np.ndarray) -> tuple[str, int, 
 def _load_pooled(state: dict[str, Any]) -> np.ndarray:
     pooled = state["pooled"]
     if isinstance(pooled, dict):  # a file beside the calibration's parts; "root" is set by the loader
-        return np.load(Path(state["root"]) / pooled["file"], mmap_mode="r")
+        name = pooled.get("file")
+        if not plain_name(name) or not str(name).endswith(".npy"):
+            raise CalibrationError(f"the pooled sample's file {str(name)[:80]!r} is not a plain .npy name in the "
+                                   "calibration's folder; the calibration is damaged: run the recipe again")
+        values = npy_array(Path(state["root"]) / name, "the pooled sample", "run the recipe again", mmap=True,
+                           error=CalibrationError)
+        if values.ndim != 1 or values.dtype != np.float64:
+            raise CalibrationError(f"{name}: the pooled sample must be a 1-D float64 array, got {values.dtype} "
+                                   f"{values.shape}; run the recipe again")
+        return values
     return np.asarray(pooled, dtype=np.float64)
 
 

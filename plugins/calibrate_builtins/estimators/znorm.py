@@ -62,6 +62,7 @@ from calibrate.standardise import (IQR_TO_SD, from_working, location_scale, loo_
 from calibrate.stats import interpolate_rank, rank_values
 
 Family = Literal["gaussian", "lognormal"]
+FAMILIES = ("gaussian", "lognormal")
 
 # --------------------------------------------------------------------------------------------
 # pure functions
@@ -97,6 +98,12 @@ class ZnormModel(FittedModel):
         self.min_tail_count = float(min_tail_count)
         if self.loc.shape != (len(self.classes),) or self.scale.shape != self.loc.shape:
             raise DataError("znorm model: location/scale do not match the classes")
+        if family not in FAMILIES:
+            raise DataError(f"znorm model: family {str(family)[:40]!r} is not one of {', '.join(FAMILIES)}")
+        if not (np.all(np.isfinite(self.loc)) and np.all(np.isfinite(self.scale)) and np.all(self.scale > 0)):
+            raise DataError("znorm model: every location must be finite and every scale a positive finite number")
+        if not (np.isfinite(self.offset) and self.offset >= 0):
+            raise DataError(f"znorm model: offset {self.offset!r} must be a finite number >= 0")
 
     def z_quantiles(self, targets: np.ndarray) -> np.ndarray:
         """The pooled standardised-score quantile at each target (pooled_shape models)."""

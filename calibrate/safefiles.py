@@ -1,0 +1,108 @@
+"""Opening files whose names or sizes come from other files, under a budget (untrusted input).
+
+* :func:`plain_name`: a file name that stays in its folder (no separators, no ``..``, no NUL, not hidden).
+* :func:`regular_file`: a path that is a regular file (a FIFO would block a reader forever, a device
+  never end), named in the error otherwise.
+* :func:`npy_array` / :func:`npz_arrays`: ``.npy`` / ``.npz`` arrays whose headers are checked
+  against the bytes really there before anything is allocated or mapped (a header that claims
+  (4e8, 8) in a 64-byte file is an error, not a 24 GiB allocation); pickles are never loaded.
+
+A public module (calibrate.PUBLIC_MODULES): stdlib and numpy only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .errors import DataError
+
+#: the longest file name accepted from a file (most file systems stop at 255 bytes)
+MAX_NAME = 255
+#: the longest class label accepted from a file (score lists, matrices, calibrations): far beyond any
+#: real identifier, far below what makes fixed-width label arrays blow up
+MAX_LABEL = 1024
+
+
+def plain_name(name: object) -> bool:
+    """Whether ``name`` names a file directly inside a folder: a non-empty string of at most MAX_NAME
+    characters without ``/``, ``\\``, NUL, not ``.``/``..`` and not hidden."""
+    return (isinstance(name, str) and 0 < len(name) <= MAX_NAME and "/" not in name and "\\" not in name
+            and "\0" not in name and not name.startswith("."))
+
+
+def regular_file(path: Path, what: str, fix: str, error: Callable[[str], Exception] = DataError) -> os.stat_result:
+    """``path``'s stat when it is a regular file (a symbolic link to one counts); else ``error``."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise error(f"{path}: {what} cannot be read ({exc.strerror or exc}); {fix}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise error(f"{path}: {what} is {kind}, not a regular file; {fix}")
+    return st
+
+
+def _header(fh, size: int, where: str, error) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """(shape, fortran order, dtype, offset of the data) of an .npy stream of ``size`` bytes, checked."""
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise error(f"{where}: not a NumPy array file ({exc})") from None
+    if dtype.hasobject:
+        raise error(f"{where}: holds Python objects (a pickle), which calibrate never loads; save plain numbers")
+    count = 1
+    for n in shape:
+        count *= int(n)
+    offset = fh.tell()
+    if offset + count * dtype.itemsize > size:
+        raise error(f"{where}: its header claims shape {tuple(shape)} of {dtype} ({count * dtype.itemsize:,} bytes), "
+                    f"but the file holds {max(size - offset, 0):,}; the file is cut short or damaged")
+    return tuple(int(n) for n in shape), bool(fortran), dtype, offset
+
+
+def npy_array(path: Path, what: str, fix: str, *, mmap: bool = False,
+              error: Callable[[str], Exception] = DataError) -> np.ndarray:
+    """The array in the ``.npy`` file ``path`` (a regular file whose header matches its size)."""
+    st = regular_file(path, what, fix, error)
+    with open(path, "rb") as fh:
+        _header(fh, st.st_size, f"{path} ({what})", error)
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise error(f"{path}: {what} cannot be read ({exc}); {fix}") from None
+
+
+def npz_arrays(path: Path, what: str, fix: str, names: tuple[str, ...] | None = None,
+               error: Callable[[str], Exception] = DataError) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` file ``path`` (all, or ``names``), each member's header checked against
+    its real (uncompressed) size before it is read."""
+    regular_file(path, what, fix, error)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = {i.filename[:-4] if i.filename.endswith(".npy") else i.filename: i for i in zf.infolist()}
+            wanted = names if names is not None else tuple(infos)
+            out = {}
+            for name in wanted:
+                info = infos.get(name)
+                if info is None:
+                    continue
+                with zf.open(info) as fh:
+                    _header(fh, info.file_size, f"{path}, array {name!r}", error)
+                with zf.open(info) as fh:
+                    out[name] = np.lib.format.read_array(fh, allow_pickle=False)
+            return out
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise error(f"{path}: {what} is not a readable .npz file ({exc}); {fix}") from None

@@ -1,0 +1,195 @@
+"""Damaged or hostile saved calibrations and partitioned heads (issue 19, items 4, 6, 8, 9, 10): each
+is refused as a whole on load with a CalibrationError naming the field, and through the CLI
+(`threshold`, `accept`) with exit 2 and one line; nothing reads outside the calibration's folder or
+blocks on a FIFO. The sharded run's calibration answers `calibrate threshold`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import signal
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import calibrate
+from calibrate.cli import app
+from calibrate.errors import CalibrationError
+
+from test_partitioned import make_shards
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> dict:
+    """A saved calibration with auto (predicted interval included) and class-interp."""
+    tmp = tmp_path_factory.mktemp("schema")
+    rng = np.random.default_rng(4)
+    scores = {f"c{i}": rng.beta(2, 5, 150) for i in range(8)}
+    a = calibrate.fit(scores, predict=True, targets=(0.05, 0.01))
+    b = calibrate.fit(scores, estimator="class-interp", targets=(0.05, 0.01))
+    doc = json.loads(Path(a.save(tmp / "a.json")).read_text())
+    doc["estimators"]["class-interp"] = json.loads(Path(b.save(tmp / "b.json")).read_text())["estimators"]["class-interp"]
+    return doc
+
+
+def _mutate(doc: dict, how) -> dict:
+    doc = copy.deepcopy(doc)
+    how(doc)
+    return doc
+
+
+def _auto(doc):
+    return doc["estimators"]["auto"]
+
+
+CASES = {
+    "transform is not a mapping": (lambda d: d.update(transform="identity"), "transform must be a mapping"),
+    "estimator entry is a list": (lambda d: d["estimators"].update(auto=[1]), "estimators['auto'] must be a mapping"),
+    "state is missing": (lambda d: _auto(d).pop("state"), "state is missing"),
+    "kind is unknown": (lambda d: d.update(kind="weird"), "kind is 'weird'"),
+    "targets are not rates": (lambda d: d.update(targets=["x"]), "targets must be a list of target FPRs"),
+    "family names a module": (lambda d: _auto(d)["state"].update(family="os.system"), "family 'os.system' is not one of"),
+    "scale is zero": (lambda d: _auto(d)["state"]["scale"].__setitem__(0, 0.0), "scale a positive finite number"),
+    "a class twice": (lambda d: _auto(d)["state"]["classes"].__setitem__(1, "c0"), "names class 'c0' twice"),
+    "NUL in a label": (lambda d: _auto(d)["state"]["classes"].__setitem__(0, "c\x000"), "without NUL"),
+    "a class is a number": (lambda d: _auto(d)["state"]["classes"].__setitem__(0, 7), "state.classes[0] is 7"),
+    "a huge label": (lambda d: _auto(d)["state"]["classes"].__setitem__(0, "x" * 5000), "at most 1024 characters"),
+    "offsets of 1e30": (lambda d: d["estimators"]["class-interp"]["state"].update(offsets=[0, 1e30]),
+                        "cannot be rebuilt"),
+    "prediction without targets": (lambda d: _auto(d).update(prediction={"level": 0.9}), "prediction.targets"),
+    "prediction of the wrong length": (lambda d: _auto(d)["prediction"]["predicted_fpr_low"].pop(),
+                                       "prediction.predicted_fpr_low must be 2 rates"),
+    "prediction level out of range": (lambda d: _auto(d)["prediction"].update(level=3), "prediction.level"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_damaged_calibration_is_refused_naming_the_field(plain, tmp_path, case):
+    how, words = CASES[case]
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(_mutate(plain, how)))
+    estimator = "class-interp" if case == "offsets of 1e30" else "auto"
+    with pytest.raises(CalibrationError) as err:
+        calibrate.load(path, estimator)
+    assert words in str(err.value) and str(path) in str(err.value)
+    for args in (["threshold", str(path), "--class", "c1", "--fpr", "0.01", "--estimator", estimator],
+                 ["accept", str(path), str(path), "--fpr", "0.01", "--estimator", estimator, "--out", str(tmp_path / "d")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (case, result.output)
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_deeply_nested_file_is_refused_not_a_recursion_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CalibrationError, match="nested too deeply"):
+        calibrate.load(path)
+    result = runner.invoke(app, ["threshold", str(path), "--class", "x", "--fpr", "0.01"])
+    assert result.exit_code == 2 and "nested too deeply" in result.stderr
+
+
+def test_an_untouched_calibration_still_loads(plain, tmp_path):
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(plain))
+    assert calibrate.load(path, "auto").threshold("c1", 0.01) > 0
+
+
+# ---- sharded runs ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("sharded")
+    folder = make_shards(tmp / "shards", shards=2, classes=5)
+    recipe = {"version": 1, "data": {"plugin": "score-shards", "path": str(folder), "kind": "distance"},
+              "estimators": [{"plugin": "auto"}, {"plugin": "class-interp"}], "evaluation": {"targets": [0.01]},
+              "output": {"dir": str(tmp / "out"), "plots": False}}
+    (tmp / "r.yaml").write_text(yaml.safe_dump(recipe))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calibrate.run(tmp / "r.yaml")
+    return tmp / "out"
+
+
+def test_threshold_answers_on_a_sharded_runs_calibration(sharded):
+    """The audit's traceback: 'PartitionedCalibration' object has no attribute 'prediction'."""
+    for target in (sharded / "calibration.json", sharded):  # the head, or the run's folder
+        result = runner.invoke(app, ["threshold", str(target), "--class", "c0_1", "--fpr", "0.01", "--estimator", "auto"])
+        assert result.exit_code == 0, result.output
+        assert "c0_1 at FPR 0.01 (auto): accept if score <=" in result.stdout
+    assert calibrate.load(sharded, "auto").prediction is None
+
+
+def _copy(sharded: Path, tmp: Path) -> Path:
+    out = tmp / "copy"
+    shutil.copytree(sharded, out)
+    return out
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("parts", "many", "parts must be a whole number"),
+    ("classes", "ten", "classes must be a whole number"),
+    ("parts", 10**9, "parts must be a whole number from 1 to"),
+    ("transform", [], "transform must be a mapping"),
+    ("kind", "both", "kind is 'both'"),
+])
+def test_a_damaged_head_is_refused(sharded, tmp_path, field, value, words):
+    out = _copy(sharded, tmp_path)
+    head = json.loads((out / "calibration.json").read_text())
+    head[field] = value
+    (out / "calibration.json").write_text(json.dumps(head))
+    with pytest.raises(CalibrationError, match=words):
+        calibrate.load(out, "auto")
+
+
+def test_a_class_list_of_numbers_is_refused(sharded, tmp_path):
+    out = _copy(sharded, tmp_path)
+    (out / "classes-part00000.json").write_text(json.dumps([1, 2, 3]))
+    with pytest.raises(CalibrationError, match=r"classes-part00000.json: the class list\[0\] is 1"):
+        calibrate.load(out, "auto").threshold("c0_1", 0.01)
+
+
+def test_the_pooled_file_cannot_name_a_file_outside_the_folder(sharded, tmp_path):
+    out = _copy(sharded, tmp_path)
+    np.save(tmp_path / "secret.npy", np.arange(5.0))
+    part = json.loads((out / "calibration-part00000.json").read_text())
+    part["estimators"]["auto"]["state"]["pooled"] = {"file": "../secret.npy"}
+    (out / "calibration-part00000.json").write_text(json.dumps(part))
+    with pytest.raises(CalibrationError, match="not a plain .npy name"):
+        calibrate.load(out, "auto").threshold("c0_1", 0.01)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_never_blocks_a_load(sharded, tmp_path):
+    out = _copy(sharded, tmp_path)
+    (out / "pooled-auto.npy").unlink()
+    os.mkfifo(out / "pooled-auto.npy")
+    os.mkfifo(tmp_path / "head.json")
+    signal.alarm(20)  # a regression hangs: fail instead
+    try:
+        with pytest.raises(CalibrationError, match="is a FIFO, not a regular file"):
+            calibrate.load(out, "auto").threshold("c0_1", 0.01)
+        with pytest.raises(CalibrationError, match="is a FIFO, not a regular file"):
+            calibrate.load(tmp_path / "head.json")
+    finally:
+        signal.alarm(0)
+
+
+def test_a_pooled_file_whose_header_lies_is_refused(sharded, tmp_path):
+    out = _copy(sharded, tmp_path)
+    raw = (out / "pooled-auto.npy").read_bytes()
+    header_end = raw.index(b"\n") + 1
+    header = raw[:header_end].decode("latin1")
+    shape = header[header.index("'shape': (") + 10:header.index(")", header.index("'shape': ("))]
+    lying = header.replace(f"'shape': ({shape})", "'shape': (400000000,)")
+    lying = lying[:-1].ljust(len(header) - 1) + "\n" if len(lying) <= len(header) else lying
+    (out / "pooled-auto.npy").write_bytes(lying.encode("latin1") + raw[header_end:header_end + 64])
+    with pytest.raises(CalibrationError, match="header claims shape"):
+        calibrate.load(out, "auto").threshold("c0_1", 0.01)
