@@ -261,17 +261,37 @@ _OTHER = "\0impostor"  # the probe class of impostor scores given without their 
 # ---- fitting from arrays ----------------------------------------------------------------------------
 
 
-def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
+def _padded(scores: Any, classes: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(class names, values (width, C), valid mask): each class's scores down its column, padded; built
+    without a Python loop over classes for array input."""
     if isinstance(scores, Mapping):
-        if classes is not None:
-            raise ParameterError("give either a mapping class -> scores, or scores and classes, not both")
-        out = {}
-        for cls, values in scores.items():
-            arr = np.asarray(values, dtype=np.float64)
-            if arr.ndim != 1:
-                raise DataError(f"class {cls!r}: impostor scores must be a 1-D array, got shape {arr.shape}")
-            out[str(cls)] = arr
-        return out
+        per_class = _per_class(scores, classes)
+        names = list(per_class)
+        if not names:
+            raise DataError("no classes to calibrate")
+        width = max(a.size for a in per_class.values())
+        values = np.zeros((width, len(names)))
+        valid = np.zeros((width, len(names)), dtype=bool)
+        for j, n in enumerate(names):
+            a = per_class[n]
+            values[:a.size, j], valid[:a.size, j] = a, True
+        return names, values, valid
+    s, c = _checked_arrays(scores, classes)
+    if s.size == 0:
+        raise DataError("no classes to calibrate")
+    names, inverse = np.unique(c.astype(str), return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    counts = np.bincount(inverse, minlength=names.size)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    within = np.arange(s.size) - np.repeat(starts, counts)
+    values = np.zeros((int(counts.max()), names.size))
+    valid = np.zeros(values.shape, dtype=bool)
+    values[within, inverse[order]] = s[order]
+    valid[within, inverse[order]] = True
+    return names.tolist(), values, valid
+
+
+def _checked_arrays(scores: Any, classes: Any) -> tuple[np.ndarray, np.ndarray]:
     try:
         s = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError):
@@ -283,6 +303,21 @@ def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
     c = np.asarray(classes)
     if c.shape != s.shape:
         raise DataError(f"{s.size} scores but classes has shape {c.shape}; give the enrolled class of each score")
+    return s, c
+
+
+def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
+    if isinstance(scores, Mapping):
+        if classes is not None:
+            raise ParameterError("give either a mapping class -> scores, or scores and classes, not both")
+        out = {}
+        for cls, values in scores.items():
+            arr = np.asarray(values, dtype=np.float64)
+            if arr.ndim != 1:
+                raise DataError(f"class {cls!r}: impostor scores must be a 1-D array, got shape {arr.shape}")
+            out[str(cls)] = arr
+        return out
+    s, c = _checked_arrays(scores, classes)
     names, inverse = np.unique(c.astype(str), return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(names.size + 1))
@@ -361,16 +396,8 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "simi
         raise ParameterError(f"transform {tr_spec.info.name!r} takes {' or '.join(accepts)} scores, but kind is {kind!r}")
     checked_targets = tuple(check_target(t) for t in targets)
     scores, classes = _without_genuine(scores, classes, real, kind)
-    per_class = _per_class(scores, classes)
-    if len(per_class) < 1:
-        raise DataError("no classes to calibrate")
-    names = list(per_class)
-    width = max(a.size for a in per_class.values())
-    values = np.zeros((width, len(names)))
-    valid = np.zeros((width, len(names)), dtype=bool)
-    for j, n in enumerate(names):
-        a = per_class[n]
-        values[:a.size, j], valid[:a.size, j] = a, True
+    names, values, valid = _padded(scores, classes)
+    width = values.shape[0]
     bad = valid & ~np.isfinite(values)
     if bad.any():
         r, j = np.argwhere(bad)[0]

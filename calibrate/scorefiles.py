@@ -20,6 +20,7 @@ same thing.
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -27,6 +28,7 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from .errors import DataError
+from .safefiles import MAX_LABEL, regular_file
 
 T = TypeVar("T")
 
@@ -84,6 +86,7 @@ def _first_line(path: Path) -> tuple[int, str]:
 
 
 def _is_number(text: str) -> bool:
+    """Whether float() reads it (format sniffing; the readers then hold each score to NUMBER)."""
     try:
         float(text)
     except ValueError:
@@ -144,19 +147,48 @@ def _factor(table: dict, items: list) -> np.ndarray:
     return np.fromiter(map(table.__getitem__, items), np.int64, count=len(items))
 
 
+#: what a score may look like: a decimal number (sign, digits, point, exponent), inf or nan, spaces around.
+#: Python's float() also takes 1_000 and non-ASCII digits; a score file that holds them holds a mistake
+NUMBER = re.compile(r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\s*", re.IGNORECASE | re.ASCII)
+
+
+def first_loose_number(texts: list) -> int | None:
+    """The index of the first of ``texts`` (str or bytes) that float() reads but :data:`NUMBER` refuses
+    (an underscore, a non-ASCII digit), or None: one pass over the joined text, then a look at each."""
+    if not texts:
+        return None
+    joined = b"".join(texts) if isinstance(texts[0], bytes) else "".join(texts)
+    if (b"_" if isinstance(joined, bytes) else "_") not in joined and joined.isascii():
+        return None
+    for i, text in enumerate(texts):
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        if not NUMBER.fullmatch(text):
+            return i
+    return None
+
+
 def _to_float(path: Path, raw: list, lines: list[int], what: str) -> np.ndarray:
+    def refuse(text, line):
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        return DataError(f"{path}, line {line}: score {text[:80]!r} is not a number{what}; write the score as a "
+                         "decimal number (no underscores or other digits), or a marker such as -1 there and set "
+                         "`missing: -1`")
+
     try:
-        return np.fromiter(map(float, raw), dtype=np.float64, count=len(raw))
+        values = np.fromiter(map(float, raw), dtype=np.float64, count=len(raw))
     except ValueError:
         for text, line in zip(raw, lines):
             try:
                 float(text)
             except ValueError:
-                if isinstance(text, bytes):
-                    text = text.decode("utf-8", errors="replace")
-                raise DataError(f"{path}, line {line}: score {text!r} is not a number{what}; write the score, or a "
-                                "marker such as -1 there and set `missing: -1`") from None
+                raise refuse(text, line) from None
         raise
+    loose = first_loose_number(raw)
+    if loose is not None:
+        raise refuse(raw[loose], lines[loose])
+    return values
 
 
 def _decode(path: Path, table: dict, codes: np.ndarray, lines: np.ndarray) -> list[str]:
@@ -385,17 +417,35 @@ def read_then(path: Path, fmt: str, delimiter: str | None, columns: dict | None,
               finish: Callable[[Comparisons, str], T]) -> T:
     """``finish(rows, fmt)`` on the file's comparisons: read by pyarrow when it may, by the python reader
     when pyarrow is not wanted, reads a prefix only, or ``finish`` needs line numbers (``NeedLines``)."""
+    regular_file(path, "the score list", "give a score file")
     fmt, delimiter = sniff(path, fmt, delimiter)
     if max_rows is None and reader != "python" and (reader == "pyarrow" or pyarrow_available()):
         try:
-            return finish(_read_pyarrow(path, fmt, delimiter, columns), fmt)
+            return finish(_labels_in_budget(path, _read_pyarrow(path, fmt, delimiter, columns)), fmt)
         except NeedLines:
             pass  # the python reader reads it, or says what is wrong and where
     if fmt in BOB_FORMATS:
         rows = _read_whitespace_python(path, fmt, max_rows)
     else:
         rows = _read_csv_python(path, delimiter, columns, max_rows)
-    return finish(rows, fmt)
+    return finish(_labels_in_budget(path, rows), fmt)
+
+
+def _labels_in_budget(path: Path, rows: Comparisons) -> Comparisons:
+    """Refuse a label longer than MAX_LABEL characters (naming its line), before anything builds
+    fixed-width arrays of the labels; from the pyarrow reader, NeedLines (the python reader names it)."""
+    for what, labels, codes in (("claimed class", rows.claimed_labels, rows.claimed),
+                                ("real class", rows.real_labels, rows.real),
+                                ("probe id", rows.probe_labels, rows.probe)):
+        if not labels:
+            continue
+        long = [k for k, x in enumerate(labels) if len(x) > MAX_LABEL]
+        if long:
+            i = int(np.flatnonzero(codes == long[0])[0])
+            raise DataError(f"{path}, line {line_of(rows, i)}: a {what} of {len(labels[long[0]]):,} characters "
+                            f"({labels[long[0]][:40]!r}...); labels are at most {MAX_LABEL:,} characters: check the "
+                            "file's format and delimiter")
+    return rows
 
 
 def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = None, columns: dict | None = None,

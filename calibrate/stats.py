@@ -28,6 +28,22 @@ def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.nd
     return np.where(k <= 1.0, k * d[0], interpolate_rank(d, k))
 
 
+def interp_thresholds_segments(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray,
+                               targets: np.ndarray) -> np.ndarray:
+    """:func:`interp_threshold` for many classes at once, (len(rows), T): class i's ascending distances are
+    ``values[offsets[i]:offsets[i + 1]]`` (non-empty); no loop over classes."""
+    v = np.asarray(values, dtype=np.float64)
+    rows = np.asarray(rows, dtype=np.int64)
+    start = np.asarray(offsets, dtype=np.int64)[rows][:, None]
+    n = (np.asarray(offsets, dtype=np.int64)[rows + 1][:, None] - start)
+    k = np.asarray(targets, dtype=np.float64)[None, :] * n
+    lo = np.clip(np.floor(k).astype(np.int64), 1, n)
+    hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
+    frac = np.where(hi > lo, k - lo, 0.0)
+    d_lo, d_hi = v[start + lo - 1], v[start + hi - 1]
+    return np.where(k <= 1.0, k * v[start], d_lo + frac * (d_hi - d_lo))
+
+
 def rank_values(sorted_values: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the k-th smallest value for each 1-based rank k, clipped to the sample; whether the next value is
     tied with it)."""

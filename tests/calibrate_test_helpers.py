@@ -55,3 +55,22 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
     """The installed `calibrate` script in a subprocess (third-party plugin autoload as in the environment)."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([str(CALIBRATE), *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=300)
+
+
+def mix64_reference(x: int) -> int:
+    """SplitMix64's finaliser on Python integers (an independent reference for split_per_class)."""
+    m = 2**64 - 1
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & m
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & m
+    return x ^ (x >> 31)
+
+
+def documented_order(rows, column_seed: int) -> list:
+    """A column's impostor rows (in file order) in the order the documented split takes them: by the key
+    mix64(mix64(seed + j) + k) of the k-th row, smallest first (score-matrix's docstring)."""
+    rows = list(rows)
+    base = mix64_reference(column_seed % 2**64)
+    keys = [mix64_reference((base + k) % 2**64) for k in range(len(rows))]
+    return [rows[k] for k in sorted(range(len(rows)), key=lambda k: (keys[k], k))]

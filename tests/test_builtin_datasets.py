@@ -11,7 +11,7 @@ from calibrate.types import PatternSet
 from calibrate_builtins.datasets.npz_patterns import NpzPatterns
 from calibrate_builtins.datasets.score_matrix import ScoreMatrixDataset
 
-from calibrate_test_helpers import make_scores, write_scores
+from calibrate_test_helpers import documented_order, make_scores, write_scores
 
 
 def _load(**params) -> ScoreSplit:
@@ -44,12 +44,27 @@ def test_single_file_split_follows_the_documented_permutation(one_file):
     path, values, probes, gallery = one_file
     split = _load(path=path, seed=7, fit_fraction=0.3)
     impostor = np.array(probes)[:, None] != np.array(gallery)[None, :]
-    for j in range(len(gallery)):
-        rows = np.flatnonzero(impostor[:, j])
-        rows = rows[np.random.default_rng(7 + j).permutation(rows.size)]
+    for j in range(len(gallery)):  # the documented rule, in plain Python integers (a reference, not the code)
+        rows = np.flatnonzero(impostor[:, j]).tolist()
+        chosen = documented_order(rows, 7 + j)[:int(round(0.3 * len(rows)))]
         expected = np.zeros(len(probes), bool)
-        expected[rows[:int(round(0.3 * rows.size))]] = True
+        expected[chosen] = True
         np.testing.assert_array_equal(split.train.valid[:, j], expected)
+
+
+def test_the_split_of_a_thousand_classes_equals_the_per_class_reference():
+    from calibrate_builtins.datasets.score_matrix import split_per_class
+
+    rng = np.random.default_rng(1)
+    gallery = np.array([f"g{j}" for j in range(1000)])
+    probes = rng.choice(np.r_[gallery, ["other"]], 6)
+    valid = rng.random((6, 1000)) > 0.2
+    fit, evaluate = split_per_class(valid, probes, gallery, 0.5, 11)
+    for j in range(0, 1000, 37):
+        rows = np.flatnonzero(valid[:, j] & (probes != gallery[j])).tolist()
+        chosen = set(documented_order(rows, 11 + j)[:int(round(0.5 * len(rows)))])
+        assert set(np.flatnonzero(fit[:, j]).tolist()) == chosen
+    assert not (fit & evaluate).any() and np.array_equal(fit | evaluate, valid)
 
 
 def test_single_file_split_is_reproducible_by_seed(one_file):

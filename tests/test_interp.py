@@ -138,3 +138,19 @@ def test_impostor_container_refuses_nan_negative_and_empty_classes():
         ImpostorDistances.from_lists({"a": [0.1, -0.2]})
     with pytest.raises(DataError, match="class 'b' has no training impostor distances"):
         ImpostorDistances.from_lists({"a": [0.1], "b": []})
+
+
+def test_the_vectorised_per_class_interpolation_equals_the_formula_class_by_class():
+    """class-interp's thresholds for many classes at once (no loop over classes) against interp_threshold
+    called on each class (ties, one-value classes and targets below 1/n included), exactly."""
+    from calibrate.stats import interp_threshold, interp_thresholds_segments
+
+    rng = np.random.default_rng(8)
+    sizes = rng.integers(1, 40, 300)
+    per = [np.sort(np.round(rng.gamma(2.0, 1.0, n), 1)) for n in sizes]
+    values, offsets = np.concatenate(per), np.r_[0, np.cumsum(sizes)]
+    targets = np.array([1e-4, 0.01, 0.05, 0.2, 0.5, 0.99])
+    rows = rng.permutation(300)[:120]
+    got = interp_thresholds_segments(values, offsets, rows, targets)
+    want = np.stack([interp_threshold(per[i], targets) for i in rows])
+    np.testing.assert_array_equal(got, want)

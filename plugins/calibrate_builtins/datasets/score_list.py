@@ -21,7 +21,7 @@ naming both lines; so is a probe id given two real classes.
 
 Splitting is score-matrix's: ``train:``/``test:`` files (their claimed classes must be the same
 set; the test file's columns are put in the training file's order), or one ``path:`` whose
-impostor rows are split per claimed class with ``numpy.random.default_rng(seed + column)``. So
+impostor rows are split per claimed class by keys hashed from ``seed + column`` (``split_per_class``). So
 a score list written probe by probe splits exactly as the score-matrix CSV of the same matrix.
 
 Readers (calibrate.scorefiles, the core's score-file reading, which ``calibrate accept`` uses too).

@@ -5,9 +5,9 @@ following row starts with the probe's class label (several rows may share a labe
 
 Splitting. With ``train:`` and ``test:`` files, rows of the first are used for fitting and rows
 of the second for evaluation (their gallery columns must be the same). With one file
-(``path:``), each gallery class's impostor rows are split independently by a permutation drawn
-from ``numpy.random.default_rng(seed + column index)``: the first ``round(fit_fraction * n)``
-rows fit that class, the rest evaluate it. Genuine comparisons are used only for evaluation
+(``path:``), each gallery class's impostor rows are split independently: each row gets a key hashed
+from ``seed + column index`` and its place among the column's impostor rows (``split_per_class``),
+and the ``round(fit_fraction * n)`` rows of smallest key fit that class, the rest evaluate it. Genuine comparisons are used only for evaluation
 (FNR). Entries equal to ``missing`` are failed comparisons: excluded everywhere and counted.
 """
 
@@ -22,6 +22,8 @@ import numpy as np
 from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import DistanceMatrix
+from calibrate.safefiles import MAX_LABEL
+from calibrate.scorefiles import first_loose_number
 
 
 #: rows that ``calibrate validate`` reads of each score CSV (the header and this many probe rows)
@@ -32,6 +34,12 @@ def _looks_like_score_list(line: list[str]) -> int:
     """Columns of a whitespace-separated line (a bob-style score list), or 0."""
     fields = line[0].split() if len(line) == 1 else []
     return len(fields) if len(fields) in (4, 5) else 0
+
+
+def _not_a_number(path: Path, r: int, c: int, gallery: list[str], cell: str) -> DataError:
+    return DataError(f"{path}, line {r}, column {c + 2} ({gallery[c][:60]}): {cell[:80]!r} is not a number; write the "
+                     "score as a decimal number (no underscores or other digits), or a marker such as -1 there and "
+                     "set `missing: -1`")
 
 
 def read_score_csv(path: Path, missing: float | None,
@@ -59,6 +67,11 @@ def read_score_csv(path: Path, missing: float | None,
     if len(rows) < 2:
         raise DataError(f"{path}: needs a header row of gallery labels and at least one probe row")
     gallery = [c.strip() for c in rows[0][1:]]
+    for r, labels in [(1, gallery)] + [(r, [row[0]]) for r, row in enumerate(rows[1:], start=2)]:
+        long = next((x for x in labels if len(x.strip()) > MAX_LABEL), None)
+        if long is not None:
+            raise DataError(f"{path}, line {r}: a label of {len(long.strip()):,} characters ({long.strip()[:40]!r}...); "
+                            f"labels are at most {MAX_LABEL:,} characters: check the file's format and delimiter")
     if not gallery:
         raise DataError(f"{path}: the header row has no gallery labels after the first cell; score-matrix reads a "
                         "probe x gallery matrix in CSV (a header row of gallery labels after one empty cell)")
@@ -71,8 +84,10 @@ def read_score_csv(path: Path, missing: float | None,
             try:
                 values[r - 2, c] = float(cell)
             except ValueError:
-                raise DataError(f"{path}, line {r}, column {c + 2} ({gallery[c]}): {cell!r} is not a number; "
-                                f"write the score, or a marker such as -1 there and set `missing: -1`") from None
+                raise _not_a_number(path, r, c, gallery, cell) from None
+        loose = first_loose_number(row[1:])
+        if loose is not None:
+            raise _not_a_number(path, r, loose, gallery, row[1 + loose])
     valid = np.ones(values.shape, bool) if missing is None else values != missing
     bad = valid & ~np.isfinite(values)
     if bad.any():
@@ -112,17 +127,37 @@ def check_split_params(path, train, test, fit_fraction: float, seed: int) -> Non
         raise ParameterError(f"seed must be a non-negative integer, got {seed}")
 
 
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a bijection of uint64 that scatters neighbouring inputs (vectorised)."""
+    x = x.copy()
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
+
+
 def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, fit_fraction: float,
                     seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(fit, evaluate) masks: each gallery column's valid impostor rows permuted by
-    ``default_rng(seed + column)``, the first ``round(fit_fraction * n)`` fitting that class; every
-    other valid entry (genuine ones included) evaluates."""
-    impostor = valid & (probes[:, None] != gallery[None, :])
-    fit = np.zeros(valid.shape, bool)
-    for j in range(valid.shape[1]):
-        rows = np.flatnonzero(impostor[:, j])
-        rows = rows[np.random.default_rng(seed + j).permutation(rows.size)]
-        fit[rows[:int(round(fit_fraction * rows.size))], j] = True
+    """(fit, evaluate) masks: each gallery column j's valid impostor rows, in file order k = 0, 1, ..., get
+    the random key ``mix64(mix64(seed + j) + k)``; the ``round(fit_fraction * n)`` rows of smallest key
+    fit that class; every other valid entry (genuine ones included) evaluates. A key depends only on
+    ``seed + j`` and k, so a shard split with ``seed + its first column`` splits as the whole file does;
+    and the split is one vectorised pass (no generator per class)."""
+    _, inverse = np.unique(np.concatenate([np.asarray(probes), np.asarray(gallery)]), return_inverse=True)
+    p_codes, g_codes = inverse[:len(probes)], inverse[len(probes):]
+    impostor = valid & (p_codes[:, None] != g_codes[None, :])
+    position = (np.cumsum(impostor, axis=0, dtype=np.int64) - 1).astype(np.uint64)  # k within the column
+    with np.errstate(over="ignore"):
+        column = _mix64((np.uint64(seed) + np.arange(valid.shape[1], dtype=np.uint64)))
+        keys = _mix64(column[None, :] + position)
+    keys[~impostor] = np.iinfo(np.uint64).max
+    order = np.argsort(keys, axis=0, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(valid.shape[0])[:, None], axis=0)
+    n_fit = np.round(fit_fraction * impostor.sum(axis=0)).astype(np.int64)
+    fit = impostor & (rank < n_fit[None, :])
     return fit, valid & ~fit
 
 

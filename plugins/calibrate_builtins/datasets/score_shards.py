@@ -14,7 +14,7 @@ shard on the executor's workers, once per pass.
 
 Splitting. With ``train:``/``test:``, the k-th training shard pairs with the k-th evaluation shard
 (same claimed classes). With one ``path:``, each shard's impostor rows are split per claimed class
-exactly as score-list splits one file (``split_per_class``, ``default_rng(seed + column)``), with
+exactly as score-list splits one file (``split_per_class``, keys hashed from ``seed + column``), with
 ``column`` counted over all shards in order: the shards split as the one score list made by
 concatenating them in order would.
 """

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
-from calibrate.stats import below_ties, interp_threshold, interpolate_rank, rank_values  # noqa: F401 (re-exported)
+from calibrate.stats import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values  # noqa: F401 (re-exported)
 from calibrate.types import ImpostorDistances
 
 
@@ -51,7 +51,9 @@ class _SortedModel(FittedModel):
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if self._shared:
             return np.tile(interp_threshold(self._values, targets), (len(rows), 1))
-        return np.stack([interp_threshold(self._row(int(i)), targets) for i in rows]) if len(rows) else np.empty((0, targets.size))
+        if not len(rows):
+            return np.empty((0, targets.size))
+        return interp_thresholds_segments(self._values, self._offsets, np.asarray(rows), targets)
 
     def order_statistic_pool(self) -> int | None:
         return int(self._values.size) if self._shared else None
@@ -134,5 +136,5 @@ class ClassInterp(Estimator):
         return class_interp_ranks(counts, targets)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
-        values = np.concatenate([np.sort(impostors.of(i)) for i in range(len(impostors))])
+        values = impostors.sorted_within()
         return _SortedModel(impostors.classes, values, impostors.offsets, shared=False)
