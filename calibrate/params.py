@@ -90,6 +90,22 @@ def param_specs(factory: type) -> list[ParamSpec]:
     return specs
 
 
+#: integers read from recipes stay below this (a 64-bit signed integer); larger ones are mistakes
+MAX_INT = 2**63
+
+
+def _digits(value: int) -> str:
+    """A huge integer for a message: itself when short, else its first digits and its length."""
+    if abs(value) < 10**30:
+        return str(value)
+    return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"  # str() of it may be refused
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def coerce(value: Any, tp: Any, where: str, base_dir: Path | None = None) -> Any:
     """Check ``value`` against annotation ``tp``; return the value to pass (paths resolved)."""
     origin = get_origin(tp)
@@ -120,12 +136,18 @@ def coerce(value: Any, tp: Any, where: str, base_dir: Path | None = None) -> Any
         raise ParameterError(f"{where}: expected true or false, got {value!r}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) >= MAX_INT:
+                raise ParameterError(f"{where}: {_digits(value)} is too large for an integer parameter "
+                                     f"(at most {MAX_INT - 1:,})")
             return value
-        raise ParameterError(f"{where}: expected an integer, got {value!r}")
+        raise ParameterError(f"{where}: expected an integer, got {_shown(value)}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise ParameterError(f"{where}: expected a number, got {value!r}")
+            try:
+                return float(value)
+            except OverflowError:
+                raise ParameterError(f"{where}: {_digits(value)} is too large for a number") from None
+        raise ParameterError(f"{where}: expected a number, got {_shown(value)}")
     if tp is str:
         if isinstance(value, str):
             return value

@@ -36,6 +36,7 @@ from .confidence import check_confidence
 from .prediction import PredictionSettings
 from .protocol import Protocol
 from .registry import SINGULAR, ComponentInfo, Registry
+from .safefiles import regular_file
 
 RECIPE_VERSION = 1
 DEFAULT_TARGETS = (0.005, 0.0025, 0.001, 0.0005)
@@ -151,6 +152,8 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 
 def read_yaml(path: Path) -> Any:
+    if Path(path).exists():
+        regular_file(Path(path), "the recipe", "give a recipe YAML file", error=RecipeError)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -161,6 +164,8 @@ def read_yaml(path: Path) -> Any:
         doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
         raise RecipeError(f"{path}: the YAML is nested too deeply to read; a recipe needs a few levels") from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits, which int() refuses to read
+        raise RecipeError(f"{path}: a value cannot be read ({str(exc)[:120]}); check the numbers in the recipe") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import DataError
+from .errors import CalibrateError, DataError
 
 #: the longest file name accepted from a file (most file systems stop at 255 bytes)
 MAX_NAME = 255
@@ -81,6 +81,8 @@ def npy_array(path: Path, what: str, fix: str, *, mmap: bool = False,
         _header(fh, st.st_size, f"{path} ({what})", error)
     try:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except CalibrateError:
+        raise
     except (ValueError, OSError) as exc:
         raise error(f"{path}: {what} cannot be read ({exc}); {fix}") from None
 
@@ -104,5 +106,7 @@ def npz_arrays(path: Path, what: str, fix: str, names: tuple[str, ...] | None = 
                 with zf.open(info) as fh:
                     out[name] = np.lib.format.read_array(fh, allow_pickle=False)
             return out
+    except CalibrateError:
+        raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise error(f"{path}: {what} is not a readable .npz file ({exc}); {fix}") from None

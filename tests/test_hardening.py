@@ -116,3 +116,102 @@ def test_fit_warns_when_tied_distances_make_a_target_unreachable():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # distinct distances: no warning
         calibrate.fit(_gallery(), kind="distance", estimator="class-interp", targets=(0.05,))
+
+
+# ---- readers (items 5, 6, 8, 10) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("reader", ["python", "pyarrow"])
+def test_a_score_with_an_underscore_is_not_read_as_a_number(tmp_path, reader):
+    from pathlib import Path
+
+    from calibrate.scorefiles import read_comparisons
+
+    path = Path(tmp_path / "s.txt")
+    path.write_text("s1 s2 s2/a 0.25\ns1 s3 s3/a 0_5\n")
+    with pytest.raises(DataError, match=r"line 2: score '0_5' is not a number.*no underscores"):
+        read_comparisons(path, reader=reader)
+    path.write_text("s1 s2 s2/a 0.25\ns1 s3 s3/a \u0665\n")  # an Arabic-Indic five: float() reads it
+    with pytest.raises(DataError, match=r"line 2: score"):
+        read_comparisons(path, reader=reader)
+
+
+def test_a_matrix_cell_with_an_underscore_is_refused_naming_line_and_column(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text(",g1,g2\np1,0.5,0_5\n")
+    recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "data": {"plugin": "score-matrix", "path": str(path)}})
+    result = runner.invoke(app, ["run", str(recipe), "-q"])
+    assert result.exit_code == 2 and "line 2, column 3 (g2): '0_5' is not a number" in result.stderr
+
+
+@pytest.mark.parametrize("reader", ["python", "pyarrow"])
+def test_a_label_over_the_budget_is_refused_naming_its_line(tmp_path, reader):
+    from pathlib import Path
+
+    from calibrate.safefiles import MAX_LABEL
+    from calibrate.scorefiles import read_comparisons
+
+    path = Path(tmp_path / "s.txt")
+    path.write_text("s1 s2 s2/a 0.25\n" + "x" * (MAX_LABEL + 1) + " s1 s1/a 0.5\n")
+    with pytest.raises(DataError, match=rf"line 2: a claimed class of {MAX_LABEL + 1:,} characters"):
+        read_comparisons(path, reader=reader)
+
+
+def test_an_npz_header_that_claims_more_than_the_file_holds_is_refused(tmp_path):
+    import io
+    import zipfile
+
+    from calibrate_builtins.datasets.npz_patterns import NpzPatterns
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (400_000_000, 8)})
+    labels = io.BytesIO()
+    np.save(labels, np.array(["a"]))
+    with zipfile.ZipFile(tmp_path / "lie.npz", "w") as z:
+        z.writestr("X.npy", header.getvalue() + b"\0" * 64)
+        z.writestr("labels.npy", labels.getvalue())
+        z.writestr("sets.npy", labels.getvalue())
+    with pytest.raises(DataError, match=r"header claims shape \(400000000, 8\).*but the file holds 64"):
+        NpzPatterns(path=tmp_path / "lie.npz").load()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs on this platform")
+def test_fifos_named_like_inputs_never_block(tmp_path):
+    import os
+    import signal
+
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in "ab":
+        for s in ("s1", "s2"):
+            (tmp_path / "imgs" / c / s).mkdir(parents=True)
+            for k in range(2):
+                Image.fromarray((rng.random((8, 8)) * 255).astype("uint8")).save(tmp_path / "imgs" / c / s / f"{k}.pgm")
+    os.mkfifo(tmp_path / "imgs" / "a" / "s1" / "x.pgm")
+    os.mkfifo(tmp_path / "recipe.yaml")
+    os.mkfifo(tmp_path / "scores.txt")
+    images = write_recipe(tmp_path / "images.yaml", {"version": 1, "data": {"plugin": "image-sets", "path": str(tmp_path / "imgs")},
+                                                     "estimators": [{"plugin": "generic-interp"}],
+                                                     "evaluation": {"targets": [0.2]}})
+    scores = write_recipe(tmp_path / "scores.yaml", {"version": 1, "data": {"plugin": "score-list",
+                                                                            "path": str(tmp_path / "scores.txt")}})
+    signal.alarm(60)  # a regression hangs: fail instead
+    try:
+        result = runner.invoke(app, ["run", str(images), "-q", "--out", str(tmp_path / "out")])
+        assert result.exit_code == 0 and "a/s1/x.pgm" in result.stderr  # passed over, named
+        result = runner.invoke(app, ["validate", str(tmp_path / "recipe.yaml")])
+        assert result.exit_code == 2 and "is a FIFO, not a regular file" in result.stderr
+        result = runner.invoke(app, ["validate", str(scores)])
+        assert result.exit_code == 2 and "is a FIFO, not a regular file" in result.stderr
+    finally:
+        signal.alarm(0)
+
+
+def test_an_integer_of_hundreds_of_digits_is_one_line(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("version: 1\ndata: {plugin: synthetic-impostors, classes: " + "9" * 401 + "}\n")
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "data.classes" in result.stderr and "too large" in result.stderr
+    path.write_text("version: 1\ndata: {plugin: synthetic-impostors, classes: " + "9" * 5000 + "}\n")
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1

@@ -23,11 +23,12 @@ message names a file and suggests ``resize: [width, height]``).
 
 from __future__ import annotations
 
-from typing import Literal
-
+import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from PIL import Image
@@ -60,8 +61,15 @@ def check_resize(resize: Sequence[int] | None) -> tuple[int, int] | None:
 def read_image(path: Path, resize: tuple[int, int] | None = None, grayscale: bool = True) -> np.ndarray:
     """One image as floats in [0, 1]: (height, width) when grayscale, else (height, width, 3).
 
-    Raises :class:`UnreadableImage` for anything Pillow cannot decode.
+    Raises :class:`UnreadableImage` for anything Pillow cannot decode, and for anything that is not a
+    regular file (a FIFO named like an image would block the read forever; a device never ends).
     """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
+    if not stat.S_ISREG(mode):
+        raise UnreadableImage("not a regular file (" + ("a FIFO" if stat.S_ISFIFO(mode) else "a device or socket") + ")")
     try:
         with Image.open(path) as im:
             im.load()

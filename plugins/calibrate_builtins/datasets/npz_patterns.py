@@ -5,10 +5,10 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-import numpy as np
 
 from calibrate.base import Dataset, RunContext
 from calibrate.errors import DataError
+from calibrate.safefiles import npz_arrays, regular_file
 from calibrate.types import PatternSet
 
 
@@ -25,11 +25,15 @@ class NpzPatterns(Dataset):
         self.path = path
 
     def _read(self, names_only: bool) -> dict:
-        try:
-            with np.load(self.path, allow_pickle=False) as npz:
-                arrays = {k: (None if names_only else npz[k]) for k in npz.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise DataError(f"{self.path}: not a readable .npz file ({exc}); save it with numpy.savez") from None
+        if names_only:
+            regular_file(Path(self.path), "the patterns file", "save it with numpy.savez")
+            try:
+                with zipfile.ZipFile(self.path) as zf:
+                    arrays = {n[:-4] if n.endswith(".npy") else n: None for n in zf.namelist()}
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                raise DataError(f"{self.path}: not a readable .npz file ({exc}); save it with numpy.savez") from None
+        else:  # every member's header is checked against its real size before anything is allocated
+            arrays = npz_arrays(Path(self.path), "the patterns file", "save it with numpy.savez")
         missing = [k for k in ("X", "labels", "sets") if k not in arrays]
         if missing:
             raise DataError(f"{self.path}: missing array(s) {', '.join(missing)}; the file needs X (samples x features), "

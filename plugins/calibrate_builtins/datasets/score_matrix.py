@@ -22,7 +22,7 @@ import numpy as np
 from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import DistanceMatrix
-from calibrate.safefiles import MAX_LABEL
+from calibrate.safefiles import MAX_LABEL, regular_file
 from calibrate.scorefiles import first_loose_number
 
 
@@ -49,6 +49,7 @@ def read_score_csv(path: Path, missing: float | None,
     ``max_rows``: read only the header and that many probe rows (validation); the checks and
     messages are those of a full read.
     """
+    regular_file(Path(path), "the score matrix", "give a CSV file")
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             rows = []

@@ -31,6 +31,7 @@ from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.partitioned import ShardedScores
 from calibrate.scorefiles import ROLES, Comparisons
+from calibrate.safefiles import regular_file
 from calibrate.types import DistanceMatrix
 
 from .score_list import ScoreListDataset, build_matrix, read_score_list
@@ -174,6 +175,7 @@ class ScoreShards(Dataset):
             self._read(path, max_rows=200)
 
     def _read(self, path: Path, max_rows: int | None = None):
+        regular_file(Path(path), "the shard", "shards are score files (Parquet or score lists)")
         fmt = self.format
         if fmt == "parquet" or (fmt == "auto" and path.suffix.lower() in PARQUET_SUFFIXES):
             rows = _parquet_rows(path, self.columns)
