@@ -16,8 +16,10 @@ import collections
 import copy
 import csv
 import io
+import json
 import os
 import signal
+import stat
 import tempfile
 import zlib
 from contextlib import contextmanager
@@ -598,3 +600,130 @@ def test_fuzz_regression_notes_stay_one_line(tmp_path):
     _write(tmp_path, "scores.yaml", b"data: {plugin: score-matrix, path: m.csv, missing: -1}\n"
                                     b"estimators: [generic-interp]\noutput: {plots: false}\n")
     assert invoke_and_check(tmp_path / "scores.yaml", tmp_path / "out-scores") == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile output folders and saved calibrations (issue 19): planted journals, tampered manifests,
+# special files where outputs go; damaged calibrations given to `threshold` and `accept`
+
+NAMES = st.sampled_from(["../victim.txt", "my-notes.txt", "thresholds.csv", "report.md", "manifest.json",
+                         ".journal.json", "/etc/passwd", "sub/x", "", ".", "..", "a\x00b", "x" * 300, 7, None])
+RECORDS = st.sampled_from([{}, {"bytes": 1, "sha256": "0" * 64}, {"bytes": -1, "sha256": "x"}, None, [], "x",
+                           {"bytes": True, "sha256": "f" * 64}])
+
+
+@st.composite
+def journal_json(draw) -> bytes:
+    files = draw(st.lists(NAMES, max_size=3))
+    replaces = (draw(st.lists(NAMES, max_size=3)) if draw(st.booleans())
+                else {str(draw(NAMES)): draw(RECORDS) for _ in range(draw(st.integers(0, 2)))})
+    manifest = {"format": draw(st.sampled_from(["calibrate-output", "other", None])), "version": 1,
+                "files": {str(n): draw(RECORDS) for n in files} if draw(st.booleans()) else draw(st.sampled_from([[], "x"]))}
+    doc = draw(st.sampled_from([{"files": files, "replaces": replaces, "manifest": manifest},
+                                {"files": files, "manifest": manifest}, [files], "x", None]))
+    raw = json.dumps(doc).encode("utf-8")
+    return raw if draw(st.integers(0, 9)) else raw[: draw(st.integers(0, len(raw)))]
+
+
+def _snapshot(root: Path) -> dict[str, tuple]:
+    """Every path under ``root`` with its type and (for regular files) content."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st_ = p.lstat()
+        out[str(p.relative_to(root))] = (stat_kind(st_.st_mode), p.read_bytes() if stat.S_ISREG(st_.st_mode) else None)
+    return out
+
+
+def stat_kind(mode: int) -> str:
+    return "link" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode) else "dir" if stat.S_ISDIR(mode) else "file"
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_hostile_output_folders(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        values, probes, gallery = make_scores_for_fuzz()
+        (tmp / "scores.csv").write_text(values)
+        recipe = {"version": 1, "data": {"plugin": "score-matrix", "path": "scores.csv"},
+                  "transform": {"plugin": "similarity-to-distance", "upper": 1.0},
+                  "estimators": [{"plugin": "class-interp"}], "evaluation": {"targets": [0.1]},
+                  "output": {"dir": "out", "plots": False}}
+        (tmp / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+        out = tmp / "out"
+        if data.draw(st.booleans()):  # a previous complete run, then its manifest tampered with
+            assert runner.invoke(app, ["run", str(tmp / "recipe.yaml"), "-q"]).exit_code == 0
+            doc = json.loads((out / "manifest.json").read_text())
+            for _ in range(data.draw(st.integers(0, 2))):
+                doc["files"][str(data.draw(NAMES))] = data.draw(RECORDS)
+            (out / "manifest.json").write_text(json.dumps(doc))
+        out.mkdir(exist_ok=True)
+        (out / "my-notes.txt").write_text("mine\n")
+        (tmp / "victim.txt").write_text("victim\n")
+        if data.draw(st.booleans()):
+            staging = out / ".calibrate-staging-planted"
+            staging.mkdir()
+            (staging / ".journal.json").write_bytes(data.draw(journal_json()))
+            for name in data.draw(st.lists(st.sampled_from(["thresholds.csv", "my-notes.txt", "x.csv"]), max_size=2)):
+                (staging / name).write_text("planted\n")
+        special = data.draw(st.sampled_from([None, "fifo", "link-out", "link-victim"]))
+        target = out / data.draw(st.sampled_from(["thresholds.csv", "report.md", "other.csv"]))
+        if special and not target.exists():
+            if special == "fifo":
+                os.mkfifo(target)
+            else:
+                target.symlink_to(tmp / "victim.txt" if special == "link-victim" else "/dev/null")
+        outside = {k: v for k, v in _snapshot(tmp).items() if not k.startswith("out")}
+        user = {k: v for k, v in _snapshot(out).items() if k == "my-notes.txt" or v[0] in ("fifo", "link")}
+        with _time_limit(HANG_SECONDS):
+            result = runner.invoke(app, ["run", str(tmp / "recipe.yaml"), "-q"])
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code in (0, 2), f"exit {result.exit_code}: {result.stderr}\n{result.exception!r}"
+        if result.exit_code == 2:
+            assert len(lines) == 1 and lines[0].startswith("error: "), lines
+        assert {k: v for k, v in _snapshot(tmp).items() if not k.startswith("out")} == outside, "touched outside --out"
+        now = _snapshot(out)
+        assert all(now.get(k) == v for k, v in user.items()), "a user file or special file was changed"
+
+
+def make_scores_for_fuzz() -> tuple[str, list, list]:
+    rng = np.random.default_rng(5)
+    gallery = [f"g{j}" for j in range(6)]
+    probes = [g for g in gallery for _ in range(4)]
+    lines = [",".join([""] + gallery)]
+    for p in probes:
+        lines.append(",".join([p] + [f"{(rng.beta(6, 2) if p == g else rng.beta(2, 5)):.4f}" for g in gallery]))
+    return "\n".join(lines) + "\n", probes, gallery
+
+
+_CALIBRATION: dict = {}
+
+
+def _valid_calibration() -> dict:
+    if not _CALIBRATION:
+        import calibrate
+
+        rng = np.random.default_rng(6)
+        cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 60) for i in range(5)}, predict=True, replicates=20,
+                            targets=(0.1, 0.05))
+        _CALIBRATION.update(cal.to_dict())
+    return copy.deepcopy(_CALIBRATION)
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_damaged_calibrations(data):
+    doc = data.draw(mutated(_valid_calibration()))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        path = tmp / "cal.json"
+        raw = json.dumps(doc, allow_nan=True).encode("utf-8")
+        if data.draw(st.integers(0, 5)) == 0:
+            raw = raw[: data.draw(st.integers(0, len(raw)))]
+        path.write_bytes(raw)
+        (tmp / "scores.txt").write_text("c1 c2 c2/a 0.4\nc1 c1 c1/a 0.9\n")
+        for args in (["threshold", str(path), "--class", "c1", "--fpr", "0.05"],
+                     ["accept", str(path), str(tmp / "scores.txt"), "--fpr", "0.05", "--out", str(tmp / "d.csv")]):
+            with _time_limit(HANG_SECONDS):
+                result = runner.invoke(app, args)
+            _check(result, args[0], None)
