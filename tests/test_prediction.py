@@ -168,8 +168,10 @@ def test_confidence_in_a_recipe(tmp_path):
         assert "predicted_fpr_long_run_low" in p and isinstance(p["predicted_covers"], bool)
     # stricter than the plain thresholds at every class and target
     assert np.all(result.folds[0].tables["auto-c95"].values <= result.folds[0].tables["auto"].values + 1e-12)
-    # N = 30 x ~87 training distances: 0.05% is below the order-statistic bound's reach
-    assert conf[1]["confidence_method"] == "model"
+    # N = 30 x ~87 training distances: 0.05% is below the order-statistic bound's own reach, so a model-based
+    # bound exists there; the method recorded is whichever of the two gives the smaller threshold (the
+    # order-statistic one read at its reach is a cap), which depends on the data drawn
+    assert conf[1]["confidence_method"] in ("model", "order-statistic")
     # the saved calibration answers as the run did, and keeps its interval and its confidence
     cal = calibrate.load(tmp_path / "out" / "calibration.json", "auto-c95")
     assert cal.confidence == 0.95

@@ -1,0 +1,491 @@
+"""An audit of the command line under hostile input (issue 19's audit, rerunnable with fresh seeds).
+
+    .venv/bin/python benchmarks/audit.py [--seed 0] [--cases 20] [--timeout 60] [--only FAMILY ...] [--json PATH]
+
+Every case runs the installed ``calibrate`` in a subprocess, in a fresh sandbox folder holding the
+output folder (with a user file inside), a victim file, a symbolic link and a FIFO beside it. Families:
+
+* ``recipes``: a small valid recipe with values, keys and names mutated (junk types, ``/`` and ``..``
+  in names, huge integers, YAML tags, aliases);
+* ``data``: score lists and score matrices with mutated bytes and cells (``0_5``, non-ASCII digits,
+  huge labels, NaN), an ``.npz`` whose header claims more than the file holds, FIFOs as data files;
+* ``calibrations``: a valid saved calibration and a sharded run's folder with fields mutated (deep
+  nesting, wrong types, unknown families, duplicate or NUL labels, ``pooled.file`` outside the folder
+  or a FIFO, ``parts: "many"``), given to ``threshold`` and ``accept``;
+* ``journals``: planted staging journals and tampered manifests, then ``calibrate run --out``;
+* ``outputs``: ``accept --out`` at a FIFO without reader, ``/dev/null``, a link, a folder, ``-``;
+* ``kills``: runs killed with SIGKILL at random moments, and pairs of concurrent runs into one folder.
+
+Per case: exit code, traceback (exit 1 or "Traceback" on stderr), hang (no exit within the timeout),
+clean refusal (exit 2 with exactly one ``error:`` line), damage (a file outside the output folder
+changed, the user file inside it changed or lost, a special file replaced), and for ``kills`` a folder
+left with a manifest whose files do not match it. Prints counts per family and every failing case
+(command and first stderr line); ``--json`` writes them. Exit status 1 when any case failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+CALIBRATE = str(Path(sys.executable).with_name("calibrate"))
+FAMILIES = ("recipes", "data", "calibrations", "journals", "outputs", "kills")
+JUNK = [None, "", "x", "日本語", -1, 0, 1, 2 ** 64, 10 ** 400, 0.5, -0.5, 1e-300, float("inf"), float("nan"), True,
+        [], {}, [1, 2], {"plugin": "nope"}, "../../etc/passwd", "a/b", "..", "os.system", "x" * 5000, "\x00"]
+YAML_SPLICES = ["!!python/object/apply:os.system ['echo pwned']", "!!python/name:os.system", "&a [*a, *a]",
+                "!!binary aGVsbG8=", "0_5", "1_000", "[unclosed", "\t0.1", ".nan"]
+
+
+@dataclass
+class Case:
+    family: str
+    what: str
+    command: list[str]
+    exit: int | None = None
+    seconds: float = 0.0
+    stderr: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+# ---- the sandbox -------------------------------------------------------------------------------
+
+def _snapshot(root: Path, skip: Path | None = None) -> dict[str, tuple]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if skip is not None and (p == skip or skip in p.parents):
+            continue
+        mode = p.lstat().st_mode
+        kind = "link" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode) else "dir" if stat.S_ISDIR(mode) else "file"
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if kind == "file" else (os.readlink(p) if kind == "link" else "")
+        out[str(p.relative_to(root))] = (kind, digest)
+    return out
+
+
+def sandbox(tmp: Path) -> Path:
+    """A case's folder: out/ with the user's notes.txt, and beside it victim.txt, a link and a FIFO."""
+    box = Path(tempfile.mkdtemp(dir=tmp))
+    (box / "out").mkdir()
+    (box / "out" / "notes.txt").write_text("the user's\n")
+    (box / "victim.txt").write_text("victim\n")
+    (box / "link-to-victim").symlink_to(box / "victim.txt")
+    os.mkfifo(box / "pipe")
+    return box
+
+
+def score_matrix_text(rng: random.Random, n: int = 6, probes: int = 4) -> str:
+    gallery = [f"g{j}" for j in range(n)]
+    lines = [",".join([""] + gallery)]
+    for g in gallery:
+        for _ in range(probes):
+            lines.append(",".join([g] + [f"{(rng.betavariate(6, 2) if h == g else rng.betavariate(2, 5)):.4f}"
+                                         for h in gallery]))
+    return "\n".join(lines) + "\n"
+
+
+def score_list_text(rng: random.Random, n: int = 6, probes: int = 4) -> str:
+    names = [f"s{j}" for j in range(n)]
+    return "".join(f"{c} {r} {r}/{k} {(rng.betavariate(6, 2) if c == r else rng.betavariate(2, 5)):.4f}\n"
+                   for r in names for k in range(probes) for c in names)
+
+
+def base_recipe() -> dict:
+    return {"version": 1, "data": {"plugin": "score-matrix", "path": "scores.csv", "kind": "similarity"},
+            "transform": {"plugin": "similarity-to-distance", "upper": 1.0},
+            "estimators": [{"plugin": "auto"}, {"plugin": "class-interp", "name": "ci"}],
+            "evaluation": {"targets": [0.05, 0.01], "prediction": {"replicates": 20}},
+            "output": {"dir": "out", "plots": False}}
+
+
+def _paths(node, prefix=()):
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.append((prefix + (k,), v))
+            out += _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.append((prefix + (i,), v))
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+def mutate(doc, rng: random.Random, times: int = 2):
+    doc = copy.deepcopy(doc)
+    for _ in range(times):
+        paths = _paths(doc)
+        if not paths:
+            break
+        path, _ = rng.choice(paths)
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        op = rng.choice(["junk", "junk", "delete", "rename"])
+        if op == "delete":
+            del parent[path[-1]]
+        elif op == "junk" or not isinstance(parent, dict):
+            parent[path[-1]] = copy.deepcopy(rng.choice(JUNK))
+        else:
+            parent[rng.choice(["x" * 300, "../k", str(path[-1]).upper()])] = parent.pop(path[-1])
+    return doc
+
+
+def _yaml(doc: dict, rng: random.Random) -> str:
+    import yaml
+
+    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+    if rng.random() < 0.3:
+        lines = text.splitlines()
+        i = rng.randrange(len(lines))
+        if ":" in lines[i]:
+            lines[i] = lines[i].split(":")[0] + ": " + rng.choice(YAML_SPLICES)
+        text = "\n".join(lines) + "\n"
+    return text
+
+
+# ---- the families ------------------------------------------------------------------------------
+
+def recipes(tmp: Path, rng: random.Random, n: int):
+    for k in range(n):
+        box = sandbox(tmp)
+        (box / "scores.csv").write_text(score_matrix_text(rng))
+        doc = mutate(base_recipe(), rng, rng.choice([1, 2, 3]))
+        if rng.random() < 0.3 and isinstance(doc.get("estimators"), list) and doc["estimators"] \
+                and isinstance(doc["estimators"][0], dict):
+            doc["estimators"][0]["name"] = rng.choice(["../evil", "a/b", "..", "x" * 100, "ok-name"])
+        (box / "recipe.yaml").write_text(_yaml(doc, rng))
+        yield box, Case("recipes", f"mutated recipe {k}", [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"])
+
+
+def data(tmp: Path, rng: random.Random, n: int):
+    for k in range(n):
+        box = sandbox(tmp)
+        kind = rng.choice(["matrix", "list", "npz", "fifo"])
+        recipe = base_recipe()
+        if kind == "matrix":
+            text = score_matrix_text(rng)
+        elif kind == "list":
+            text = score_list_text(rng)
+            recipe["data"] = {"plugin": "score-list", "path": "scores.csv", "kind": "similarity"}
+        if kind in ("matrix", "list"):
+            lines = text.splitlines()
+            for _ in range(rng.choice([1, 2, 3])):
+                i = rng.randrange(len(lines))
+                cells = lines[i].replace(" ", ",").split(",")
+                j = rng.randrange(len(cells))
+                cells[j] = rng.choice(["0_5", "\u0665", "nan", "-inf", "", "x" * rng.choice([2000, 100_000, 2_000_000]),
+                                       "1e-300", "-1", "1e400", "\x00", "0x1p3"])
+                lines[i] = ("," if kind == "matrix" else " ").join(cells)
+            raw = ("\n".join(lines) + "\n").encode("utf-8")
+            if rng.random() < 0.2:
+                b = bytearray(raw)
+                b[rng.randrange(len(b))] = rng.randrange(256)
+                raw = bytes(b)
+            (box / "scores.csv").write_bytes(raw)
+        elif kind == "npz":
+            header = io.BytesIO()
+            shape = rng.choice([(400_000_000, 8), (10 ** 12,), (3, 2)])
+            np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+            labels = io.BytesIO()
+            np.save(labels, np.array(["a", "b", "c"]))
+            with zipfile.ZipFile(box / "p.npz", "w") as z:
+                z.writestr("X.npy", header.getvalue() + b"\0" * 64)
+                z.writestr("labels.npy", labels.getvalue())
+                z.writestr("sets.npy", labels.getvalue())
+            recipe["data"] = {"plugin": "npz-patterns", "path": "p.npz"}
+            recipe.pop("transform")
+        else:
+            os.mkfifo(box / "scores.csv")
+        (box / "recipe.yaml").write_text(_yaml(recipe, random.Random(0)))
+        yield box, Case("data", f"{kind} file {k}", [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"])
+
+
+def _valid_run(tmp: Path, sharded: bool) -> Path:
+    """A finished run's output folder (plain or sharded), made once and copied into each case."""
+    cache = tmp / ("sharded-run" if sharded else "plain-run")
+    if cache.exists():
+        return cache
+    work = Path(tempfile.mkdtemp(dir=tmp))
+    rng = random.Random(1)
+    recipe = base_recipe()
+    if sharded:
+        (work / "shards").mkdir()
+        for s in range(2):
+            names = [f"c{s}_{j}" for j in range(4)]
+            lines = "".join(f"{c} r{s}_{q} p{s}_{q} {rng.uniform(0.1, 2.0):.4f}\n" for c in names for q in range(30))
+            (work / "shards" / f"shard{s}.txt").write_text(lines)
+        recipe["data"] = {"plugin": "score-shards", "path": "shards", "kind": "distance"}
+        recipe["transform"] = {"plugin": "identity"}
+        recipe["evaluation"] = {"targets": [0.05, 0.01], "prediction": False}
+    else:
+        (work / "scores.csv").write_text(score_matrix_text(rng))
+    recipe["output"] = {"dir": str(cache), "plots": False}
+    (work / "recipe.yaml").write_text(json.dumps(recipe))
+    done = subprocess.run([CALIBRATE, "run", str(work / "recipe.yaml"), "-q"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the audit's valid run failed: {done.stderr}")
+    return cache
+
+
+def calibrations(tmp: Path, rng: random.Random, n: int):
+    plain, sharded = _valid_run(tmp, False), _valid_run(tmp, True)
+    for k in range(n):
+        box = sandbox(tmp)
+        (box / "attempts.txt").write_text("g1 g2 g2/a 0.4\ng1 g1 g1/a 0.9\nc0_1 r p 0.5\n")
+        if rng.random() < 0.5:
+            doc = json.loads((plain / "calibration.json").read_text())
+            what = rng.choice(["mutate", "mutate", "nest", "family", "scale", "dup", "nul", "cut"])
+            entry = doc["estimators"]["auto"]
+            if what == "mutate":
+                doc = mutate(doc, rng, rng.choice([1, 2, 3]))
+            elif what == "family":
+                entry["state"]["family"] = "os.system"
+            elif what == "scale":
+                entry["state"]["scale"][0] = 0
+            elif what == "dup":
+                entry["state"]["classes"][1] = entry["state"]["classes"][0]
+            elif what == "nul":
+                entry["state"]["classes"][0] = "g\x000"
+            text = ("[" * 100_000 + "]" * 100_000) if what == "nest" else json.dumps(doc)
+            if what == "cut":
+                text = text[: rng.randrange(len(text))]
+            (box / "cal.json").write_text(text)
+            target = "cal.json"
+        else:
+            shutil.copytree(sharded, box / "run")
+            head = json.loads((box / "run" / "calibration.json").read_text())
+            what = rng.choice(["parts", "classes", "pooled-outside", "pooled-fifo", "class-list", "mutate"])
+            if what == "parts":
+                head["parts"] = rng.choice(["many", 10 ** 9, -1, 1.5])
+            elif what == "classes":
+                (box / "run" / "classes-part00000.json").write_text(json.dumps(rng.choice([[1, 2], "x", [None]])))
+            elif what.startswith("pooled"):
+                part = json.loads((box / "run" / "calibration-part00000.json").read_text())
+                if what == "pooled-fifo":
+                    (box / "run" / "pooled-auto.npy").unlink()
+                    os.mkfifo(box / "run" / "pooled-auto.npy")
+                else:
+                    np.save(box / "secret.npy", np.arange(5.0))
+                    part["estimators"]["auto"]["state"]["pooled"] = {"file": "../secret.npy"}
+                (box / "run" / "calibration-part00000.json").write_text(json.dumps(part))
+            elif what == "mutate":
+                head = mutate(head, rng)
+            (box / "run" / "calibration.json").write_text(json.dumps(head))
+            target = "run"
+        if rng.random() < 0.5:
+            command = [CALIBRATE, "threshold", target, "--class", rng.choice(["g1", "c0_1"]), "--fpr", "0.01",
+                       "--estimator", "auto"]
+        else:
+            command = [CALIBRATE, "accept", target, "attempts.txt", "--fpr", "0.01", "--estimator", "auto",
+                       "--out", "out/decisions.csv"]
+        yield box, Case("calibrations", f"{what} {k}", command)
+
+
+def journals(tmp: Path, rng: random.Random, n: int):
+    plain = _valid_run(tmp, False)
+    names = ["../victim.txt", "notes.txt", "thresholds.csv", "/etc/passwd", "..", "manifest.json", "../link-to-victim"]
+    for k in range(n):
+        box = sandbox(tmp)
+        (box / "scores.csv").write_text(score_matrix_text(rng))
+        (box / "recipe.yaml").write_text(json.dumps(base_recipe()))
+        if rng.random() < 0.5:  # a previous run's files, its manifest tampered with
+            for p in plain.iterdir():
+                shutil.copy(p, box / "out" / p.name)
+            doc = json.loads((box / "out" / "manifest.json").read_text())
+            doc["files"][rng.choice(names)] = {"bytes": rng.choice([1, 11]), "sha256": rng.choice(["x", "0" * 64])}
+            (box / "out" / "manifest.json").write_text(json.dumps(doc))
+            what = "tampered manifest"
+        else:
+            staging = box / "out" / ".calibrate-staging-evil"
+            staging.mkdir()
+            files = rng.sample(names, rng.randint(0, 2))
+            replaces = rng.sample(names, rng.randint(1, 3))
+            doc = {"files": files, "replaces": replaces if rng.random() < 0.5 else
+                   {r: {"bytes": 7, "sha256": "0" * 64} for r in replaces},
+                   "manifest": {"format": "calibrate-output", "version": 1,
+                                "files": {f: {"bytes": 1, "sha256": "0" * 64} for f in files}}}
+            (staging / ".journal.json").write_text(json.dumps(doc))
+            what = "planted journal"
+        yield box, Case("journals", f"{what} {k}", [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"])
+
+
+def outputs(tmp: Path, rng: random.Random, n: int):
+    plain = _valid_run(tmp, False)
+    for k in range(n):
+        box = sandbox(tmp)
+        (box / "attempts.txt").write_text("g1 g2 g2/a 0.4\ng1 g1 g1/a 0.9\n")
+        target = rng.choice(["pipe", "/dev/null", "link-to-victim", "out", "-", "/dev/full"])
+        if target == "/dev/full" and not os.path.exists("/dev/full"):
+            target = "/dev/null"
+        yield box, Case("outputs", f"accept --out {target} {k}",
+                        [CALIBRATE, "accept", str(plain / "calibration.json"), "attempts.txt", "--fpr", "0.01",
+                         "--estimator", "auto", "--out", target])
+
+
+def _check_folder(out: Path) -> str | None:
+    """None when ``out`` holds no manifest, or one whose files all match it."""
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        return None
+    try:
+        doc = json.loads(manifest.read_text())
+        for name, entry in doc["files"].items():
+            data = (out / name).read_bytes()
+            if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+                return f"manifest.json lists {name} but the file does not match it"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"manifest.json cannot be checked ({exc})"
+    return None
+
+
+def kills(tmp: Path, rng: random.Random, n: int, timeout: float) -> list[Case]:
+    """Runs killed at random moments, and concurrent pairs, into one folder with a previous result."""
+    cases = []
+    for k in range(n):
+        box = sandbox(tmp)
+        (box / "scores.csv").write_text(score_matrix_text(rng, n=12, probes=6))
+        (box / "recipe.yaml").write_text(json.dumps(base_recipe()))
+        subprocess.run([CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"], cwd=box, capture_output=True)
+        before = _snapshot(box, skip=box / "out")
+        pair = k % 3 == 2
+        command = [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"]
+        case = Case("kills", f"{'concurrent pair' if pair else 'SIGKILL'} {k}", command)
+        started = time.perf_counter()
+        procs = [subprocess.Popen(command, cwd=box, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for _ in range(2 if pair else 1)]
+        if not pair:
+            time.sleep(rng.uniform(0.2, 3.0))
+            procs[0].send_signal(signal.SIGKILL)
+        for p in procs:
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                case.problems.append("hang")
+        case.seconds = time.perf_counter() - started
+        case.exit = procs[0].returncode
+        if pair and any(p.returncode != 0 for p in procs):
+            case.problems.append(f"a concurrent run failed: {procs[0].stderr.read().decode()[:200]}")
+        # the next run finishes or clears what the killed one left, then the folder must be whole
+        after = subprocess.run(command, cwd=box, capture_output=True, text=True, timeout=timeout)
+        if after.returncode != 0:
+            case.problems.append(f"the run after failed: {after.stderr.strip()[:200]}")
+        bad = _check_folder(box / "out")
+        if bad:
+            case.problems.append(bad)
+        if _snapshot(box, skip=box / "out") != before:
+            case.problems.append("a file outside --out changed")
+        if (box / "out" / "notes.txt").read_text() != "the user's\n":
+            case.problems.append("the user's file changed")
+        cases.append(case)
+    return cases
+
+
+# ---- running a case ----------------------------------------------------------------------------
+
+def _outside(box: Path, case: Case) -> dict:
+    """The sandbox outside --out; for `accept --out X` X is the output too (a link named there may have its
+    file replaced, as asked), so X and what it points to are left out, and X must keep its type."""
+    snap = _snapshot(box, skip=box / "out")
+    if case.family == "outputs":
+        target = case.command[case.command.index("--out") + 1]
+        snap.pop(target, None)
+        if target == "link-to-victim":
+            snap.pop("victim.txt", None)
+    return snap
+
+
+def run_case(box: Path, case: Case, timeout: float) -> Case:
+    kinds = {k: v[0] for k, v in _snapshot(box, skip=box / "out").items()}
+    outside = _outside(box, case)
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(case.command, cwd=box, capture_output=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+        case.exit, case.stderr = done.returncode, done.stderr.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        case.problems.append(f"hang (no exit within {timeout:g} s)")
+    case.seconds = time.perf_counter() - started
+    lines = [line for line in case.stderr.splitlines() if line.strip()]
+    if case.exit == 1 or "Traceback" in case.stderr:
+        case.problems.append("traceback")
+    elif case.exit == 2 and not (len(lines) == 1 and lines[0].startswith("error: ")):
+        case.problems.append(f"exit 2 with {len(lines)} stderr lines")
+    elif case.exit not in (0, 2, None):
+        case.problems.append(f"exit {case.exit}")
+    if _outside(box, case) != outside:
+        case.problems.append("a file outside --out changed")
+    now = {k: v[0] for k, v in _snapshot(box, skip=box / "out").items()}
+    replaced = [k for k, kind in kinds.items() if kind in ("fifo", "link") and now.get(k) != kind]
+    if replaced:
+        case.problems.append(f"special file(s) {', '.join(replaced)} replaced")
+    notes = box / "out" / "notes.txt"
+    if not notes.is_file() or notes.is_symlink() or notes.read_text() != "the user's\n":
+        case.problems.append("the user's file in --out changed or was lost")
+    for special in ("/dev/null", "/dev/full"):
+        if os.path.exists(special) and not stat.S_ISCHR(os.lstat(special).st_mode):
+            case.problems.append(f"{special} was replaced")
+    return case
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cases", type=int, default=20, help="cases per family")
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--only", nargs="*", choices=FAMILIES)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    families = args.only or FAMILIES
+    results: list[Case] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for family in families:
+            if family == "kills":
+                results += kills(tmp, rng, max(3, args.cases // 4), args.timeout)
+                continue
+            maker = {"recipes": recipes, "data": data, "calibrations": calibrations, "journals": journals,
+                     "outputs": outputs}[family]
+            for box, case in maker(tmp, rng, args.cases):
+                results.append(run_case(box, case, args.timeout))
+                shutil.rmtree(box, ignore_errors=True)
+    print(f"audit seed {args.seed}: {len(results)} cases in {time.perf_counter() - started:.0f} s")
+    print(f"{'family':<14}{'cases':>6}{'exit 0':>8}{'clean 2':>9}{'traceback':>11}{'hang':>6}{'damage':>8}{'other':>7}")
+    for family in families:
+        rows = [c for c in results if c.family == family]
+        tb = sum("traceback" in c.problems for c in rows)
+        hang = sum(any(p.startswith("hang") for p in c.problems) for c in rows)
+        damage = sum(any("changed" in p or "lost" in p or "replaced" in p for p in c.problems) for c in rows)
+        failed = sum(bool(c.problems) for c in rows)
+        print(f"{family:<14}{len(rows):>6}{sum(c.exit == 0 and not c.problems for c in rows):>8}"
+              f"{sum(c.exit == 2 and not c.problems for c in rows):>9}{tb:>11}{hang:>6}{damage:>8}"
+              f"{failed - max(tb, hang, damage):>7}")
+    failures = [c for c in results if c.problems]
+    for c in failures:
+        first = next((line for line in c.stderr.splitlines() if line.strip()), "")
+        print(f"FAIL {c.family} / {c.what}: {'; '.join(c.problems)}\n     {' '.join(c.command[1:])}\n     {first[:200]}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(c) for c in results], indent=1))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
