@@ -133,10 +133,11 @@ class Calibration:
         c = np.atleast_1d(np.asarray(classes))
         if s.ndim != 1 or c.ndim != 1:
             raise CalibrationError(f"classes and scores must be one-dimensional, got shapes {c.shape} and {s.shape}")
-        if c.size == 1 and s.size > 1:
+        if np.ndim(classes) == 0 and s.size > 1:  # one class named for every score (a list must match them)
             c = np.broadcast_to(c, s.shape)
         if c.size != s.size:
-            raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or one for all)")
+            raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or a single "
+                                   "class, not in a list, for all of them)")
         if not np.all(np.isfinite(s)):
             bad = int(np.flatnonzero(~np.isfinite(s))[0])
             raise CalibrationError(f"score number {bad + 1} is {float(s[bad])}; every score must be a finite number")

@@ -140,56 +140,71 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
 
 
 @app.command()
-def accept(artifact: Path = typer.Argument(..., help="A saved calibration (calibration.json)."),
-           scores: Path = typer.Argument(..., help="Attempts to decide, as a score list (bob 4/5-column, or CSV with a header)."),
+def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (a calibration.json, or a run's folder)."),
+           scores: Path = typer.Argument(..., metavar="SCORES", help="Attempts to decide, as a score list (bob 4/5-column, or CSV with a header)."),
            fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
            out: Path = typer.Option(..., "--out", help="Where to write the decisions (CSV); - for standard output "
                                     "(the summary then goes to standard error)."),
            estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
+           unknown: str = typer.Option("error", "--unknown", help="Attempts claiming a class the calibration does not "
+                                       "hold: error (stop, naming it), reject (decide 0) or skip (leave out); counted."),
            fmt: str = typer.Option("auto", "--format", help="auto, 4-column, 5-column or csv."),
            claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help="CSV: header of the claimed class."),
            real_column: Optional[str] = typer.Option(None, "--real-column", help="CSV: header of the probe's real class."),
            score_column: Optional[str] = typer.Option(None, "--score-column", help="CSV: header of the score."),
            missing: Optional[float] = typer.Option(None, "--missing", help="Marker of failed comparisons: not decided, counted.")) -> None:
-    """Decide every attempt of a score list with a saved calibration; write one decision per line."""
+    """Decide every attempt of a score list with a saved calibration; write one decision per line
+    (claimed, real, probe, score, threshold, accept)."""
     import csv
     import io
 
     import numpy as np
 
     from .api import load
-    from .scorefiles import DEFAULT_COLUMNS, read_comparisons
+    from .assess import known_classes
+    from .cli_scores import read_attempts
+    from .errors import CalibrateError
     from .userfiles import write_user_file
 
     try:
+        if unknown not in ("error", "reject", "skip"):
+            raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         cal = load(artifact, estimator)
-        columns = None
-        if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
-            columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
-                       "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
-        rows = read_comparisons(scores, fmt=fmt, columns=columns, missing=missing)
-        keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
-        failed = int((~keep).sum())
-        claimed = np.asarray(rows.claimed_labels, dtype=str)[rows.claimed[keep]] if keep.any() else np.array([], str)
-        real = np.asarray(rows.real_labels, dtype=str)[rows.real[keep]] if keep.any() else np.array([], str)
-        kept_scores = rows.scores[keep]
-        decided = cal.accept(claimed, kept_scores, fpr) if len(claimed) else np.zeros(0, bool)
-        thresholds = cal.thresholds(fpr)
+        claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
+                                                             missing, probes=True)
+        known = known_classes(cal, claimed)
+        n_unknown = int((~known).sum())
+        if n_unknown and unknown == "error":
+            first = claimed[np.flatnonzero(~known)[0]]
+            raise CalibrateError(f"{scores}: {n_unknown} attempt(s) claim classes the calibration does not hold (e.g. "
+                                 f"{str(first)[:60]!r}); give --unknown reject (decide them 0) or --unknown skip "
+                                 "(leave them out), or enroll the class")
+        decided = np.zeros(values.size, bool)
+        if known.any():
+            decided[known] = cal.accept(claimed[known], values[known], fpr)
+        thresholds = cal.thresholds(fpr) if hasattr(cal, "model") else None  # a partitioned one: per class
+        rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["claimed", "real", "score", "threshold", "accept"])
-        for c, r, s, d in zip(claimed.tolist(), real.tolist(), kept_scores.tolist(), decided.tolist()):
-            w.writerow([c, r, repr(s), repr(thresholds[c]), "1" if d else "0"])
+        w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"])
+        for i in rows.tolist():
+            c = claimed[i]
+            t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
+            w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
+                                                                                    "1" if decided[i] else "0"])
         written = write_user_file(out, buf.getvalue().encode("utf-8"))
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
-    genuine = claimed == real
+    decided, genuine = decided[rows], (claimed == real)[rows]
     summary = f"{decided.size} attempts, {int(decided.sum())} accepted"
-    if genuine.any() or (~genuine).any():
+    if decided.size:
         imp = ~genuine
         summary += (f"; impostor attempts {int(imp.sum())}, false accepts {int(decided[imp].sum())}"
                     f"; genuine attempts {int(genuine.sum())}, false rejects {int((~decided[genuine]).sum())}")
+    if n_unknown:
+        summary += (f"; {n_unknown} attempt(s) claiming classes the calibration does not hold "
+                    f"{'rejected' if unknown == 'reject' else 'left out'}")
     if failed:
         summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
     typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")

@@ -27,8 +27,9 @@ _MISSING_HELP = "Marker of failed comparisons (e.g. -1): left out, counted."
 
 
 def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column: str | None,
-                  score_column: str | None, missing: float | None):
-    """(claimed, real, scores, failed) of a score list, failed comparisons (``missing``) left out."""
+                  score_column: str | None, missing: float | None, probes: bool = False):
+    """(claimed, real, scores, failed) of a score list, failed comparisons (``missing``) left out; with
+    ``probes``, also each attempt's probe label (None when the file has no probe column)."""
     import numpy as np
 
     from .scorefiles import DEFAULT_COLUMNS, read_comparisons
@@ -41,7 +42,11 @@ def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column:
     keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
     claimed = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed[keep]].astype(str)
     real = np.asarray(rows.real_labels, dtype=object)[rows.real[keep]].astype(str)
-    return claimed, real, rows.scores[keep], int((~keep).sum())
+    if not probes:
+        return claimed, real, rows.scores[keep], int((~keep).sum())
+    probe = (None if rows.probe is None or rows.probe_labels is None
+             else np.asarray(rows.probe_labels, dtype=object)[rows.probe[keep]].astype(str))
+    return claimed, real, rows.scores[keep], int((~keep).sum()), probe
 
 
 def _targets(fpr: list[float] | None) -> tuple[float, ...]:

@@ -185,10 +185,11 @@ class PartitionedCalibration:
         scalar = np.ndim(scores) == 0 and np.ndim(classes) == 0
         s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
         c = np.atleast_1d(np.asarray(classes)).astype(str)
-        if c.size == 1 and s.size > 1:
+        if np.ndim(classes) == 0 and s.size > 1:  # one class named for every score (a list must match them)
             c = np.broadcast_to(c, s.shape)
         if c.size != s.size:
-            raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or one for all)")
+            raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or a single "
+                                   "class, not in a list, for all of them)")
         parts = np.array([self._part_of(x) for x in c.tolist()], dtype=np.int64)
         out = np.zeros(s.size, bool)
         for k in np.unique(parts):

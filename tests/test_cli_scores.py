@@ -88,3 +88,35 @@ def test_fit_refuses_a_reversed_file(tmp_path):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {dev}: the ") and "give --kind similarity" in line
     assert not (tmp_path / "c.json").exists()
+
+
+def test_accept_keeps_probe_labels_and_has_a_policy_for_unknown_classes(tmp_path):
+    import csv
+
+    dev, ev = _bob_pair(tmp_path, seed=14)
+    assert runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--estimator", "class-interp", "--no-predict",
+                               "--out", str(tmp_path / "cal.json")]).exit_code == 0
+    with ev.open("a") as f:
+        f.write("stranger s01 s01/x 0.5\n")
+    base = ["accept", str(tmp_path / "cal.json"), str(ev), "--fpr", "0.05", "--missing", "-1"]
+    refused = runner.invoke(app, base + ["--out", str(tmp_path / "d.csv")])  # the default: stop, naming it
+    assert refused.exit_code == 2 and "'stranger'" in refused.stderr and "--unknown" in refused.stderr
+    skipped = runner.invoke(app, base + ["--unknown", "skip", "--out", str(tmp_path / "skip.csv")])
+    assert skipped.exit_code == 0 and "1 attempt(s) claiming classes the calibration does not hold left out" in skipped.stdout
+    rows = list(csv.DictReader((tmp_path / "skip.csv").open()))
+    assert rows[0]["probe"].startswith(rows[0]["real"] + "/") and all(r["claimed"] != "stranger" for r in rows)
+    rejected = runner.invoke(app, base + ["--unknown", "reject", "--out", str(tmp_path / "rej.csv")])
+    assert rejected.exit_code == 0
+    last = list(csv.DictReader((tmp_path / "rej.csv").open()))[-1]
+    assert (last["claimed"], last["probe"], last["threshold"], last["accept"]) == ("stranger", "s01/x", "", "0")
+
+
+def test_a_list_of_one_class_is_not_spread_over_every_score(tmp_path):
+    import calibrate
+    from calibrate.errors import CalibrationError
+
+    rng = np.random.default_rng(2)
+    cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 100) for i in range(4)}, estimator="class-interp")
+    assert cal.accept("c1", [0.1, 0.99], 0.05).tolist() == [False, True]  # one class, not in a list: for all
+    with pytest.raises(CalibrationError, match="1 classes but 2 scores"):
+        cal.accept(["c1"], [0.1, 0.99], 0.05)

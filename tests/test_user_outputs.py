@@ -45,7 +45,7 @@ def _accept(fitted, out) -> object:
 def test_out_dash_is_standard_output_with_the_summary_on_stderr(fitted):
     result = _accept(fitted, "-")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "claimed,real,score,threshold,accept"
+    assert result.stdout.splitlines()[0] == "claimed,real,probe,score,threshold,accept"
     assert "wrote standard output" in result.stderr and "accepted" not in result.stdout
     assert not Path("-").exists()
 
@@ -70,7 +70,7 @@ def test_a_symbolic_link_stays_a_link_and_its_file_is_replaced(fitted, tmp_path)
     link = tmp_path / "link.csv"
     link.symlink_to(real)
     assert _accept(fitted, link).exit_code == 0
-    assert link.is_symlink() and real.read_text().startswith("claimed,real,score")
+    assert link.is_symlink() and real.read_text().startswith("claimed,real,probe,score")
     dangling = tmp_path / "dangling.csv"
     dangling.symlink_to(tmp_path / "nowhere" / "x.csv")
     result = _accept(fitted, dangling)
