@@ -468,14 +468,16 @@ def main() -> int:
                 results.append(run_case(box, case, args.timeout))
                 shutil.rmtree(box, ignore_errors=True)
     print(f"audit seed {args.seed}: {len(results)} cases in {time.perf_counter() - started:.0f} s")
-    print(f"{'family':<14}{'cases':>6}{'exit 0':>8}{'clean 2':>9}{'traceback':>11}{'hang':>6}{'damage':>8}{'other':>7}")
+    print(f"{'family':<14}{'cases':>6}{'passed':>8}{'exit 0':>8}{'clean 2':>9}{'traceback':>11}{'hang':>6}{'damage':>8}"
+          f"{'other':>7}")
     for family in families:
         rows = [c for c in results if c.family == family]
         tb = sum("traceback" in c.problems for c in rows)
         hang = sum(any(p.startswith("hang") for p in c.problems) for c in rows)
         damage = sum(any("changed" in p or "lost" in p or "replaced" in p for p in c.problems) for c in rows)
         failed = sum(bool(c.problems) for c in rows)
-        print(f"{family:<14}{len(rows):>6}{sum(c.exit == 0 and not c.problems for c in rows):>8}"
+        print(f"{family:<14}{len(rows):>6}{sum(not c.problems for c in rows):>8}"
+              f"{sum(c.exit == 0 and not c.problems for c in rows):>8}"
               f"{sum(c.exit == 2 and not c.problems for c in rows):>9}{tb:>11}{hang:>6}{damage:>8}"
               f"{failed - max(tb, hang, damage):>7}")
     failures = [c for c in results if c.problems]
