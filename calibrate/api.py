@@ -82,4 +82,5 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
                        transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
                        kind=kind, targets=doc.get("targets", ()),
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
-                       prediction=entry.get("prediction"))
+                       prediction=entry.get("prediction"),
+                       training_impostors=doc.get("training", {}).get("impostors"))

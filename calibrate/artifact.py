@@ -58,7 +58,7 @@ def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
 
 def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transform_state: dict,
              targets: Sequence[float], fingerprint: str, versions: dict,
-             estimators: dict[str, tuple]) -> dict[str, Any]:
+             estimators: dict[str, tuple], training_impostors: int | None = None) -> dict[str, Any]:
     """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
     ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
     entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.confidence.saved_entries`)."""
@@ -68,6 +68,7 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
     return {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind, "accept_if": ACCEPT_IF[kind],
             "transform": {"plugin": transform_plugin, "params": plain(transform_params), "state": transform_state},
             "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
+            **({"training": {"impostors": int(training_impostors)}} if training_impostors is not None else {}),
             "estimators": {label: {"plugin": entry[0], "params": plain(entry[1]), "state": entry[2],
                                    **(entry[3] if len(entry) > 3 else {})}
                            for label, entry in estimators.items()}}
@@ -188,6 +189,10 @@ def check_document(doc: dict, path: Path) -> None:
         raise _bad(path, "kind", f"is {str(doc['kind'])[:40]!r}, not similarity or distance")
     if "targets" in doc:
         _targets(doc["targets"], path, "targets")
+    if "training" in doc:
+        n = doc["training"].get("impostors") if isinstance(doc["training"], dict) else None
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise _bad(path, "training.impostors", "must be the positive number of training impostor distances")
     if "transform" in doc:
         _component_entry(doc["transform"], path, "transform")
     for label, entry in doc["estimators"].items():

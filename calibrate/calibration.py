@@ -39,7 +39,7 @@ class Calibration:
     def __init__(self, *, estimator: Estimator, plugin: str, label: str, params: dict[str, Any], model: FittedModel,
                  transform: Transform, transform_plugin: str, transform_params: dict[str, Any], kind: str,
                  targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None,
-                 prediction: dict[str, Any] | None = None):
+                 prediction: dict[str, Any] | None = None, training_impostors: int | None = None):
         if kind not in ACCEPT_IF:
             raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
         self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
@@ -51,6 +51,9 @@ class Calibration:
         self.versions = dict(versions or {})
         #: the predicted FPR interval saved with the fit (``calibrate.prediction``): None when not predicted
         self.prediction = prediction
+        #: how many training impostor distances the fit saw (pooled over classes), when known
+        self.training_impostors = None if training_impostors is None else int(training_impostors)
+        self._extrapolation_said: set[float] = set()
         self._reset()
 
     def _reset(self) -> None:
@@ -111,15 +114,32 @@ class Calibration:
         """The threshold on the transformed distance (accept when distance <= it)."""
         return float(self._table(target_fpr, need_scores=False)[0][self._row(cls)])
 
+    def training_support(self, target_fpr: float) -> float | None:
+        """``target x N``: how many of the N training impostor distances an on-target threshold has below
+        it (None when N is not known). Below 1 the threshold extrapolates beyond the training data."""
+        e = self._target(target_fpr)
+        return None if self.training_impostors is None else e * self.training_impostors
+
+    def _say_extrapolation(self, target_fpr: float) -> None:
+        support = self.training_support(target_fpr)
+        if support is not None and support < 1 and target_fpr not in self._extrapolation_said:
+            self._extrapolation_said.add(target_fpr)
+            warnings.warn(extrapolation_message(target_fpr, self.training_impostors), stacklevel=3)
+
     def threshold(self, cls: Any, target_fpr: float) -> float:
         """The threshold in the data's own score units: accept when ``score >= t`` for similarity
-        scores, ``score <= t`` for distances (see :attr:`accept_if`)."""
+        scores, ``score <= t`` for distances (see :attr:`accept_if`). Warns (once per target) when the
+        target is below 1/N of the training impostor distances: the answer extrapolates."""
         row = self._row(cls)
-        return float(self._table(target_fpr)[1][row])
+        value = float(self._table(target_fpr)[1][row])
+        self._say_extrapolation(target_fpr)
+        return value
 
     def thresholds(self, target_fpr: float) -> dict[str, float]:
         """Every class's score threshold at one target."""
-        return dict(zip(self.classes, self._table(target_fpr)[1].tolist()))
+        out = dict(zip(self.classes, self._table(target_fpr)[1].tolist()))
+        self._say_extrapolation(target_fpr)
+        return out
 
     def accept(self, classes: Any, scores: Any, target_fpr: float) -> np.ndarray | bool:
         """Accept or reject each claim: ``classes`` (one class or an array, the claimed identity of each
@@ -150,6 +170,7 @@ class Calibration:
             self._row(c[np.flatnonzero(~known)[0]])  # raises, naming the class
         t = score_t[self._sorted_rows[pos]]
         out = s >= t if self.kind == "similarity" else s <= t
+        self._say_extrapolation(target_fpr)
         return bool(out[0]) if scalar else out
 
     @property
@@ -240,7 +261,7 @@ class Calibration:
     def to_dict(self) -> dict[str, Any]:
         return artifact(kind=self.kind, transform_plugin=self.transform_plugin, transform_params=self.transform_params,
                         transform_state=self.transform.fitted_state(), targets=self.targets,
-                        fingerprint=self.fingerprint, versions=self.versions,
+                        fingerprint=self.fingerprint, versions=self.versions, training_impostors=self.training_impostors,
                         estimators={self.label: (self.plugin, self.params, *saved_entries(self.model, self.prediction))})
 
     def save(self, path: str | Path) -> Path:
@@ -254,6 +275,14 @@ class Calibration:
         except CalibrateError as exc:
             raise CalibrationError(f"cannot save the calibration: {exc}") from None
         return Path(path)
+
+
+def extrapolation_message(target_fpr: float, n: int) -> str:
+    """Why a threshold at ``target_fpr`` is an extrapolation (fewer than one training distance below it)."""
+    return (f"target FPR {target_fpr:g} is below 1/N of the {n:,} training impostor distances: about "
+            f"{target_fpr * n:.3g} of them lie below an on-target threshold, so the threshold extrapolates beyond "
+            f"the data (its achieved FPR can stray far from the target); fit with more impostor comparisons, or "
+            f"ask at {1 / n:.2g} or above")
 
 
 _OTHER = "\0impostor"  # the probe class of impostor scores given without their own classes
@@ -428,4 +457,5 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "simi
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
-                       versions=package_versions((est_spec, tr_spec)), prediction=saved)
+                       versions=package_versions((est_spec, tr_spec)), prediction=saved,
+                       training_impostors=int(impostors.values.size))

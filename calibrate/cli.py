@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from .formatting import format_count
 from .version import __version__
 
 from .cli_app import _fail, app  # noqa: F401 (_environment_message's users import it from here too)
@@ -92,33 +93,50 @@ def threshold(artifact: Path = typer.Argument(..., help="A saved calibration (ca
               cls: str = typer.Option(..., "--class", help="The enrolled class."),
               fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
               estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
-              as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Print a class's threshold in the data's own score units."""
+              allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
+                                                       help="Answer a target below 1/N of the training impostor "
+                                                       "distances (refused otherwise)."),
+              as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
+    """Print a class's threshold in the data's own score units, with its training support."""
     from .api import load
+    from .calibration import extrapolation_message
+    from .errors import CalibrateError
 
     try:
         cal = load(artifact, estimator)
-        t = cal.threshold(cls, fpr)
+        support = cal.training_support(fpr) if 0 < fpr < 1 else None
+        if support is not None and support < 1 and not allow_extrapolation:
+            raise CalibrateError(f"{extrapolation_message(fpr, cal.training_impostors)}; give --allow-extrapolation "
+                                 "to answer anyway")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # said below, in the command line's words
+            t = cal.threshold(cls, fpr)
         tau = cal.distance_threshold(cls, fpr)
         predicted = _predicted(cal, cls, fpr)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, artifact)
         return
+    if support is not None and support < 1:
+        typer.echo(f"note: {extrapolation_message(fpr, cal.training_impostors)}", err=True)
     if as_json:
         doc = {"class": cls, "target_fpr": fpr, "score_threshold": t, "accept_if": cal.accept_if,
-               "distance_threshold": tau, "estimator": cal.label}
+               "distance_threshold": tau, "estimator": cal.label, "training_impostors": cal.training_impostors,
+               "training_support": support}
         if predicted:
             doc.update(predicted)
         typer.echo(json.dumps(doc))
     else:
         op = ">=" if cal.kind == "similarity" else "<="
         typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if score {op} {t!r}")
+        if support is not None:
+            typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
+                       "distances lie below an on-target threshold")
         if predicted:
             level = 100 * predicted["predicted_level"]
-            typer.echo(f"predicted FPR ({level:.0f}%, from training data): gallery {predicted['predicted_fpr_low']:.3g}"
-                       f"-{predicted['predicted_fpr_high']:.3g}"
-                       + (f", this class {predicted['class_predicted_fpr_low']:.3g}-{predicted['class_predicted_fpr_high']:.3g}"
-                          if "class_predicted_fpr_low" in predicted else ""))
+            typer.echo(f"predicted long-run FPR ({level:.0f}%, from training data): gallery "
+                       f"{predicted['gallery_long_run_fpr_low']:.3g}-{predicted['gallery_long_run_fpr_high']:.3g}"
+                       + (f", this class {predicted['class_long_run_fpr_low']:.3g}-{predicted['class_long_run_fpr_high']:.3g}"
+                          if "class_long_run_fpr_low" in predicted else ""))
 
 
 def _predicted(cal, cls: str, fpr: float) -> dict | None:
@@ -131,9 +149,9 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
         low, high = cal.predicted_fpr(fpr)
     except CalibrationError:  # predicted at other targets only
         return None
-    out = {"predicted_fpr_low": low, "predicted_fpr_high": high, "predicted_level": cal.prediction["level"]}
+    out = {"gallery_long_run_fpr_low": low, "gallery_long_run_fpr_high": high, "predicted_level": cal.prediction["level"]}
     try:
-        out["class_predicted_fpr_low"], out["class_predicted_fpr_high"] = cal.predicted_fpr(fpr, cls=cls)
+        out["class_long_run_fpr_low"], out["class_long_run_fpr_high"] = cal.predicted_fpr(fpr, cls=cls)
     except CalibrationError:
         pass
     return out

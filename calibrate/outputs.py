@@ -451,12 +451,13 @@ class StagedOutput:
 
 def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "distance",
                    predictions: dict | None = None) -> str:
-    """``estimator,class,target_fpr,threshold,score_threshold,accept_if,predicted_fpr_low,predicted_fpr_high,prediction_status``:
+    """``estimator,class,target_fpr,threshold,score_threshold,accept_if,class_long_run_fpr_low,class_long_run_fpr_high,prediction_status``:
     ``threshold`` on the transformed distance (accept when distance <= it), ``score_threshold`` the
     same threshold in the data's own score units through the fitted transform's inverse (empty when
     the transform has none), ``accept_if`` how to compare a score with it (``score >= t`` for
-    similarities); the last two the interval predicted for the class's own long-run FPR at that
-    threshold (calibrate.prediction; empty when it was not predicted per class, or not at that target);
+    similarities); ``class_long_run_fpr_low/high`` the interval predicted for this class's own long-run
+    FPR at that threshold (unlimited new impostor attempts on this class; calibrate.prediction; empty when
+    it was not predicted per class, or not at that target), not the gallery's interval of results.json;
     ``prediction_status`` what the world's check said at that target (calibrate.prediction.STATUS: fits,
     tail, contradicted, tail-unfit; empty without a prediction)."""
     from .artifact import ACCEPT_IF
@@ -465,7 +466,7 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if",
-                "predicted_fpr_low", "predicted_fpr_high", "prediction_status"])
+                "class_long_run_fpr_low", "class_long_run_fpr_high", "prediction_status"])
     for table in tables:
         scores = None if transform is None else transform.score_thresholds(table.values, kind)
         pred = predictions.get(table.estimator)
@@ -619,6 +620,7 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
         kind=fold.kind, transform_plugin=spec.info.name, transform_params=spec.params,
         transform_state=fold.transform.fitted_state() if fold.transform is not None else {},
         targets=recipe.targets, fingerprint=fingerprint(impostors), versions=versions(recipe),
+        training_impostors=int(impostors.values.size),
         estimators={s.label: (s.info.name, s.params, *saved_entries(
             fold.models[s.label], fold.predictions[s.label].saved(fold.models[s.label].classes)
             if s.label in fold.predictions else None)) for s in recipe.estimators}))

@@ -90,6 +90,9 @@ class PartitionedCalibration:
         #: sharded runs make no predicted intervals (calibrate.prediction); the same interface as Calibration
         self.prediction = None
         self.confidence = None
+        training = head.get("training")
+        n = training.get("impostors") if isinstance(training, dict) else None
+        self.training_impostors = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
         self.kind = head.get("kind", "distance")
         if self.kind not in ACCEPT_IF:
             raise CalibrationError(f"{folder}: kind {self.kind!r} is not similarity or distance")
@@ -167,6 +170,10 @@ class PartitionedCalibration:
         while len(self._parts) > self._cache:
             self._parts.popitem(last=False)
         return cal
+
+    def training_support(self, target_fpr: float) -> float | None:
+        """``target x N`` training impostor distances below an on-target threshold (None when not known)."""
+        return None if self.training_impostors is None else float(target_fpr) * self.training_impostors
 
     def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None) -> tuple[float, float]:
         """Sharded runs make no predicted FPR intervals: always a CalibrationError saying so."""

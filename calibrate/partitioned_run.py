@@ -172,7 +172,8 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
             for name, size, sha in getattr(fitter, "files", ()):
                 staged.adopt(name, size, sha)
         if recipe.save_calibration:
-            staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs)))
+            staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs),
+                                                        n_train))
     notes = list(context.notes)
     _write_sharded_reports(staged, recipe, results, notes, times, len(fitters), len(jobs), n_classes, n_train)
     staged.commit()
@@ -244,10 +245,11 @@ def _one_transform_state(spec, data: ShardedScores, survey: list[dict]) -> dict:
     return states[0]
 
 
-def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict, n_classes: int, parts: int) -> str:
+def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict, n_classes: int, parts: int,
+          n_train: int) -> str:
     """The partitioned calibration's head (calibration.json), naming the parts the shards wrote."""
     head = {"format": HEAD_FORMAT, "version": 1, "kind": data.kind, "classes": n_classes,
-            "targets": list(recipe.targets), "parts": parts,
+            "targets": list(recipe.targets), "parts": parts, "training": {"impostors": int(n_train)},
             "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}
                            for label, (plugin, params, _) in fitters.items()},
             "transform": {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),

@@ -120,3 +120,31 @@ def test_a_list_of_one_class_is_not_spread_over_every_score(tmp_path):
     assert cal.accept("c1", [0.1, 0.99], 0.05).tolist() == [False, True]  # one class, not in a list: for all
     with pytest.raises(CalibrationError, match="1 classes but 2 scores"):
         cal.accept(["c1"], [0.1, 0.99], 0.05)
+
+
+def test_a_target_below_one_over_n_warns_or_is_refused_unless_asked(tmp_path):
+    import warnings
+
+    import calibrate
+
+    dev, _ = _bob_pair(tmp_path, seed=15)
+    assert runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--no-predict", "--out", str(tmp_path / "c.json")]).exit_code == 0
+    cal = calibrate.load(tmp_path / "c.json")
+    n = cal.training_impostors
+    assert n == sum(1 for line in dev.read_text().splitlines() if line.split()[0] != line.split()[1]
+                    and line.split()[3] != "-1")
+    base = ["threshold", str(tmp_path / "c.json"), "--class", "s01"]
+    refused = runner.invoke(app, base + ["--fpr", "1e-6"])
+    assert refused.exit_code == 2 and "below 1/N" in refused.stderr and "--allow-extrapolation" in refused.stderr
+    allowed = runner.invoke(app, base + ["--fpr", "1e-6", "--allow-extrapolation", "--json"])
+    assert allowed.exit_code == 0 and "note: target FPR 1e-06 is below 1/N" in allowed.stderr
+    doc = json.loads(allowed.stdout)
+    assert doc["training_impostors"] == n and doc["training_support"] == pytest.approx(1e-6 * n)
+    plain = runner.invoke(app, base + ["--fpr", "0.05"])
+    assert plain.exit_code == 0 and f"training support: {0.05 * n:.3g} of the {n:,} training impostor" in plain.stdout
+    with pytest.warns(UserWarning, match="below 1/N"):
+        cal.threshold("s01", 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal.threshold("s02", 1e-6)  # said once per target
+        cal.threshold("s01", 0.05)

@@ -162,7 +162,7 @@ def test_bssr1_face_c_with_both_interpolation_estimators(tmp_path):
     out = tmp_path / "out"
     with open(out / "thresholds.csv", newline="") as fh:
         reader = csv.reader(fh)
-        assert next(reader) == ["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if", "predicted_fpr_low", "predicted_fpr_high", "prediction_status"]
+        assert next(reader) == ["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if", "class_long_run_fpr_low", "class_long_run_fpr_high", "prediction_status"]
         rows = list(reader)
     # score units: the similarity threshold is 1 - the distance threshold (upper: 1), compared with >=
     assert all(r[5] == "score >= t" and float(r[4]) == pytest.approx(1.0 - float(r[3]), abs=1e-12) for r in rows)

@@ -33,7 +33,7 @@ def finished(tmp_path_factory):
 def test_thresholds_csv_format(finished):
     tmp, result = finished
     text = (tmp / "out" / "thresholds.csv").read_text(encoding="utf-8")
-    assert text.splitlines()[0] == "estimator,class,target_fpr,threshold,score_threshold,accept_if,predicted_fpr_low,predicted_fpr_high,prediction_status"
+    assert text.splitlines()[0] == "estimator,class,target_fpr,threshold,score_threshold,accept_if,class_long_run_fpr_low,class_long_run_fpr_high,prediction_status"
     rows = list(csv.DictReader(text.splitlines()))
     classes = result.folds[0].train.gallery_classes.tolist()
     assert len(rows) == 2 * len(classes) * len(TARGETS)
@@ -190,7 +190,7 @@ def test_thresholds_csv_values_survive_a_round_trip():
     values = np.array([[0.1, 1 / 3], [2e-17, 12345.678901234567]])
     text = thresholds_csv([ThresholdTable("e", ("a", "b,c"), (0.001, 0.0005), values)])
     rows = list(csv.reader(text.splitlines()))
-    assert rows[0] == ["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if", "predicted_fpr_low", "predicted_fpr_high", "prediction_status"]
+    assert rows[0] == ["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if", "class_long_run_fpr_low", "class_long_run_fpr_high", "prediction_status"]
     assert rows[3] == ["e", "b,c", "0.001", "2e-17", "", "", "", "", ""]  # a comma in a class label is quoted
     assert [float(r[3]) for r in rows[1:]] == values.ravel().tolist()
     assert re.fullmatch(r"e,a,0\.0005,0\.3333333333333333,,,,,", text.splitlines()[2])

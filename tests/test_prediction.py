@@ -244,8 +244,8 @@ def test_cli_threshold_states_the_predicted_interval(tmp_path):
                                       "--fpr", "0.05", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert (doc["predicted_fpr_low"], doc["predicted_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05))
-    assert (doc["class_predicted_fpr_low"], doc["class_predicted_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05, cls))
+    assert (doc["gallery_long_run_fpr_low"], doc["gallery_long_run_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05))
+    assert (doc["class_long_run_fpr_low"], doc["class_long_run_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05, cls))
     plain = CliRunner().invoke(app, ["threshold", str(tmp_path / "out" / "calibration.json"), "--class", cls,
                                      "--fpr", "0.01"])  # not a predicted target: the threshold alone
     assert plain.exit_code == 0 and "predicted" not in plain.output

@@ -169,7 +169,7 @@ def test_no_interval_is_said_in_the_calibration_the_run_and_the_cli(tmp_path, mo
     assert all(r["predicted_fpr_low"] is None and "predicted_covers" not in r for r in rows)
     with open(tmp_path / "out" / "thresholds.csv", newline="", encoding="utf-8") as fh:
         table = list(csv.DictReader(fh))
-    assert {r["prediction_status"] for r in table} == {"contradicted"} and {r["predicted_fpr_low"] for r in table} == {""}
+    assert {r["prediction_status"] for r in table} == {"contradicted"} and {r["class_long_run_fpr_low"] for r in table} == {""}
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "No prediction: the model does not fit these training scores at this target" in report
     assert any("does not fit these training scores" in n for n in result.notes)
