@@ -46,6 +46,24 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
     folder, plain or sharded), ready to answer in score units. ``estimator``: the label to load when the
     file holds several. The file is validated as a whole first (calibrate.artifact.check_document)."""
     path = Path(path)
+    cal = _load(path, estimator, extra_plugins)
+    _check_version(cal, path)
+    return cal
+
+
+def _check_version(cal, path: Path) -> None:
+    """Warn when the calibration was written by another version of calibrate (it still loads)."""
+    import warnings
+
+    from .version import __version__
+
+    written = (getattr(cal, "versions", None) or getattr(cal, "head", {}).get("versions") or {}).get("calibrate-thresholds")
+    if isinstance(written, str) and written != __version__:
+        warnings.warn(f"{path} was written by calibrate-thresholds {written[:40]}, this is {__version__}: it loads, but "
+                      "a refit with this version may give other thresholds", stacklevel=3)
+
+
+def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibration | PartitionedCalibration:
     if path.is_dir():  # a run's folder: its calibration.json, plain or the head of a sharded run's parts
         if not (path / "calibration.json").exists():
             raise CalibrationError(f"{path}: the folder holds no calibration.json; give a run's output folder (with "

@@ -43,9 +43,9 @@ def _progress_context(quiet: bool):
 
 
 @app.command()
-def run(recipe: Path = typer.Argument(..., help="Recipe YAML file."),
+def run(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML file."),
         out: Optional[Path] = typer.Option(None, "--out", help="Output folder (overrides the recipe's `output:`)."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output (bars on a terminal, "
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help="No progress output (bars on a terminal, "
                                    "else progress lines on stderr every $CALIBRATE_PROGRESS_INTERVAL s, default 10).")) -> None:
     """Run a recipe and write thresholds.csv, results.json and report.md."""
     from .api import validate
@@ -74,7 +74,7 @@ def run(recipe: Path = typer.Argument(..., help="Recipe YAML file."),
 
 
 @app.command()
-def validate(recipe: Path = typer.Argument(..., help="Recipe YAML file.")) -> None:
+def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML file.")) -> None:
     """Check a recipe (plugin names, parameters, files) without running it."""
     from .api import validate as _validate
 
@@ -89,7 +89,7 @@ def validate(recipe: Path = typer.Argument(..., help="Recipe YAML file.")) -> No
 
 
 @app.command()
-def threshold(artifact: Path = typer.Argument(..., help="A saved calibration (calibration.json)."),
+def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (calibration.json)."),
               cls: str = typer.Option(..., "--class", help="The enrolled class."),
               fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
               estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
@@ -229,7 +229,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
 
 
 @app.command()
-def plugins(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def plugins(as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
     """List every plugin component with its parameters and where it came from."""
     from .manager import build_registry
 
@@ -257,6 +257,9 @@ from . import cli_scores  # noqa: E402,F401  (registers `fit` and `evaluate` on 
 
 
 def main() -> None:
+    from .cli_app import install_warning_notes
+
+    install_warning_notes()
     app()
 
 

@@ -9,8 +9,18 @@ import sys
 import traceback
 
 import typer
+import typer.core
 
 from .errors import CalibrateError
+
+def _usage_name(self) -> str:
+    """A required argument as RECIPE in usage lines (POSIX style), not typer's {RECIPE}; optional ones [NAME]."""
+    name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+if hasattr(getattr(typer.core, "TyperArgument", None), "_usage_display_name"):  # typer's private hook; else as is
+    typer.core.TyperArgument._usage_display_name = _usage_name
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Verification thresholds at a low target false positive rate.")
@@ -55,3 +65,16 @@ def _fail(exc: BaseException, source: object | None = None) -> None:
     typer.echo("internal error (please report it with the traceback below):", err=True)
     traceback.print_exception(exc, file=sys.stderr)
     raise typer.Exit(1)
+
+
+def _warning_as_note(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings a command meets (a calibration from another version, an extrapolated target) are notes:
+    one line each on stderr, as the run's notes are."""
+    typer.echo(f"note: {' '.join(str(message).split())}", err=True)
+
+
+def install_warning_notes() -> None:
+    import warnings
+
+    warnings.showwarning = _warning_as_note
+

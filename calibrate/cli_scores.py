@@ -55,7 +55,7 @@ def _targets(fpr: list[float] | None) -> tuple[float, ...]:
 
 @app.command("fit")
 def fit_command(
-        scores: Path = typer.Argument(..., help="Training comparisons, a score list (bob 4/5-column, or CSV with a header)."),
+        scores: Path = typer.Argument(..., metavar="SCORES", help="Training comparisons, a score list (bob 4/5-column, or CSV with a header)."),
         out: Path = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json; - for standard output."),
         kind: str = typer.Option("similarity", "--kind", help="similarity (higher = more alike) or distance."),
         estimator: str = typer.Option("auto", "--estimator", help="The estimator (see `calibrate plugins`)."),
@@ -99,8 +99,8 @@ def fit_command(
 
 @app.command("evaluate")
 def evaluate_command(
-        artifact: Path = typer.Argument(..., help="A saved calibration (calibration.json or `calibrate fit`'s file)."),
-        scores: Path = typer.Argument(..., help="Comparisons to judge it on, a score list."),
+        artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (calibration.json or `calibrate fit`'s file)."),
+        scores: Path = typer.Argument(..., metavar="SCORES", help="Comparisons to judge it on, a score list."),
         fpr: Optional[List[float]] = typer.Option(None, "--fpr", help="A target FPR (repeat); default: the "
                                                   "calibration's own targets."),
         estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),

@@ -131,3 +131,11 @@ def test_validate_reports_the_recipe_summary(score_setup):
     assert result.exit_code == 0
     assert result.stdout.strip() == f"{path}: ok (score-matrix, 2 estimator(s), targets 0.01; data files: format checked on their first lines, the rest is read by `run`)"
     assert not (tmp / "out").exists()  # validation computes nothing
+
+
+def test_help_reads_as_a_unix_command_line():
+    """Flags without a value placeholder (no `<bool>`), --json/--no-json, usage lines with RECIPE."""
+    out = runner.invoke(app, ["run", "--help"]).stdout
+    assert "Usage: calibrate run [OPTIONS] RECIPE" in out and "<bool>" not in out and "{" not in out.splitlines()[0]
+    assert "--json / --no-json" in runner.invoke(app, ["plugins", "--help"]).stdout
+    assert runner.invoke(app, ["plugins", "--no-json"]).exit_code == 0
