@@ -96,7 +96,7 @@ class Calibration:
             return self._index[str(cls)]
         except KeyError:
             raise CalibrationError(f"class {str(cls)!r} is not enrolled in this calibration ({len(self)} classes); "
-                                   "enroll it first (Calibration.enroll) or check the name") from None
+                                   "check the name, or enroll the class first (Calibration.enroll in Python)") from None
 
     def _table(self, target_fpr: float, need_scores: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(distance thresholds, score thresholds) of every class at one target, computed once."""

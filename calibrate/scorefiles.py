@@ -128,8 +128,9 @@ def _csv_columns(path: Path, header: list[str], line: int, columns: dict | None)
         hits = [i for i, h in enumerate(header) if h == name]
         if not hits:
             raise DataError(f"{path}, line {line}: no column {name!r} (the {role} column) in the header "
-                            f"({', '.join(map(repr, header))}); name the header's columns with "
-                            "`columns: {claimed: ..., real: ..., probe: ..., score: ...}`")
+                            f"({', '.join(map(repr, header))}); name the header's columns: in a recipe with "
+                            "`columns: {claimed: ..., real: ..., probe: ..., score: ...}`, on the command line with "
+                            "--claimed-column, --real-column, --score-column")
         if len(hits) > 1:
             raise DataError(f"{path}, line {line}: the header names column {name!r} ({role}) {len(hits)} times; "
                             "give each column its own name")
