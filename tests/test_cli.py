@@ -139,3 +139,12 @@ def test_help_reads_as_a_unix_command_line():
     assert "run [OPTIONS] RECIPE" in out.splitlines()[0] and "<bool>" not in out and "{" not in out.splitlines()[0]
     assert "--json / --no-json" in runner.invoke(app, ["plugins", "--help"]).stdout
     assert runner.invoke(app, ["plugins", "--no-json"]).exit_code == 0
+
+
+def test_the_readme_recipe_is_the_example_file():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = readme.split("`examples/bssr1-face-c.yaml`, verbatim:\n\n```yaml\n", 1)[1].split("```\n", 1)[0]
+    assert block == (root / "examples" / "bssr1-face-c.yaml").read_text(encoding="utf-8")
