@@ -198,11 +198,38 @@ def test_det_tick_labels_are_distinct_and_do_not_crowd(n_probes):
         assert len(labels) >= 3 and all(labels) and len(set(labels)) == len(labels)
         pos = np.sort(axis.get_ticklocs())
         assert np.all(np.diff(pos) >= 0.1 * (lim[1] - lim[0]) - 1e-9)
-    (curve,) = [line for line in ax.get_lines() if line.get_label() == "distance"]
+    (curve,) = [line for line in ax.get_lines() if line.get_label().startswith("pooled curve")]
     assert np.ndim(curve.get_xdata()) == 1 and len(curve.get_xdata()) >= 10
     # the targets are marked where they lie on the probit FPR axis
-    marked = sorted(float(line.get_xdata()[0]) for line in ax.get_lines() if line.get_linestyle() == ":")
+    marked = sorted(float(line.get_xdata()[0]) for line in ax.get_lines()
+                    if line.get_linestyle() == ":" and not str(line.get_gid()).startswith("operating"))
     np.testing.assert_allclose(marked, sorted(ndtri(np.array(TARGETS))))
+
+
+def test_det_marks_each_estimators_operating_points_and_labels_the_targets_in_percent():
+    def with_fnr(achieved, fnr):
+        return [TargetResult(r.target_fpr, r.fpr, r.ratio, r.false_accepts, r.impostor_attempts, f, r.extra)
+                for r, f in zip(rows(achieved), fnr)]
+
+    results = {"normal": with_fnr([0.004, 0.0, 0.001, 0.0], [0.1, 0.2, 0.3, 0.4]),
+               "other": with_fnr([0.006, 0.003, 0.0012, 0.0007], [0.05, 0.1, 0.2, 0.3])}
+    fig = plots.det_figure(evaluation_input(n_probes=400), results)
+    ax = fig.axes[0]
+    operating = {line.get_gid(): line for line in ax.get_lines() if str(line.get_gid()).startswith("operating-")}
+    assert set(operating) == {"operating-normal", "operating-other"}
+    assert all(len(line.get_xdata()) == len(TARGETS) for line in operating.values())
+    assert {line.get_label() for line in operating.values()} == {"normal: at each target", "other: at each target"}
+    labels = sorted(t.get_text().strip() for t in ax.texts if t.get_gid() == "target-label")
+    assert labels == sorted(plots._percent(t) for t in TARGETS)
+    assert ax.get_title().startswith("DET on the evaluation data (distance scores") and all("%" in t.get_text() for t in ax.xaxis.get_ticklabels())
+
+
+def test_calibration_axes_read_in_percent():
+    fig = plots.calibration_figure({"normal": rows([0.004, 0.0, 0.001, 0.0])})
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    shown = [t.get_text() for t in ax.xaxis.get_ticklabels() + ax.yaxis.get_ticklabels() if t.get_text()]
+    assert shown and all(text.endswith("%") for text in shown), shown
 
 
 def test_make_plots_writes_three_pngs_and_links_them():
@@ -216,3 +243,27 @@ def test_make_plots_writes_three_pngs_and_links_them():
 def test_importing_the_plot_module_does_not_load_matplotlib():
     code = "import sys, calibrate_builtins.evaluators.plots; assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cdf_fits_are_drawn_on_the_similarity_score_axis(tmp_path):
+    """Similarity data: the x axis is the user's score (through the transform's inverse), running from high
+    to low so the accepted side is on the left, and the rate axis reads in percent."""
+    import warnings
+
+    import calibrate
+    from calibrate.base import EvaluationInput
+    from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
+
+    csv = write_scores(tmp_path / "s.csv", *make_scores(n_classes=6, probes_per_class=8))
+    recipe = score_recipe(csv, tmp_path / "out", estimators=({"plugin": "auto"},))
+    recipe["output"] = {"dir": str(tmp_path / "out"), "plots": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = calibrate.run(write_recipe(tmp_path / "r.yaml", recipe))
+    fig = plots.cdf_figure(EvaluationInput(result.folds, (0.05, 0.02), True))
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "similarity score"
+    low, high = ax.get_xlim()
+    assert low > high and 0 <= high < low <= 1.0  # similarities, high to low
+    fig.canvas.draw()
+    assert all(t.get_text().endswith("%") for t in ax.yaxis.get_ticklabels() if t.get_text())

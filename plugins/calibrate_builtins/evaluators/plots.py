@@ -3,12 +3,16 @@
 * ``calibration.png``: achieved vs target FPR on log-log axes, one line per estimator, with the
   ideal diagonal and each point's 95% Clopper-Pearson interval. An achieved FPR of zero (or one
   beyond the axis) is drawn as a triangle on the floor (or ceiling), named in the legend.
-* ``cdf-fits.png``: for a few classes, the lower tail of the empirical CDF of the training impostor
-  distances and of the fitted model CDF (as the paper's Figure 4) on a log CDF axis spanning the
-  targets, with every estimator's threshold for that class marked at each target; for runs with
-  at least one model that exposes ``cdf(row, x)``.
-* ``det.png``: the DET curve (FNR against FPR, probit axes) of the distance on the evaluation data,
-  with the target FPRs marked.
+* ``cdf-fits.png``: for a few classes, the impostor tail of the empirical CDF of the training scores
+  and of the fitted model CDF (as the paper's Figure 4) on a log CDF axis spanning the targets, with
+  every estimator's threshold for that class marked at each target; on the data's own score axis
+  (through the fitted transform's inverse; similarity axes run from high to low, so the accepted side
+  is on the left), for runs with at least one model that exposes ``cdf(row, x)``.
+* ``det.png``: the DET curve (FNR against FPR, probit axes) of the scores on the evaluation data,
+  with each estimator's operating point at each target (its achieved FPR and FNR with per-class
+  thresholds, which need not lie on the pooled curve) and the target FPRs marked and labelled.
+
+Rates are written in percent everywhere, as in the tables.
 
 The ``*_figure`` functions build and return a matplotlib ``Figure`` (tests inspect it); the
 ``*_plot`` functions render it to PNG bytes. matplotlib is imported only when a picture is drawn,
@@ -60,7 +64,16 @@ def short_label(name: str, width: int = 12) -> str:
 
 
 def _percent(p: float) -> str:
-    return f"{100 * p:g}%" if p >= 1e-6 else f"{p:.0e}"
+    """A rate in percent, as the tables write it (0.1%, 0.005%, 1e-05% below 1e-6)."""
+    return f"{100 * p:g}%" if p >= 1e-6 else f"{100 * p:.0e}%"
+
+
+def _percent_axis(axis) -> None:
+    """Tick labels of a log-scaled rate axis in percent (0.1%, not 10^-3)."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _percent(v) if v > 0 else "0%"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
 def probit_ticks(lo: float, hi: float, min_gap: float = 0.1) -> list[float]:
@@ -146,6 +159,8 @@ def calibration_figure(results: dict[str, list[TargetResult]]):
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(floor / 1.2, ceiling * 1.2)
+    _percent_axis(ax.xaxis)
+    _percent_axis(ax.yaxis)
     ax.set_xlabel("target FPR")
     ax.set_ylabel("achieved FPR on unseen impostors")
     ax.set_title("Calibration: achieved vs target FPR")
@@ -172,8 +187,9 @@ def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
 # det.png
 
 
-def det_figure(data: EvaluationInput):
-    """DET curve of the distance on the first fold's evaluation data, or None without both kinds."""
+def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None):
+    """DET curve of the scores on the first fold's evaluation data with each estimator's operating points,
+    or None without both kinds of attempt."""
     from scipy.special import ndtr, ndtri  # the normal CDF and its inverse, without importing scipy.stats
 
     test = data.folds[0].test
@@ -189,45 +205,60 @@ def det_figure(data: EvaluationInput):
                                     gen[np.clip(np.ceil(levels * ng).astype(int) - 1, 0, ng - 1)]]))
     fpr = np.searchsorted(imp, thr, side="right") / ni
     fnr = 1 - np.searchsorted(gen, thr, side="right") / ng
+    points = {label: [(r.target_fpr, r.fpr, r.fnr) for r in rows if r.fnr is not None and np.isfinite(r.fpr)]
+              for label, rows in (results or {}).items()}
+    achieved = [f for pts in points.values() for _, f, _ in pts if f > 0]
 
     targets = sorted(data.targets)
-    x_lo = min(max(1.0 / ni, min(targets) / 20), min(targets) / 1.5)  # every target on the axis
-    x_hi = 0.5
+    # the axes span the targets and the operating points, not the whole curve: that is where the story is
+    x_lo = min(max(1.0 / ni, min(targets) / 20), min(targets) / 2, min(achieved, default=1.0) / 1.5)
+    x_hi = min(0.5, max(20 * max(targets), 1.5 * max(achieved, default=0.0)))
     seen = (fpr >= x_lo) & (fpr <= x_hi)
-    fnr_seen = fnr[seen]
+    fnr_seen = np.r_[fnr[seen], [n for pts in points.values() for _, _, n in pts]]
     y_lo = max(0.5 / ng, min(fnr_seen[fnr_seen > 0], default=1.0 / ng) / 1.5)
-    y_hi = min(0.99, max(0.5, float(fnr_seen.max(initial=0.5)) * 1.2))
+    y_hi = min(0.99, max(2 * y_lo, float(fnr_seen.max(initial=y_lo)) * 1.5))
     # the curve stops where no genuine attempt is rejected any more (FNR 0 has no probit), marked
     stop = int(np.argmax(fnr <= 0)) if (fnr <= 0).any() else fpr.size
     keep = (fpr > 0) & (fpr <= 0.95) & (np.arange(fpr.size) <= stop)
     xs = ndtri(fpr[keep])
     ys = ndtri(np.clip(fnr[keep], y_lo, y_hi))
 
-    fig = _new_figure(5.2, 4.6)
+    fig = _new_figure(5.6, 4.6)
     ax = fig.add_subplot()
-    ax.plot(xs, ys, lw=1.6, label="distance")
+    ax.plot(xs, ys, lw=1.6, color="0.25", label="pooled curve (one threshold for all)")
     if (fnr[keep] <= 0).any() and fpr[keep][-1] <= x_hi:
         ax.plot(xs[-1:], ys[-1:], linestyle="none", marker="v", markersize=8, markerfacecolor="white",
-                markeredgecolor="C0", clip_on=False, gid="fnr-zero", label="FNR 0 from here (plotted at floor)")
-    for k, t in enumerate(targets):
+                markeredgecolor="0.25", clip_on=False, gid="fnr-zero", label="FNR 0 from here (plotted at floor)")
+    colours = _colours(max(len(points), 1))
+    for i, (label, pts) in enumerate(points.items()):
+        if not pts:
+            continue
+        px = np.array([max(f, x_lo) for _, f, _ in pts])
+        py = np.array([min(max(n, y_lo), y_hi) for _, _, n in pts])
+        ax.plot(ndtri(px), ndtri(py), linestyle=":", lw=1, marker=_MARKERS[i % len(_MARKERS)], markersize=6,
+                color=colours[i % len(colours)], label=f"{label}: at each target", gid=f"operating-{label}", zorder=4)
+    for t in targets:
         if x_lo <= t <= x_hi:
-            ax.axvline(ndtri(t), color="0.5", lw=0.8, ls=":", label="target FPRs" if k == 0 else None)
+            ax.axvline(ndtri(t), color="0.6", lw=0.8, ls=":", zorder=0)
+            ax.text(ndtri(t), ndtri(y_hi), f" {_percent(t)}", rotation=90, va="top", ha="right", fontsize=7,
+                    color="0.4", gid="target-label")
     ax.set_xlim(ndtri(x_lo), ndtri(x_hi))
     ax.set_ylim(ndtri(y_lo), ndtri(y_hi))
     for axis, lo, hi in ((ax.xaxis, x_lo, x_hi), (ax.yaxis, y_lo, y_hi)):
         ticks = probit_ticks(lo, hi)
         axis.set_ticks(ndtri(ticks), [_percent(p) for p in ticks])
-    ax.set_xlabel("false positive rate (probit scale)")
-    ax.set_ylabel("false negative rate (probit scale)")
-    ax.set_title(f"DET of the distance ({data.folds[0].name})", fontsize=10)
+    ax.set_xlabel("false accept rate (FPR), probit scale; dotted: the target FPRs")
+    ax.set_ylabel("false reject rate (FNR), probit scale")
+    kind = data.folds[0].kind
+    ax.set_title(f"DET on the evaluation data ({kind} scores, {data.folds[0].name})", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=7, loc="upper right")
     fig.subplots_adjust(left=0.16, right=0.96, bottom=0.12, top=0.92)
     return fig
 
 
-def det_plot(data: EvaluationInput) -> bytes | None:
-    fig = det_figure(data)
+def det_plot(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None) -> bytes | None:
+    fig = det_figure(data, results)
     return None if fig is None else _png(fig)
 
 
@@ -257,6 +288,7 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
     labels = list(fold.models) + [label for label in fold.tables if label not in fold.models]
     colours = _colours(len(labels))
     colour_of = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
+    to_score, x_label, accepted = _score_axis(fold)
     fig = _new_figure(3.3 * len(picks), 3.6)
     axes = [fig.add_subplot(1, len(picks), k + 1) for k in range(len(picks))]
     handles: dict[str, object] = {}
@@ -287,7 +319,7 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
             ax.axhline(t, color="0.75", lw=0.7, ls=":", zorder=0)
         if shown.size:
             idx = _thin(shown.size)
-            steps = ax.step(np.append(shown[idx], x_max), np.append((idx + 1) / d.size, (idx[-1] + 1) / d.size),
+            steps = ax.step(to_score(np.append(shown[idx], x_max)), np.append((idx + 1) / d.size, (idx[-1] + 1) / d.size),
                             where="post", color="k", lw=1.4, label="empirical")
             handles.setdefault("empirical", steps[0])
         grid = np.linspace(x_min, x_max, 160)
@@ -296,25 +328,26 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
                 continue
             with np.errstate(all="ignore"):
                 y = np.asarray(model.cdf(model._index[cls], grid), dtype=np.float64)
-            (line,) = ax.plot(grid, np.where(y > 0, y, np.nan), "--", lw=1.4, color=colour_of.get(label, "C1"),
+            (line,) = ax.plot(to_score(grid), np.where(y > 0, y, np.nan), "--", lw=1.4, color=colour_of.get(label, "C1"),
                               label=f"{label} model CDF")
             handles.setdefault(f"cdf {label}", line)
         for label, (th, tg) in marks.items():
             k = labels.index(label)
-            (pts,) = ax.plot(th, tg, linestyle="none", marker=_MARKERS[k % len(_MARKERS)], markersize=6,
+            (pts,) = ax.plot(to_score(th), tg, linestyle="none", marker=_MARKERS[k % len(_MARKERS)], markersize=6,
                              markerfacecolor="none", markeredgewidth=1.4, color=colour_of[label],
                              label=f"{label} thresholds", zorder=4)
             handles.setdefault(f"thr {label}", pts)
         ax.set_yscale("log")
         ax.yaxis.set_minor_locator(NullLocator())  # minor ticks on four log panels cost more than they show
+        _percent_axis(ax.yaxis)
         ax.set_ylim(y_lo, y_hi)
-        ax.set_xlim(x_min, x_max)
+        ax.set_xlim(*to_score(np.array([x_min, x_max])))  # a similarity axis runs high to low: accepted side left
         ax.set_title(f"class {short_label(cls)}  (n={d.size})", fontsize=9)
-        ax.set_xlabel("distance", fontsize=9)
+        ax.set_xlabel(x_label, fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(True, which="major", alpha=0.3)
-    axes[0].set_ylabel("CDF of training impostor distances", fontsize=9)
-    fig.suptitle("Lower tail: training impostor CDF, fitted CDF and thresholds at each target (dotted)",
+    axes[0].set_ylabel("training impostors accepted (CDF)", fontsize=9)
+    fig.suptitle(f"Impostor tail: training CDF, fitted CDF and thresholds at each target (dotted); {accepted}",
                  fontsize=9)
     fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="lower center",
                ncol=min(4, len(handles)), fontsize=8, frameon=False)
@@ -322,6 +355,19 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
     fig.subplots_adjust(left=0.07 if len(picks) > 2 else 0.15, right=0.98, top=0.86, wspace=0.3,
                         bottom=0.16 + 0.055 * rows)
     return fig
+
+
+def _score_axis(fold):
+    """(distance -> the data's own score, axis label): through the fitted transform's inverse when it has
+    one (similarity scores then decrease along the distances), else the distance itself."""
+    transform = fold.transform
+    if transform is not None:
+        probe = transform._inverse(np.array([0.0, 1.0]), fold.kind)
+        if probe is not None:
+            side = "at or above" if fold.kind == "similarity" else "at or below"
+            return ((lambda x: np.asarray(transform._inverse(np.asarray(x, dtype=np.float64), fold.kind), dtype=np.float64)),
+                    f"{fold.kind} score", f"scores {side} a threshold are accepted")
+    return (lambda x: np.asarray(x, dtype=np.float64)), "distance", "distances at or below a threshold are accepted"
 
 
 def cdf_plot(data: EvaluationInput, n_classes: int = 4) -> bytes | None:
@@ -336,8 +382,8 @@ def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]]) ->
     if cdf is not None:
         files["cdf-fits.png"] = cdf
         lines += ["![Lower tail of the empirical and fitted CDF for a few classes, thresholds marked](cdf-fits.png)", ""]
-    det = det_plot(data)
+    det = det_plot(data, results)
     if det is not None:
         files["det.png"] = det
-        lines += ["![DET curve of the distance on the evaluation data](det.png)", ""]
+        lines += ["![DET curve of the scores on the evaluation data, each estimator's operating points marked](det.png)", ""]
     return ["\n".join(lines)], files
