@@ -29,6 +29,9 @@ def _version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """Set verification thresholds by target false positive rate."""
+    from .cli_app import install_warning_notes
+
+    install_warning_notes()
 
 
 def _progress_context(quiet: bool):
@@ -257,9 +260,6 @@ from . import cli_scores  # noqa: E402,F401  (registers `fit` and `evaluate` on 
 
 
 def main() -> None:
-    from .cli_app import install_warning_notes
-
-    install_warning_notes()
     app()
 
 

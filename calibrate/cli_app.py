@@ -23,6 +23,7 @@ if hasattr(getattr(typer.core, "TyperArgument", None), "_usage_display_name"):  
     typer.core.TyperArgument._usage_display_name = _usage_name
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  result_callback=lambda *a, **k: flush_notes(),
                   help="Verification thresholds at a low target false positive rate.")
 
 
@@ -58,6 +59,7 @@ def _environment_message(exc: BaseException, source: object | None) -> str | Non
 def _fail(exc: BaseException, source: object | None = None) -> None:
     """Exit 2 with one line for bad input and for what the machine refused (disk full, out of memory,
     permissions); exit 1 with the traceback for anything else (a bug to report)."""
+    PENDING.clear()  # a failing command says one thing: its error
     message = str(exc) if isinstance(exc, CalibrateError) else _environment_message(exc, source)
     if message is not None:
         typer.echo(f"error: {' '.join(message.split())}", err=True)
@@ -67,14 +69,27 @@ def _fail(exc: BaseException, source: object | None = None) -> None:
     raise typer.Exit(1)
 
 
+#: warnings met by the running command, printed as notes once it succeeds (a failing command prints its
+#: one error line only)
+PENDING: list[str] = []
+
+
 def _warning_as_note(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings a command meets (a calibration from another version, an extrapolated target) are notes:
-    one line each on stderr, as the run's notes are."""
-    typer.echo(f"note: {' '.join(str(message).split())}", err=True)
+    """Warnings a command meets (a calibration from another version, an extrapolated target) become notes:
+    one line each on stderr after the command's own output, as the run's notes are."""
+    PENDING.append(" ".join(str(message).split()))
 
 
 def install_warning_notes() -> None:
+    """Called as each command starts (the app's callback)."""
     import warnings
 
+    PENDING.clear()
     warnings.showwarning = _warning_as_note
 
+
+def flush_notes(*_: object, **__: object) -> None:
+    """After a command succeeded: its warnings, once each, as ``note:`` lines."""
+    for message in dict.fromkeys(PENDING):
+        typer.echo(f"note: {message}", err=True)
+    PENDING.clear()

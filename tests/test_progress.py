@@ -282,8 +282,8 @@ def test_cli_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
                    env={"CALIBRATE_PROGRESS_INTERVAL": "0"})
     assert proc.returncode == 0, proc.stderr
     lines = _progress_lines(proc.stderr)
-    for stage in ("generic-interp: fitting 200 classes", "class-interp: fitting 200 classes",
-                  "fpr-evaluator: evaluating 2 estimator(s)"):
+    for stage in ("generic-interp: fitting 200 classes", "auto: fitting 200 classes",
+                  "fpr-evaluator: evaluating 3 estimator(s)"):
         assert any(line.startswith(f"progress: {stage}: started (") for line in lines), proc.stderr
         assert any(re.fullmatch(rf"progress: {re.escape(stage)}: done, \d+ \w+ in [\d.]+s \(.*\)", line)
                    for line in lines), proc.stderr
