@@ -123,7 +123,9 @@ def check_split_params(path, train, test, fit_fraction: float, seed: int) -> Non
             (path is None and (train is None or test is None)):
         raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
     if not 0.0 < fit_fraction < 1.0:
-        raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
+        raise ParameterError(f"fit_fraction must be in (0, 1), got {fit_fraction}: a run keeps some rows of each class "
+                             "to evaluate on; to fit on all of a score file, use `calibrate fit SCORES --out cal.json` "
+                             "(and `calibrate evaluate cal.json OTHER` on another file)")
     if seed < 0:  # numpy.random.default_rng takes non-negative seeds only
         raise ParameterError(f"seed must be a non-negative integer, got {seed}")
 
