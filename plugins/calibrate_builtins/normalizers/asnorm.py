@@ -29,6 +29,7 @@ class ASNorm(Normalizer):
     :param top_k: how many of the closest cohort distances each side keeps; default 200, or a row's whole cohort where it has fewer (S-norm there). An explicit value needs every class and probe to have at least that many.
     """
 
+    progress_name = "asnorm"  # as registered, in messages
     sides = ("enrolled", "probe")
 
     def __init__(self, *, top_k: int | None = None):

@@ -17,6 +17,7 @@ from .moments import mean_and_spread, standardised
 class SNorm(Normalizer):
     """S-norm: the mean of Z-norm (enrolled side) and T-norm (probe side)."""
 
+    progress_name = "snorm"  # as registered, in messages
     sides = ("enrolled", "probe")
 
     def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ from .moments import mean_and_spread, standardised
 class TNorm(Normalizer):
     """T-norm: (d - mean) / std of the probe's distances to the cohort models (probe side)."""
 
+    progress_name = "tnorm"  # as registered, in messages
     sides = ("probe",)
 
     def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:

@@ -18,6 +18,7 @@ from .moments import mean_and_spread, standardised
 class ZNorm(Normalizer):
     """Z-norm: (d - mean) / std of the claimed class's distances to the impostor cohort (enrolled side)."""
 
+    progress_name = "znorm"  # as registered, in messages
     sides = ("enrolled",)
 
     def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
