@@ -1,6 +1,6 @@
 """Is score normalisation worth having? Every real dataset, with and without each normaliser.
 
-    .venv/bin/python benchmarks/normalisation.py                   # all: about 10 min on this 2-core machine
+    .venv/bin/python benchmarks/normalisation.py                   # all: about 3 min on this 2-core machine
     .venv/bin/python benchmarks/normalisation.py --seeds 2 --only face-C
     .venv/bin/python benchmarks/normalisation.py --render-only     # the tables again, from the last run's JSON
 
