@@ -290,21 +290,7 @@ class Calibration:
                           "class's threshold accepts more than a full fit's would; fit with an explicit bound (e.g. "
                           "transform={'plugin': 'similarity-to-distance', 'upper': <largest possible score>}) or refit",
                           stacklevel=2)
-        normalization = self.normalization
-        if normalization is not None:
-            from .normalised import enrolled_inputs
-
-            distances, stats = enrolled_inputs(normalization, self.transform, self.kind, str(cls), scores, cohort_scores,
-                                               impostor_cohort_scores)
-            normalization = normalization.with_class(str(cls), stats)
-        elif cohort_scores is not None or impostor_cohort_scores is not None:
-            raise CalibrationError("this calibration does not normalise scores; leave out the cohort scores")
-        else:
-            raw = DistanceMatrix(scores[:, None], np.array([_OTHER] * scores.size), np.array([str(cls)]), kind=self.kind,
-                                 source=f"impostor scores of class {cls!r}")
-            d = self.transform.apply(raw)
-            d.check_distances(f"impostor distances of class {cls!r}")
-            distances = d.values[:, 0]
+        distances, normalization = self._enrolled_distances(str(cls), scores, cohort_scores, impostor_cohort_scores)
         if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
             inner = self.estimator.enroll(self.model.inner, str(cls), distances)
             self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
@@ -318,6 +304,23 @@ class Calibration:
             self.normalization = normalization
         self._reset()
         return self
+
+    def _enrolled_distances(self, cls: str, scores: np.ndarray, cohort_scores: Any,
+                            impostor_cohort_scores: Any) -> tuple[np.ndarray, Any]:
+        """(the distances the estimator enrolls the class from, the normalisation with its statistics or None)."""
+        if self.normalization is not None:
+            from .normalised import enrolled_inputs
+
+            distances, stats = enrolled_inputs(self.normalization, self.transform, self.kind, cls, scores, cohort_scores,
+                                               impostor_cohort_scores)
+            return distances, self.normalization.with_class(cls, stats)
+        if cohort_scores is not None or impostor_cohort_scores is not None:
+            raise CalibrationError("this calibration does not normalise scores; leave out the cohort scores")
+        raw = DistanceMatrix(scores[:, None], np.array([_OTHER] * scores.size), np.array([cls]), kind=self.kind,
+                             source=f"impostor scores of class {cls!r}")
+        d = self.transform.apply(raw)
+        d.check_distances(f"impostor distances of class {cls!r}")
+        return d.values[:, 0], None
 
     # ---- the artifact -----------------------------------------------------------------------------
 

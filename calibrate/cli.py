@@ -209,7 +209,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
 
     from .api import load
     from .assess import known_classes
-    from .cli_scores import probe_cohorts, read_attempts
+    from .cli_scores import read_attempts
     from .errors import CalibrateError
     from .userfiles import write_user_file
 
@@ -226,18 +226,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
             raise CalibrateError(f"{scores}: {n_unknown} attempt(s) claim classes the calibration does not hold (e.g. "
                                  f"{str(first)[:60]!r}); give --unknown reject (decide them 0) or --unknown skip "
                                  "(leave them out), or enroll the class")
-        decided = np.zeros(values.size, bool)
-        normalised = getattr(cal, "normalization", None) is not None
-        if known.any():
-            extra = {}
-            if cohort is not None:
-                extra["probe_cohort_scores"] = probe_cohorts(cohort, None if probe is None else probe[known],
-                                                             claimed[known], real[known], missing)
-            decided[known] = cal.accept(claimed[known], values[known], fpr, **extra)
-        if normalised:  # on the normalised score z: no single score threshold exists
-            thresholds = {c: cal.normalised_threshold(c, fpr) for c in np.unique(claimed[known]).tolist()}
-        else:
-            thresholds = cal.thresholds(fpr) if hasattr(cal, "model") else None  # a partitioned one: per class
+        decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
         rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -262,8 +251,29 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                     f"{'rejected' if unknown == 'reject' else 'left out'}")
     if failed:
         summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
-    rule = f"{cal.normalization.plugin}-normalised z <= t" if normalised else cal.accept_if
+    normalised = getattr(cal, "normalization", None)
+    rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
     typer.echo(f"{summary} (accept if {rule}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+
+
+def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path | None, missing: float | None):
+    """(accept per attempt, class -> threshold or None): the attempts claiming known classes decided (with the
+    probes' cohort scores from ``cohort`` when given); a normalised calibration's thresholds are on z."""
+    import numpy as np
+
+    from .cli_scores import check_cohort_flag, probe_cohorts
+
+    check_cohort_flag(cal, cohort)
+    decided = np.zeros(values.size, bool)
+    if known.any():
+        extra = {}
+        if cohort is not None:
+            extra["probe_cohort_scores"] = probe_cohorts(cohort, None if probe is None else probe[known],
+                                                         claimed[known], real[known], missing)
+        decided[known] = cal.accept(claimed[known], values[known], fpr, **extra)
+    if getattr(cal, "normalization", None) is not None:  # no single score threshold exists
+        return decided, {c: cal.normalised_threshold(c, fpr) for c in np.unique(claimed[known]).tolist()}
+    return decided, (cal.thresholds(fpr) if hasattr(cal, "model") else None)  # a partitioned one: per class
 
 
 @app.command()

@@ -53,6 +53,15 @@ _COHORT_HELP = ("A normalised calibration: the probes' cohort scores, bob's T-no
                 "cohort model, real_id and test_label the probe's class and label), in a score list's format.")
 
 
+def check_cohort_flag(cal, cohort: Path | None) -> None:
+    """--cohort goes with a normalised calibration only (one line otherwise)."""
+    from .errors import CalibrateError
+
+    if cohort is not None and getattr(cal, "normalization", None) is None:
+        raise CalibrateError(f"--cohort {cohort}: this calibration does not normalise scores, so it reads no cohort "
+                             "scores; leave out --cohort")
+
+
 def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> list:
     """Per attempt, its probe's cohort scores from a T-norm file (``path``): every line of that probe, less
     the cohort models named like the claimed class or the probe's own class (as a run leaves them out) and
@@ -155,13 +164,13 @@ def evaluate_command(
 
     try:
         cal = load(artifact, estimator)
+        check_cohort_flag(cal, cohort)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
         known = known_classes(cal, claimed)
         targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
-        cohorts = None
-        if cohort is not None:
-            cohorts = probe_cohorts(cohort, None if probe is None else probe[known], claimed[known], real[known], missing)
+        cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
+                                                             claimed[known], real[known], missing)
         rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
@@ -175,8 +184,7 @@ def evaluate_command(
         typer.echo(f"note: {unknown} attempt(s) claim classes the calibration does not hold; left out", err=True)
     if failed:
         typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
-    normalised = getattr(cal, "normalization", None)
-    rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
+    rule = cal.accept_if if getattr(cal, "normalization", None) is None else f"{cal.normalization.plugin}-normalised z <= t"
     typer.echo(f"{cal.label} on {scores}: accept if {rule}")
     typer.echo("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | predicted FPR")
     for r in rows:

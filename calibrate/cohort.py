@@ -15,6 +15,9 @@ compute the same numbers by the same path:
 * :func:`to_distance`: the fixed monotone map from z to the distance the estimators fit, exp(z).
 * :class:`FittedNormalization`: the normaliser with every enrolled class's statistics (what a
   calibration saves), applied to new attempts given their probes' cohort distances.
+* :func:`matrix_cohorts` (the rest of the gallery as the cohort of a training and an evaluation
+  matrix; calibrate.normalising says how) and :func:`normalise_matrix` (every valid entry of a matrix
+  normalised): what the run does to a fold, and what the conformance kit checks normalisers with.
 
 Cost: O(attempts x cohort size) time, in blocks of :data:`BLOCK_VALUES` values of memory; a run
 sorts each cohort row once.

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .base import RunContext, Transform
 from .cohort import FittedNormalization, class_statistics, matrix_cohorts, normalise_matrix
 from .errors import RecipeError

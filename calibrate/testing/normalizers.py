@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import RunContext
 from ..cohort import FittedNormalization, matrix_cohorts, normalise_matrix, class_statistics
 from ..types import DistanceMatrix
 from .common import ComponentCase, _build, _params, _tmpdir
