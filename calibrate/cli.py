@@ -134,7 +134,9 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
         if support is not None:
             typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                        "distances lie below an on-target threshold")
-        if predicted:
+        if predicted and predicted.get("no_prediction"):
+            typer.echo(f"predicted FPR: none ({predicted['no_prediction']})")
+        elif predicted:
             level = 100 * predicted["predicted_level"]
             typer.echo(f"predicted long-run FPR ({level:.0f}%, from training data): gallery "
                        f"{predicted['gallery_long_run_fpr_low']:.3g}-{predicted['gallery_long_run_fpr_high']:.3g}"
@@ -150,8 +152,8 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
         return None
     try:
         low, high = cal.predicted_fpr(fpr)
-    except CalibrationError:  # predicted at other targets only
-        return None
+    except CalibrationError as exc:  # predicted at other targets only, or refused there: say so, not nothing
+        return {"predicted": None, "no_prediction": str(exc)}
     out = {"gallery_long_run_fpr_low": low, "gallery_long_run_fpr_high": high, "predicted_level": cal.prediction["level"]}
     try:
         out["class_long_run_fpr_low"], out["class_long_run_fpr_high"] = cal.predicted_fpr(fpr, cls=cls)

@@ -164,3 +164,17 @@ def test_a_calibration_from_another_version_loads_with_a_note(tmp_path):
     done = run_cli("threshold", str(tmp_path / "old.json"), "--class", "s01", "--fpr", "0.05")
     assert done.returncode == 0 and done.stderr.startswith("note: ") and "0.0.1" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_threshold_says_when_a_target_has_no_predicted_interval(tmp_path):
+    dev, _ = _bob_pair(tmp_path, seed=16)
+    fitted = runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--fpr", "0.05", "--estimator", "class-interp",
+                                 "--out", str(tmp_path / "c.json")])
+    assert fitted.exit_code == 0, fitted.output
+    base = ["threshold", str(tmp_path / "c.json"), "--class", "s01"]
+    on_target = runner.invoke(app, base + ["--fpr", "0.05"])
+    assert on_target.exit_code == 0 and "predicted long-run FPR" in on_target.stdout
+    other = runner.invoke(app, base + ["--fpr", "0.04"])  # not among the fitted targets: said, not dropped
+    assert other.exit_code == 0 and "predicted FPR: none (the FPR interval was predicted at targets 0.05 only" in other.stdout
+    doc = json.loads(runner.invoke(app, base + ["--fpr", "0.04", "--json"]).stdout)
+    assert doc["predicted"] is None and "0.05 only" in doc["no_prediction"]
