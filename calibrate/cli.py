@@ -184,7 +184,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     import numpy as np
 
     from .api import load
-    from .assess import known_classes
+    from .assess import absent_note, known_classes
     from .cli_scores import read_attempts
     from .errors import CalibrateError
     from .userfiles import write_user_file
@@ -231,6 +231,9 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     if failed:
         summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
     typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+    absent = absent_note(cal, claimed[known], str(scores))
+    if absent:
+        typer.echo(f"note: {absent}", err=True)
 
 
 @app.command()
