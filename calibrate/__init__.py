@@ -59,6 +59,7 @@ PUBLIC_MODULES = (
     "calibrate.scorefiles",    # reading score lists (bob 4/5-column, CSV), pyarrow or pure python
     "calibrate.formatting",    # how rates read in reports
     "calibrate.partitioned",   # sharded data: ShardedScores, PartitionedFitter, lowest_sorted, write_staged
+    "calibrate.sanity",        # score-direction checks (AUC of genuine against impostor scores)
     "calibrate.safefiles",     # files named by other files: plain names, regular files, .npy/.npz headers checked
     "calibrate.testing",       # the conformance kit for plugin authors
 )

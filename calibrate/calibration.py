@@ -452,7 +452,7 @@ def _spec(registry, kind: str, entry: Any, where: str):
     return _component(registry, kind, entry, where, "calibrate.fit", Path.cwd())
 
 
-def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "similarity", estimator: str = "auto",
+def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None = None, estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
@@ -465,7 +465,9 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "simi
         (``real == classes``) are left out of the fit and used to check the direction: scores whose
         genuine comparisons sit on the reject side (a distance given as ``kind="similarity"``, or the
         reverse) raise :class:`DataError` naming the fix. Without it every score must be an impostor one.
-    :param kind: ``similarity`` (higher = more alike) or ``distance``.
+    :param kind: ``similarity`` (higher = more alike) or ``distance``. Left out, the scores are read as
+        similarities; without ``real`` that cannot be checked, so a warning says what was assumed
+        (a distance read as a similarity rejects nearly every genuine user).
     :param estimator: the estimator's registered name (``calibrate plugins``); ``**params`` are its parameters.
     :param transform: a transform name or ``{plugin: NAME, ...}``; default: similarity-to-distance for
         similarity scores, identity for distances (as a recipe without ``transform:``).
@@ -482,6 +484,13 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "simi
     from .manager import build_registry
     from .recipe import DEFAULT_TRANSFORMS
 
+    if kind is None:
+        kind = "similarity"
+        if real is None:
+            warnings.warn("calibrate.fit: no kind= and no real=, so the scores are read as similarities (higher = more "
+                          "alike) without a check; if they are distances every threshold rejects nearly every genuine "
+                          "user. Pass kind='similarity' or kind='distance', or real= (each probe's real class) to check "
+                          "the direction against the genuine scores", stacklevel=2)
     if kind not in ACCEPT_IF:
         raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
     registry = build_registry(extra_plugins)

@@ -138,12 +138,19 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
         if support is not None:
             typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                        "distances lie below an on-target threshold")
-        if predicted:
-            level = 100 * predicted["predicted_level"]
-            typer.echo(f"predicted long-run FPR ({level:.0f}%, from training data): gallery "
-                       f"{predicted['gallery_long_run_fpr_low']:.3g}-{predicted['gallery_long_run_fpr_high']:.3g}"
-                       + (f", this class {predicted['class_long_run_fpr_low']:.3g}-{predicted['class_long_run_fpr_high']:.3g}"
-                          if "class_long_run_fpr_low" in predicted else ""))
+        _echo_predicted(predicted)
+
+
+def _echo_predicted(predicted: dict | None) -> None:
+    """``calibrate threshold``'s line on the predicted interval (or why there is none)."""
+    if predicted and predicted.get("no_prediction"):
+        typer.echo(f"predicted FPR: none ({predicted['no_prediction']})")
+    elif predicted:
+        level = 100 * predicted["predicted_level"]
+        typer.echo(f"predicted long-run FPR ({level:.0f}%, from training data): gallery "
+                   f"{predicted['gallery_long_run_fpr_low']:.3g}-{predicted['gallery_long_run_fpr_high']:.3g}"
+                   + (f", this class {predicted['class_long_run_fpr_low']:.3g}-{predicted['class_long_run_fpr_high']:.3g}"
+                      if "class_long_run_fpr_low" in predicted else ""))
 
 
 def _print_normalised(cal, cls: str, fpr: float, z: float, tau: float, support, predicted, as_json: bool) -> None:
@@ -160,9 +167,7 @@ def _print_normalised(cal, cls: str, fpr: float, z: float, tau: float, support, 
     if support is not None:
         typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                    "distances lie below an on-target threshold")
-    if predicted:
-        typer.echo(f"predicted long-run FPR ({100 * predicted['predicted_level']:.0f}%, from training data): gallery "
-                   f"{predicted['gallery_long_run_fpr_low']:.3g}-{predicted['gallery_long_run_fpr_high']:.3g}")
+    _echo_predicted(predicted)
 
 
 def _predicted(cal, cls: str, fpr: float) -> dict | None:
@@ -173,8 +178,8 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
         return None
     try:
         low, high = cal.predicted_fpr(fpr)
-    except CalibrationError:  # predicted at other targets only
-        return None
+    except CalibrationError as exc:  # predicted at other targets only, or refused there: say so, not nothing
+        return {"predicted": None, "no_prediction": str(exc)}
     out = {"gallery_long_run_fpr_low": low, "gallery_long_run_fpr_high": high, "predicted_level": cal.prediction["level"]}
     try:
         out["class_long_run_fpr_low"], out["class_long_run_fpr_high"] = cal.predicted_fpr(fpr, cls=cls)
@@ -208,7 +213,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     import numpy as np
 
     from .api import load
-    from .assess import known_classes
+    from .assess import absent_note, known_classes
     from .cli_scores import read_attempts
     from .errors import CalibrateError
     from .userfiles import write_user_file
@@ -254,6 +259,9 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     normalised = getattr(cal, "normalization", None)
     rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
     typer.echo(f"{summary} (accept if {rule}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+    absent = absent_note(cal, claimed[known], str(scores))
+    if absent:
+        typer.echo(f"note: {absent}", err=True)
 
 
 def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path | None, missing: float | None):

@@ -160,7 +160,9 @@ def evaluate_command(
     """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
     another score file; attempts claiming classes the calibration does not hold are left out and counted."""
     from .api import load
-    from .assess import assess, known_classes
+    import numpy as np
+
+    from .assess import absent_note, assess, known_classes
 
     try:
         cal = load(artifact, estimator)
@@ -176,10 +178,15 @@ def evaluate_command(
         _fail(exc, scores)
         return
     unknown = int((~known).sum())
+    absent = absent_note(cal, claimed[known], str(scores))
     if as_json:
         typer.echo(json.dumps({"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
+                               "enrolled_classes": len(cal),
+                               "classes_judged": int(np.unique(claimed[known].astype(str)).size),
                                "failed_comparisons": failed, "targets": [r.as_dict() for r in rows]}))
         return
+    if absent:
+        typer.echo(f"note: {absent}", err=True)
     if unknown:
         typer.echo(f"note: {unknown} attempt(s) claim classes the calibration does not hold; left out", err=True)
     if failed:

@@ -84,7 +84,8 @@ def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext)
     source = train.source if test.source == train.source else f"{train.source} and {test.source}"
     sanity.check_direction(genuine, impostor, kind, source,
                            f"set `kind: {other}` under `data:` in {recipe.source}")
-    note = sanity.weak_separation_note(genuine, impostor, kind, source)
+    note = (sanity.weak_separation_note(genuine, impostor, kind, source)
+            or sanity.unchecked_direction_note(genuine.size, kind, source, f"`kind: {other}` under `data:`"))
     if note:
         context.note(note)
 

@@ -179,7 +179,8 @@ class DistanceMatrix:
             r, c = np.argwhere(self.valid & (self.values < 0))[0]
             raise DataError(f"{stage}: negative distance {self.values[r, c]:.6g} at probe row {r} "
                             f"({self.probe_classes[r]}), gallery column {c} ({self.gallery_classes[c]}); distances must be "
-                            "in [0, inf): choose a transform that maps the scores there")
+                            "in [0, inf): if these scores are similarities (higher = more alike, e.g. a cosine), say "
+                            "`kind: similarity`; otherwise choose a transform that maps them there")
 
 
 @dataclass(frozen=True)
