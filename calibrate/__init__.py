@@ -55,6 +55,7 @@ PUBLIC_MODULES = (
     "calibrate.world",         # the reference world of the predicted intervals
     "calibrate.prediction",    # predicted FPR intervals
     "calibrate.confidence",    # thresholds with a confidence
+    "calibrate.cohort",        # cohort statistics per attempt for normalisers, the fitted normalisation
     "calibrate.scorefiles",    # reading score lists (bob 4/5-column, CSV), pyarrow or pure python
     "calibrate.formatting",    # how rates read in reports
     "calibrate.partitioned",   # sharded data: ShardedScores, PartitionedFitter, lowest_sorted, write_staged

@@ -1,4 +1,4 @@
-"""Base classes for the five plugin kinds.
+"""Base classes for the plugin kinds.
 
 Conventions (after scikit-learn and scipy.stats):
 
@@ -17,7 +17,7 @@ import itertools
 import re
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import DataError, ParameterError
 from .progress import NULL_TASK, Task
-from .types import (DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
+from .types import (CohortScores, DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
                     ThresholdTable)
 
 T = TypeVar("T")
@@ -245,6 +245,13 @@ class Dataset(Component, ABC):
         """
         return None
 
+    def cohort_sides(self) -> tuple[str, ...] | None:
+        """The cohort sides this dataset reads from cohort files (``"enrolled"``, ``"probe"``) for the
+        normaliser stage, known before loading so that recipes are checked against the normaliser's
+        ``sides``; None (default): no cohort files, the run uses the rest of the gallery as the cohort.
+        A dataset that returns sides gives them in its ScoreSplit's ``train_cohort`` and ``test_cohort``."""
+        return None
+
     def load(self, context: RunContext | None = None) -> PatternSet | "ScoreSplit":
         return self._load(context or RunContext())
 
@@ -262,6 +269,10 @@ class ScoreSplit:
     description: str = ""
     #: failed comparisons per data file (a file read for both train and test counted once)
     missing_by_file: tuple[tuple[str, int], ...] = ()
+    #: the cohort scores of the training and of the evaluation attempts (rows of ``train`` and ``test``),
+    #: for datasets that read cohort files (``Dataset.cohort_sides``); None: the rest of the gallery serves
+    train_cohort: CohortScores | None = None
+    test_cohort: CohortScores | None = None
 
 
 class Distance(Component, ABC):
@@ -383,6 +394,85 @@ class Transform(Component, ABC):
                 break
             s[idx[still]] = less[still]
         return s.reshape(tau.shape)
+
+
+class Normalizer(Component, ABC):
+    """Normalises each attempt's distance by cohort statistics (Z-, T-, S-, AS-norm), between the
+    transform and the estimators.
+
+    For an attempt (probe i claims class j, distance d after the transform) a normaliser combines d with
+    statistics of class j's distances to an impostor cohort (the *enrolled* side, bob's Z-norm) and of
+    probe i's distances to a cohort (the *probe* side, T-norm) into a normalised score z: any real number,
+    lower = more alike. The core maps z to the distance ``exp(z)`` that the estimators fit, so thresholds
+    of a normalised run are in normalised units, and a decision depends on the probe's cohort scores.
+
+    What the core guarantees ``_statistics``: one row per class (enrolled side) or per attempt's probe
+    (probe side), holding that one's usable cohort distances sorted ascending, every row of one call of
+    the same length n >= :meth:`min_members` (a top-K cohort is the first K columns). Its result must
+    depend on the row's values only, so that the same cohort gives the same statistics in a run and in
+    ``Calibration.accept`` (bit for bit: the decisions agree). The enrolled side's statistics of every
+    class are saved with a calibration; ``Calibration.enroll`` computes a new class's.
+    """
+
+    #: the cohort sides it reads: ``"enrolled"`` (Z-norm), ``"probe"`` (T-norm), or both (S-norm)
+    sides: tuple[str, ...] = ("enrolled", "probe")
+
+    def min_members(self) -> int:
+        """The fewest cohort distances one row needs (default 2: a spread needs two values). A class or
+        probe with fewer is a DataError naming it and the cohort's source."""
+        return 2
+
+    def statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
+        """Per row of ``cohort`` (finite distances sorted ascending per row, see the class: the core sorts
+        them, and does not check again here, where it would cost as much as the statistics), the statistics
+        ``_normalize`` reads: a mapping of names to float arrays with one value per row."""
+        rows = np.ascontiguousarray(cohort, dtype=np.float64)
+        if rows.ndim != 2:
+            raise DataError(f"{type(self).__name__}.statistics expects a 2-D array of cohort rows, got shape {rows.shape}")
+        if rows.shape[1] < self.min_members():
+            raise DataError(f"{progress_name(self)}: cohort rows of {rows.shape[1]} distances; it needs at least "
+                            f"{self.min_members()}")
+        out = self._statistics(rows)
+        if not isinstance(out, Mapping) or not out:
+            raise DataError(f"{progress_name(self)}: _statistics must return a mapping of names to arrays, got {out!r}")
+        checked = {}
+        for name, values in out.items():
+            arr = np.asarray(values, dtype=np.float64)
+            if not isinstance(name, str) or arr.shape != (rows.shape[0],):
+                raise DataError(f"{progress_name(self)}: statistic {name!r} has shape {arr.shape}; expected one value "
+                                f"per cohort row ({rows.shape[0]},)")
+            checked[name] = arr
+        return checked
+
+    def normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
+                  probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """Normalised scores z of ``distances`` (one per attempt) given, per attempt, its class's statistics
+        (``enrolled``, None unless ``sides`` has it) and its probe's (``probe``, likewise). z may be non-finite
+        where a cohort has no spread; the core refuses those, naming the attempt."""
+        d = np.asarray(distances, dtype=np.float64)
+        if d.ndim != 1:
+            raise DataError(f"{type(self).__name__}.normalize expects one distance per attempt, got shape {d.shape}")
+        for side, stats in (("enrolled", enrolled), ("probe", probe)):
+            if (side in self.sides) != (stats is not None):
+                raise DataError(f"{progress_name(self)} reads the sides {', '.join(self.sides)}; the {side} side's "
+                                f"statistics were {'not ' if stats is None else ''}given")
+            for name, values in (stats or {}).items():
+                if np.shape(values) != d.shape:
+                    raise DataError(f"{progress_name(self)}: {side} statistic {name!r} has shape {np.shape(values)}, "
+                                    f"expected one value per attempt {d.shape}")
+        z = np.asarray(self._normalize(d, enrolled, probe), dtype=np.float64)
+        if z.shape != d.shape:
+            raise DataError(f"{progress_name(self)}: _normalize returned shape {z.shape}, expected {d.shape}")
+        return z
+
+    @abstractmethod
+    def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
+        """Statistics per row of sorted cohort distances (see the class): ``{name: array of len(cohort)}``."""
+
+    @abstractmethod
+    def _normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
+                   probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """z per attempt, from its distance and its sides' statistics (element-wise over attempts)."""
 
 
 class FittedModel(ABC):
@@ -540,6 +630,9 @@ class Fold:
     impostors: ImpostorDistances | None = None
     #: per estimator label, its predicted FPR (calibrate.prediction.Prediction), from training data only
     predictions: dict = field(default_factory=dict)
+    #: the fitted normaliser (calibrate.cohort.FittedNormalization) when the recipe has ``normalizer:``:
+    #: ``train`` and ``test`` then hold normalised distances exp(z), and thresholds are in those units
+    normalization: Any = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ A recipe::
     data: {plugin: score-matrix, path: scores.csv, kind: similarity, missing: -1}
     distance: {plugin: euclidean}          # only for pattern datasets
     transform: {plugin: similarity-to-distance}
+    normalizer: {plugin: snorm}            # optional: Z/T/S/AS-norm with cohort scores (docs/normalisation.md)
     estimators:
       - {plugin: class-interp}
       - {plugin: ncx2-grid, name: ncx2-wide, dim: [5, 40]}
@@ -33,6 +34,7 @@ import yaml
 from .errors import ParameterError, RecipeError
 from .params import coerce
 from .confidence import check_confidence
+from .normalising import check_normalizer
 from .prediction import PredictionSettings
 from .protocol import Protocol
 from .registry import SINGULAR, ComponentInfo, Registry
@@ -47,7 +49,8 @@ DEFAULT_ESTIMATORS: tuple[dict, ...] = ({"plugin": "auto"},)
 #: illumination), so that enrollment-vs-enrollment distances differ from query-vs-enrollment ones.
 DEFAULT_ENROLLMENT = "staggered"
 DEFAULT_EVALUATORS: tuple[dict, ...] = ({"plugin": "fpr"},)
-TOP_LEVEL = ("version", "data", "distance", "transform", "estimators", "evaluation", "output", "seed", "executor")
+TOP_LEVEL = ("version", "data", "distance", "transform", "normalizer", "estimators", "evaluation", "output", "seed",
+             "executor")
 EVALUATION_KEYS = ("targets", "evaluators", "enrollment", "rotate", "prediction")
 OUTPUT_KEYS = ("dir", "plots", "save_calibration")
 
@@ -102,6 +105,8 @@ class Recipe:
     defaults: tuple[str, ...] = ()
     #: the predicted FPR intervals (``evaluation.prediction``)
     prediction: PredictionSettings = field(default_factory=PredictionSettings)
+    #: the normaliser stage (``normalizer:``, calibrate.normalising), or None: distances go to the estimators as they are
+    normalizer: ComponentSpec | None = None
 
     def transform_for(self, kind: str) -> ComponentSpec:
         """The recipe's transform, or the default for data of this ``kind`` (distance or similarity)."""
@@ -264,7 +269,7 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     base_dir = Path(base_dir or Path.cwd())
     if not isinstance(raw, dict):
         raise RecipeError("a recipe is a YAML mapping: `version: 1` and `data:` are required; distance, transform, "
-                          "estimators, evaluation, output, seed and executor are optional", source=source)
+                          "normalizer, estimators, evaluation, output, seed and executor are optional", source=source)
     for key in raw:
         if key not in TOP_LEVEL:
             raise _unknown_key(key, TOP_LEVEL, str(key), source)
@@ -320,6 +325,7 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         raise RecipeError(f"the data are {kind} scores but transform {transform.info.name!r} takes "
                           f"{' or '.join(accepts)} scores; {fix}", source=source,
                           where="transform.plugin" if raw.get("transform") else "transform")
+    normalizer = _normalizer(registry, raw, data, dataset, source, base_dir)
 
     estimators_raw = raw.get("estimators") or list(DEFAULT_ESTIMATORS)
     if not raw.get("estimators"):
@@ -396,7 +402,17 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                   protocol=Protocol(enrollment, rotate), output_dir=out_dir.resolve(),
                   plots=output.get("plots", True), save_calibration=output.get("save_calibration", True),
                   seed=seed, executor=executor, raw=raw, default_transforms=default_transforms,
-                  defaults=tuple(defaults), prediction=prediction)
+                  defaults=tuple(defaults), prediction=prediction, normalizer=normalizer)
+
+
+def _normalizer(registry: Registry, raw: dict, data: ComponentSpec, dataset: Any, source: str,
+                base_dir: Path) -> ComponentSpec | None:
+    """``normalizer:`` (optional), checked against the dataset (calibrate.normalising.check_normalizer)."""
+    spec = None
+    if raw.get("normalizer") is not None:
+        spec = _component(registry, "normalizers", raw["normalizer"], "normalizer", source, base_dir)
+    check_normalizer(spec, dataset, data.info.name, source)
+    return spec
 
 
 PREDICTION_KEYS = ("level", "replicates", "budget", "budget_s")
