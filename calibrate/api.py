@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact
+from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact, rebuilt
 from .base import FittedModel, RunContext
 from .calibration import Calibration
 from .confidence import ConfidentModel
@@ -38,7 +38,7 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
     doc = read_artifact(path)
     _, entry = choose_estimator(doc, path, estimator)
     info = lookup_component(build_registry(extra_plugins), "estimators", entry.get("plugin"), path)
-    return info.factory.model_class.from_state(entry["state"])
+    return rebuilt(path, f"estimator {entry.get('plugin')!r}", lambda: info.factory.model_class.from_state(entry["state"]))
 
 
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
@@ -81,17 +81,11 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
     est_info = lookup_component(registry, "estimators", entry.get("plugin"), path)
     tr = doc["transform"]
     tr_info = lookup_component(registry, "transforms", tr.get("plugin"), path)
-    try:
-        est = est_info.factory(**entry.get("params", {}))
-        transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
-        model = est_info.factory.model_class.from_state(entry["state"])
-        if entry.get("confidence") is not None:
-            c = entry["confidence"]
-            model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, MemoryError,
-            ParameterError, DataError) as exc:
-        raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({type(exc).__name__}: "
-                               f"{str(exc)[:200]}); the file is damaged: run the recipe (or Calibration.save) again") from None
+    what = f"estimator {label!r}"
+    est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})))
+    transform = rebuilt(path, f"transform {tr_info.name!r}",
+                        lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})))
+    model = rebuilt(path, what, lambda: _model(est_info.factory.model_class, entry))
     kind = doc.get("kind", "distance")
     if kind not in ACCEPT_IF:
         raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")
@@ -107,6 +101,15 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
                        prediction=entry.get("prediction"),
                        training_impostors=doc.get("training", {}).get("impostors"), normalization=normalization)
+
+
+def _model(model_class, entry: dict) -> FittedModel:
+    """The estimator's model from its saved state, wrapped in its saved confidence when it has one."""
+    model = model_class.from_state(entry["state"])
+    if entry.get("confidence") is not None:
+        c = entry["confidence"]
+        model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
+    return model
 
 
 def _normalization(doc: dict, registry, path: Path):

@@ -56,8 +56,32 @@ CASES = {
     "state is missing": (lambda d: _auto(d).pop("state"), "state is missing"),
     "kind is unknown": (lambda d: d.update(kind="weird"), "kind is 'weird'"),
     "targets are not rates": (lambda d: d.update(targets=["x"]), "targets must be a list of target FPRs"),
-    "family names a module": (lambda d: _auto(d)["state"].update(family="os.system"), "family 'os.system' is not one of"),
-    "scale is zero": (lambda d: _auto(d)["state"]["scale"].__setitem__(0, 0.0), "scale a positive finite number"),
+    "family names a module": (lambda d: _auto(d)["state"].update(family="os.system"),
+                              "state.family is 'os.system': must be one of"),
+    "scale is zero": (lambda d: _auto(d)["state"]["scale"].__setitem__(0, 0.0), "state.scale[0] is 0.0"),
+    # audit S3: damaged model and transform states that loaded and answered
+    "offset of 1e30": (lambda d: _auto(d)["state"].update(offset=1e30), "state.offset is 1e+30"),
+    "a location of -1e30": (lambda d: _auto(d)["state"]["loc"].__setitem__(0, -1e30), "state.loc[0] is -1e+30"),
+    "a location as a string": (lambda d: _auto(d)["state"].update(loc=[str(x) for x in _auto(d)["state"]["loc"]]),
+                               "state.loc must hold numbers only"),
+    "tail shape 1e10": (lambda d: _auto(d)["state"]["tail"].update(xi=1e10), "state.tail.xi is 10000000000.0"),
+    "tail scale 0": (lambda d: _auto(d)["state"]["tail"].update(beta=0), "state.tail.beta is 0"),
+    "tail probability 2": (lambda d: _auto(d)["state"]["tail"].update(p_u=2), "state.tail.p_u is 2"),
+    "tail without a threshold": (lambda d: _auto(d)["state"]["tail"].pop("u"), "state.tail.u is missing"),
+    "pooled_shape as a string": (lambda d: _auto(d)["state"].update(pooled_shape="yes"), "state.pooled_shape is 'yes'"),
+    "transform upper as a string": (lambda d: d["transform"]["state"].update(upper="1"),
+                                    "transform 'similarity-to-distance' cannot be rebuilt from the file (state.upper is '1'"),
+    "transform method not declared": (lambda d: d["transform"]["params"].update(method="cube"),
+                                      "method must be flip or neg-log, got 'cube'"),
+    "class-interp distance below 0": (lambda d: d["estimators"]["class-interp"]["state"]["values"].__setitem__(0, -1),
+                                      "state.values[0] is -1.0"),
+    "class-interp shared as a string": (lambda d: d["estimators"]["class-interp"]["state"].update(shared="no"),
+                                        "state.shared is 'no'"),
+    # audit T5, T6, T7: fields of the wrong type or size
+    "kind is a list": (lambda d: d.update(kind=["similarity"]), "kind is \"['similarity']\", not similarity"),
+    "training impostors beyond a float": (lambda d: d.update(training={"impostors": 10**400}),
+                                          "training.impostors must be the positive number"),
+    "versions is a list": (lambda d: d.update(versions=[1]), "versions must map package names"),
     "a class twice": (lambda d: _auto(d)["state"]["classes"].__setitem__(1, "c0"), "names class 'c0' twice"),
     "NUL in a label": (lambda d: _auto(d)["state"]["classes"].__setitem__(0, "c\x000"), "without NUL"),
     "a class is a number": (lambda d: _auto(d)["state"]["classes"].__setitem__(0, 7), "state.classes[0] is 7"),
@@ -76,7 +100,7 @@ def test_a_damaged_calibration_is_refused_naming_the_field(plain, tmp_path, case
     how, words = CASES[case]
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(_mutate(plain, how)))
-    estimator = "class-interp" if case == "offsets of 1e30" else "auto"
+    estimator = "class-interp" if case.startswith(("offsets of 1e30", "class-interp")) else "auto"
     with pytest.raises(CalibrationError) as err:
         calibrate.load(path, estimator)
     assert words in str(err.value) and str(path) in str(err.value)
