@@ -53,8 +53,8 @@ def check_head(head: dict, path: Path) -> None:
         return CalibrationError(f"{path}: {where} {what}; the file is damaged or not calibrate's: run the recipe again")
 
     version = head.get("version")
-    if version != HEAD_VERSION or isinstance(version, bool):
-        raise CalibrationError(f"{path}: partitioned calibration version {str(version)[:40]!r} is not the one this "
+    if isinstance(version, bool) or version != HEAD_VERSION:
+        raise CalibrationError(f"{path}: partitioned calibration version {repr(version)[:40]} is not the one this "
                                f"calibrate reads ({HEAD_VERSION}); run the recipe again with this calibrate")
     for key, low, high in (("parts", 1, MAX_PARTS), ("classes", 0, None)):
         value = head.get(key)

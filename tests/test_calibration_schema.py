@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import warnings
@@ -163,14 +164,59 @@ def _copy(sharded: Path, tmp: Path) -> Path:
     ("parts", 10**9, "parts must be a whole number from 1 to"),
     ("transform", [], "transform must be a mapping"),
     ("kind", "both", "kind is 'both'"),
+    ("kind", ["distance"], "kind is \"['distance']\""),  # audit T5 in a head
+    ("version", 99, "partitioned calibration version 99 is not the one this calibrate reads"),  # audit S4
+    ("version", True, "partitioned calibration version True"),
+    ("versions", "x", "versions must map package names"),  # audit T10
+    ("estimators", [], "estimators must name at least one estimator"),  # audit T8
+    ("estimators", "auto", "estimators must name at least one estimator"),
+    ("estimators", 3, "estimators must name at least one estimator"),
+    ("estimators", {"auto": {"plugin": "auto", "params": {"bogus": 1}}},  # audit T9
+     "estimator 'auto' cannot be rebuilt from the file (TypeError"),
+    ("training", {"impostors": 10**400}, "training.impostors must be"),
 ])
 def test_a_damaged_head_is_refused(sharded, tmp_path, field, value, words):
     out = _copy(sharded, tmp_path)
     head = json.loads((out / "calibration.json").read_text())
     head[field] = value
     (out / "calibration.json").write_text(json.dumps(head))
-    with pytest.raises(CalibrationError, match=words):
+    with pytest.raises(CalibrationError, match=re.escape(words)):
         calibrate.load(out, "auto")
+
+
+def test_a_head_with_nothing_but_its_format_is_one_line(tmp_path):
+    """Audit T8: the head's estimators were read before the head was checked (KeyError, TypeError)."""
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps({"format": "calibrate-partitioned"}))
+    with pytest.raises(CalibrationError, match="h.json: partitioned calibration version None"):
+        calibrate.load(path)
+    result = runner.invoke(app, ["threshold", str(path), "--class", "a", "--fpr", "0.05"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+
+
+def _part_auto(part: dict) -> dict:
+    return part["estimators"]["auto"]
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda part: part.pop("transform"), "calibration-part00000.json: the part holds no transform"),  # audit T11
+    (lambda part: part.update(kind="similarity"), "the part's kind 'similarity' contradicts the head's 'distance'"),  # S4
+    (lambda part: part["transform"].update(plugin="neg-log-complement"), "the part's transform contradicts the head's"),
+    (lambda part: _part_auto(part)["state"]["classes"].__setitem__(0, "not-listed"),  # audit S4
+     "the part's classes contradict classes-part00000.json"),
+    (lambda part: _part_auto(part)["state"]["tail"].update(beta=-1), "state.tail.beta is -1"),  # audit S3 in a part
+], ids=["no transform", "kind", "transform", "classes", "tail scale"])
+def test_a_part_that_contradicts_its_head_is_refused(sharded, tmp_path, damage, words):
+    out = _copy(sharded, tmp_path)
+    path = out / "calibration-part00000.json"
+    part = json.loads(path.read_text())
+    damage(part)
+    path.write_text(json.dumps(part))
+    with pytest.raises(CalibrationError, match=words):
+        calibrate.load(out, "auto").thresholds(0.01)
+    cls = json.loads((out / "classes-part00000.json").read_text())[1]
+    result = runner.invoke(app, ["threshold", str(out), "--class", cls, "--fpr", "0.01", "--estimator", "auto"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
 
 
 def test_a_class_list_of_numbers_is_refused(sharded, tmp_path):
@@ -217,3 +263,39 @@ def test_a_pooled_file_whose_header_lies_is_refused(sharded, tmp_path):
     (out / "pooled-auto.npy").write_bytes(lying.encode("latin1") + raw[header_end:header_end + 64])
     with pytest.raises(CalibrationError, match="header claims shape"):
         calibrate.load(out, "auto").threshold("c0_1", 0.01)
+
+
+# ---- every built-in model's state, checked in its from_state (audit S3) ---------------------------
+
+def _fits(state: dict) -> dict:
+    return state["fits"][0]
+
+
+@pytest.mark.parametrize("estimator, params, damage, words", [
+    ("gpd-tail", {}, lambda s: _fits(s).update(xi=1e10), "state.fits[0].xi is 10000000000.0"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(beta=0), "state.fits[0].beta is 0"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(p_u=2), "state.fits[0].p_u is 2"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(u=1e30), "state.fits[0].u is 1e+30"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(k=10**400), "state.fits[0].k is"),
+    ("gpd-tail", {}, lambda s: s.update(pooling="os.system"), "state.pooling is 'os.system'"),
+    ("shrinkage", {}, lambda s: s["weights"].__setitem__(0, 2.0), "state.weights[0] is 2.0"),
+    ("shrinkage", {}, lambda s: s["values"].__setitem__(0, "0.1"), "state.values must hold numbers only"),
+    ("shrinkage", {}, lambda s: s.update(offsets=[0, 3]), "state.offsets must hold"),
+    ("znorm", {"family": "gaussian"}, lambda s: s["loc"].__setitem__(0, -1e30), "state.loc[0] is -1e+30"),
+    ("znorm", {"family": "gaussian"}, lambda s: s.update(offset=0.5), "state.offset is 0.5"),
+    ("znorm", {}, lambda s: s["n"].__setitem__(0, 2.5), "state.n must hold whole numbers only"),
+    ("ncx2-grid", {"dim": [4, 5], "sigma": {"steps": 5}}, lambda s: s["sigma"].__setitem__(0, 0), "state.sigma[0] is 0.0"),
+    ("ncx2-grid", {"dim": [4, 5], "sigma": {"steps": 5}}, lambda s: s["dim"].__setitem__(0, "4"),
+     "state.dim must hold whole numbers only"),
+])
+def test_a_builtin_models_damaged_state_is_refused_naming_the_field(estimator, params, damage, words):
+    from calibrate.errors import DataError
+
+    rng = np.random.default_rng(3)
+    cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 120) for i in range(4)}, kind="similarity", estimator=estimator,
+                        **params)
+    state = json.loads(json.dumps(cal.model.to_state()))
+    type(cal.model).from_state(copy.deepcopy(state))  # the undamaged state loads
+    damage(state)
+    with pytest.raises(DataError, match=re.escape(words)):
+        type(cal.model).from_state(state)
