@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact, rebuilt
@@ -34,7 +35,7 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
     when the file holds a single estimator. :func:`calibrate.load` gives the whole calibration,
     answering in the data's own score units.
     """
-    path = Path(path)
+    path = calibration_path(path, "calibrate.load_calibration")
     doc = read_artifact(path)
     _, entry = choose_estimator(doc, path, estimator)
     info = lookup_component(build_registry(extra_plugins), "estimators", entry.get("plugin"), path)
@@ -45,10 +46,25 @@ def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple
     """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``, or a run's output
     folder, plain or sharded), ready to answer in score units. ``estimator``: the label to load when the
     file holds several. The file is validated as a whole first (calibrate.artifact.check_document)."""
-    path = Path(path)
-    cal = _load(path, estimator, extra_plugins)
+    path = calibration_path(path, "calibrate.load")
+    try:
+        cal = _load(path, estimator, extra_plugins)
+    except OSError as exc:  # a name too long, a loop of links, a folder we may not read: the user's to fix
+        raise CalibrationError(f"{str(path)[:200]}: cannot read the calibration ({exc.strerror or exc}); give the path "
+                               "of a calibration file or a run's output folder") from None
     _check_version(cal, path)
     return cal
+
+
+def calibration_path(path: object, who: str) -> Path:
+    """``path`` as a Path, when it can name a file: a str or os.PathLike without NUL (audit T18)."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise CalibrationError(f"{who}: the calibration's path must be a file or folder name (str or pathlib.Path), "
+                               f"got {type(path).__name__}")
+    if "\0" in str(path):
+        raise CalibrationError(f"{who}: the calibration's path {str(path)[:200]!r} holds a NUL character; no file "
+                               "can be named so")
+    return Path(path)
 
 
 def _check_version(cal, path: Path) -> None:

@@ -299,3 +299,19 @@ def test_a_builtin_models_damaged_state_is_refused_naming_the_field(estimator, p
     damage(state)
     with pytest.raises(DataError, match=re.escape(words)):
         type(cal.model).from_state(state)
+
+
+@pytest.mark.parametrize("path, words", [
+    (5, "must be a file or folder name (str or pathlib.Path), got int"),
+    (b"cal.json", "got bytes"),
+    (None, "got NoneType"),
+    ("out/c\0.json", "holds a NUL character"),
+    ("a" * 300 + ".json", "cannot read the calibration"),
+])
+def test_load_of_what_cannot_name_a_file_is_a_calibration_error(path, words):
+    """Audit T18 (its load part): TypeError, ValueError or OSError escaped calibrate.load."""
+    with pytest.raises(CalibrationError, match=re.escape(words)):
+        calibrate.load(path)
+    if not isinstance(path, str) or "\0" in path:
+        with pytest.raises(CalibrationError, match=re.escape(words)):
+            calibrate.load_calibration(path)
