@@ -8,7 +8,7 @@ from pathlib import Path
 from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact, rebuilt
 from .base import FittedModel, RunContext
 from .calibration import Calibration
-from .confidence import ConfidentModel
+from .confidence import from_saved_entry
 from .errors import CalibrationError, DataError, ParameterError
 from .manager import build_registry
 from .partitioned_calibration import PartitionedCalibration, load_partitioned, read_head
@@ -123,8 +123,7 @@ def _model(model_class, entry: dict) -> FittedModel:
     """The estimator's model from its saved state, wrapped in its saved confidence when it has one."""
     model = model_class.from_state(entry["state"])
     if entry.get("confidence") is not None:
-        c = entry["confidence"]
-        model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
+        model = from_saved_entry(model, entry["confidence"])
     return model
 
 

@@ -315,3 +315,30 @@ def test_load_of_what_cannot_name_a_file_is_a_calibration_error(path, words):
     if not isinstance(path, str) or "\0" in path:
         with pytest.raises(CalibrationError, match=re.escape(words)):
             calibrate.load_calibration(path)
+
+
+@pytest.fixture(scope="module")
+def confident_doc(tmp_path_factory) -> dict:
+    rng = np.random.default_rng(2)
+    cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 200) for i in range(5)}, kind="similarity", estimator="generic-interp",
+                        confidence=0.9, replicates=30, targets=(0.05, 0.01))
+    return cal.to_dict()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda c: c.update(confidence="0.9"), "confidence must be a probability in [0.5, 1)"),
+    (lambda c: c.update(grid=["x"]), "confidence.grid must hold numbers only"),
+    (lambda c: c.update(independent=-3), "confidence.independent is -3"),
+    (lambda c: c["upper"].reverse(), "confidence.upper must not decrease"),
+    (lambda c: c["upper"].pop(), "confidence.upper must hold"),
+], ids=["confidence a string", "grid of strings", "independent negative", "upper decreasing", "upper short"])
+def test_a_damaged_confidence_entry_is_refused(confident_doc, tmp_path, damage, words):
+    """Audit S3: the confidence entry (the bound around the estimator's model) was used unchecked."""
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(confident_doc))
+    assert calibrate.load(path).threshold("c1", 0.05) > 0
+    doc = copy.deepcopy(confident_doc)
+    damage(next(iter(doc["estimators"].values()))["confidence"])
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match=re.escape(words)):
+        calibrate.load(path)
