@@ -421,7 +421,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "simi
     est_spec = _spec(registry, "estimators", {"plugin": estimator, **params}, "estimator")
     tr_spec = _spec(registry, "transforms", transform if transform is not None else DEFAULT_TRANSFORMS[kind],
                     "transform")
-    accepts = getattr(tr_spec.info.factory, "accepts", ("distance", "similarity"))
+    accepts = tr_spec.info.factory.accepts
     if kind not in accepts:
         raise ParameterError(f"transform {tr_spec.info.name!r} takes {' or '.join(accepts)} scores, but kind is {kind!r}")
     checked_targets = tuple(check_target(t) for t in targets)

@@ -276,7 +276,7 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         raise RecipeError(f"missing `data:`; name one of: {', '.join(registry.names('datasets'))}", source=source)
     data = _component(registry, "datasets", raw["data"], "data", source, base_dir)
     dataset = data.build()
-    produces = getattr(dataset, "produces", None)
+    produces = dataset.produces
     defaults = []
     distance = None
     if raw.get("distance") is not None:
@@ -285,7 +285,7 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                               "for a distance to compare; remove `distance:`", source=source, where="distance")
         distance = _component(registry, "distances", raw["distance"], "distance", source, base_dir)
     elif produces == "patterns":
-        chosen = getattr(dataset, "default_distance", None)
+        chosen = dataset.default_distance
         if chosen is None:
             raise RecipeError(f"dataset {data.info.name!r} gives patterns, which need a distance: add e.g. "
                               "`distance: {plugin: euclidean}`", source=source, where="distance")
@@ -304,16 +304,16 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         default_transforms = {k: _component(registry, "transforms", {"plugin": name}, "transform", source, base_dir)
                               for k, name in DEFAULT_TRANSFORMS.items()}
         transform = default_transforms[kind] if kind is not None else None
-    if getattr(dataset, "sharded", False) and transform is not None:
+    if dataset.sharded and transform is not None:
         built = transform.build()
-        if getattr(built, "depends_on_data", lambda: False)():
+        if built.depends_on_data():
             fix = ("give its parameters, e.g. `transform: {plugin: similarity-to-distance, upper: 1.0}` (the largest "
                    "score the matcher can give)" if kind == "similarity" else "give its parameters in the recipe")
             raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and transform {transform.info.name!r} "
                               f"{'(the default for similarity scores) ' if not raw.get('transform') else ''}would be "
                               f"fitted to each shard's data separately, giving each shard another transform; {fix}",
                               source=source, where="transform")
-    accepts = getattr(transform.info.factory, "accepts", ("distance", "similarity")) if transform else ()
+    accepts = transform.info.factory.accepts if transform else ()
     if transform is not None and kind is not None and kind not in accepts:
         fix = ("add `transform: {plugin: similarity-to-distance}` (higher scores must become smaller distances)"
                if kind == "similarity" else "use a transform for distances, e.g. `transform: {plugin: identity}`")
