@@ -20,7 +20,7 @@ The contract, in code: every member of a kind's base class (and of :class:`Fitte
   calls and a component must not override (override the private ``_method`` it calls instead).
 
 docs/plugins.md's contract tables are generated from these declarations
-(``python -m calibrate.testing.contract --write docs/plugins.md``), and the conformance kit's
+(``python -m calibrate.testing.contract_docs --write docs/plugins.md``), and the conformance kit's
 ``check_contract`` refuses a component that overrides a provided method, misspells an optional one
 or gives a declared attribute a value outside its annotation.
 """

@@ -10,31 +10,31 @@ from pathlib import Path
 import pytest
 
 from calibrate.base import Component, Transform, optional
-from calibrate.testing import contract
+from calibrate.testing import contract, contract_docs
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 
 
 def test_the_generated_tables_in_docs_plugins_md_are_current():
     text = DOC.read_text(encoding="utf-8")
-    assert contract.updated(text) == text, \
-        "docs/plugins.md is stale: run python -m calibrate.testing.contract --write docs/plugins.md"
+    assert contract_docs.updated(text) == text, \
+        "docs/plugins.md is stale: run python -m calibrate.testing.contract_docs --write docs/plugins.md"
 
 
 def test_a_changed_declaration_makes_the_docs_stale(monkeypatch):
     text = DOC.read_text(encoding="utf-8")
     monkeypatch.setattr(Transform.fitted_state, "__doc__", "Called sometimes. Default: something else.")
-    assert contract.updated(text) != text
-    assert "Called sometimes." in contract.tables_markdown()
+    assert contract_docs.updated(text) != text
+    assert "Called sometimes." in contract_docs.tables_markdown()
 
 
 def test_check_exits_1_on_a_stale_file_and_write_mends_it(tmp_path, capsys):
     stale = tmp_path / "plugins.md"
     stale.write_text(DOC.read_text(encoding="utf-8").replace("| optional |", "| required |", 1), encoding="utf-8")
-    assert contract.main([str(stale), "--check"]) == 1
+    assert contract_docs.main([str(stale), "--check"]) == 1
     assert "stale" in capsys.readouterr().err
-    assert contract.main([str(stale), "--write"]) == 0
-    assert contract.main([str(stale), "--check"]) == 0
+    assert contract_docs.main([str(stale), "--write"]) == 0
+    assert contract_docs.main([str(stale), "--check"]) == 0
     assert stale.read_text(encoding="utf-8") == DOC.read_text(encoding="utf-8")
 
 
