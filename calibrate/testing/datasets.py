@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pickle
@@ -18,6 +17,7 @@ from ..partitioned import ShardedScores
 from ..errors import DataError, ParameterError
 from ..params import param_specs
 from ..types import DistanceMatrix, PatternSet
+from . import load_digest
 from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 
 
@@ -167,44 +167,22 @@ def check_dataset_declarations(case: ComponentCase, tmp_path: Path | None = None
             "is validated against output_kind(), so they must agree"
 
 
-def named_arrays(case: ComponentCase, raw) -> dict[str, np.ndarray]:
-    """Every array a load gave (each shard's too), by name, for comparing two loads."""
-    if isinstance(raw, PatternSet):
-        return {"X": raw.X, "labels": raw.labels, "sets": raw.sets}
-    splits = {"": raw} if isinstance(raw, ScoreSplit) else \
-        {f"shard {k} ": raw.dataset.read_shard(s, 0)[0] for k, s in enumerate(raw.shards)}
-    return {f"{where}{side}.{name}": getattr(getattr(split, side), name)
-            for where, split in splits.items() for side in ("train", "test")
-            for name in ("values", "valid", "probe_classes", "gallery_classes")}
-
-
-def digests(factory: type, params: dict) -> dict[str, str]:
-    """SHA-256 of each array a fresh ``factory(**params).load()`` gives (what a subprocess prints)."""
-    raw = factory(**params).load(RunContext(seed=0))
-    out = {}
-    for name, array in named_arrays(ComponentCase("datasets", factory), raw).items():
-        a = np.asarray(array)
-        a = a.astype(str) if a.dtype == object else a
-        out[name] = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + np.ascontiguousarray(a).tobytes()).hexdigest()
-    return out
-
-
-_CHILD = """
-import json, pickle, sys
-from calibrate.testing.datasets import digests
-with open(sys.argv[1], "rb") as fh:
-    factory, params = pickle.load(fh)
-print(json.dumps(digests(factory, params)))
-"""
 #: the hash seeds of the two processes :func:`check_dataset_independent_of_hash_seed` loads in
 HASH_SEEDS = ("1", "2")
+#: what those processes run: load_digest.py as a file of its own, which keeps the kit's other modules (and their
+#: imports) out of them
+_CHILD = ("import importlib.util, sys\n"
+          "spec = importlib.util.spec_from_file_location('_calibrate_load_digest', sys.argv[1])\n"
+          "module = importlib.util.module_from_spec(spec)\n"
+          "spec.loader.exec_module(module)\n"
+          "module.main(sys.argv[2])\n")
 
 
 def _load_in_processes(case: ComponentCase, blob: Path) -> dict[str, dict[str, str]]:
     """Hash seed -> the digests a fresh interpreter with that PYTHONHASHSEED loads (the processes run at once)."""
     paths = [p for p in sys.path if p and Path(p).exists()]
-    procs = {seed: subprocess.Popen([sys.executable, "-c", _CHILD, str(blob)], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True,
+    command = [sys.executable, "-c", _CHILD, load_digest.__file__, str(blob)]
+    procs = {seed: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": os.pathsep.join(paths)})
              for seed in HASH_SEEDS}
     out = {}
@@ -229,7 +207,7 @@ def check_dataset_independent_of_hash_seed(case: ComponentCase, tmp_path: Path |
                            "at module level to have loading checked across hash seeds")
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
-        here = digests(factory, params)
+        here = load_digest.digests(factory, params)
         blob = tmp / "hash-seed-case.pickle"
         blob.write_bytes(pickle.dumps((factory, params)))
         for seed, there in _load_in_processes(case, blob).items():
