@@ -176,13 +176,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
            missing: Optional[float] = typer.Option(None, "--missing", help="Marker of failed comparisons: not decided, counted.")) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
     (claimed, real, probe, score, threshold, accept)."""
-    import csv
-    import io
-
-    import numpy as np
-
     from .api import load
-    from .assess import known_classes
     from .cli_scores import read_attempts
     from .errors import CalibrateError
     from .userfiles import write_user_file
@@ -193,31 +187,51 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
         cal = load(artifact, estimator)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
-        known = known_classes(cal, claimed)
-        n_unknown = int((~known).sum())
-        if n_unknown and unknown == "error":
-            first = claimed[np.flatnonzero(~known)[0]]
-            raise CalibrateError(f"{scores}: {n_unknown} attempt(s) claim classes the calibration does not hold (e.g. "
-                                 f"{str(first)[:60]!r}); give --unknown reject (decide them 0) or --unknown skip "
-                                 "(leave them out), or enroll the class")
-        decided = np.zeros(values.size, bool)
-        if known.any():
-            decided[known] = cal.accept(claimed[known], values[known], fpr)
-        thresholds = cal.thresholds(fpr) if hasattr(cal, "model") else None  # a partitioned one: per class
-        rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"])
-        for i in rows.tolist():
-            c = claimed[i]
-            t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
-            w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
-                                                                                    "1" if decided[i] else "0"])
-        written = write_user_file(out, buf.getvalue().encode("utf-8"))
+        decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown)
+        written = write_user_file(out, table)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
-    decided, genuine = decided[rows], (claimed == real)[rows]
+    summary = _accept_summary(decided[rows], (claimed == real)[rows], int((~known).sum()), unknown, failed, missing)
+    typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+
+
+def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unknown: str):
+    """(decision per attempt, whether its class is calibrated, the rows written, the CSV's bytes); attempts
+    claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip)."""
+    import csv
+    import io
+
+    import numpy as np
+
+    from .assess import known_classes
+    from .errors import CalibrateError
+
+    known = known_classes(cal, claimed)
+    n_unknown = int((~known).sum())
+    if n_unknown and unknown == "error":
+        first = claimed[np.flatnonzero(~known)[0]]
+        raise CalibrateError(f"{scores}: {n_unknown} attempt(s) claim classes the calibration does not hold (e.g. "
+                             f"{str(first)[:60]!r}); give --unknown reject (decide them 0) or --unknown skip "
+                             "(leave them out), or enroll the class")
+    decided = np.zeros(values.size, bool)
+    if known.any():
+        decided[known] = cal.accept(claimed[known], values[known], fpr)
+    thresholds = cal.thresholds(fpr) if hasattr(cal, "model") else None  # a partitioned one: per class
+    rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"])
+    for i in rows.tolist():
+        c = claimed[i]
+        t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
+        w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
+                                                                                "1" if decided[i] else "0"])
+    return decided, known, rows, buf.getvalue().encode("utf-8")
+
+
+def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int, missing: float | None) -> str:
+    """accept's one summary line: attempts, accepts, false accepts and rejects, unknown classes, failed comparisons."""
     summary = f"{decided.size} attempts, {int(decided.sum())} accepted"
     if decided.size:
         imp = ~genuine
@@ -228,7 +242,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                     f"{'rejected' if unknown == 'reject' else 'left out'}")
     if failed:
         summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
-    typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+    return summary
 
 
 @app.command()
