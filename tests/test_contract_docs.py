@@ -91,3 +91,29 @@ def test_an_unclassified_method_on_a_base_class_is_refused():
     roles = {m.name: (m.role, m.default) for m in contract.members(Marked)}
     assert roles == {"accepts": ("optional", "both"), "_work": ("required", ""), "hint": ("optional", "empty.")}
 
+
+
+def test_a_new_kind_gets_its_table_from_its_base_class_alone(monkeypatch):
+    """A kind added to calibrate.kinds.KINDS (e.g. the normaliser stage of issue 21, items 1-2) is tabled from
+    its base class's declarations, with no change to the generator."""
+    from calibrate.kinds import KINDS, Kind
+
+    class Normalizer(Component):
+        """Scores normalised with cohort statistics."""
+
+        @abstractmethod
+        def _fit(self, cohort) -> None:
+            """Called once per fold with the cohort scores: learn the enrolled side's statistics."""
+
+        @optional
+        def fitted_state(self) -> dict:
+            """Called when a calibration is saved: the cohort statistics, JSON. Default: {}."""
+            return {}
+
+    monkeypatch.setattr(contract, "KINDS", KINDS + (Kind("normalizers", "normalizer", Normalizer, "cohort norms"),))
+    text = contract_docs.tables_markdown()
+    section = text[text.index("#### Normalizers"):]
+    assert "Registered through `calibrate_register_normalizers`" in section
+    assert "| `_fit(cohort)` | required | Called once per fold with the cohort scores" in section
+    assert "| `fitted_state() -> dict` | optional | Called when a calibration is saved: the cohort statistics, JSON. | {}. |" \
+        in section
