@@ -55,9 +55,11 @@ PUBLIC_MODULES = (
     "calibrate.world",         # the reference world of the predicted intervals
     "calibrate.prediction",    # predicted FPR intervals
     "calibrate.confidence",    # thresholds with a confidence
+    "calibrate.cohort",        # cohort statistics per attempt for normalisers, the fitted normalisation
     "calibrate.scorefiles",    # reading score lists (bob 4/5-column, CSV), pyarrow or pure python
     "calibrate.formatting",    # how rates read in reports
     "calibrate.partitioned",   # sharded data: ShardedScores, PartitionedFitter, lowest_sorted, write_staged
+    "calibrate.sanity",        # score-direction checks (AUC of genuine against impostor scores)
     "calibrate.safefiles",     # files named by other files: plain names, regular files, .npy/.npz headers checked
     "calibrate.testing",       # the conformance kit for plugin authors
 )

@@ -95,10 +95,32 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
     kind = doc.get("kind", "distance")
     if kind not in ACCEPT_IF:
         raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")
-    check_model(model, transform, kind, doc.get("targets") or (0.005, 0.001), path, label)
+    normalization = _normalization(doc, registry, path)
+    check_model(model, transform if normalization is None else None, kind, doc.get("targets") or (0.005, 0.001), path,
+                label)
+    if normalization is not None and normalization.classes != model.classes:
+        raise CalibrationError(f"{path}: normalizer.classes are not estimator {label!r}'s classes in its order; the file "
+                               "is damaged: run the recipe again")
     return Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                        transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
                        kind=kind, targets=doc.get("targets", ()),
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
                        prediction=entry.get("prediction"),
-                       training_impostors=doc.get("training", {}).get("impostors"))
+                       training_impostors=doc.get("training", {}).get("impostors"), normalization=normalization)
+
+
+def _normalization(doc: dict, registry, path: Path):
+    """The saved normalisation (calibrate.cohort.FittedNormalization), or None; its structure was checked
+    with the document's (calibrate.artifact.check_document)."""
+    from .cohort import FittedNormalization
+
+    state = doc.get("normalizer")
+    if state is None:
+        return None
+    info = lookup_component(registry, "normalizers", state["plugin"], path)
+    try:
+        normalizer = info.factory(**state.get("params", {}))
+        return FittedNormalization.from_state(state, normalizer, str(path))
+    except (TypeError, ValueError, KeyError, ParameterError, DataError) as exc:
+        raise CalibrationError(f"{path}: normalizer {state['plugin'][:40]!r} cannot be rebuilt from the file "
+                               f"({type(exc).__name__}: {str(exc)[:200]}); the file is damaged: run the recipe again") from None

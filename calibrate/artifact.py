@@ -58,10 +58,13 @@ def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
 
 def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transform_state: dict,
              targets: Sequence[float], fingerprint: str, versions: dict,
-             estimators: dict[str, tuple], training_impostors: int | None = None) -> dict[str, Any]:
+             estimators: dict[str, tuple], training_impostors: int | None = None,
+             normalizer: dict | None = None) -> dict[str, Any]:
     """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
     ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
-    entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.confidence.saved_entries`)."""
+    entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.confidence.saved_entries`);
+    ``normalizer``: the fitted normalisation's state (calibrate.cohort.FittedNormalization.to_state), when the
+    distances were normalised."""
     def plain(value: Any) -> Any:
         return json.loads(json.dumps(value, default=str))
 
@@ -69,6 +72,7 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
             "transform": {"plugin": transform_plugin, "params": plain(transform_params), "state": transform_state},
             "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
             **({"training": {"impostors": int(training_impostors)}} if training_impostors is not None else {}),
+            **({"normalizer": plain(normalizer)} if normalizer is not None else {}),
             "estimators": {label: {"plugin": entry[0], "params": plain(entry[1]), "state": entry[2],
                                    **(entry[3] if len(entry) > 3 else {})}
                            for label, entry in estimators.items()}}
@@ -195,6 +199,11 @@ def check_document(doc: dict, path: Path) -> None:
             raise _bad(path, "training.impostors", "must be the positive number of training impostor distances")
     if "transform" in doc:
         _component_entry(doc["transform"], path, "transform")
+    if "normalizer" in doc:
+        from .cohort import check_state
+
+        check_state(doc["normalizer"], lambda where, what: _bad(path, where, what))
+        check_labels(doc["normalizer"]["classes"], path, "normalizer.classes")
     for label, entry in doc["estimators"].items():
         where = f"estimators[{label[:60]!r}]"
         _component_entry(entry, path, where)
@@ -228,12 +237,13 @@ def lookup_component(registry, kind: str, name: Any, path: Path):
         raise CalibrationError(f"{exc}; install the plugin that provides it to load this calibration") from None
 
 
-def check_model(model: FittedModel, transform: Transform, kind: str, targets, path: Path, label: str) -> None:
+def check_model(model: FittedModel, transform: Transform | None, kind: str, targets, path: Path, label: str) -> None:
     """A loaded model must answer every class with a finite threshold (a hand-edited or damaged file
-    may hold short arrays or NaN, which JSON allows): refuse it now rather than answer NaN later."""
+    may hold short arrays or NaN, which JSON allows): refuse it now rather than answer NaN later
+    (``transform`` None: a normalised calibration, whose thresholds have no score form)."""
     try:
         tau = model.thresholds([check_target(t) for t in targets]).values
-        scores = transform.score_thresholds(tau, kind)
+        scores = None if transform is None else transform.score_thresholds(tau, kind)
     except Exception as exc:  # noqa: BLE001 - whatever a damaged state makes the model raise
         raise CalibrationError(f"{path}: estimator {label!r} holds a damaged model ({type(exc).__name__}: {exc}); "
                                "save or run it again") from None

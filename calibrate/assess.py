@@ -46,9 +46,26 @@ def known_classes(cal, claimed: np.ndarray) -> np.ndarray:
     return held[inverse] if unique.size else np.zeros(0, dtype=bool)
 
 
-def assess(cal, claimed, real, scores, targets) -> list[Assessment]:
+def absent_note(cal, claimed_known: np.ndarray, source: str) -> str | None:
+    """A note naming how many of the calibration's enrolled classes no attempt claims (their thresholds
+    go unjudged), or None when every one is claimed."""
+    present = np.unique(np.asarray(claimed_known).astype(str))
+    absent = len(cal) - present.size
+    if absent <= 0:
+        return None
+    names = getattr(cal, "classes", None)
+    example = ""
+    if names is not None:
+        first = next((c for c in names if c not in set(present.tolist())), None)
+        example = f" (e.g. {first[:60]!r})" if first is not None else ""
+    return (f"{source}: {absent} of the calibration's {len(cal):,} enrolled classes have no attempt{example}; "
+            "their thresholds are not judged here")
+
+
+def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None) -> list[Assessment]:
     """The figures of :class:`Assessment` at each target for attempts ``(claimed, real, score)``, all
-    claiming classes the calibration holds (see :func:`known_classes`)."""
+    claiming classes the calibration holds (see :func:`known_classes`); ``probe_cohort_scores`` as
+    ``Calibration.accept``'s, for a normalised calibration."""
     c = np.asarray(claimed).astype(str)
     r = np.asarray(real).astype(str)
     s = np.asarray(scores, dtype=np.float64)
@@ -58,7 +75,8 @@ def assess(cal, claimed, real, scores, targets) -> list[Assessment]:
     n_imp, n_gen = int((~genuine).sum()), int(genuine.sum())
     out = []
     for target in targets:
-        accepted = cal.accept(c, s, target) if s.size else np.zeros(0, dtype=bool)
+        cohort = {} if probe_cohort_scores is None else {"probe_cohort_scores": probe_cohort_scores}
+        accepted = cal.accept(c, s, target, **cohort) if s.size else np.zeros(0, dtype=bool)
         fa = int(accepted[~genuine].sum())
         fr = int((~accepted[genuine]).sum())
         fpr = fa / n_imp if n_imp else None

@@ -1,4 +1,4 @@
-"""Base classes for the five plugin kinds.
+"""Base classes for the plugin kinds.
 
 Conventions (after scikit-learn and scipy.stats):
 
@@ -32,7 +32,7 @@ import itertools
 import re
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, final
@@ -41,7 +41,7 @@ import numpy as np
 
 from .errors import DataError, ParameterError
 from .progress import NULL_TASK, Task
-from .types import (DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
+from .types import (CohortScores, DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
                     ThresholdTable)
 
 if TYPE_CHECKING:
@@ -301,6 +301,15 @@ class Dataset(Component, ABC):
         both say the same thing about the same file. Default: nothing is read."""
         return None
 
+    @optional
+    def cohort_sides(self) -> tuple[Literal["enrolled", "probe"], ...] | None:
+        """Called when a recipe is validated, before anything is loaded: the cohort sides this dataset reads from
+        cohort files (``"enrolled"``, ``"probe"``), so that the recipe's normaliser is checked against them (and
+        cohort files without a normaliser are refused); a dataset that returns sides gives their scores in its
+        ScoreSplit's ``train_cohort`` and ``test_cohort``. Default: None, no cohort files (the rest of the gallery
+        serves as the cohort)."""
+        return None
+
     @final
     def load(self, context: RunContext | None = None) -> PatternSet | "ScoreSplit":
         """The data: the private ``_load`` with a context (a fresh one when none is given)."""
@@ -339,6 +348,10 @@ class ScoreSplit:
     description: str = ""
     #: failed comparisons per data file (a file read for both train and test counted once)
     missing_by_file: tuple[tuple[str, int], ...] = ()
+    #: the cohort scores of the training and of the evaluation attempts (rows of ``train`` and ``test``),
+    #: for datasets that read cohort files (``Dataset.cohort_sides``); None: the rest of the gallery serves
+    train_cohort: CohortScores | None = None
+    test_cohort: CohortScores | None = None
 
 
 class Distance(Component, ABC):
@@ -489,6 +502,96 @@ class Transform(Component, ABC):
                 break
             s[idx[still]] = less[still]
         return s.reshape(tau.shape)
+
+
+class Normalizer(Component, ABC):
+    """Normalises each attempt's distance by cohort statistics (Z-, T-, S-, AS-norm), between the
+    transform and the estimators.
+
+    For an attempt (probe i claims class j, distance d after the transform) a normaliser combines d with
+    statistics of class j's distances to an impostor cohort (the *enrolled* side, bob's Z-norm) and of
+    probe i's distances to a cohort (the *probe* side, T-norm) into a normalised score z: any real number,
+    lower = more alike. The core maps z to the distance ``exp(z)`` that the estimators fit, so thresholds
+    of a normalised run are in normalised units, and a decision depends on the probe's cohort scores.
+
+    What the core guarantees ``_statistics``: one row per class (enrolled side) or per attempt's probe
+    (probe side), holding that one's usable cohort distances sorted ascending, every row of one call of
+    the same length n >= :meth:`min_members` (a top-K cohort is the first K columns). Its result must
+    depend on the row's values only, so that the same cohort gives the same statistics in a run and in
+    ``Calibration.accept`` (bit for bit: the decisions agree). The enrolled side's statistics of every
+    class are saved with a calibration; ``Calibration.enroll`` computes a new class's.
+    """
+
+    #: the cohort sides it reads: ``"enrolled"`` (Z-norm), ``"probe"`` (T-norm), or both (S-norm); a recipe
+    #: is checked against the dataset's ``cohort_sides``, and ``_normalize`` gets exactly these sides'
+    #: statistics. Default: both
+    sides: tuple[Literal["enrolled", "probe"], ...] = ("enrolled", "probe")
+
+    @optional
+    def min_members(self) -> int:
+        """Called before the statistics are computed: the fewest cohort distances one row needs (a class or
+        probe with fewer is a DataError naming it and the cohort's source). Default: 2 (a spread needs two
+        values)."""
+        return 2
+
+    @final
+    def statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
+        """Per row of ``cohort`` (finite distances sorted ascending per row, see the class: the core sorts
+        them, and does not check again here, where it would cost as much as the statistics), the statistics
+        ``_normalize`` reads: a mapping of names to float arrays with one value per row."""
+        rows = np.ascontiguousarray(cohort, dtype=np.float64)
+        if rows.ndim != 2:
+            raise DataError(f"{type(self).__name__}.statistics expects a 2-D array of cohort rows, got shape {rows.shape}")
+        if rows.shape[1] < self.min_members():
+            raise DataError(f"{progress_name(self)}: cohort rows of {rows.shape[1]} distances; it needs at least "
+                            f"{self.min_members()}")
+        out = self._statistics(rows)
+        if not isinstance(out, Mapping) or not out:
+            raise DataError(f"{progress_name(self)}: _statistics must return a mapping of names to arrays, got {out!r}")
+        checked = {}
+        for name, values in out.items():
+            arr = np.asarray(values, dtype=np.float64)
+            if not isinstance(name, str) or arr.shape != (rows.shape[0],):
+                raise DataError(f"{progress_name(self)}: statistic {name!r} has shape {arr.shape}; expected one value "
+                                f"per cohort row ({rows.shape[0]},)")
+            checked[name] = arr
+        return checked
+
+    @final
+    def normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
+                  probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """Normalised scores z of ``distances`` (one per attempt) given, per attempt, its class's statistics
+        (``enrolled``, None unless ``sides`` has it) and its probe's (``probe``, likewise). z may be non-finite
+        where a cohort has no spread; the core refuses those, naming the attempt."""
+        d = np.asarray(distances, dtype=np.float64)
+        if d.ndim != 1:
+            raise DataError(f"{type(self).__name__}.normalize expects one distance per attempt, got shape {d.shape}")
+        for side, stats in (("enrolled", enrolled), ("probe", probe)):
+            if (side in self.sides) != (stats is not None):
+                raise DataError(f"{progress_name(self)} reads the sides {', '.join(self.sides)}; the {side} side's "
+                                f"statistics were {'not ' if stats is None else ''}given")
+            for name, values in (stats or {}).items():
+                if np.shape(values) != d.shape:
+                    raise DataError(f"{progress_name(self)}: {side} statistic {name!r} has shape {np.shape(values)}, "
+                                    f"expected one value per attempt {d.shape}")
+        z = np.asarray(self._normalize(d, enrolled, probe), dtype=np.float64)
+        if z.shape != d.shape:
+            raise DataError(f"{progress_name(self)}: _normalize returned shape {z.shape}, expected {d.shape}")
+        return z
+
+    @abstractmethod
+    def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
+        """Called by ``statistics`` in a run (each class's and each probe's cohort), by ``Calibration.accept`` (the
+        probes') and ``enroll`` (a new class's): rows of cohort distances sorted ascending, all of one length
+        n >= ``min_members()``; returns ``{name: array of len(cohort)}``, each row's values depending on that row
+        only (bit for bit the same alone or in a block, so that a run and ``accept`` decide alike)."""
+
+    @abstractmethod
+    def _normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
+                   probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """Called by ``normalize`` for training and evaluation attempts and for the scores ``accept`` decides: z per
+        attempt from its distance and its sides' statistics (``None`` for a side not in ``sides``), element-wise
+        over attempts and non-decreasing in the distance; lower z = more alike."""
 
 
 class FittedModel(ABC):
@@ -687,6 +790,9 @@ class Fold:
     impostors: ImpostorDistances | None = None
     #: per estimator label, its predicted FPR (calibrate.prediction.Prediction), from training data only
     predictions: dict = field(default_factory=dict)
+    #: the fitted normaliser (calibrate.cohort.FittedNormalization) when the recipe has ``normalizer:``:
+    #: ``train`` and ``test`` then hold normalised distances exp(z), and thresholds are in those units
+    normalization: Any = None
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ class Calibration:
     def __init__(self, *, estimator: Estimator, plugin: str, label: str, params: dict[str, Any], model: FittedModel,
                  transform: Transform, transform_plugin: str, transform_params: dict[str, Any], kind: str,
                  targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None,
-                 prediction: dict[str, Any] | None = None, training_impostors: int | None = None):
+                 prediction: dict[str, Any] | None = None, training_impostors: int | None = None,
+                 normalization: Any = None):
         if kind not in ACCEPT_IF:
             raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
         self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
@@ -53,6 +54,12 @@ class Calibration:
         self.prediction = prediction
         #: how many training impostor distances the fit saw (pooled over classes), when known
         self.training_impostors = None if training_impostors is None else int(training_impostors)
+        #: the fitted normaliser (calibrate.cohort.FittedNormalization) when the run normalised the scores: its
+        #: thresholds are then on the normalised distance exp(z), and a decision needs the probe's cohort scores
+        self.normalization = normalization
+        if normalization is not None and tuple(normalization.classes) != tuple(model.classes):
+            raise CalibrationError(f"the normaliser's statistics are for {len(normalization.classes)} classes, the model "
+                                   f"for {len(model.classes)} (or in another order); fit them together")
         self._extrapolation_said: set[float] = set()
         self._reset()
 
@@ -81,8 +88,9 @@ class Calibration:
         return len(self.classes)
 
     def __repr__(self) -> str:
+        normalised = "" if self.normalization is None else f", normalised by {self.normalization.plugin!r}"
         return (f"Calibration({self.label!r}, {len(self)} classes, {self.kind} scores, accept if {self.accept_if}, "
-                f"transform {self.transform_plugin!r})")
+                f"transform {self.transform_plugin!r}{normalised})")
 
     def _target(self, target_fpr: float) -> float:
         try:
@@ -103,8 +111,13 @@ class Calibration:
         e = self._target(target_fpr)
         if e not in self._by_target:
             tau = self.model.thresholds([e]).values[:, 0]
-            self._by_target[e] = (tau, self.transform.score_thresholds(tau, self.kind))
+            scores = None if self.normalization is not None else self.transform.score_thresholds(tau, self.kind)
+            self._by_target[e] = (tau, scores)
         tau, scores = self._by_target[e]
+        if need_scores and self.normalization is not None:
+            raise CalibrationError(f"this calibration normalises scores with {self.normalization.plugin}: a decision "
+                                   "depends on the probe's cohort scores, so no single score threshold exists; use "
+                                   "normalised_threshold() (z units), or decide with accept(..., probe_cohort_scores=...)")
         if scores is None and need_scores:
             raise CalibrationError(f"transform {self.transform_plugin!r} has no inverse, so thresholds exist in "
                                    "distance units only: use distance_threshold()")
@@ -113,6 +126,15 @@ class Calibration:
     def distance_threshold(self, cls: Any, target_fpr: float) -> float:
         """The threshold on the transformed distance (accept when distance <= it)."""
         return float(self._table(target_fpr, need_scores=False)[0][self._row(cls)])
+
+    def normalised_threshold(self, cls: Any, target_fpr: float) -> float:
+        """A normalised calibration's threshold on the normalised score z (accept when z <= it): the log of
+        its distance threshold, since the estimators fit exp(z)."""
+        if self.normalization is None:
+            raise CalibrationError("this calibration does not normalise scores; use threshold() (score units)")
+        from .cohort import to_z
+
+        return float(to_z(self.distance_threshold(cls, target_fpr)))
 
     def training_support(self, target_fpr: float) -> float | None:
         """``target x N``: how many of the N training impostor distances an on-target threshold has below
@@ -141,10 +163,16 @@ class Calibration:
         self._say_extrapolation(target_fpr)
         return out
 
-    def accept(self, classes: Any, scores: Any, target_fpr: float) -> np.ndarray | bool:
+    def accept(self, classes: Any, scores: Any, target_fpr: float, probe_cohort_scores: Any = None) -> np.ndarray | bool:
         """Accept or reject each claim: ``classes`` (one class or an array, the claimed identity of each
         attempt) and ``scores`` (one score or an array of the same length, in score units). Returns a
-        boolean array (a bool for scalar input). Unknown classes and non-finite scores are errors."""
+        boolean array (a bool for scalar input). Unknown classes and non-finite scores are errors.
+
+        A normalised calibration (:attr:`normalization`) whose normaliser reads the probe's side needs
+        ``probe_cohort_scores``: per attempt, its probe's scores (score units) against the cohort models,
+        without the claimed class and the probe's own (a 2-D array, or one sequence per attempt; for a
+        single attempt, one sequence). The decision is then exactly the run's: the same normalisation,
+        with the class statistics saved by the run."""
         scalar = np.ndim(scores) == 0 and np.ndim(classes) == 0
         try:
             s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
@@ -161,15 +189,26 @@ class Calibration:
         if not np.all(np.isfinite(s)):
             bad = int(np.flatnonzero(~np.isfinite(s))[0])
             raise CalibrationError(f"score number {bad + 1} is {float(s[bad])}; every score must be a finite number")
-        _, score_t = self._table(target_fpr)
+        if self.normalization is None and probe_cohort_scores is not None:
+            raise CalibrationError("this calibration does not normalise scores; leave out probe_cohort_scores")
+        tau, score_t = self._table(target_fpr, need_scores=self.normalization is None)
         c = c.astype(str)
         # class -> row by binary search over the sorted names (no Python loop over attempts)
         pos = np.minimum(np.searchsorted(self._sorted_names, c), max(len(self) - 1, 0))
         known = self._sorted_names[pos] == c
         if not known.all():
             self._row(c[np.flatnonzero(~known)[0]])  # raises, naming the class
-        t = score_t[self._sorted_rows[pos]]
-        out = s >= t if self.kind == "similarity" else s <= t
+        rows = self._sorted_rows[pos]
+        if self.normalization is not None:
+            from .normalised import normalised_distances
+
+            if scalar and probe_cohort_scores is not None and np.ndim(probe_cohort_scores) == 1:
+                probe_cohort_scores = [probe_cohort_scores]  # one attempt: its one row
+            out = normalised_distances(self.normalization, self.transform, self.kind, s, rows,
+                                       probe_cohort_scores) <= tau[rows]
+        else:
+            t = score_t[rows]
+            out = s >= t if self.kind == "similarity" else s <= t
         self._say_extrapolation(target_fpr)
         return bool(out[0]) if scalar else out
 
@@ -221,11 +260,19 @@ class Calibration:
 
     # ---- one class more -------------------------------------------------------------------------
 
-    def enroll(self, cls: Any, impostor_scores: Any) -> "Calibration":
+    def enroll(self, cls: Any, impostor_scores: Any, cohort_scores: Any = None,
+               impostor_cohort_scores: Any = None) -> "Calibration":
         """Add class ``cls`` (or replace it) from its impostor scores (score units), without refitting
         the others; the transform stays as fitted. What else stays fixed depends on the estimator
         (its ``enroll_mode``: per-class estimators give exactly a full fit's thresholds, pooled ones
-        keep their pooled quantities; others refuse). Returns the calibration itself."""
+        keep their pooled quantities; others refuse). Returns the calibration itself.
+
+        A normalised calibration also computes the class's cohort statistics: from ``cohort_scores``
+        (the class against the enrolled side's cohort), or, when the run's enrolled cohort was the
+        training impostors and none are given, from ``impostor_scores`` themselves (each impostor score
+        normalised without itself, as in the run). A normaliser that reads the probe side needs
+        ``impostor_cohort_scores``: per impostor score, its probe's scores against the cohort models
+        (without this class and the probe's own), as ``accept``'s ``probe_cohort_scores``."""
         try:
             scores = np.asarray(impostor_scores, dtype=np.float64)
         except (TypeError, ValueError):
@@ -243,18 +290,37 @@ class Calibration:
                           "class's threshold accepts more than a full fit's would; fit with an explicit bound (e.g. "
                           "transform={'plugin': 'similarity-to-distance', 'upper': <largest possible score>}) or refit",
                           stacklevel=2)
-        raw = DistanceMatrix(scores[:, None], np.array([_OTHER] * scores.size), np.array([str(cls)]), kind=self.kind,
-                             source=f"impostor scores of class {cls!r}")
-        d = self.transform.apply(raw)
-        d.check_distances(f"impostor distances of class {cls!r}")
+        distances, normalization = self._enrolled_distances(str(cls), scores, cohort_scores, impostor_cohort_scores)
         if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
-            inner = self.estimator.enroll(self.model.inner, str(cls), d.values[:, 0])
+            inner = self.estimator.enroll(self.model.inner, str(cls), distances)
             self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
                                         self.model.independent)
         else:
-            self.model = self.estimator.enroll(self.model, str(cls), d.values[:, 0])
+            self.model = self.estimator.enroll(self.model, str(cls), distances)
+        if normalization is not None:  # in the model's order of classes (a class added goes last in both)
+            order = [normalization.classes.index(c) for c in self.model.classes]
+            normalization.classes = tuple(self.model.classes)
+            normalization.statistics = {k: v[order] for k, v in normalization.statistics.items()}
+            self.normalization = normalization
         self._reset()
         return self
+
+    def _enrolled_distances(self, cls: str, scores: np.ndarray, cohort_scores: Any,
+                            impostor_cohort_scores: Any) -> tuple[np.ndarray, Any]:
+        """(the distances the estimator enrolls the class from, the normalisation with its statistics or None)."""
+        if self.normalization is not None:
+            from .normalised import enrolled_inputs
+
+            distances, stats = enrolled_inputs(self.normalization, self.transform, self.kind, cls, scores, cohort_scores,
+                                               impostor_cohort_scores)
+            return distances, self.normalization.with_class(cls, stats)
+        if cohort_scores is not None or impostor_cohort_scores is not None:
+            raise CalibrationError("this calibration does not normalise scores; leave out the cohort scores")
+        raw = DistanceMatrix(scores[:, None], np.array([_OTHER] * scores.size), np.array([cls]), kind=self.kind,
+                             source=f"impostor scores of class {cls!r}")
+        d = self.transform.apply(raw)
+        d.check_distances(f"impostor distances of class {cls!r}")
+        return d.values[:, 0], None
 
     # ---- the artifact -----------------------------------------------------------------------------
 
@@ -262,6 +328,7 @@ class Calibration:
         return artifact(kind=self.kind, transform_plugin=self.transform_plugin, transform_params=self.transform_params,
                         transform_state=self.transform.fitted_state(), targets=self.targets,
                         fingerprint=self.fingerprint, versions=self.versions, training_impostors=self.training_impostors,
+                        normalizer=None if self.normalization is None else self.normalization.to_state(),
                         estimators={self.label: (self.plugin, self.params, *saved_entries(self.model, self.prediction))})
 
     def save(self, path: str | Path) -> Path:
@@ -419,7 +486,7 @@ def _warn_unreachable_targets(dist: DistanceMatrix, targets: tuple[float, ...]) 
         warnings.warn(tie_message(smallest, tied, below), stacklevel=3)
 
 
-def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "similarity", estimator: str = "auto",
+def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None = None, estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
@@ -432,7 +499,9 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "simi
         (``real == classes``) are left out of the fit and used to check the direction: scores whose
         genuine comparisons sit on the reject side (a distance given as ``kind="similarity"``, or the
         reverse) raise :class:`DataError` naming the fix. Without it every score must be an impostor one.
-    :param kind: ``similarity`` (higher = more alike) or ``distance``.
+    :param kind: ``similarity`` (higher = more alike) or ``distance``. Left out, the scores are read as
+        similarities; without ``real`` that cannot be checked, so a warning says what was assumed
+        (a distance read as a similarity rejects nearly every genuine user).
     :param estimator: the estimator's registered name (``calibrate plugins``); ``**params`` are its parameters.
     :param transform: a transform name or ``{plugin: NAME, ...}``; default: similarity-to-distance for
         similarity scores, identity for distances (as a recipe without ``transform:``).
@@ -446,6 +515,13 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str = "simi
     :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
         ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
     """
+    if kind is None:
+        kind = "similarity"
+        if real is None:
+            warnings.warn("calibrate.fit: no kind= and no real=, so the scores are read as similarities (higher = more "
+                          "alike) without a check; if they are distances every threshold rejects nearly every genuine "
+                          "user. Pass kind='similarity' or kind='distance', or real= (each probe's real class) to check "
+                          "the direction against the genuine scores", stacklevel=2)
     if kind not in ACCEPT_IF:
         raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
     est_spec, tr_spec = _fit_specs(kind, estimator, params, transform, extra_plugins)

@@ -111,13 +111,17 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
         if support is not None and support < 1 and not allow_extrapolation:
             raise CalibrateError(f"{extrapolation_message(fpr, cal.training_impostors)}; give --allow-extrapolation "
                                  "to answer anyway")
+        normalised = getattr(cal, "normalization", None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # said below, in the command line's words
-            t = cal.threshold(cls, fpr)
+            t = cal.threshold(cls, fpr) if normalised is None else cal.normalised_threshold(cls, fpr)
         tau = cal.distance_threshold(cls, fpr)
         predicted = _predicted(cal, cls, fpr)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, artifact)
+        return
+    if normalised is not None:
+        _print_normalised(cal, cls, fpr, t, tau, support, predicted, as_json)
         return
     if support is not None and support < 1:
         typer.echo(f"note: {extrapolation_message(fpr, cal.training_impostors)}", err=True)
@@ -134,12 +138,36 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
         if support is not None:
             typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                        "distances lie below an on-target threshold")
-        if predicted:
-            level = 100 * predicted["predicted_level"]
-            typer.echo(f"predicted long-run FPR ({level:.0f}%, from training data): gallery "
-                       f"{predicted['gallery_long_run_fpr_low']:.3g}-{predicted['gallery_long_run_fpr_high']:.3g}"
-                       + (f", this class {predicted['class_long_run_fpr_low']:.3g}-{predicted['class_long_run_fpr_high']:.3g}"
-                          if "class_long_run_fpr_low" in predicted else ""))
+        _echo_predicted(predicted)
+
+
+def _echo_predicted(predicted: dict | None) -> None:
+    """``calibrate threshold``'s line on the predicted interval (or why there is none)."""
+    if predicted and predicted.get("no_prediction"):
+        typer.echo(f"predicted FPR: none ({predicted['no_prediction']})")
+    elif predicted:
+        level = 100 * predicted["predicted_level"]
+        typer.echo(f"predicted long-run FPR ({level:.0f}%, from training data): gallery "
+                   f"{predicted['gallery_long_run_fpr_low']:.3g}-{predicted['gallery_long_run_fpr_high']:.3g}"
+                   + (f", this class {predicted['class_long_run_fpr_low']:.3g}-{predicted['class_long_run_fpr_high']:.3g}"
+                      if "class_long_run_fpr_low" in predicted else ""))
+
+
+def _print_normalised(cal, cls: str, fpr: float, z: float, tau: float, support, predicted, as_json: bool) -> None:
+    """``calibrate threshold`` for a normalised calibration: its threshold is on the normalised score z."""
+    name = cal.normalization.plugin
+    if as_json:
+        doc = {"class": cls, "target_fpr": fpr, "normalised_threshold": z, "accept_if": f"{name}-normalised z <= t",
+               "distance_threshold": tau, "normalizer": name, "estimator": cal.label,
+               "training_impostors": cal.training_impostors, "training_support": support, **(predicted or {})}
+        typer.echo(json.dumps(doc))
+        return
+    typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if the {name}-normalised score z <= {z!r} (a decision "
+               "needs the probe's cohort scores: calibrate accept --cohort)")
+    if support is not None:
+        typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
+                   "distances lie below an on-target threshold")
+    _echo_predicted(predicted)
 
 
 def _predicted(cal, cls: str, fpr: float) -> dict | None:
@@ -150,8 +178,8 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
         return None
     try:
         low, high = cal.predicted_fpr(fpr)
-    except CalibrationError:  # predicted at other targets only
-        return None
+    except CalibrationError as exc:  # predicted at other targets only, or refused there: say so, not nothing
+        return {"predicted": None, "no_prediction": str(exc)}
     out = {"gallery_long_run_fpr_low": low, "gallery_long_run_fpr_high": high, "predicted_level": cal.prediction["level"]}
     try:
         out["class_long_run_fpr_low"], out["class_long_run_fpr_high"] = cal.predicted_fpr(fpr, cls=cls)
@@ -173,10 +201,14 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
            claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help="CSV: header of the claimed class."),
            real_column: Optional[str] = typer.Option(None, "--real-column", help="CSV: header of the probe's real class."),
            score_column: Optional[str] = typer.Option(None, "--score-column", help="CSV: header of the score."),
-           missing: Optional[float] = typer.Option(None, "--missing", help="Marker of failed comparisons: not decided, counted.")) -> None:
+           missing: Optional[float] = typer.Option(None, "--missing", help="Marker of failed comparisons: not decided, counted."),
+           cohort: Optional[Path] = typer.Option(None, "--cohort", help="A normalised calibration: the probes' cohort "
+                                                 "scores, bob's T-norm file (T-models x probes), in a score list's format.")) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
-    (claimed, real, probe, score, threshold, accept)."""
+    (claimed, real, probe, score, threshold, accept). A normalised calibration's threshold is on the
+    normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
     from .api import load
+    from .assess import absent_note
     from .cli_scores import read_attempts
     from .errors import CalibrateError
     from .userfiles import write_user_file
@@ -187,16 +219,23 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
         cal = load(artifact, estimator)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
-        decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown)
+        decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
+                                                 missing)
         written = write_user_file(out, table)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
     summary = _accept_summary(decided[rows], (claimed == real)[rows], int((~known).sum()), unknown, failed, missing)
-    typer.echo(f"{summary} (accept if {cal.accept_if}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+    normalised = getattr(cal, "normalization", None)
+    rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
+    typer.echo(f"{summary} (accept if {rule}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+    absent = absent_note(cal, claimed[known], str(scores))
+    if absent:
+        typer.echo(f"note: {absent}", err=True)
 
 
-def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unknown: str):
+def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unknown: str, cohort: Path | None,
+               missing: float | None):
     """(decision per attempt, whether its class is calibrated, the rows written, the CSV's bytes); attempts
     claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip)."""
     import csv
@@ -214,10 +253,7 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
         raise CalibrateError(f"{scores}: {n_unknown} attempt(s) claim classes the calibration does not hold (e.g. "
                              f"{str(first)[:60]!r}); give --unknown reject (decide them 0) or --unknown skip "
                              "(leave them out), or enroll the class")
-    decided = np.zeros(values.size, bool)
-    if known.any():
-        decided[known] = cal.accept(claimed[known], values[known], fpr)
-    thresholds = cal.thresholds(fpr) if hasattr(cal, "model") else None  # a partitioned one: per class
+    decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
     rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -243,6 +279,26 @@ def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int,
     if failed:
         summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
     return summary
+
+
+def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path | None, missing: float | None):
+    """(accept per attempt, class -> threshold or None): the attempts claiming known classes decided (with the
+    probes' cohort scores from ``cohort`` when given); a normalised calibration's thresholds are on z."""
+    import numpy as np
+
+    from .cli_scores import check_cohort_flag, probe_cohorts
+
+    check_cohort_flag(cal, cohort)
+    decided = np.zeros(values.size, bool)
+    if known.any():
+        extra = {}
+        if cohort is not None:
+            extra["probe_cohort_scores"] = probe_cohorts(cohort, None if probe is None else probe[known],
+                                                         claimed[known], real[known], missing)
+        decided[known] = cal.accept(claimed[known], values[known], fpr, **extra)
+    if getattr(cal, "normalization", None) is not None:  # no single score threshold exists
+        return decided, {c: cal.normalised_threshold(c, fpr) for c in np.unique(claimed[known]).tolist()}
+    return decided, (cal.thresholds(fpr) if hasattr(cal, "model") else None)  # a partitioned one: per class
 
 
 @app.command()

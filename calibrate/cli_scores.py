@@ -49,6 +49,52 @@ def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column:
     return claimed, real, rows.scores[keep], int((~keep).sum()), probe
 
 
+_COHORT_HELP = ("A normalised calibration: the probes' cohort scores, bob's T-norm file (T-models x probes: claimed_id a "
+                "cohort model, real_id and test_label the probe's class and label), in a score list's format.")
+
+
+def check_cohort_flag(cal, cohort: Path | None) -> None:
+    """--cohort goes with a normalised calibration only (one line otherwise)."""
+    from .errors import CalibrateError
+
+    if cohort is not None and getattr(cal, "normalization", None) is None:
+        raise CalibrateError(f"--cohort {cohort}: this calibration does not normalise scores, so it reads no cohort "
+                             "scores; leave out --cohort")
+
+
+def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> list:
+    """Per attempt, its probe's cohort scores from a T-norm file (``path``): every line of that probe, less
+    the cohort models named like the claimed class or the probe's own class (as a run leaves them out) and
+    failed comparisons (``missing``)."""
+    import numpy as np
+
+    from .errors import DataError
+    from .scorefiles import read_comparisons
+
+    if probe is None:
+        raise DataError(f"the attempts have no probe column, so their cohort scores in {path} cannot be found; give "
+                        "the score list's probe labels (bob's test_label, or the CSV's probe column)")
+    rows = read_comparisons(path, fmt="auto", missing=missing)
+    if rows.probe is None or rows.probe_labels is None:
+        raise DataError(f"{path}: a cohort file needs the probes' labels (bob's test_label column) to match the attempts")
+    keep = np.ones(rows.scores.size, bool) if missing is None else rows.scores != missing
+    models = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed].astype(str)
+    labels = np.asarray(rows.probe_labels, dtype=object)
+    order = np.argsort(rows.probe, kind="stable")
+    bounds = np.searchsorted(rows.probe[order], np.arange(len(labels) + 1))
+    where = {str(p): k for k, p in enumerate(labels.tolist())}
+    out = []
+    for a, p in enumerate(np.asarray(probe).astype(str).tolist()):
+        k = where.get(p)
+        if k is None:
+            raise DataError(f"{path}: probe {p[:60]!r} (attempt {a + 1}) has no line in the cohort file; --cohort (bob's "
+                            "T-norm scores: T-models x probes) needs every probe of the attempts")
+        lines = order[bounds[k]:bounds[k + 1]]
+        mine = lines[keep[lines] & (models[lines] != claimed[a]) & (models[lines] != real[a])]
+        out.append(rows.scores[mine])
+    return out
+
+
 def _targets(fpr: list[float] | None) -> tuple[float, ...]:
     return tuple(fpr) if fpr else DEFAULT_FPRS
 
@@ -109,31 +155,44 @@ def evaluate_command(
         real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
         score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
         missing: Optional[float] = typer.Option(None, "--missing", help=_MISSING_HELP),
+        cohort: Optional[Path] = typer.Option(None, "--cohort", help=_COHORT_HELP),
         as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
     """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
     another score file; attempts claiming classes the calibration does not hold are left out and counted."""
     from .api import load
-    from .assess import assess, known_classes
+    import numpy as np
+
+    from .assess import absent_note, assess, known_classes
 
     try:
         cal = load(artifact, estimator)
-        claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
+        check_cohort_flag(cal, cohort)
+        claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
+                                                             missing, probes=True)
         known = known_classes(cal, claimed)
         targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
-        rows = assess(cal, claimed[known], real[known], values[known], targets)
+        cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
+                                                             claimed[known], real[known], missing)
+        rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
     unknown = int((~known).sum())
+    absent = absent_note(cal, claimed[known], str(scores))
     if as_json:
         typer.echo(json.dumps({"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
+                               "enrolled_classes": len(cal),
+                               "classes_judged": int(np.unique(claimed[known].astype(str)).size),
                                "failed_comparisons": failed, "targets": [r.as_dict() for r in rows]}))
         return
+    if absent:
+        typer.echo(f"note: {absent}", err=True)
     if unknown:
         typer.echo(f"note: {unknown} attempt(s) claim classes the calibration does not hold; left out", err=True)
     if failed:
         typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
-    typer.echo(f"{cal.label} on {scores}: accept if {cal.accept_if}")
+    rule = cal.accept_if if getattr(cal, "normalization", None) is None else f"{cal.normalization.plugin}-normalised z <= t"
+    typer.echo(f"{cal.label} on {scores}: accept if {rule}")
     typer.echo("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | predicted FPR")
     for r in rows:
         achieved = "n/a" if r.fpr is None else f"{100 * r.fpr:.3g}% ({100 * r.fpr_ci_low:.3g}-{100 * r.fpr_ci_high:.3g}%)"

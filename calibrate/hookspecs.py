@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 import pluggy
 
 if TYPE_CHECKING:
-    from .base import Dataset, Distance, Estimator, Evaluator, Executor, Transform  # noqa: F401 (string annotations)
+    from .base import Dataset, Distance, Estimator, Evaluator, Executor, Normalizer, Transform  # noqa: F401 (string annotations)
 
 hookspec = pluggy.HookspecMarker("calibrate")
 PROJECT = "calibrate"
@@ -49,6 +49,7 @@ RegisterTransform = Register["Transform"]
 RegisterEstimator = Register["Estimator"]
 RegisterEvaluator = Register["Evaluator"]
 RegisterExecutor = Register["Executor"]
+RegisterNormalizer = Register["Normalizer"]
 
 
 @hookspec
@@ -126,4 +127,20 @@ def calibrate_register_executors(register: RegisterExecutor) -> None:
     with results identical to that serial loop. It is used as a context manager around a run
     (start workers in ``__enter__``, stop them in ``__exit__``). The recipe chooses one with
     ``executor: {plugin: NAME, ...}``; the default is ``serial``.
+    """
+
+
+@hookspec
+def calibrate_register_normalizers(register: RegisterNormalizer) -> None:
+    """Register score normalisers (subclasses of :class:`calibrate.base.Normalizer`).
+
+    :param register: ``register(name, factory)``; call once per normaliser this plugin provides.
+
+    A normaliser sits between the transform and the estimators (recipe key ``normalizer:``, optional).
+    ``_statistics(cohort)`` receives cohort distances, one row per enrolled class or per attempt's probe,
+    each sorted ascending, and returns ``{name: one value per row}``; ``_normalize(distances, enrolled,
+    probe)`` combines each attempt's distance with its class's and its probe's statistics into a
+    normalised score z (lower = more alike), which the core maps to the distance ``exp(z)``. ``sides``
+    names the cohort sides it reads (``"enrolled"``, ``"probe"``). Names are per kind, so a normaliser
+    may share its name with a component of another kind (``znorm`` is also an estimator).
     """

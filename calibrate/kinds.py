@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Component, Dataset, Distance, Estimator, Evaluator, Executor, Transform
+from .base import Component, Dataset, Distance, Estimator, Evaluator, Executor, Normalizer, Transform
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("estimators", "estimator", Estimator, "thresholds per class at any target FPR"),
     Kind("evaluators", "evaluator", Evaluator, "judging thresholds on evaluation data"),
     Kind("executors", "executor", Executor, "where independent pieces of work run"),
+    # last, so that the kinds above keep their order in listings (`calibrate plugins`) and messages
+    Kind("normalizers", "normalizer", Normalizer, "distances normalised by cohort scores (Z/T/S/AS-norm)"),
 )
 
 #: plural name -> kind

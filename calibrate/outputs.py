@@ -450,7 +450,7 @@ class StagedOutput:
 
 
 def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "distance",
-                   predictions: dict | None = None) -> str:
+                   predictions: dict | None = None, normalized: str | None = None) -> str:
     """``estimator,class,target_fpr,threshold,score_threshold,accept_if,class_long_run_fpr_low,class_long_run_fpr_high,prediction_status``:
     ``threshold`` on the transformed distance (accept when distance <= it), ``score_threshold`` the
     same threshold in the data's own score units through the fitted transform's inverse (empty when
@@ -459,8 +459,11 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
     FPR at that threshold (unlimited new impostor attempts on this class; calibrate.prediction; empty when
     it was not predicted per class, or not at that target), not the gallery's interval of results.json;
     ``prediction_status`` what the world's check said at that target (calibrate.prediction.STATUS: fits,
-    tail, contradicted, tail-unfit; empty without a prediction)."""
+    tail, contradicted, tail-unfit; empty without a prediction). A normalised run (``normalized``: the
+    normaliser's name) has no score thresholds: ``threshold`` is on the normalised distance exp(z),
+    ``score_threshold`` is the same threshold on the normalised score z, and ``accept_if`` says so."""
     from .artifact import ACCEPT_IF
+    from .cohort import to_z
 
     predictions = predictions or {}
     buf = io.StringIO()
@@ -469,6 +472,8 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
                 "class_long_run_fpr_low", "class_long_run_fpr_high", "prediction_status"])
     for table in tables:
         scores = None if transform is None else transform.score_thresholds(table.values, kind)
+        if normalized is not None:
+            scores = to_z(table.values)
         pred = predictions.get(table.estimator)
         per_class = pred is not None and pred.class_low is not None and pred.class_low.shape == table.values.shape
         for i, cls in enumerate(table.classes):
@@ -477,8 +482,11 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
                 low = _cell(pred.class_low[i, k]) if per_class else ""
                 high = _cell(pred.class_high[i, k]) if per_class else ""
                 status = pred.status[k] if pred is not None and len(pred.status) == len(table.targets) else ""
+                accept_if = ACCEPT_IF[kind] if scores is not None else ""
+                if normalized is not None:
+                    accept_if = f"{normalized}-normalised z <= t"
                 w.writerow([table.estimator, cls, repr(target), repr(float(table.values[i, k])), st,
-                            ACCEPT_IF[kind] if scores is not None else "", low, high, status])
+                            accept_if, low, high, status])
     return buf.getvalue()
 
 
@@ -551,7 +559,7 @@ def versions(recipe: Recipe) -> dict[str, Any]:
     from .artifact import package_versions
 
     return package_versions((recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(),
-                             *recipe.estimators, *recipe.evaluators, recipe.executor))
+                             *recipe.estimators, *recipe.evaluators, recipe.executor, recipe.normalizer))
 
 
 def _jsonable_recipe(recipe: Recipe) -> dict:
@@ -585,13 +593,19 @@ def timings_md(timings: dict) -> str:
     return "\n".join(lines)
 
 
+def _fold_thresholds_csv(fold: Fold) -> str:
+    """A fold's thresholds.csv: in score units through its transform, or in normalised units (calibrate.cohort)."""
+    normalized = getattr(fold, "normalization", None)
+    if normalized is not None:
+        return thresholds_csv(list(fold.tables.values()), None, fold.kind, fold.predictions, normalized.plugin)
+    return thresholds_csv(list(fold.tables.values()), fold.transform, fold.kind, fold.predictions)
+
+
 def _stage_tables(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult]) -> None:
     first = folds[0]
-    staged.write_text("thresholds.csv", thresholds_csv(list(first.tables.values()), first.transform, first.kind,
-                                                       first.predictions))
+    staged.write_text("thresholds.csv", _fold_thresholds_csv(first))
     for k, fold in enumerate(folds[1:], start=1):
-        staged.write_text(f"thresholds-fold{k}.csv", thresholds_csv(list(fold.tables.values()), fold.transform, fold.kind,
-                                                                   fold.predictions))
+        staged.write_text(f"thresholds-fold{k}.csv", _fold_thresholds_csv(fold))
     rows = []
     for label, model in first.models.items():
         for row in model.parameters():
@@ -621,6 +635,7 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
         transform_state=fold.transform.fitted_state() if fold.transform is not None else {},
         targets=recipe.targets, fingerprint=fingerprint(impostors), versions=versions(recipe),
         training_impostors=int(impostors.values.size),
+        normalizer=fold.normalization.to_state() if getattr(fold, "normalization", None) is not None else None,
         estimators={s.label: (s.info.name, s.params, *saved_entries(
             fold.models[s.label], fold.predictions[s.label].saved(fold.models[s.label].classes)
             if s.label in fold.predictions else None)) for s in recipe.estimators}))

@@ -1,6 +1,6 @@
 """Runs a recipe's stages; knows nothing of any one plugin.
 
-    dataset -> (distance) -> transform -> estimators -> evaluators -> outputs
+    dataset -> (distance) -> transform -> (normaliser) -> estimators -> evaluators -> outputs
 
 Pattern datasets follow the paper's protocol: per class one *enrollment* set (chosen by
 ``evaluation.enrollment``); thresholds come from enrollment-vs-enrollment inter-class distances
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from . import confidence, prediction, sanity
+from . import confidence, normalising, prediction, sanity
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
@@ -84,7 +84,8 @@ def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext)
     source = train.source if test.source == train.source else f"{train.source} and {test.source}"
     sanity.check_direction(genuine, impostor, kind, source,
                            f"set `kind: {other}` under `data:` in {recipe.source}")
-    note = sanity.weak_separation_note(genuine, impostor, kind, source)
+    note = (sanity.weak_separation_note(genuine, impostor, kind, source)
+            or sanity.unchecked_direction_note(genuine.size, kind, source, f"`kind: {other}` under `data:`"))
     if note:
         context.note(note)
 
@@ -104,8 +105,9 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     if said:
         context.note(said)
     folds: list[Fold] = []
+    cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
     for name, train, test in raw_folds:
-        folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times))
+        folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times, cohorts))
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
     evaluated = []
     for spec in recipe.evaluators:
@@ -147,15 +149,23 @@ def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageT
 
 
 def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMatrix, index: int, hint: str | None,
-              context: RunContext, times: StageTimes) -> Fold:
-    """One fold: the transform fitted on the training impostors, every estimator fitted, the predicted
-    intervals (when on), and each estimator's thresholds at the targets."""
+              context: RunContext, times: StageTimes, cohorts: tuple = (None, None)) -> Fold:
+    """One fold: the transform fitted on the training impostors, the normaliser (when the recipe has one),
+    every estimator fitted, the predicted intervals (when on), and each estimator's thresholds at the targets."""
     with times("transform"):
         # fitted on the training impostor comparisons only, as the estimators are (and calibrate.fit is)
         transform = recipe.transform_for(train.kind).build().fit(train.impostors_only())
         train_d, test_d = transform.apply(train), transform.apply(test)
-        impostors = ImpostorDistances.from_matrix(train_d)
+        train_d.check_distances("training distances")
         test_d.check_distances("evaluation distances")
+    normalization = None
+    if recipe.normalizer is not None:
+        with times(f"normalise ({recipe.normalizer.info.name})"):
+            train_d, test_d, normalization = normalising.normalise_fold(recipe.normalizer, train, test, train_d, test_d,
+                                                                        transform, cohorts, context)
+        if index == 0:
+            context.note(normalising.normalised_note(normalization))
+    impostors = ImpostorDistances.from_matrix(train_d)
     models: dict[str, FittedModel] = {}
     tables, predictions = {}, {}
     fitted = []
@@ -177,7 +187,8 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
             raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated galleries "
                             "of the predicted interval, which could not be made (see the notes)")
         tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
-    return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions)
+    return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions,
+                normalization=normalization)
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,

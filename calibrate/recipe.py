@@ -6,6 +6,7 @@ A recipe::
     data: {plugin: score-matrix, path: scores.csv, kind: similarity, missing: -1}
     distance: {plugin: euclidean}          # only for pattern datasets
     transform: {plugin: similarity-to-distance}
+    normalizer: {plugin: snorm}            # optional: Z/T/S/AS-norm with cohort scores (docs/normalisation.md)
     estimators:
       - {plugin: class-interp}
       - {plugin: ncx2-grid, name: ncx2-wide, dim: [5, 40]}
@@ -31,6 +32,7 @@ from typing import Any
 from .errors import ParameterError, RecipeError
 from .params import coerce
 from .confidence import check_confidence
+from .normalising import check_normalizer
 from .prediction import PredictionSettings
 from .protocol import Protocol
 from .registry import SINGULAR, ComponentInfo, Registry
@@ -45,7 +47,8 @@ DEFAULT_ESTIMATORS: tuple[dict, ...] = ({"plugin": "auto"},)
 #: illumination), so that enrollment-vs-enrollment distances differ from query-vs-enrollment ones.
 DEFAULT_ENROLLMENT = "staggered"
 DEFAULT_EVALUATORS: tuple[dict, ...] = ({"plugin": "fpr"},)
-TOP_LEVEL = ("version", "data", "distance", "transform", "estimators", "evaluation", "output", "seed", "executor")
+TOP_LEVEL = ("version", "data", "distance", "transform", "normalizer", "estimators", "evaluation", "output", "seed",
+             "executor")
 EVALUATION_KEYS = ("targets", "evaluators", "enrollment", "rotate", "prediction")
 OUTPUT_KEYS = ("dir", "plots", "save_calibration")
 
@@ -100,6 +103,8 @@ class Recipe:
     defaults: tuple[str, ...] = ()
     #: the predicted FPR intervals (``evaluation.prediction``)
     prediction: PredictionSettings = field(default_factory=PredictionSettings)
+    #: the normaliser stage (``normalizer:``, calibrate.normalising), or None: distances go to the estimators as they are
+    normalizer: ComponentSpec | None = None
 
     def transform_for(self, kind: str) -> ComponentSpec:
         """The recipe's transform, or the default for data of this ``kind`` (distance or similarity)."""
@@ -193,6 +198,7 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     distance = _distance(raw, registry, data, dataset, defaults, source, base_dir)
     dataset.check()  # the head of every data file, read by the run's own parser
     transform, default_transforms = _transform(raw, registry, data, dataset, source, base_dir)
+    normalizer = _normalizer(registry, raw, data, dataset, source, base_dir)
     estimators = _estimators(raw, registry, defaults, source, base_dir)
     evaluation = _evaluation_section(raw, source)
     targets = _targets(evaluation, source)
@@ -208,14 +214,15 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                   estimators=estimators, evaluators=evaluators, targets=targets, protocol=protocol,
                   output_dir=out_dir, plots=output.get("plots", True),
                   save_calibration=output.get("save_calibration", True), seed=seed, executor=executor, raw=raw,
-                  default_transforms=default_transforms, defaults=tuple(defaults), prediction=prediction)
+                  default_transforms=default_transforms, defaults=tuple(defaults), prediction=prediction,
+                  normalizer=normalizer)
 
 
 def _check_top_level(raw: Any, registry: Registry, source: str) -> None:
     """A mapping of known sections, of the version this calibrate reads, with `data:`."""
     if not isinstance(raw, dict):
         raise RecipeError("a recipe is a YAML mapping: `version: 1` and `data:` are required; distance, transform, "
-                          "estimators, evaluation, output, seed and executor are optional", source=source)
+                          "normalizer, estimators, evaluation, output, seed and executor are optional", source=source)
     for key in raw:
         if key not in TOP_LEVEL:
             raise _unknown_key(key, TOP_LEVEL, str(key), source)
@@ -377,6 +384,16 @@ def _seed(raw: dict, source: str) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise RecipeError(f"`seed:` must be an integer >= 0 (numpy seeds are non-negative), got {seed!r}", source=source, where="seed")
     return seed
+
+
+def _normalizer(registry: Registry, raw: dict, data: ComponentSpec, dataset: Any, source: str,
+                base_dir: Path) -> ComponentSpec | None:
+    """``normalizer:`` (optional), checked against the dataset (calibrate.normalising.check_normalizer)."""
+    spec = None
+    if raw.get("normalizer") is not None:
+        spec = _component(registry, "normalizers", raw["normalizer"], "normalizer", source, base_dir)
+    check_normalizer(spec, dataset, data.info.name, source)
+    return spec
 
 
 PREDICTION_KEYS = ("level", "replicates", "budget", "budget_s")

@@ -79,3 +79,15 @@ def weak_separation_note(genuine: np.ndarray, impostor: np.ndarray, kind: str, s
         return (f"{source}: genuine and impostor scores barely separate ({100 * auc:.3g}% of genuine-impostor pairs "
                 f"ordered as kind: {kind} says; 50% is chance): check `kind:` and the matcher before trusting the FNR")
     return None
+
+
+def unchecked_direction_note(genuine: int, kind: str, source: str, fix: str) -> str | None:
+    """A note when too few genuine comparisons exist to check the direction: what was assumed, and
+    what the other reading would be (nothing in impostor scores alone tells the two apart)."""
+    if genuine >= MIN_GENUINE:
+        return None
+    which, plural = ("higher", "similarities") if kind == "similarity" else ("lower", "distances")
+    held = "no genuine comparison" if genuine == 0 else f"only {genuine} genuine comparison(s)"
+    return (f"{source}: {held} (probe's real class = claimed class), too few to check "
+            f"the score direction: the scores are read as {plural} ({which} = more alike). If that is the wrong way "
+            f"round, every threshold rejects nearly every genuine user: then set {fix}")

@@ -179,7 +179,8 @@ class DistanceMatrix:
             r, c = np.argwhere(self.valid & (self.values < 0))[0]
             raise DataError(f"{stage}: negative distance {self.values[r, c]:.6g} at probe row {r} "
                             f"({self.probe_classes[r]}), gallery column {c} ({self.gallery_classes[c]}); distances must be "
-                            "in [0, inf): choose a transform that maps the scores there")
+                            "in [0, inf): if these scores are similarities (higher = more alike, e.g. a cosine), say "
+                            "`kind: similarity`; otherwise choose a transform that maps them there")
 
 
 @dataclass(frozen=True)
@@ -294,3 +295,44 @@ class EvaluationResult:
     estimators: dict[str, list[TargetResult]] = field(default_factory=dict)
     sections: list[str] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CohortScores:
+    """What the normaliser stage reads besides the attempts themselves: comparisons of the enrolled
+    classes and of the attempts' probes with an impostor cohort (calibrate.base.Normalizer).
+
+    Both sides are probe x gallery matrices, so that their labels, validity masks and the transform
+    work as for any comparison matrix, and an entry whose row class equals its column class is never
+    part of a cohort (it is not an impostor comparison):
+
+    * ``enrolled``: cohort members (rows) x enrolled classes (columns). Column j's impostor entries are
+      class j's side: bob's Z-norm scores (models x Z-probes), transposed.
+    * ``probes``: the attempts' probes (rows, one per row of the matrix being normalised, in its order)
+      x cohort models (columns). Row i's impostor entries, less the claimed class's column when the
+      cohort holds it, are probe i's side of an attempt: bob's T-norm scores (T-models x probes), transposed.
+    * ``leave_out``: the enrolled side's rows are the attempts' own probes (the training impostors
+      serve as the cohort): attempt (i, j) leaves row i out of class j's side, as a new probe is not
+      in the cohort it is normalised with.
+
+    Raw scores (the dataset's kind) when a dataset gives them; the run applies the fitted transform.
+    A side the normaliser does not read may be None.
+    """
+
+    enrolled: DistanceMatrix | None = None
+    probes: DistanceMatrix | None = None
+    leave_out: bool = False
+    source: str = "<memory>"
+
+    def __post_init__(self):
+        for name in ("enrolled", "probes"):
+            side = getattr(self, name)
+            if side is not None and not isinstance(side, DistanceMatrix):
+                raise DataError(f"{self.source}: cohort side {name!r} must be a DistanceMatrix, got {type(side).__name__}")
+        if self.enrolled is None and self.probes is None:
+            raise DataError(f"{self.source}: cohort scores hold neither the enrolled side nor the probe side")
+
+    def map(self, function) -> "CohortScores":
+        """The same cohort with ``function(matrix)`` applied to each side (e.g. the fitted transform)."""
+        return CohortScores(None if self.enrolled is None else function(self.enrolled),
+                            None if self.probes is None else function(self.probes), self.leave_out, self.source)

@@ -164,3 +164,36 @@ def test_a_calibration_from_another_version_loads_with_a_note(tmp_path):
     done = run_cli("threshold", str(tmp_path / "old.json"), "--class", "s01", "--fpr", "0.05")
     assert done.returncode == 0 and done.stderr.startswith("note: ") and "0.0.1" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_threshold_says_when_a_target_has_no_predicted_interval(tmp_path):
+    dev, _ = _bob_pair(tmp_path, seed=16)
+    fitted = runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--fpr", "0.05", "--estimator", "class-interp",
+                                 "--out", str(tmp_path / "c.json")])
+    assert fitted.exit_code == 0, fitted.output
+    base = ["threshold", str(tmp_path / "c.json"), "--class", "s01"]
+    on_target = runner.invoke(app, base + ["--fpr", "0.05"])
+    assert on_target.exit_code == 0 and "predicted long-run FPR" in on_target.stdout
+    other = runner.invoke(app, base + ["--fpr", "0.04"])  # not among the fitted targets: said, not dropped
+    assert other.exit_code == 0 and "predicted FPR: none (the FPR interval was predicted at targets 0.05 only" in other.stdout
+    doc = json.loads(runner.invoke(app, base + ["--fpr", "0.04", "--json"]).stdout)
+    assert doc["predicted"] is None and "0.05 only" in doc["no_prediction"]
+
+
+def test_accept_and_evaluate_say_how_many_enrolled_classes_a_file_lacks(tmp_path):
+    dev, ev = _bob_pair(tmp_path, seed=17)
+    cal = str(tmp_path / "c.json")
+    assert runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--no-predict", "--out", cal]).exit_code == 0
+    lacking = tmp_path / "lacking"
+    lacking.write_text("".join(line for line in ev.read_text().splitlines(keepends=True)
+                               if line.split()[0] not in ("s03", "s07")), encoding="ascii")
+    evaluated = runner.invoke(app, ["evaluate", cal, str(lacking), "--missing", "-1"])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "2 of the calibration's 25 enrolled classes have no attempt (e.g. 's03')" in evaluated.stderr
+    doc = json.loads(runner.invoke(app, ["evaluate", cal, str(lacking), "--missing", "-1", "--json"]).stdout)
+    assert (doc["enrolled_classes"], doc["classes_judged"]) == (25, 23)
+    accepted = runner.invoke(app, ["accept", cal, str(lacking), "--missing", "-1", "--fpr", "0.05",
+                                   "--out", str(tmp_path / "d.csv")])
+    assert accepted.exit_code == 0 and "2 of the calibration's 25 enrolled classes have no attempt" in accepted.stderr
+    whole = runner.invoke(app, ["evaluate", cal, str(ev), "--missing", "-1"])
+    assert whole.exit_code == 0 and "enrolled classes have no attempt" not in whole.stderr

@@ -61,7 +61,7 @@ def test_fit_with_real_labels_leaves_genuine_scores_out():
     scores, claimed, real = _comparisons()
     with_real = calibrate.fit(scores, claimed, real=real, estimator="class-interp")
     impostor = claimed != real
-    alone = calibrate.fit(scores[impostor], claimed[impostor], estimator="class-interp")
+    alone = calibrate.fit(scores[impostor], claimed[impostor], kind="similarity", estimator="class-interp")
     for cls in alone.classes:
         assert with_real.threshold(cls, 0.01) == pytest.approx(alone.threshold(cls, 0.01), rel=1e-12)
 
@@ -103,3 +103,60 @@ def test_evaluating_on_the_training_file_is_called_in_sample(tmp_path):
     split = score_recipe(csv, tmp_path / "out2")  # one file split into fit and evaluation rows: not in-sample
     result = runner.invoke(app, ["run", str(write_recipe(tmp_path / "split.yaml", split)), "-q"])
     assert result.exit_code == 0 and "in-sample" not in result.stderr
+
+
+def _run(tmp_path, values, probes, gallery, **data):
+    csv = write_scores(tmp_path / "s.csv", values, probes, gallery)
+    recipe = score_recipe(csv, tmp_path / "out", **data)
+    return runner.invoke(app, ["run", str(write_recipe(tmp_path / "r.yaml", recipe))])
+
+
+def test_without_genuine_comparisons_the_run_says_which_direction_it_assumed(tmp_path):
+    values, probes, gallery = make_scores(n_classes=8, probes_per_class=0, impostor_probes=60)
+    result = _run(tmp_path, values, probes, gallery)
+    assert result.exit_code == 0, result.output
+    notes = " ".join(result.stderr.split())
+    assert "too few to check the score direction: the scores are read as similarities" in notes
+    assert "set `kind: distance` under `data:`" in notes
+
+
+def test_with_genuine_comparisons_no_such_note(tmp_path):
+    result = _run(tmp_path, *make_scores(impostor_probes=20))
+    assert result.exit_code == 0, result.output
+    assert "too few to check the score direction" not in result.stderr
+
+
+def test_negative_distances_point_to_kind_similarity(tmp_path):
+    values, probes, gallery = make_scores(n_classes=8, probes_per_class=0, impostor_probes=30)
+    csv = write_scores(tmp_path / "s.csv", values - 0.5, probes, gallery)  # a centred similarity, read as distance
+    recipe = score_recipe(csv, tmp_path / "out", kind="distance")
+    recipe["transform"] = {"plugin": "identity"}
+    result = runner.invoke(app, ["run", str(write_recipe(tmp_path / "r.yaml", recipe))])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "negative distance" in line and "`kind: similarity`" in line
+
+
+def test_fit_without_kind_or_real_warns_what_it_assumed():
+    scores, claimed, real = _comparisons()
+    impostor = claimed != real
+    with pytest.warns(UserWarning, match="no kind= and no real="):
+        calibrate.fit(scores[impostor], claimed[impostor], estimator="class-interp")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said explicitly, or checkable: no warning
+        calibrate.fit(scores[impostor], claimed[impostor], kind="similarity", estimator="class-interp")
+        calibrate.fit(scores, claimed, real=real, estimator="class-interp")
+
+
+def test_a_100_percent_fnr_with_accepted_impostors_is_explained_by_the_genuine_scores(tmp_path):
+    rng = np.random.default_rng(3)
+    _, probes, gallery = make_scores(n_classes=8, probes_per_class=3, impostor_probes=80)
+    genuine = np.array(probes)[:, None] == np.array(gallery)[None, :]
+    values = np.round(np.where(genuine, 0.22, rng.beta(2, 6, genuine.shape)), 6)  # genuine at the impostor median
+    result = _run(tmp_path, values, probes, gallery)
+    assert result.exit_code == 0, result.output
+    notes = " ".join(result.stderr.split())
+    assert "FNR 100% although impostors are accepted" in notes
+    assert "genuine-impostor pairs are ordered the accept way" in notes
+    assert "a shift between them" not in notes  # the old, wrong diagnosis

@@ -247,8 +247,9 @@ def test_cli_threshold_states_the_predicted_interval(tmp_path):
     assert (doc["gallery_long_run_fpr_low"], doc["gallery_long_run_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05))
     assert (doc["class_long_run_fpr_low"], doc["class_long_run_fpr_high"]) == pytest.approx(cal.predicted_fpr(0.05, cls))
     plain = CliRunner().invoke(app, ["threshold", str(tmp_path / "out" / "calibration.json"), "--class", cls,
-                                     "--fpr", "0.01"])  # not a predicted target: the threshold alone
-    assert plain.exit_code == 0 and "predicted" not in plain.output
+                                     "--fpr", "0.01"])  # not a predicted target: said, not silently dropped
+    assert plain.exit_code == 0 and "predicted long-run FPR" not in plain.output
+    assert "predicted FPR: none (the FPR interval was predicted at targets 0.05 only, not at 0.01" in plain.output
 
 
 def test_order_statistic_threshold_steps_below_a_tie_group():

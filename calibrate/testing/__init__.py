@@ -19,7 +19,7 @@ they require are listed in ``docs/plugins.md`` ("Testing your plugin").
 Layout: ``common.py`` holds :class:`ComponentCase`, :class:`CheckSkipped`, the shared helpers and
 the checks every kind gets; ``samples.py`` the data generators (``make_*``); each kind's own checks
 are in the module named after the kind (``datasets.py``, ``distances.py``, ``transforms.py``,
-``estimators.py``, ``evaluators.py``, ``executors.py``), ending with ``CHECKS = (...)``.
+``estimators.py``, ``evaluators.py``, ``executors.py``, ``normalizers.py``), ending with ``CHECKS = (...)``.
 :data:`KIND_CHECKS`, below, is the one place that maps a kind to them.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..kinds import NAMES
-from . import datasets, distances, estimators, evaluators, executors, piecewise, simulation, transforms
+from . import datasets, distances, estimators, evaluators, executors, normalizers, piecewise, simulation, transforms
 from .common import GENERIC_CHECKS as _COMMON_CHECKS
 from .common import CheckSkipped, ComponentCase, check_signature, normalise_kind
 from .contract import check_contract
@@ -47,7 +47,7 @@ __all__ = ["CheckSkipped", "ComponentCase", "SEED", "TARGETS", "as_case", "check
 #: a new kind gets a module here named after it, ending with ``CHECKS = (...)``
 KIND_CHECKS: dict[str, tuple[Callable, ...]] = {
     module.__name__.rpartition(".")[2]: module.CHECKS
-    for module in (datasets, distances, transforms, estimators, evaluators, executors)
+    for module in (datasets, distances, transforms, estimators, evaluators, executors, normalizers)
 }
 #: estimators that implement ``simulate`` must agree with their own fit (calibrate/testing/simulation.py), and
 #: so must their fits made in pieces: enroll, shard by shard (calibrate/testing/piecewise.py)

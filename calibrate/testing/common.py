@@ -41,7 +41,8 @@ def normalise_kind(kind: str) -> str:
 class ComponentCase:
     """One component to check.
 
-    :param kind: ``estimator``/``estimators``, ``distance``, ``transform``, ``dataset``, ``evaluator`` or ``executor``.
+    :param kind: ``estimator``/``estimators``, ``distance``, ``transform``, ``dataset``, ``evaluator``, ``executor``
+        or ``normalizer``.
     :param factory: the component class (as registered).
     :param params: keyword parameters to construct it with (default: none, i.e. all defaults).
     :param name: the registered name (for test ids and messages).

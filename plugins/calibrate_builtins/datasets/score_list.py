@@ -48,6 +48,7 @@ from calibrate.scorefiles import (BOB_FORMATS, DEFAULT_COLUMNS, ROLES, Compariso
                                   line_of, pyarrow_available, read_comparisons, read_then, sniff)
 from calibrate.types import DistanceMatrix
 
+from .cohort_files import with_cohorts
 from .score_matrix import _drop_failed_columns, check_split_params, split_per_class
 
 #: comparisons that ``calibrate validate`` reads of each score list
@@ -180,6 +181,8 @@ class ScoreListDataset(Dataset):
     :param fit_fraction: share of each claimed class's impostor rows used for fitting (single file).
     :param seed: seed of the per-class split (single file).
     :param reader: auto (pyarrow when installed: `pip install calibrate-thresholds[fast-io]`), pyarrow or python; both give the same data.
+    :param cohort_enrolled: with `normalizer:`, the enrolled side's cohort scores: bob's Z-norm file (models x Z-probes; claimed_id an enrolled class, test_label a cohort probe), in the score lists' format.
+    :param cohort_probes: with `normalizer:`, the probe side's cohort scores: bob's T-norm file (T-models x probes; claimed_id a cohort model, test_label a probe of the score lists), in their format.
     """
 
     produces = "scores"
@@ -188,7 +191,8 @@ class ScoreListDataset(Dataset):
                  format: Literal["auto", "4-column", "5-column", "csv"] = "auto", columns: dict[str, str] | None = None,
                  delimiter: str | None = None, kind: Literal["similarity", "distance"] = "similarity",
                  missing: float | None = None, fit_fraction: float = 0.5, seed: int = 0,
-                 reader: Literal["auto", "pyarrow", "python"] = "auto"):
+                 reader: Literal["auto", "pyarrow", "python"] = "auto", cohort_enrolled: Path | None = None,
+                 cohort_probes: Path | None = None):
         check_split_params(path, train, test, fit_fraction, seed)
         if format in BOB_FORMATS and (columns is not None or delimiter is not None):
             raise ParameterError(f"`columns:` and `delimiter:` are for `format: csv`; a {format} file's columns are fixed "
@@ -221,9 +225,15 @@ class ScoreListDataset(Dataset):
         self.path, self.train, self.test = path, train, test
         self.format, self.columns, self.delimiter, self.reader = format, columns, delimiter, reader
         self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
+        self.cohort_enrolled, self.cohort_probes = cohort_enrolled, cohort_probes
 
     def output_kind(self) -> str | None:
         return self.kind
+
+    def cohort_sides(self) -> tuple[str, ...] | None:
+        sides = tuple(side for side, path in (("enrolled", self.cohort_enrolled), ("probe", self.cohort_probes))
+                      if path is not None)
+        return sides or None
 
     def _read(self, path: Path, max_rows: int | None = None) -> _Matrix:
         return read_score_list(path, fmt=self.format, delimiter=self.delimiter, columns=self.columns,
@@ -231,7 +241,7 @@ class ScoreListDataset(Dataset):
 
     def check(self) -> None:
         """Read the first comparisons of every file with the run's own (python) parser and checks."""
-        for path in (self.path, self.train, self.test):
+        for path in (self.path, self.train, self.test, self.cohort_enrolled, self.cohort_probes):
             if path is not None:
                 self._read(path, max_rows=CHECK_LINES)
 
@@ -240,7 +250,10 @@ class ScoreListDataset(Dataset):
         if absent:
             context.note(f"{absent} probe x claimed class pair(s) have no comparison in the score list(s); they are "
                          "left out (not counted as failed comparisons)")
-        return _drop_failed_columns(split, context)
+        split = _drop_failed_columns(split, context)
+        if self.cohort_sides():
+            split = with_cohorts(split, self._read, self.cohort_enrolled, self.cohort_probes, self.kind)
+        return split
 
     def _two_files(self) -> tuple[ScoreSplit, int]:
         tr = self._read(self.train)

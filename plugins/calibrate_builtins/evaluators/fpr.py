@@ -27,6 +27,7 @@ import numpy as np
 
 from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
 from calibrate.formatting import format_count, format_pct
+from calibrate.sanity import accept_side_auc
 from calibrate.stats import clopper_pearson, tie_message, tied_floor  # noqa: F401 (clopper_pearson re-exported)
 from calibrate.types import EvaluationResult, TargetResult
 
@@ -210,11 +211,14 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
     n = mask.sum(axis=0)[cols]
     smallest = np.where(mask, train.values, np.inf).min(axis=0)[cols]
     at_floor = (table.values <= smallest[:, None]) & (n[:, None] > 0)  # (classes, targets)
-    floor, pooled_floor, chance, strict = [], [], [], []
+    floor, pooled_floor, chance, strict, genuine_side = [], [], [], [], []
     n_pooled = int(n.sum())
     for k, r in enumerate(rows):
         zero = r.impostor_attempts > 0 and r.false_accepts == 0
         if not (zero or (r.fnr is not None and r.fnr >= 1.0)):
+            continue
+        if not zero and r.impostor_attempts > 0:  # FNR 100% at thresholds that do admit impostors
+            genuine_side.append(k)
             continue
         one_threshold = bool(np.ptp(table.values[:, k]) == 0)  # the same for every class: a pooled estimator
         if one_threshold:
@@ -252,12 +256,26 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
             f"{', '.join(f'{rows[k].target_fpr * rows[k].impostor_attempts:.1f}' for k in chance)} were expected on "
             "target: with so few evaluation impostor attempts a ratio of 0 is within chance (read its Clopper-Pearson "
             "interval), not proof of a strict threshold")
+    if genuine_side:
+        notes.append(genuine_side_note(fold.test, label, [rows[k] for k in genuine_side]))
     if strict:
         notes.append(
             f"{label} at {_pcts(rows[k].target_fpr for k in strict)}: ratio 0 and/or FNR 100% although the target "
             "is within what the training data can reach: the thresholds are far stricter on the evaluation data than "
             "on the training data, i.e. the evaluation impostors lie further away (a shift between them)")
     return notes
+
+
+def genuine_side_note(test, label: str, rows: list[TargetResult]) -> str:
+    """FNR 100% where the thresholds admit impostors: the genuine scores are no better than the
+    impostor tail, a matcher that does not separate there or scores read the wrong way round."""
+    auc = accept_side_auc(test.values[test.genuine_mask()], test.values[test.impostor_mask()], "distance")
+    ratios = ", ".join(f"{r.fpr / r.target_fpr:.2g}" for r in rows)
+    return (f"{label} at {_pcts(r.target_fpr for r in rows)}: FNR 100% although impostors are accepted (ratio "
+            f"{ratios}): every genuine evaluation attempt lies beyond thresholds that admit impostors, so the genuine "
+            f"scores are no better than the impostor tail here. In the evaluation data {100 * auc:.3g}% of genuine-"
+            "impostor pairs are ordered the accept way: near 50% the matcher does not separate these classes, well "
+            "below 50% the scores are read the wrong way round (check `kind:`)")
 
 
 #: an achieved FPR whose whole 95% interval lies beyond this factor of the target (either way) misses by a wide margin

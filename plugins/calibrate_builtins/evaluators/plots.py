@@ -359,7 +359,12 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
 
 def _score_axis(fold):
     """(distance -> the data's own score, axis label): through the fitted transform's inverse when it has
-    one (similarity scores then decrease along the distances), else the distance itself."""
+    one (similarity scores then decrease along the distances), else the distance itself. A normalised fold's
+    distances are exp(z): the axis is the normalised score z (no raw score corresponds to a threshold)."""
+    normalised = getattr(fold, "normalization", None)
+    if normalised is not None:
+        return ((lambda x: np.log(np.maximum(np.asarray(x, dtype=np.float64), np.finfo(float).tiny))),
+                f"{normalised.plugin}-normalised score z", "z at or below a threshold is accepted")
     transform = fold.transform
     if transform is not None:
         probe = transform._inverse(np.array([0.0, 1.0]), fold.kind)

@@ -1,0 +1,115 @@
+"""What a normalised calibration adds to ``Calibration.accept`` and ``Calibration.enroll``: the scores and
+their cohort scores through the fitted transform, then the saved normalisation (calibrate.cohort).
+
+A run normalises each attempt's distance d into z with its class's statistics (saved with the
+calibration) and its probe's (from the probe's cohort scores, which ``accept`` is given): the decision is
+``exp(z) <= threshold``, computed by the same functions as in the run, so it is the run's decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .base import Transform
+from .cohort import FittedNormalization, attempt_statistics, ragged_rows, to_distance
+from .errors import CalibrationError, DataError
+from .types import DistanceMatrix
+
+_OTHER = "\0probe"  # the probe class of scores given without their probes' classes
+
+
+def distances_of(transform: Transform, kind: str, values: np.ndarray, usable: np.ndarray, what: str) -> np.ndarray:
+    """Raw scores (rows x columns, used where ``usable``) through the fitted transform, as distances."""
+    matrix = DistanceMatrix(values, np.full(values.shape[0], _OTHER), np.array([f"\0m{k}" for k in range(values.shape[1])]),
+                            usable, kind, source=what)
+    out = transform.apply(matrix)
+    out.check_distances(what)
+    return np.where(usable, out.values, np.nan)
+
+
+def _probe_rows(transform: Transform, kind: str, rows: Any, n: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(distances, usable) of one cohort row per attempt, given in score units."""
+    if rows is None:
+        raise CalibrationError(f"{what} is needed: this calibration's normaliser reads the probe's cohort scores (one "
+                               "row of scores against the cohort models per attempt); pass probe_cohort_scores=..., or "
+                               "on the command line --cohort FILE")
+    if isinstance(rows, np.ndarray) and rows.ndim == 2:
+        rows = list(rows)
+    try:
+        count = len(rows)
+    except TypeError:
+        raise CalibrationError(f"{what} must hold one sequence of cohort scores per attempt") from None
+    if count != n:
+        raise CalibrationError(f"{what} holds {count} row(s) for {n} attempt(s); give one row of cohort scores per "
+                               "attempt (its probe against the cohort, without the claimed class)")
+    try:
+        values, usable = ragged_rows(rows, what)
+    except DataError as exc:
+        raise CalibrationError(str(exc)) from None
+    return distances_of(transform, kind, values, usable, what), usable
+
+
+def normalised_distances(fitted: FittedNormalization, transform: Transform, kind: str, scores: np.ndarray,
+                         rows: np.ndarray, probe_cohort_scores: Any) -> np.ndarray:
+    """exp(z) of each attempt (``scores`` in score units on the classes at ``rows``), as the run computes it."""
+    one = np.ones((scores.size, 1), dtype=bool)
+    d = distances_of(transform, kind, scores[:, None], one, "the attempts' scores")[:, 0]
+    values = usable = None
+    if fitted.reads_probe:
+        values, usable = _probe_rows(transform, kind, probe_cohort_scores, scores.size, "probe_cohort_scores")
+    elif probe_cohort_scores is not None:
+        raise CalibrationError(f"normaliser {fitted.plugin} reads no probe cohort scores; leave out probe_cohort_scores")
+    try:
+        return fitted.normalise(d, rows, values, usable, what="probe_cohort_scores")
+    except DataError as exc:
+        raise CalibrationError(str(exc)) from None
+
+
+def enrolled_inputs(fitted: FittedNormalization, transform: Transform, kind: str, cls: str, impostor_scores: np.ndarray,
+                    cohort_scores: Any, impostor_cohort_scores: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(normalised training impostor distances of a new class, its enrolled-side statistics): what
+    ``Calibration.enroll`` gives the estimator and adds to the saved normalisation. Without
+    ``cohort_scores``, a calibration whose enrolled cohort was the training impostors uses the class's impostor
+    scores as its cohort, each leaving itself out (as the run does)."""
+    normalizer = fitted.normalizer
+    one = np.ones((1, impostor_scores.size), dtype=bool)
+    d = distances_of(transform, kind, impostor_scores[None, :], one, f"impostor scores of class {cls!r}")[0]
+    stats: dict[str, np.ndarray] = {}
+    enrolled = None
+    if "enrolled" in fitted.sides:
+        if cohort_scores is None and fitted.enrolled_cohort != "training impostors":
+            raise CalibrationError(f"class {cls!r}: this calibration's enrolled side came from a cohort file; pass "
+                                   "cohort_scores=... (the class's scores against that cohort)")
+        leave_out = cohort_scores is None
+        cohort = d if leave_out else _cohort_row(transform, kind, cohort_scores, cls)
+        usable = np.ones((1, cohort.size), dtype=bool)
+
+        def describe(row: int, n: int) -> str:
+            return (f"class {cls!r} has {n} cohort score(s); {fitted.plugin} needs at least "
+                    f"{normalizer.min_members()}: give more cohort scores")
+
+        stats = attempt_statistics(normalizer, cohort[None, :], usable, np.zeros(1, np.int64), describe=describe)
+        enrolled = (attempt_statistics(normalizer, cohort[None, :], usable, np.zeros(d.size, np.int64),
+                                       np.arange(d.size), describe=describe) if leave_out
+                    else {k: np.repeat(v, d.size) for k, v in stats.items()})
+    probe = None
+    if fitted.reads_probe:
+        values, usable = _probe_rows(transform, kind, impostor_cohort_scores, d.size, "impostor_cohort_scores")
+        probe = attempt_statistics(normalizer, values, usable, np.arange(d.size))
+    z = normalizer.normalize(d, enrolled, probe)
+    if not np.all(np.isfinite(z)):
+        raise CalibrationError(f"class {cls!r}: normalising its impostor scores gave non-finite values (a cohort "
+                               "whose scores are all equal); give cohort scores that differ")
+    return to_distance(z), stats
+
+
+def _cohort_row(transform: Transform, kind: str, scores: Any, cls: str) -> np.ndarray:
+    try:
+        values = np.asarray(scores, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise CalibrationError(f"class {cls!r}: cohort_scores must be numbers") from None
+    if values.size == 0 or not np.all(np.isfinite(values)):
+        raise CalibrationError(f"class {cls!r}: cohort_scores must be a non-empty list of finite numbers")
+    return distances_of(transform, kind, values[None, :], np.ones((1, values.size), bool), f"cohort scores of {cls!r}")[0]

@@ -1,0 +1,91 @@
+"""The normaliser stage of a run (recipe key ``normalizer:``): between the transform and the estimators.
+
+    dataset -> distance -> transform -> normaliser -> estimators -> evaluators -> outputs
+
+Where the cohort comes from. A dataset that reads cohort files (``Dataset.cohort_sides``, e.g.
+``score-list`` with ``cohort_enrolled:`` / ``cohort_probes:``) gives the cohort scores of its training and
+evaluation probes. Otherwise the rest of the gallery serves, from the comparison matrices themselves
+(:func:`matrix_cohorts`):
+
+* the enrolled side of class j is column j's *training* impostor distances (the probes the estimators
+  fit on), never an evaluation probe's; a training attempt (i, j) leaves probe i out of class j's side
+  (``CohortScores.leave_out``), as a new probe is not part of the cohort it is normalised with;
+* the probe side of probe i is its row: its distances to every enrolled class other than its own and
+  the claimed one. When training and evaluation entries are two halves of one matrix (a score file split
+  per class), the row is the whole row, so that training and evaluation probes have cohorts of one size (calibrate.cohort.matrix_cohorts).
+
+The transform fitted on the training impostors maps the cohort scores as it maps the attempts; the
+enrolled side's statistics of every class are computed once (nothing left out) and serve the
+evaluation attempts and the saved calibration alike (calibrate.cohort).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import RunContext, Transform
+from .cohort import FittedNormalization, class_statistics, matrix_cohorts, normalise_matrix
+from .errors import RecipeError
+from .types import CohortScores, DistanceMatrix
+
+#: a dataset's cohort files, by side, as the messages name them (score-list's keys)
+SIDE_WORDS = {"enrolled": "the enrolled side (bob's Z-norm scores: models x Z-probes)",
+              "probe": "the probe side (bob's T-norm scores: T-models x probes)"}
+
+
+def check_normalizer(spec: Any, dataset: Any, dataset_name: str, source: str) -> None:
+    """What the recipe's shape decides (so that ``calibrate validate`` refuses what a run would): cohort
+    files without a normaliser, a normaliser on the sharded path, a side the cohort files do not give."""
+    given = dataset.cohort_sides()
+    if spec is None:
+        if given:
+            raise RecipeError(f"dataset {dataset_name!r} is given cohort files ({' and '.join(given)} side), which only "
+                              "a normaliser reads; add `normalizer: {plugin: snorm}` (see `calibrate plugins`) or "
+                              "remove the cohort files", source=source, where="data")
+        return
+    if dataset.sharded:
+        raise RecipeError(f"dataset {dataset_name!r} is read shard by shard, and the sharded path does not normalise "
+                          "scores (a probe's cohort spans every shard); remove `normalizer:` or read the scores whole "
+                          "(e.g. `plugin: score-list`)", source=source, where="normalizer")
+    missing = [s for s in spec.info.factory.sides if given is not None and s not in given]
+    if missing:
+        raise RecipeError(f"normalizer {spec.info.name!r} reads {SIDE_WORDS[missing[0]]}, which the cohort files of "
+                          f"dataset {dataset_name!r} do not give (they give {' and '.join(given)}); add that file "
+                          "under `data:` (score-list: `cohort_enrolled:` or `cohort_probes:`), or choose a normaliser "
+                          "that reads the sides given", source=source, where="normalizer.plugin")
+
+
+def _transformed(transform: Transform, matrix: DistanceMatrix) -> DistanceMatrix:
+    out = transform.apply(matrix)
+    out.check_distances(f"cohort distances ({matrix.source})")
+    return out
+
+
+def normalise_fold(spec: Any, train: DistanceMatrix, test: DistanceMatrix, train_d: DistanceMatrix,
+                   test_d: DistanceMatrix, transform: Transform, cohorts: tuple[CohortScores | None, CohortScores | None],
+                   context: RunContext) -> tuple[DistanceMatrix, DistanceMatrix, FittedNormalization]:
+    """(normalised training distances, normalised evaluation distances, the fitted normalisation) of one
+    fold; ``train``/``test`` are the raw matrices, ``cohorts`` the dataset's (None: the rest of the gallery)."""
+    normalizer = spec.build()
+    train_c, test_c = cohorts if cohorts[0] is not None else matrix_cohorts(train, test)
+    train_c, test_c = (c.map(lambda m: _transformed(transform, m)) for c in (train_c, test_c))
+    classes = train_d.gallery_classes.tolist()
+    stats = class_statistics(normalizer, train_c.enrolled, classes) if "enrolled" in normalizer.sides else {}
+    with context.stage(f"{spec.info.name}: normalising {int(train_d.valid.sum()) + int(test_d.valid.sum())} "
+                       "comparisons"):
+        train_n = normalise_matrix(normalizer, train_d, train_c, stats)
+        test_n = normalise_matrix(normalizer, test_d, test_c, stats)
+    fitted = FittedNormalization(normalizer, spec.info.name, dict(spec.params), tuple(classes), stats,
+                                 "training impostors" if train_c.leave_out else "cohort file")
+    return train_n, test_n, fitted
+
+
+def normalised_note(fitted: FittedNormalization) -> str:
+    """The run's note: what was normalised, and what the thresholds are then."""
+    cohort = ("the rest of the gallery (class j: its training impostors; probe i: its other classes)"
+              if fitted.enrolled_cohort == "training impostors" else "the dataset's cohort files")
+    return (f"scores were normalised by {fitted.describe()} before the estimators, with {cohort} as the cohort: "
+            "thresholds (thresholds.csv, calibration.json) are on the normalised distance exp(z), z the normalised "
+            "score (thresholds.csv's score_threshold column is z); a threshold maps to no single raw score, since a "
+            "decision depends on the probe's cohort scores (calibrate accept --cohort, Calibration.accept("
+            "probe_cohort_scores=...))")

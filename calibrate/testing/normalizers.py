@@ -1,0 +1,150 @@
+"""Conformance checks for normalisers (distances normalised by cohort scores, calibrate.base.Normalizer).
+
+What docs/plugins.md ("Writing a normaliser") promises, checked on generated data:
+
+* ``sides`` names the cohort sides read (``"enrolled"``, ``"probe"``), ``min_members()`` a count >= 1;
+* ``statistics`` gives, per sorted cohort row, one finite value per statistic, the same names for
+  rows of any length, and a row's values whatever other rows are computed with it (bit for bit);
+* for given statistics, the normalised score does not decrease as the distance grows;
+* in a run and after a saved calibration is loaded (its state through JSON, a new instance built from
+  the parameters), every evaluation attempt is normalised to the same number: the decisions agree;
+* two instances with the same parameters give the same numbers, and the input arrays are left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..cohort import FittedNormalization, matrix_cohorts, normalise_matrix, class_statistics
+from ..types import DistanceMatrix
+from .common import ComponentCase, _build, _params, _tmpdir
+from .samples import SEED
+
+SIDES = ("enrolled", "probe")
+
+
+def make_cohort_matrix(seed: int = SEED, n_classes: int = 14, probes_per_class: int = 3,
+                       outsiders: int = 4) -> tuple[DistanceMatrix, DistanceMatrix]:
+    """(training, evaluation) masks over one probe x gallery distance matrix with a per-class and a per-probe
+    offset (what normalisers remove); genuine distances small. Half of each class's impostors train."""
+    rng = np.random.default_rng(seed)
+    gallery = np.array([f"c{j:02d}" for j in range(n_classes)])
+    probes = np.array([g for g in gallery for _ in range(probes_per_class)] + [f"x{k}" for k in range(outsiders)])
+    genuine = probes[:, None] == gallery[None, :]
+    d = 3.0 + rng.normal(0, 0.4, n_classes)[None, :] + rng.normal(0, 0.4, probes.size)[:, None] \
+        + rng.gamma(3, 0.3, genuine.shape)
+    values = np.where(genuine, rng.uniform(0.2, 1.5, genuine.shape), d)
+    fit = ~genuine & (rng.random(values.shape) < 0.5)
+    return (DistanceMatrix(values, probes, gallery, fit, source="generated (training entries)"),
+            DistanceMatrix(values, probes, gallery, ~fit, source="generated (evaluation entries)"))
+
+
+def _sorted_rows(seed: int, n_rows: int, length: int) -> np.ndarray:
+    return np.sort(np.random.default_rng(seed).gamma(3, 0.5, (n_rows, length)), axis=1)
+
+
+def _lengths(normalizer) -> list[int]:
+    need = max(int(normalizer.min_members()), 1)
+    return sorted({need, need + 1, need + 7, max(need, 40)})
+
+
+def check_normalizer_sides(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """``sides`` is a non-empty tuple of distinct sides; ``min_members()`` is a whole number >= 1."""
+    with _tmpdir(tmp_path) as tmp:
+        n = _build(case, _params(case, tmp))
+    sides = n.sides
+    assert isinstance(sides, tuple) and sides and len(set(sides)) == len(sides) and set(sides) <= set(SIDES), \
+        f"{case.id}: sides must be a tuple of distinct names from {SIDES}, got {sides!r}"
+    need = n.min_members()
+    assert isinstance(need, int) and not isinstance(need, bool) and need >= 1, \
+        f"{case.id}: min_members() must return a whole number >= 1, got {need!r}"
+
+
+def check_normalizer_statistics(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Per sorted cohort row: finite values, the same names for every row length, a row's values the same
+    computed alone or in a block (bit for bit), the input left unchanged."""
+    with _tmpdir(tmp_path) as tmp:
+        n = _build(case, _params(case, tmp))
+    names = None
+    for length in _lengths(n):
+        rows = _sorted_rows(SEED + length, 9, length)
+        before = rows.copy()
+        stats = n.statistics(rows)
+        assert np.array_equal(rows, before), f"{case.id}: statistics() changed the cohort rows it was given"
+        if names is None:
+            names = set(stats)
+        assert set(stats) == names, (f"{case.id}: statistics {sorted(stats)} for rows of {length} distances, "
+                                     f"{sorted(names)} for others; return the same names for every row")
+        for name, values in stats.items():
+            assert np.all(np.isfinite(values)), f"{case.id}: statistic {name!r} is not finite on rows of {length}"
+        for r in (0, 4, 8):
+            alone = n.statistics(np.ascontiguousarray(rows[r:r + 1]))
+            for name in stats:
+                assert alone[name][0] == stats[name][r], \
+                    (f"{case.id}: statistic {name!r} of a row differs computed alone ({alone[name][0]!r}) and with "
+                     f"other rows ({stats[name][r]!r}); reduce each row on its own (numpy's axis=1 reductions do), "
+                     "or a saved calibration's accept cannot repeat the run's decisions")
+
+
+def check_normalizer_monotone(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """For the same statistics, a larger distance never gets a smaller normalised score."""
+    with _tmpdir(tmp_path) as tmp:
+        n = _build(case, _params(case, tmp))
+    length = _lengths(n)[-1]
+    stats = n.statistics(_sorted_rows(SEED, 1, length))
+    grid = np.linspace(0.0, 6.0, 301)
+    side = {k: np.repeat(v, grid.size) for k, v in stats.items()}
+    z = n.normalize(grid, side if "enrolled" in n.sides else None, side if "probe" in n.sides else None)
+    steps = np.diff(z)
+    assert np.all(np.isfinite(z)) and np.all(steps >= -1e-12 * max(1.0, float(np.abs(z).max()))), \
+        f"{case.id}: the normalised score falls as the distance grows (or is not finite); it must keep their order"
+
+
+def _fold(case: ComponentCase, params: dict, seed: int):
+    """(normaliser, evaluation matrix normalised, fitted normalisation, evaluation matrix, its cohort)."""
+    train, test = make_cohort_matrix(seed)
+    n = _build(case, params)
+    train_c, test_c = matrix_cohorts(train, test)
+    classes = train.gallery_classes.tolist()
+    stats = class_statistics(n, train_c.enrolled, classes) if "enrolled" in n.sides else {}
+    test_n = normalise_matrix(n, test, test_c, stats)
+    fitted = FittedNormalization(n, case.name or "normalizer", dict(params), tuple(classes), stats,
+                                 "training impostors")
+    return n, test_n, fitted, test, test_c
+
+
+def check_normalizer_reproducible_after_saving(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Every evaluation attempt normalised in a run is normalised to the same number (so decided the same way)
+    by a calibration saved and loaded (state through JSON, a new instance from the parameters), given its probe's
+    cohort scores without the claimed and its own class, as ``Calibration.accept`` is."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    _, test_n, fitted, test, cohort = _fold(case, params, SEED)
+    state = json.loads(json.dumps(fitted.to_state(), allow_nan=False))
+    loaded = FittedNormalization.from_state(state, _build(case, params), "saved")
+    rows, cols = np.nonzero(test.valid)
+    side = cohort.probes
+    keep = side.impostor_mask()[rows] & (side.gallery_classes[None, :] != test.gallery_classes[cols][:, None])
+    values = np.where(keep, side.values[rows], 0.0)
+    again = loaded.normalise(test.values[rows, cols], cols, values, keep)
+    want = test_n.values[rows, cols]
+    differ = np.flatnonzero(again != want)
+    assert not differ.size, (f"{case.id}: {differ.size} of {want.size} evaluation attempts are normalised otherwise "
+                             f"after saving (e.g. {want[differ[0]]!r} in the run, {again[differ[0]]!r} loaded); statistics "
+                             "must depend on each row's values only, and to_state/params must hold all that is needed")
+
+
+def check_normalizer_deterministic(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Two instances with the same parameters normalise the same data to the same numbers."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    a = _fold(case, params, SEED + 1)[1]
+    b = _fold(case, params, SEED + 1)[1]
+    assert np.array_equal(a.values, b.values), f"{case.id}: two instances normalise the same data differently"
+
+
+CHECKS = (check_normalizer_sides, check_normalizer_statistics, check_normalizer_monotone,
+          check_normalizer_reproducible_after_saving, check_normalizer_deterministic)

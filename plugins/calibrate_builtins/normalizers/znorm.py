@@ -1,0 +1,28 @@
+"""Normaliser ``znorm``: Z-norm, the enrolled side only.
+
+z = (d - mean_j) / std_j, with mean_j and std_j those of class j's distances to the impostor cohort
+(bob's Z-norm: the model scored against Z-probes). Statistics per class, so they are saved with a
+calibration and a decision needs no probe cohort scores. Not the *estimator* ``znorm``, which
+standardises each class's training impostors inside the estimator (registries are per kind).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibrate.base import Normalizer
+
+from .moments import mean_and_spread, standardised
+
+
+class ZNorm(Normalizer):
+    """Z-norm: (d - mean) / std of the claimed class's distances to the impostor cohort (enrolled side)."""
+
+    progress_name = "znorm"  # as registered, in messages
+    sides = ("enrolled",)
+
+    def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
+        return mean_and_spread(cohort)
+
+    def _normalize(self, distances, enrolled, probe) -> np.ndarray:
+        return standardised(distances, enrolled)
