@@ -455,7 +455,8 @@ class Ncx2GridModel(FittedModel):
                    statecheck.numbers(statecheck.field(state, "lambda"), "lambda", 0.0, size=size),
                    statecheck.numbers(statecheck.field(state, "fit_score"), "fit_score", size=size),
                    scaling=statecheck.choice(statecheck.field(state, "scaling", "divide"), "scaling", ("divide", "multiply")),
-                   score=statecheck.choice(statecheck.field(state, "score", "ncc"), "score", ("ncc", "bhattacharyya")))
+                   score=statecheck.choice(statecheck.field(state, "score", "ncc"), "score",
+                                          ("ncc", "bhattacharyya", "tail-likelihood")))  # ncx2-tail's too
 
 
 class Ncx2Grid(Estimator):
