@@ -76,7 +76,9 @@ def numbers(value: Any, name: str, low: float = -math.inf, high: float = math.in
         arr = np.asarray(value)
     except (ValueError, OverflowError):  # ragged nesting
         arr = np.asarray([], dtype=object)
-    if arr.dtype.kind not in ("iu" if integer else "iuf") or (arr.size == 0 and len(value) != 0):
+    # numpy reads [True, 60] as integers: a boolean among the numbers is looked for on its own
+    mixed_bool = not isinstance(value, np.ndarray) and any(v is True or v is False for v in value)
+    if mixed_bool or arr.dtype.kind not in ("iu" if integer else "iuf") or (arr.size == 0 and len(value) != 0):
         raise bad(name, f"must hold {'whole numbers' if integer else 'numbers'} only (no strings, booleans or lists)")
     if arr.ndim != 1 or (size is not None and arr.size != size):
         raise bad(name, f"must hold {size if size is not None else 'a list of'} numbers, got shape {arr.shape}")

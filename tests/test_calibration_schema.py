@@ -284,6 +284,7 @@ def _fits(state: dict) -> dict:
     ("znorm", {"family": "gaussian"}, lambda s: s["loc"].__setitem__(0, -1e30), "state.loc[0] is -1e+30"),
     ("znorm", {"family": "gaussian"}, lambda s: s.update(offset=0.5), "state.offset is 0.5"),
     ("znorm", {}, lambda s: s["n"].__setitem__(0, 2.5), "state.n must hold whole numbers only"),
+    ("znorm", {}, lambda s: s["n"].__setitem__(0, True), "state.n must hold whole numbers only"),  # found by test_fuzz
     ("ncx2-grid", {"dim": [4, 5], "sigma": {"steps": 5}}, lambda s: s["sigma"].__setitem__(0, 0), "state.sigma[0] is 0.0"),
     ("ncx2-grid", {"dim": [4, 5], "sigma": {"steps": 5}}, lambda s: s["dim"].__setitem__(0, "4"),
      "state.dim must hold whole numbers only"),
