@@ -192,7 +192,7 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
 def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (a calibration.json, or a run's folder)."),
            scores: Path = typer.Argument(..., metavar="SCORES", help="Attempts to decide, as a score list (bob 4/5-column, or CSV with a header)."),
            fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
-           out: Path = typer.Option(..., "--out", help="Where to write the decisions (CSV); - for standard output "
+           out: str = typer.Option(..., "--out", help="Where to write the decisions (CSV); - for standard output "
                                     "(the summary then goes to standard error)."),
            estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
            unknown: str = typer.Option("error", "--unknown", help="Attempts claiming a class the calibration does not "
@@ -216,9 +216,10 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     from .assess import absent_note, known_classes
     from .cli_scores import read_attempts
     from .errors import CalibrateError
-    from .userfiles import write_user_file
+    from .userfiles import check_target, write_user_file
 
     try:
+        check_target(out, (artifact, scores))  # before any work: never replace an input (S9)
         if unknown not in ("error", "reject", "skip"):
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         cal = load(artifact, estimator)
@@ -241,7 +242,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
             t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
             w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
                                                                                     "1" if decided[i] else "0"])
-        written = write_user_file(out, buf.getvalue().encode("utf-8"))
+        written = write_user_file(out, buf.getvalue().encode("utf-8"), inputs=(artifact, scores))
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
