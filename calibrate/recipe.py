@@ -390,7 +390,7 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     for key in ("plots", "save_calibration"):
         if not isinstance(output.get(key, True), bool):
             raise RecipeError(f"`{key}:` must be true or false", source=source, where=f"output.{key}")
-    out_dir = Path(out) if out is not None else base_dir / str(output.get("dir", "results"))
+    out_dir = _output_dir(output, out, base_dir, source)
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise RecipeError(f"`seed:` must be an integer >= 0 (numpy seeds are non-negative), got {seed!r}", source=source, where="seed")
@@ -399,10 +399,29 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
 
     return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
                   estimators=estimators, evaluators=evaluators, targets=tuple(float(t) for t in targets_raw),
-                  protocol=Protocol(enrollment, rotate), output_dir=out_dir.resolve(),
+                  protocol=Protocol(enrollment, rotate), output_dir=out_dir,
                   plots=output.get("plots", True), save_calibration=output.get("save_calibration", True),
                   seed=seed, executor=executor, raw=raw, default_transforms=default_transforms,
                   defaults=tuple(defaults), prediction=prediction, normalizer=normalizer)
+
+
+def _output_dir(output: dict, out: str | Path | None, base_dir: Path, source: str) -> Path:
+    """The output folder (``--out``, else ``output:``), resolved; a name that cannot be a folder (empty, a
+    NUL byte, a symbolic-link loop, too long) is one RecipeError rather than an OSError later (T16, S7)."""
+    where = "--out" if out is not None else "output"
+    given = str(out) if out is not None else str(output.get("dir", "results"))
+    if not given.strip():
+        raise RecipeError("the output folder is empty, which would write into the recipe's own folder; name a "
+                          "folder (e.g. results/)", source=source, where=where)
+    if "\0" in given:
+        raise RecipeError("the output folder's name holds a NUL byte; give a plain folder path", source=source,
+                          where=where)
+    try:
+        return (Path(given) if out is not None else base_dir / given).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symbolic-link loop (Python < 3.13)
+        why = getattr(exc, "strerror", None) or ("a symbolic-link loop" if isinstance(exc, RuntimeError) else exc)
+        raise RecipeError(f"the output folder {given[:100]!r} cannot be used ({why}); choose another folder",
+                          source=source, where=where) from None
 
 
 def _normalizer(registry: Registry, raw: dict, data: ComponentSpec, dataset: Any, source: str,
