@@ -314,7 +314,9 @@ from . import cli_scores  # noqa: E402,F401  (registers `fit` and `evaluate` on 
 
 
 def main() -> None:
-    app()
+    from .cli_app import run_app
+
+    run_app(app)
 
 
 if __name__ == "__main__":
