@@ -194,7 +194,11 @@ def test_a_commit_killed_half_way_is_finished_by_the_next_run(tmp_path, monkeypa
     assert not (out / MANIFEST).exists()  # a mix of old and new files that does not claim to be complete
     assert read_manifest(out) is None
     new._release()  # the killed process's lock goes with it
+    victim = tmp_path / "victim.txt"
+    victim.write_text("victim\n")
+    (new.dir / (MANIFEST + ".tmp")).symlink_to(victim)  # D4: the old fixed temporary name, planted
     StagedOutput(out).discard()  # any later run first finishes the interrupted commit
+    assert victim.read_text() == "victim\n" and not (out / MANIFEST).is_symlink()
     assert read_manifest(out) is not None
     assert (out / "thresholds.csv").read_text() == "new" and (out / "report.md").read_text() == "new"
     assert not list(out.glob(STAGING_PREFIX + "*"))
@@ -518,3 +522,26 @@ def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, m
     assert "No space left on device" in line and "free disk space" in line
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert not list(out.glob(STAGING_PREFIX + "*"))
+
+
+@pytest.mark.parametrize("case", ["loop", "long", "nul-recipe", "empty-recipe"])  # argv cannot hold a NUL
+def test_an_output_folder_name_that_cannot_be_used_is_one_line(score_setup, case):
+    """T16, S7: a symbolic-link loop, an over-long name, a NUL byte, `output: ''` (the recipe's own folder)."""
+    from typer.testing import CliRunner
+
+    from calibrate.cli import app
+
+    tmp, csv_path = score_setup
+    (tmp / "lp").symlink_to("lp")
+    out = {"loop": str(tmp / "lp"), "long": str(tmp / ("a" * 300))}.get(case)
+    raw = score_recipe(csv_path, tmp / "results")
+    if case.endswith("recipe"):
+        raw["output"] = {"dir": "a\0b" if case == "nul-recipe" else "", "plots": False}
+    recipe = write_recipe(tmp / "r.yaml", raw)
+    before = sorted(p.name for p in tmp.iterdir())
+    args = ["run", str(recipe), "-q"] + (["--out", out] if out else [])
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and ("output" in line or "--out" in line)
+    assert sorted(p.name for p in tmp.iterdir()) == before
