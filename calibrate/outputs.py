@@ -9,14 +9,16 @@ matches (:func:`read_manifest` checks that). The protocol, for one run into ``--
    (same file system, so renames are atomic) and locked for the run's lifetime (``flock``; the
    kernel releases it when the process dies, however it dies). Files are written there.
 2. At commit, under an exclusive lock on the output folder itself: a journal listing the new
-   file set is written into the staging folder; the old ``manifest.json`` is removed (from here
-   on the folder does not claim a complete result); each new file is renamed into place; files
+   file set is written into the staging folder; the old ``manifest.json`` is renamed to
+   ``.calibrate-previous-manifest.json`` (from here on the folder does not claim a complete result,
+   and recovery still knows what the old result owned); each new file is renamed into place; files
    of the previous result that this run does not write are removed; the new manifest is renamed
-   into place; the staging folder is removed.
+   into place; the set-aside manifest and the staging folder are removed.
 3. A run killed inside step 2 leaves its journal behind. The next run into the folder (any run,
    before it does anything else) finds the unlocked journal and finishes that commit, so the
    folder again holds one run's complete result. Staging folders without a journal whose owner
-   died are removed.
+   died are removed when they hold nothing but regular files (what a run stages); one holding a
+   subfolder or a link may be the user's and is left alone.
 
 Files the run did not write are never removed or replaced: the run only touches plain names
 inside the output folder that the current manifest lists *and* whose size and SHA-256 still match
@@ -24,9 +26,12 @@ the manifest's record (a file edited since, or a manifest entry added by hand, i
 its own new files. Journals and manifests are untrusted input: an interrupted commit is finished
 only when its journal is whole and consistent (plain names; every new file staged as a regular file
 with the size and SHA-256 the journal's manifest records, or already in place; every file it
-replaces recorded with its own size and SHA-256 and removed only while it still matches). A journal
-or manifest that fails these checks is reported (exit 2, naming it) and left in place; nothing in
-the folder is changed. If the folder holds a file of the same name as an output that no manifest claims, the
+replaces recorded with the very record the folder's manifest (or the one set aside by that
+commit) keeps of it, and removed only while it still matches: a journal never owns anything by
+itself). Ownership is never by name alone: without a manifest, nothing in the folder is calibrate's.
+Manifests and journals are read only when they are regular files (not links, FIFOs or devices) of at
+most MAX_DOC_BYTES. A journal or manifest that fails these checks is reported (exit 2, naming it)
+and left in place; nothing in the folder is changed. If the folder holds a file of the same name as an output that no manifest claims, the
 run refuses before computing anything (and again at commit), naming the file. The folder's own
 permissions are left as they are; a folder the run created is removed again if the run fails.
 Two runs into one folder commit one after the other under the lock: the folder ends with the

@@ -1,8 +1,11 @@
 """Writing one file the user named (``accept --out``, ``fit --out``, ``Calibration.save``).
 
-* ``-`` is standard output.
+* ``-`` is standard output; a closed one is refused.
 * A new path, or an existing regular file: written beside it and renamed over it, so the file is
-  never half-written.
+  never half-written. The file beside it is created exclusively under a random name
+  (``tempfile.mkstemp``): a planted file or link of a guessable name is never opened or followed.
+* Not a path (bytes, a NUL byte, empty), a name ending in ``/`` (a folder), or one of the command's
+  own input files (``inputs``): refused before anything is written.
 * A symbolic link: the file it points to is replaced that way (the link stays a link); a dangling
   link is refused.
 * A character device (``/dev/null``, ``/dev/stdout`` on a terminal) or a FIFO: written through, in
