@@ -181,9 +181,9 @@ def _matches(path: Path, entry: Any) -> bool:
             and _sha256(path) == entry["sha256"])
 
 
-def _damaged(path: Path) -> str:
-    return (f"calibrate left it in place and changed nothing: restore it, or move it away together with the "
-            f"outputs it lists, or choose another folder with --out")
+#: the fix named with a damaged manifest
+_DAMAGED = ("calibrate left it in place and changed nothing: restore it, or move it away together with the outputs "
+            "it lists, or choose another folder with --out")
 
 
 def _manifest_doc(folder: Path, name: str = MANIFEST) -> dict | None:
@@ -192,15 +192,15 @@ def _manifest_doc(folder: Path, name: str = MANIFEST) -> dict | None:
     path = folder / name
     if not _exists(path):
         return None
-    doc = _load_json(path, "the output folder's manifest", _damaged(path), OutputError)
+    doc = _load_json(path, "the output folder's manifest", _DAMAGED, OutputError)
     files = doc.get("files") if isinstance(doc, dict) else None
     if not (isinstance(doc, dict) and doc.get("format") == "calibrate-output" and isinstance(files, dict)):
         raise OutputError(f"{path}: the output folder's manifest is not one calibrate writes (format "
-                          f"calibrate-output with files); {_damaged(path)}")
+                          f"calibrate-output with files); {_DAMAGED}")
     for key, entry in files.items():
         if not _plain_name(key) or key in (MANIFEST, JOURNAL) or not _record_ok(entry):
             raise OutputError(f"{path}: the output folder's manifest lists {key[:80]!r} without a plain name and a "
-                              f"record of bytes and SHA-256; {_damaged(path)}")
+                              f"record of bytes and SHA-256; {_DAMAGED}")
     return doc
 
 
@@ -306,15 +306,21 @@ def _finish_commit(folder: Path, staging: Path, journal: dict) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+#: the names tempfile.mkdtemp gives a staging folder: the prefix and 8 of these characters
+_MKDTEMP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
 def _only_staged_files(staging: Path) -> bool:
-    """Whether a staging folder without a journal holds nothing but what a run stages: regular files
-    with plain names or calibrate's temporary names. Anything else (a subfolder, a link) may be the
-    user's: the folder is then left alone."""
+    """Whether a staging folder without a journal is one a run made and staged into: named as
+    ``tempfile.mkdtemp`` names them, holding nothing but regular files (staged outputs, temporaries).
+    Anything else (another name, a subfolder, a link) may be the user's: the folder is left alone."""
+    suffix = staging.name[len(STAGING_PREFIX):]
+    if len(suffix) != 8 or not set(suffix) <= _MKDTEMP_CHARS:
+        return False
     try:
-        entries = list(os.scandir(staging))
+        return all(e.is_file(follow_symlinks=False) for e in os.scandir(staging))
     except OSError:
         return False
-    return all(e.is_file(follow_symlinks=False) and (_plain_name(e.name) or ".tmp-" in e.name) for e in entries)
 
 
 def recover(folder: Path) -> None:

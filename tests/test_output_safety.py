@@ -491,14 +491,18 @@ def test_a_staging_named_folder_holding_more_than_staged_files_is_left_alone(tmp
     """The borderline case: a .calibrate-staging-* folder without a journal is removed only when it holds
     nothing but regular files a run stages."""
     out = tmp_path / "out"
-    mine = out / (STAGING_PREFIX + "mine")
-    (mine / "sub").mkdir(parents=True)
-    (mine / "sub" / "keep.txt").write_text("keep")
-    dead = out / (STAGING_PREFIX + "dead")
-    dead.mkdir()
-    (dead / "thresholds.csv").write_text("staged")
+    mine = out / (STAGING_PREFIX + "x")  # not a name mkdtemp gives
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep")
+    nested = out / (STAGING_PREFIX + "abcd1234")  # such a name, but holding a folder
+    (nested / "sub").mkdir(parents=True)
+    (nested / "sub" / "keep.txt").write_text("keep")
+    dead = StagedOutput(out)
+    dead.write_text("thresholds.csv", "staged")
+    dead._release()  # its process dies before committing
     StagedOutput(out).discard()
-    assert (mine / "sub" / "keep.txt").read_text() == "keep" and not dead.exists()
+    assert (mine / "notes.txt").read_text() == "keep" and (nested / "sub" / "keep.txt").read_text() == "keep"
+    assert not dead.dir.exists()
 
 
 def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, monkeypatch):
