@@ -423,6 +423,10 @@ class StagedOutput:
         return missing
 
     def _check_conflicts(self, names) -> None:
+        if _exists(self.final / PREVIOUS):  # only ever there while a commit runs: recovery removed ours
+            raise OutputError(f"the output folder {str(self.final)!r} holds {PREVIOUS} without an unfinished commit "
+                              "that set it aside; calibrate changed nothing: move it away or choose another folder "
+                              "with --out")
         owned = owned_files(self.final)
         foreign = sorted(n for n in names if n not in owned and ((self.final / n).exists() or (self.final / n).is_symlink()))
         if foreign:

@@ -549,3 +549,21 @@ def test_an_output_folder_name_that_cannot_be_used_is_one_line(score_setup, case
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: ") and ("output" in line or "--out" in line)
     assert sorted(p.name for p in tmp.iterdir()) == before
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_planted_set_aside_manifest_is_refused_before_anything_changes(tmp_path, kind):
+    """The name a commit sets the old manifest aside under is never taken over from a stranger."""
+    from calibrate.outputs import PREVIOUS
+
+    out = tmp_path / "out"
+    first = StagedOutput(out)
+    first.write_text("thresholds.csv", "first")
+    first.commit()
+    if kind == "folder":
+        (out / PREVIOUS).mkdir()
+    else:
+        (out / PREVIOUS).write_text("planted")
+    with pytest.raises(OutputError, match=PREVIOUS.replace(".", r"\.")):
+        StagedOutput(out)
+    assert (out / "thresholds.csv").read_text() == "first" and read_manifest(out) is not None
