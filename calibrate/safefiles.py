@@ -5,7 +5,11 @@
   never end), named in the error otherwise.
 * :func:`npy_array` / :func:`npz_arrays`: ``.npy`` / ``.npz`` arrays whose headers are checked
   against the bytes really there before anything is allocated or mapped (a header that claims
-  (4e8, 8) in a 64-byte file is an error, not a 24 GiB allocation); pickles are never loaded.
+  (4e8, 8) in a 64-byte file is an error, not a 24 GiB allocation); pickles are never loaded;
+  ``.npz`` members are refused when what they expand to exceeds :func:`memory_budget`.
+* :func:`label_problem`: the loader's rule for a class label (non-empty, no NUL, at most MAX_LABEL
+  characters), for every reader, so that nothing is fitted that a saved calibration cannot hold.
+* :func:`memory_budget`: how many bytes one input may take once read.
 
 A public module (calibrate.PUBLIC_MODULES): stdlib and numpy only.
 """
@@ -27,6 +31,42 @@ MAX_NAME = 255
 #: the longest class label accepted from a file (score lists, matrices, calibrations): far beyond any
 #: real identifier, far below what makes fixed-width label arrays blow up
 MAX_LABEL = 1024
+
+
+def label_problem(label: str) -> str | None:
+    """What is wrong with one class label read from a file (None when it is fine): the rule that
+    ``calibrate.load`` applies, so a label every reader accepts is one a saved calibration can hold."""
+    if not label:
+        return "is empty"
+    if "\0" in label:
+        return "holds a NUL character"
+    if len(label) > MAX_LABEL:
+        return f"is {len(label):,} characters long (at most {MAX_LABEL:,})"
+    return None
+
+
+#: used when the machine's memory cannot be asked (not POSIX)
+_FALLBACK_MEMORY = 8 << 30
+
+
+def memory_budget() -> int:
+    """Bytes one input (an .npz member, a folder of images) may take once read: an eighth of the
+    machine's memory (or of the process's address-space limit, when lower). A run holds several
+    times its input (copies, distances, the models), so an input past this would end in "out of
+    memory" after minutes, or take the machine down: it is refused from its header instead."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        total = _FALLBACK_MEMORY
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            total = min(total, soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return max(total, 1 << 30) // 8
 
 
 def plain_name(name: object) -> bool:
