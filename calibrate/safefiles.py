@@ -16,6 +16,7 @@ A public module (calibrate.PUBLIC_MODULES): stdlib and numpy only.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import zipfile
@@ -127,23 +128,51 @@ def npy_array(path: Path, what: str, fix: str, *, mmap: bool = False,
         raise error(f"{path}: {what} cannot be read ({exc}); {fix}") from None
 
 
-def npz_arrays(path: Path, what: str, fix: str, names: tuple[str, ...] | None = None,
-               error: Callable[[str], Exception] = DataError) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` file ``path`` (all, or ``names``), each member's header checked against
-    its real (uncompressed) size before it is read."""
+def _npz_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    return {i.filename[:-4] if i.filename.endswith(".npy") else i.filename: i for i in zf.infolist()}
+
+
+def npz_headers(path: Path, what: str, fix: str,
+                error: Callable[[str], Exception] = DataError) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Every member of the ``.npz`` file ``path`` as (shape, dtype), from its header alone (each checked
+    against the member's real size): what a reader checks before it decompresses anything."""
     regular_file(path, what, fix, error)
     try:
         with zipfile.ZipFile(path) as zf:
-            infos = {i.filename[:-4] if i.filename.endswith(".npy") else i.filename: i for i in zf.infolist()}
-            wanted = names if names is not None else tuple(infos)
+            out = {}
+            for name, info in _npz_members(zf).items():
+                with zf.open(info) as fh:
+                    shape, _, dtype, _ = _header(fh, info.file_size, f"{path}, array {name!r}", error)
+                out[name] = (shape, dtype)
+            return out
+    except CalibrateError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise error(f"{path}: {what} is not a readable .npz file ({exc}); {fix}") from None
+
+
+def npz_arrays(path: Path, what: str, fix: str, names: tuple[str, ...] | None = None,
+               error: Callable[[str], Exception] = DataError) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` file ``path`` (all, or ``names``), each member's header checked against
+    its real (uncompressed) size, and their total against :func:`memory_budget`, before any is read
+    (a 1.5 MB file of compressed zeros really expands to gigabytes)."""
+    regular_file(path, what, fix, error)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = _npz_members(zf)
+            wanted = [n for n in (names if names is not None else tuple(infos)) if n in infos]
+            total = 0
+            for name in wanted:
+                with zf.open(infos[name]) as fh:
+                    shape, _, dtype, _ = _header(fh, infos[name].file_size, f"{path}, array {name!r}", error)
+                total += math.prod(shape) * dtype.itemsize
+                if total > memory_budget():
+                    raise error(f"{path}: array {name!r} makes the arrays read {total / 2**30:.1f} GiB once "
+                                f"uncompressed, more than this machine's budget of {memory_budget() / 2**30:.1f} "
+                                f"GiB for one input; {fix} with fewer or smaller arrays")
             out = {}
             for name in wanted:
-                info = infos.get(name)
-                if info is None:
-                    continue
-                with zf.open(info) as fh:
-                    _header(fh, info.file_size, f"{path}, array {name!r}", error)
-                with zf.open(info) as fh:
+                with zf.open(infos[name]) as fh:
                     out[name] = np.lib.format.read_array(fh, allow_pickle=False)
             return out
     except CalibrateError:

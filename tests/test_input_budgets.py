@@ -72,3 +72,68 @@ def test_a_resize_past_the_budget_is_refused_when_the_recipe_is_checked(tmp_path
     result = runner.invoke(app, ["validate", str(recipe)])
     assert result.exit_code == 2 and "81,000,000 values" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _npz(path, **arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+def _classes(n=4, sets=2, per=2):
+    labels = np.repeat([f"c{k}" for k in range(n)], sets * per)
+    return labels, np.tile(np.repeat([f"s{j}" for j in range(sets)], per), n)
+
+
+def test_an_npz_that_expands_past_the_budget_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    # audit M3: 1.5 MB of compressed zeros expanded to 7.7 GB before "1 class"
+    from calibrate import safefiles
+    from calibrate_builtins.datasets import npz_patterns
+    from calibrate_builtins.datasets.npz_patterns import NpzPatterns
+
+    labels, sets = _classes()
+    path = tmp_path / "p.npz"
+    np.savez_compressed(path, X=np.zeros((labels.size, 1000)), labels=labels, sets=sets)
+    monkeypatch.setattr(npz_patterns, "memory_budget", lambda: labels.size * 1000 * 8 - 1)
+    with pytest.raises(DataError, match=r"X is 16 x 1,000 values .* more than this machine's budget"):
+        NpzPatterns(path=path).load()
+    # the generic reader: the members' uncompressed sizes add up against the budget
+    monkeypatch.setattr(safefiles, "memory_budget", lambda: 1000)
+    with pytest.raises(DataError, match=r"array 'X' makes the arrays read .* once uncompressed"):
+        safefiles.npz_arrays(path, "the file", "save less")
+
+
+def test_npz_labels_and_sets_are_checked_before_x_is_read(tmp_path, monkeypatch):
+    # audit M5: one class (or no second set) was found only after X was decompressed whole
+    from calibrate_builtins.datasets import npz_patterns
+    from calibrate_builtins.datasets.npz_patterns import NpzPatterns
+
+    real = npz_patterns.npz_arrays
+
+    def no_x(*args, names=None, **kwargs):
+        assert names is not None and "X" not in names, "X was read before the labels were checked"
+        return real(*args, names=names, **kwargs)
+
+    monkeypatch.setattr(npz_patterns, "npz_arrays", no_x)
+    one = _npz(tmp_path / "one.npz", X=np.ones((4, 2)), labels=np.array(["a"] * 4), sets=np.array(list("0101")))
+    with pytest.raises(DataError, match="labels name 1 class; verification needs at least 2"):
+        NpzPatterns(path=one).load()
+    single = _npz(tmp_path / "single.npz", X=np.ones((4, 2)), labels=np.array(list("aabb")), sets=np.array(list("0000")))
+    with pytest.raises(DataError, match="every class has a single set"):
+        NpzPatterns(path=single).load()
+
+
+@pytest.mark.parametrize("x, words", [
+    (np.zeros(16, dtype=[("a", "f8"), ("b", "f8")]), "holds [('a', '<f8'), ('b', '<f8')] values"),  # audit T12
+    (np.ones((16, 3)) + 1j, "holds complex128 values"),  # audit S6
+    (np.full((16, 3), "0.5"), "holds <U3 values"),  # audit S6
+])
+def test_npz_x_that_is_not_real_numbers_is_one_line(tmp_path, x, words):
+    labels, sets = _classes()
+    path = _npz(tmp_path / "p.npz", X=x, labels=labels, sets=sets)
+    recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "data": {"plugin": "npz-patterns", "path": str(path)},
+                                                "distance": {"plugin": "euclidean"},
+                                                "estimators": [{"plugin": "generic-interp"}]})
+    for command in (["validate", str(recipe)], ["run", str(recipe), "-q", "--out", str(tmp_path / "out")]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2 and words in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
