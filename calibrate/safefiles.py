@@ -46,6 +46,14 @@ def label_problem(label: str) -> str | None:
     return None
 
 
+def refuse_bad_labels(labels, what: str) -> None:
+    """A DataError naming the first of ``labels`` (strings) that :func:`label_problem` refuses."""
+    for label in labels:
+        if (problem := label_problem(label)) is not None:
+            raise DataError(f"{what}: class {label[:40]!r} {problem}; a class label is non-empty text without NUL "
+                            f"characters, at most {MAX_LABEL:,} long")
+
+
 #: used when the machine's memory cannot be asked (not POSIX)
 _FALLBACK_MEMORY = 8 << 30
 

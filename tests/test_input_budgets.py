@@ -137,3 +137,102 @@ def test_npz_x_that_is_not_real_numbers_is_one_line(tmp_path, x, words):
         result = runner.invoke(app, command)
         assert result.exit_code == 2 and words in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- S1: the loader's label rules in every reader
+
+
+@pytest.mark.parametrize("reader", ["python", "pyarrow"])
+@pytest.mark.parametrize("label, words", [("s\0x", "holds a NUL character"), ("y" * 1025, "of 1,025 characters")])
+def test_a_score_list_label_the_loader_would_refuse_is_refused_naming_its_line(tmp_path, reader, label, words):
+    from calibrate.scorefiles import read_comparisons
+
+    path = tmp_path / "s.txt"
+    path.write_text("s1 s2 s2/a 0.25\ns2 s1 s1/a 0.5\n" + f"s1 {label} p 0.5\n")
+    with pytest.raises(DataError, match=f"line 3: a real class .*{words}"):
+        read_comparisons(path, reader=reader)
+
+
+def test_fit_refuses_a_nul_label_in_one_line(tmp_path):
+    # audit S1: fit saved a calibration that threshold then refused
+    lines = [f"c{c} c{p} c{p}/{k} {0.9 if c == p else 0.1 + 0.01 * k}" for c in range(4) for p in range(4) for k in range(5)]
+    lines[7] = lines[7].replace("c1 ", "c\0" + "1 ", 1)
+    (tmp_path / "dev.txt").write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["fit", str(tmp_path / "dev.txt"), "--fpr", "0.05", "--out", str(tmp_path / "c.json")])
+    assert result.exit_code == 2 and "line 8: a real class 'c\\x001' holds a NUL character" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "c.json").exists()
+
+
+def test_score_matrix_and_npz_labels_follow_the_loader_rules(tmp_path):
+    from calibrate_builtins.datasets.npz_patterns import NpzPatterns
+    from calibrate_builtins.datasets.score_matrix import read_score_csv
+
+    (tmp_path / "m.csv").write_text(",g1,g\0" + "2\np1,0.5,0.4\n")
+    with pytest.raises(DataError, match=r"line 1: a label 'g\\x002' holds a NUL character"):
+        read_score_csv(tmp_path / "m.csv", None)
+    (tmp_path / "m.csv").write_text(",g1,g2\n ,0.5,0.4\n")
+    with pytest.raises(DataError, match="line 2: a label '' is empty"):
+        read_score_csv(tmp_path / "m.csv", None)
+    labels, sets = _classes()
+    labels = labels.astype(object)
+    labels[5] = "c" * 1200
+    path = _npz(tmp_path / "p.npz", X=np.ones((labels.size, 2)), labels=labels.astype(str), sets=sets)
+    with pytest.raises(DataError, match=r"labels\[5\] 'c+' is 1,200 characters long \(at most 1,024\)"):
+        NpzPatterns(path=path).load()
+
+
+def test_fit_and_enroll_refuse_labels_the_loader_would_refuse():
+    import calibrate
+
+    rng = np.random.default_rng(0)
+    scores = {f"c{k}": rng.uniform(0.2, 1.0, 40) for k in range(4)}
+    with pytest.raises(DataError, match=r"calibrate.fit: class 'a\\x00' holds a NUL character"):
+        calibrate.fit({**scores, "a\0": [0.3, 0.4]}, kind="distance", estimator="class-interp")
+    cal = calibrate.fit(scores, kind="distance", estimator="class-interp")
+    with pytest.raises(DataError, match="Calibration.enroll: class '' is empty"):
+        cal.enroll("", [0.3, 0.5])
+    with pytest.raises(DataError, match="is 1,025 characters long"):
+        cal.enroll("x" * 1025, [0.3, 0.5])
+    assert "" not in cal.classes and len(cal.classes) == 4
+
+
+# ---------------------------------------------------------------- Parquet shards (T17, S10, S1)
+
+
+def _shards(tmp_path, score_column, claimed=None):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    folder = tmp_path / "sh"
+    folder.mkdir(parents=True)
+    n = len(score_column)
+    claimed = claimed or [f"s{k % 3}" for k in range(n)]
+    table = pa.table({"claimed_id": claimed, "real_id": [f"s{(k + 1) % 3}" for k in range(n)],
+                      "test_label": [f"p{k}" for k in range(n)], "score": score_column})
+    pq.write_table(table, folder / "x.parquet")
+    from calibrate_builtins.datasets.score_shards import ScoreShards
+
+    return ScoreShards(path=folder, kind="similarity"), folder / "x.parquet"
+
+
+def test_a_parquet_shard_names_the_row_of_a_nan_score(tmp_path):
+    # audit T17: NeedLines escaped as a traceback (Parquet has no lines to find)
+    shards, path = _shards(tmp_path, [0.5, 0.4, float("nan"), 0.3])
+    with pytest.raises(DataError, match=r"x.parquet, row 3: NaN or infinite score"):
+        shards._read(path)
+
+
+def test_a_parquet_text_score_column_is_read_with_the_strict_grammar(tmp_path):
+    # audit S10: '0_5' was dropped with a note that every score was the missing marker
+    shards, path = _shards(tmp_path, ["0.5", "0.4", "0_5", "0.3"])
+    with pytest.raises(DataError, match=r"x.parquet, row 3: score '0_5' is not a number \(column 'score'\)"):
+        shards._read(path)
+    good, path = _shards(tmp_path / "ok", ["0.5", "0.4", "0.25", "0.3"])
+    matrix = good._read(path)
+    assert sorted(matrix.values[matrix.valid].tolist()) == pytest.approx([0.25, 0.3, 0.4, 0.5], abs=0)  # exact
+
+
+def test_a_parquet_label_the_loader_would_refuse_is_refused_naming_its_row(tmp_path):
+    # audit S1: one 2,000-character label in one shard made every class of the run unreadable
+    shards, path = _shards(tmp_path, [0.5, 0.4, 0.2, 0.3], claimed=["s0", "s1", "s" * 2000, "s1"])
+    with pytest.raises(DataError, match=r"x.parquet, row 3: a claimed class of 2,000 characters"):
+        shards._read(path)
