@@ -100,6 +100,8 @@ def _is_number(text: str) -> bool:
 def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None) -> tuple[str, str | None]:
     """(format, delimiter) of a score list: bob's 4/5 columns when the first line has 4 or 5
     whitespace-separated fields ending in a number, else a CSV whose header shows the delimiter."""
+    if fmt not in ("auto", "csv") and fmt not in BOB_FORMATS:  # else it reaches a reader as a delimiter
+        raise DataError(f"{path}: unknown score list format {str(fmt)[:40]!r}; give auto, 4-column, 5-column or csv")
     if fmt != "auto" and (fmt != "csv" or delimiter is not None):
         return fmt, delimiter
     number, line = _first_line(path)
@@ -122,6 +124,12 @@ def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None) -> tuple[
 def _csv_columns(path: Path, header: list[str], line: int, columns: dict | None) -> tuple[int, int, int | None, int]:
     """Header positions of (claimed, real, probe or None, score)."""
     names = dict(DEFAULT_COLUMNS if columns is None else columns)
+    given = [(role, names[role]) for role in ROLES if names.get(role) is not None]
+    for k, (role, name) in enumerate(given):
+        other = next((r for r, n in given[k + 1:] if n == name), None)
+        if other is not None:  # one column cannot be both: the readers would read it twice
+            raise DataError(f"{path}: column {name!r} is named as both the {role} and the {other} column; give each "
+                            "role its own column (--claimed-column, --real-column, --score-column or `columns:`)")
     positions = []
     for role in ROLES:
         name = names.get(role)
@@ -413,13 +421,16 @@ def _read_pyarrow(path: Path, fmt: str, delimiter: str | None, columns: dict | N
         table = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowException, ValueError, UnicodeError):
         raise NeedLines from None
-    strip = fmt == "csv"
-    claimed, claimed_labels = _arrow_labels(table.column(used[0]), strip)
-    real, real_labels = _arrow_labels(table.column(used[1]), strip)
-    probe = probe_labels = None
-    if used[2] is not None:
-        probe, probe_labels = _arrow_labels(table.column(used[2]), strip)
-    score = table.column(used[3])
+    try:  # a column pyarrow cannot hand over as asked: the python reader says what is wrong
+        strip = fmt == "csv"
+        claimed, claimed_labels = _arrow_labels(table.column(used[0]), strip)
+        real, real_labels = _arrow_labels(table.column(used[1]), strip)
+        probe = probe_labels = None
+        if used[2] is not None:
+            probe, probe_labels = _arrow_labels(table.column(used[2]), strip)
+        score = table.column(used[3])
+    except (pa.ArrowException, KeyError, ValueError):
+        raise NeedLines from None
     if score.null_count:
         raise NeedLines
     scores = np.concatenate([ch.to_numpy(zero_copy_only=False) for ch in score.chunks]) if score.num_chunks \

@@ -236,3 +236,97 @@ def test_a_parquet_label_the_loader_would_refuse_is_refused_naming_its_row(tmp_p
     shards, path = _shards(tmp_path, [0.5, 0.4, 0.2, 0.3], claimed=["s0", "s1", "s" * 2000, "s1"])
     with pytest.raises(DataError, match=r"x.parquet, row 3: a claimed class of 2,000 characters"):
         shards._read(path)
+
+
+# ---------------------------------------------------------------- the command line (S2, T1-T4, targets)
+
+
+@pytest.fixture
+def dev(tmp_path):
+    rng = np.random.default_rng(3)
+    lines = [f"c{c} c{p} c{p}/{k} {rng.normal(0.8, 0.05) if c == p else rng.normal(0.3, 0.1):.4f}"
+             for c in range(6) for p in range(6) for k in range(8)]
+    path = tmp_path / "dev.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _one_line(result, *words):
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    for w in words:
+        assert w in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--missing", "1_0", "--missing '1_0' is not a number"),  # audit S2: read as 10.0
+    ("--missing", "nan", "--missing nan: no score is equal to NaN"),  # audit S2: accepted, never matched
+    ("--fpr", "0_05", "--fpr '0_05' is not a number"),  # audit S2: "target FPR 5.0"
+    ("--fpr", "٠.٠٥", "is not a number"),  # non-ASCII digits, which float() reads
+    ("--seed", "-5", "--seed -5: give a non-negative integer"),  # audit T1
+    ("--format", "xml", "--format 'xml': give one of auto, 4-column, 5-column, csv"),  # audit T2
+])
+def test_fit_options_are_read_strictly_in_one_line(dev, tmp_path, option, value, words):
+    args = ["fit", str(dev), "--out", str(tmp_path / "c.json"), "--no-predict", option, value]
+    if option != "--fpr":
+        args += ["--fpr", "0.05"]
+    _one_line(runner.invoke(app, args), words)
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_threshold_accept_and_evaluate_read_numbers_strictly(dev, tmp_path):
+    cal = tmp_path / "c.json"
+    assert runner.invoke(app, ["fit", str(dev), "--fpr", "0.05", "--no-predict", "--out", str(cal)]).exit_code == 0
+    _one_line(runner.invoke(app, ["threshold", str(cal), "--class", "c1", "--fpr", "0_05"]), "--fpr '0_05'")
+    out = tmp_path / "d.csv"
+    _one_line(runner.invoke(app, ["accept", str(cal), str(dev), "--fpr", "0.05", "--missing", "1_0", "--out", str(out)]),
+              "--missing '1_0'")
+    _one_line(runner.invoke(app, ["accept", str(cal), str(dev), "--fpr", "0.05", "--format", "xml", "--out", str(out)]),
+              "--format 'xml'")
+    _one_line(runner.invoke(app, ["evaluate", str(cal), str(dev), "--missing", "nan"]), "--missing nan")
+    _one_line(runner.invoke(app, ["evaluate", str(cal), str(dev), "--format", "xml"]), "--format 'xml'")
+    assert not out.exists()
+    result = runner.invoke(app, ["threshold", str(cal), "--class", "c1", "--fpr", "5e-2"])
+    assert result.exit_code == 0, result.stderr  # an exponent is a decimal number
+
+
+def test_fit_takes_at_most_max_targets(dev, tmp_path):
+    # audit, borderline: 10,000 --fpr options reached 2.2 GB
+    from calibrate.cli_scores import MAX_TARGETS
+
+    many = [a for k in range(MAX_TARGETS + 1) for a in ("--fpr", f"{0.01 + k * 1e-4:.4f}")]
+    _one_line(runner.invoke(app, ["fit", str(dev), "--no-predict", "--out", str(tmp_path / "c.json"), *many]),
+              f"--fpr is given {MAX_TARGETS + 1} times; give at most {MAX_TARGETS}")
+
+
+@pytest.mark.parametrize("reader", ["python", "pyarrow"])
+def test_one_column_in_two_roles_is_one_line(tmp_path, reader):
+    # audit T3: KeyError 'Field "score" exists 2 times' from the pyarrow path
+    from calibrate.scorefiles import read_comparisons
+
+    path = tmp_path / "s.csv"
+    path.write_text("claimed_id,real_id,score\na,b,0.5\nb,a,0.4\n")
+    with pytest.raises(DataError, match="column 'score' is named as both the claimed and the score column"):
+        read_comparisons(path, columns={"claimed": "score", "real": "real_id", "score": "score"}, reader=reader)
+    result = runner.invoke(app, ["fit", str(path), "--claimed-column", "score", "--score-column", "score",
+                                 "--out", str(tmp_path / "c.json")])
+    _one_line(result, "named as both")
+
+
+def test_an_unknown_format_is_refused_by_the_library_too(tmp_path):
+    from calibrate.scorefiles import read_comparisons
+
+    (tmp_path / "s.txt").write_text("a b b/1 0.5\n")
+    with pytest.raises(DataError, match="unknown score list format 'xml'"):
+        read_comparisons(tmp_path / "s.txt", fmt="xml")
+
+
+def test_paths_the_file_system_refuses_are_one_line(tmp_path):
+    # audit T4: ENAMETOOLONG (and ELOOP) escaped as tracebacks
+    _one_line(runner.invoke(app, ["validate", str(tmp_path / ("a" * 300 + ".yaml"))]), "File name too long",
+              "give a shorter path")
+    from calibrate.cli_app import _environment_message
+    import errno
+
+    message = _environment_message(OSError(errno.ELOOP, "Too many levels of symbolic links", "lp"), "r.yaml")
+    assert message is not None and "point in a circle" in message
