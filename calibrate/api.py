@@ -11,7 +11,8 @@ from .confidence import ConfidentModel
 from .errors import CalibrationError, DataError, ParameterError
 from .manager import build_registry
 from .partitioned_calibration import PartitionedCalibration, load_partitioned, read_head
-from .pipeline import RunResult, run_recipe
+from . import pipeline
+from .pipeline import RunResult
 from .recipe import Recipe, load_recipe
 
 
@@ -24,7 +25,7 @@ def run(recipe_path: str | Path, *, out: str | Path | None = None, context: RunC
         extra_plugins: tuple = ()) -> RunResult:
     """Validate, then run a recipe; outputs land in ``out`` (or the recipe's ``output:``)."""
     recipe = validate(recipe_path, out=out, extra_plugins=extra_plugins)
-    return run_recipe(recipe, context=context)
+    return pipeline.run_recipe(recipe, context=context)  # looked up at call time, as the CLI does
 
 
 def load_calibration(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> FittedModel:

@@ -8,6 +8,21 @@ Conventions (after scikit-learn and scipy.stats):
 * Public methods validate their input and call a private ``_method`` that computes.
 * Everything a stage needs from the run (progress reporting, notes for the report, random
   seeds) comes in a :class:`RunContext`.
+
+The contract, in code: every member of a kind's base class (and of :class:`FittedModel`) is one of
+
+* *required*: an abstract method (``@abstractmethod``) or an annotated class attribute without a
+  value (``model_class``); a component must define it;
+* *optional*: a method marked :func:`optional`, or an annotated class attribute with a default
+  (``#:`` comment above it); a component may override it, and the docstring says when the core
+  calls it, what it must return and what the default does (``Default:``);
+* *provided*: a method marked ``typing.final`` (``fit``, ``load``, ``apply``, ...), which the core
+  calls and a component must not override (override the private ``_method`` it calls instead).
+
+docs/plugins.md's contract tables are generated from these declarations
+(``python -m calibrate.testing.contract_docs --write docs/plugins.md``), and the conformance kit's
+``check_contract`` refuses a component that overrides a provided method, misspells an optional one
+or gives a declared attribute a value outside its annotation.
 """
 
 from __future__ import annotations
@@ -20,7 +35,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, final
 
 import numpy as np
 
@@ -29,7 +44,28 @@ from .progress import NULL_TASK, Task
 from .types import (CohortScores, DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
                     ThresholdTable)
 
+if TYPE_CHECKING:
+    from .partitioned import PartitionedFitter
+
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: the attribute :func:`optional` sets on a function (read by calibrate.testing.contract)
+CONTRACT_MARK = "__calibrate_contract__"
+
+
+def optional(function: F) -> F:
+    """Marks a method of a base class as an optional part of the plugin contract: a component may
+    override it; otherwise the definition on the base class (the default its docstring states) applies."""
+    setattr(function, CONTRACT_MARK, "optional")
+    return function
+
+
+def overrides(component: Any, base: type, name: str) -> bool:
+    """Whether ``component`` (an instance or a class) overrides the member ``name`` of ``base`` (an
+    optional method, e.g. ``Estimator.simulate``), i.e. whether the core should use it."""
+    cls = component if isinstance(component, type) else type(component)
+    return getattr(cls, name, None) is not getattr(base, name)
 
 
 @dataclass
@@ -199,7 +235,14 @@ def progress_name(component: Any) -> str:
 class Component:
     """Common behaviour: parameters introspected from ``__init__``."""
 
+    #: how progress lines and messages name the component (a string, or a property computing one from
+    #: the parameters, e.g. ``ncx2-grid (fast)``). Default: None, the class name in kebab case (``Ncx2Grid``
+    #: -> ``ncx2-grid``)
+    progress_name: str | None = None
+
+    @final
     def get_params(self) -> dict[str, Any]:
+        """The ``__init__`` parameters and their values, read back from the attributes of the same names."""
         init = type(self).__init__
         if init is object.__init__:  # no constructor of its own: no parameters (as scikit-learn)
             return {}
@@ -225,38 +268,74 @@ class Dataset(Component, ABC):
     so in ``output_kind()``; recipes are then checked against the transform's ``accepts``.
     """
 
-    #: what ``load`` returns: "patterns" (compared by a distance) or "scores" (ready-made comparisons);
-    #: None when only loading tells. Recipes are checked against it before any work.
-    produces: str | None = None
-    #: the distance plugin a recipe without ``distance:`` uses for this dataset's patterns
+    #: what ``load`` returns: "patterns" (a PatternSet, compared by a distance) or "scores" (a ScoreSplit or
+    #: ShardedScores: ready-made comparisons). Recipes are checked against it before any work (``distance:``
+    #: and ``rotate:`` only for patterns). Default: None, only loading tells
+    produces: Literal["patterns", "scores"] | None = None
+    #: the distance plugin (a registered name) a recipe without ``distance:`` uses for this dataset's
+    #: patterns. Default: None, such a recipe is refused
     default_distance: str | None = None
     #: True when ``load`` returns shards read on the workers (:class:`calibrate.partitioned.ShardedScores`):
-    #: the transform is then fitted per shard, so a recipe must fix whatever it would fit to the data
+    #: the transform is then fitted per shard, so a recipe must fix whatever it would fit to the data.
+    #: Default: False
     sharded: bool = False
+    #: the value that marks a failed comparison in the data (a parameter of score datasets, e.g. ``missing:
+    #: -1``). Default: None (none marked); the run then points out scores repeated often enough to be an
+    #: unmarked failure value
+    missing: float | None = None
+    #: sharded datasets: whether ``read_shard`` needs the column offset (the claimed classes of the shards
+    #: before it), so that the run counts every shard's classes first. Default: True
+    offsets_matter: bool = True
 
-    def output_kind(self) -> str | None:
+    @optional
+    def output_kind(self) -> Literal["distance", "similarity"] | None:
+        """Called when a recipe is validated, before anything is loaded: the kind of the scores ``load`` will
+        give, when the parameters tell it, so that a transform that does not accept that kind is refused at
+        validation. Must agree with the loaded matrices' ``kind``. Default: None (only loading tells)."""
         return None
 
+    @optional
     def check(self) -> None:
-        """Read just enough of the data files to reject a wrong format (validation; default: nothing).
-
-        Raise the same :class:`~calibrate.errors.DataError` a full ``load`` would, so that
-        ``calibrate validate`` and ``calibrate run`` say the same thing about the same file.
-        """
+        """Called by ``calibrate validate`` and before a run: read just enough of the data files to reject a
+        wrong format, raising the same :class:`~calibrate.errors.DataError` a full ``load`` would, so that
+        both say the same thing about the same file. Default: nothing is read."""
         return None
 
-    def cohort_sides(self) -> tuple[str, ...] | None:
-        """The cohort sides this dataset reads from cohort files (``"enrolled"``, ``"probe"``) for the
-        normaliser stage, known before loading so that recipes are checked against the normaliser's
-        ``sides``; None (default): no cohort files, the run uses the rest of the gallery as the cohort.
-        A dataset that returns sides gives them in its ScoreSplit's ``train_cohort`` and ``test_cohort``."""
+    @optional
+    def cohort_sides(self) -> tuple[Literal["enrolled", "probe"], ...] | None:
+        """Called when a recipe is validated, before anything is loaded: the cohort sides this dataset reads from
+        cohort files (``"enrolled"``, ``"probe"``), so that the recipe's normaliser is checked against them (and
+        cohort files without a normaliser are refused); a dataset that returns sides gives their scores in its
+        ScoreSplit's ``train_cohort`` and ``test_cohort``. Default: None, no cohort files (the rest of the gallery
+        serves as the cohort)."""
         return None
 
+    @final
     def load(self, context: RunContext | None = None) -> PatternSet | "ScoreSplit":
+        """The data: the private ``_load`` with a context (a fresh one when none is given)."""
         return self._load(context or RunContext())
 
     @abstractmethod
-    def _load(self, context: RunContext) -> PatternSet | "ScoreSplit": ...
+    def _load(self, context: RunContext) -> PatternSet | "ScoreSplit":
+        """Called once per run: a :class:`~calibrate.types.PatternSet` (samples with class and set labels,
+        compared by a distance), a :class:`ScoreSplit` (training and evaluation comparison matrices with the
+        same gallery columns) or, for a sharded dataset, :class:`calibrate.partitioned.ShardedScores`. Bad files:
+        a DataError naming the file (line, column) and the fix; what was passed over: ``context.note``."""
+
+    @optional
+    def read_shard(self, shard: tuple[str, ...], column_offset: int) -> tuple["ScoreSplit", int, int, list[str]]:
+        """Sharded datasets (``sharded = True``): called on the workers, once per shard and pass, with a shard
+        ``load`` listed and the claimed classes of the shards before it; returns (the shard's ScoreSplit, its
+        claimed classes before any was dropped, probe x class pairs never compared, notes). Must be picklable
+        and give the same split whichever process reads it. Default: refused (a dataset that is not sharded)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a sharded dataset (it has no read_shard)")
+
+    @optional
+    def shard_columns(self, shard: tuple[str, ...]) -> int:
+        """Sharded datasets whose ``offsets_matter``: called on the workers before the first pass; the number of
+        claimed classes in ``shard`` (the column offsets of the shards after it). Default: read the whole shard
+        with ``read_shard`` and count."""
+        return int(self.read_shard(shard, 0)[1])
 
 
 @dataclass(frozen=True)
@@ -278,6 +357,7 @@ class ScoreSplit:
 class Distance(Component, ABC):
     """Pairwise distances between pattern sets."""
 
+    @final
     def pairwise(self, probes: SetCollection, gallery: SetCollection,
                  context: RunContext | None = None) -> np.ndarray:
         if len(probes) == 0 or len(gallery) == 0:
@@ -295,7 +375,10 @@ class Distance(Component, ABC):
         return out
 
     @abstractmethod
-    def _pairwise(self, probes: SetCollection, gallery: SetCollection, context: RunContext) -> np.ndarray: ...
+    def _pairwise(self, probes: SetCollection, gallery: SetCollection, context: RunContext) -> np.ndarray:
+        """Called once per fold (through ``pairwise``, which has refused empty collections and non-finite
+        samples): a ``(len(probes), len(gallery))`` array of finite, non-negative distances, each depending
+        only on its two sets (not on the order or presence of the others)."""
 
 
 class Transform(Component, ABC):
@@ -308,50 +391,75 @@ class Transform(Component, ABC):
     that a recipe pairing it with a dataset of the other kind fails at validation, not mid-run.
     """
 
-    accepts: tuple[str, ...] = ("distance", "similarity")
+    #: the kinds of raw score the transform takes; a recipe pairing it with a dataset whose ``output_kind``
+    #: is another is refused at validation. Default: both
+    accepts: tuple[Literal["distance", "similarity"], ...] = ("distance", "similarity")
 
+    @final
     def fit(self, train: DistanceMatrix) -> "Transform":
+        """Learn from the training matrix (``_fit``); returns self."""
         self._fit(train)
         return self
 
+    @optional
     def _fit(self, train: DistanceMatrix) -> None:
+        """Called once per fold with the training matrix's impostor comparisons only (``impostors_only()``;
+        in a sharded run each shard's, which must all give one state): learn constants, e.g. the largest
+        score. Whatever it learns must also come back from ``fitted_state``. Default: learns nothing."""
         return None
 
+    @final
     def apply(self, matrix: DistanceMatrix) -> DistanceMatrix:
+        """The matrix with its valid entries mapped by ``_apply``, as kind ``distance``."""
         out = np.array(matrix.values, dtype=np.float64)
         used = matrix.valid
         out[used] = self._apply(matrix.values[used], matrix.kind)
         return matrix.with_values(out, kind="distance")
 
     @abstractmethod
-    def _apply(self, values: np.ndarray, kind: str) -> np.ndarray: ...
+    def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
+        """Called on training and evaluation matrices, and on the scores ``accept`` decides: the valid
+        entries as a 1-D array (no positions, no probe or class labels) and their kind (``distance`` or
+        ``similarity``); returns distances in ``[0, inf)``, element-wise and non-decreasing in dissimilarity.
+        A kind or a value outside the domain: a DataError."""
 
     # ---- back to the matcher's own units (for thresholds users can compare scores with) ----
 
+    @optional
     def _inverse(self, distances: np.ndarray, kind: str) -> np.ndarray | None:
-        """Raw scores whose transformed value is each distance (the inverse of ``_apply``), or None
-        when the transform has no inverse (thresholds are then given in distance units only)."""
+        """Called when thresholds are written (thresholds.csv, ``calibrate threshold``, ``Calibration.threshold``):
+        the raw scores whose transformed value is each distance (the inverse of ``_apply``; ``score_thresholds``
+        refines it to the last float step). Default: None, no inverse (thresholds in distance units only)."""
         return None
 
+    @optional
     def depends_on_data(self) -> bool:
-        """Whether ``_fit`` learns anything from the training data with these parameters (default: when
-        the class overrides ``_fit``). A sharded run, which fits the transform shard by shard, refuses a
-        transform that does, at validation."""
+        """Called when a sharded recipe is validated: whether ``_fit`` learns anything from the data with these
+        parameters (a sharded run, fitting shard by shard, refuses a transform that does). Default: whether
+        the class overrides ``_fit``."""
         return type(self)._fit is not Transform._fit
 
+    @optional
     def out_of_range(self, values: np.ndarray, kind: str) -> int:
-        """How many raw ``values`` lie beyond what ``_fit`` saw, where the transform clips them (so that
-        calibrating with them later gives other thresholds than fitting on them would); default 0."""
+        """Called by ``Calibration.enroll`` on a new class's impostor scores: how many raw ``values`` lie beyond
+        what ``_fit`` saw, where the transform clips them (calibrating with them gives other thresholds than a
+        fit on them would; the caller warns). Default: 0."""
         return 0
 
+    @optional
     def fitted_state(self) -> dict[str, Any]:
-        """What ``_fit`` learned, JSON-serialisable (saved with a calibration); default: nothing."""
+        """Called when a calibration is saved and when a sharded run sends the transform to its workers:
+        all that ``_fit`` learned, JSON-serialisable (plain numbers, strings, lists, dicts). Default: {} (nothing
+        learned). A transform that learns in ``_fit`` must override it (and ``set_fitted_state``)."""
         return {}
 
+    @optional
     def set_fitted_state(self, state: dict[str, Any]) -> "Transform":
-        """Restore what ``fitted_state`` returned, instead of fitting again."""
+        """Called when a calibration is loaded: restore what ``fitted_state`` returned, instead of fitting;
+        returns self. Default: ignores ``state``."""
         return self
 
+    @final
     def score_thresholds(self, distances: np.ndarray, kind: str) -> np.ndarray | None:
         """For each distance threshold tau, the score threshold t in the data's own units such that
         ``score >= t`` (similarity) or ``score <= t`` (distance) accepts exactly the scores whose
@@ -414,14 +522,19 @@ class Normalizer(Component, ABC):
     class are saved with a calibration; ``Calibration.enroll`` computes a new class's.
     """
 
-    #: the cohort sides it reads: ``"enrolled"`` (Z-norm), ``"probe"`` (T-norm), or both (S-norm)
-    sides: tuple[str, ...] = ("enrolled", "probe")
+    #: the cohort sides it reads: ``"enrolled"`` (Z-norm), ``"probe"`` (T-norm), or both (S-norm); a recipe
+    #: is checked against the dataset's ``cohort_sides``, and ``_normalize`` gets exactly these sides'
+    #: statistics. Default: both
+    sides: tuple[Literal["enrolled", "probe"], ...] = ("enrolled", "probe")
 
+    @optional
     def min_members(self) -> int:
-        """The fewest cohort distances one row needs (default 2: a spread needs two values). A class or
-        probe with fewer is a DataError naming it and the cohort's source."""
+        """Called before the statistics are computed: the fewest cohort distances one row needs (a class or
+        probe with fewer is a DataError naming it and the cohort's source). Default: 2 (a spread needs two
+        values)."""
         return 2
 
+    @final
     def statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
         """Per row of ``cohort`` (finite distances sorted ascending per row, see the class: the core sorts
         them, and does not check again here, where it would cost as much as the statistics), the statistics
@@ -444,6 +557,7 @@ class Normalizer(Component, ABC):
             checked[name] = arr
         return checked
 
+    @final
     def normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
                   probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
         """Normalised scores z of ``distances`` (one per attempt) given, per attempt, its class's statistics
@@ -467,12 +581,17 @@ class Normalizer(Component, ABC):
 
     @abstractmethod
     def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
-        """Statistics per row of sorted cohort distances (see the class): ``{name: array of len(cohort)}``."""
+        """Called by ``statistics`` in a run (each class's and each probe's cohort), by ``Calibration.accept`` (the
+        probes') and ``enroll`` (a new class's): rows of cohort distances sorted ascending, all of one length
+        n >= ``min_members()``; returns ``{name: array of len(cohort)}``, each row's values depending on that row
+        only (bit for bit the same alone or in a block, so that a run and ``accept`` decide alike)."""
 
     @abstractmethod
     def _normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
                    probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
-        """z per attempt, from its distance and its sides' statistics (element-wise over attempts)."""
+        """Called by ``normalize`` for training and evaluation attempts and for the scores ``accept`` decides: z per
+        attempt from its distance and its sides' statistics (``None`` for a side not in ``sides``), element-wise
+        over attempts and non-decreasing in the distance; lower z = more alike."""
 
 
 class FittedModel(ABC):
@@ -482,11 +601,14 @@ class FittedModel(ABC):
         self.classes = tuple(str(c) for c in classes)
         self._index = {c: i for i, c in enumerate(self.classes)}
 
+    @final
     def thresholds(self, targets: Sequence[float], label: str = "") -> ThresholdTable:
+        """Every class's threshold at each target FPR (checked), as a table."""
         checked = [check_target(t) for t in targets]
         values = self._thresholds(np.asarray(checked, dtype=np.float64), self.all_rows())
         return ThresholdTable(label or type(self).__name__, self.classes, tuple(checked), values)
 
+    @final
     def threshold(self, cls: str, target: float) -> float:
         """The distance threshold for class ``cls`` at target FPR ``target`` (accept if <=)."""
         if str(cls) not in self._index:
@@ -494,50 +616,66 @@ class FittedModel(ABC):
         i = self._index[str(cls)]
         return float(self._thresholds(np.asarray([check_target(target)]), np.asarray([i], dtype=np.int64))[0, 0])
 
+    @final
     def all_rows(self) -> np.ndarray:
         """Every class's row index (int64), in the order of ``classes``."""
         return np.arange(len(self.classes), dtype=np.int64)
 
     @abstractmethod
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Thresholds, shape (len(rows), len(targets)), for the classes at indices ``rows``.
+        """Called by ``thresholds`` and ``threshold`` (and so by every run, ``accept`` and the evaluation):
+        thresholds, shape (len(rows), len(targets)), for the classes at indices ``rows`` (an int64 array;
+        every class: :meth:`all_rows`) at the checked target FPRs in (0, 1). Non-decreasing in the target; a
+        column depends only on its own target; accept when ``distance <= threshold``."""
 
-        ``rows`` is always an int64 array (every class: :meth:`all_rows`); ``targets`` are checked
-        FPRs in (0, 1).
-        """
-
+    @optional
     def parameters(self) -> list[dict[str, Any]]:
-        """Per-class fitted parameters for models.csv (empty when there is nothing to audit)."""
+        """Called when a run writes models.csv: the fitted parameters per class, one dict each with the
+        ``class`` it describes (JSON-serialisable values). Default: [] (nothing to audit)."""
         return []
+
+    @optional
+    def cdf(self, row: int, x: np.ndarray) -> np.ndarray | None:
+        """Called by the ``fpr`` evaluator's cdf-fits.png: the model's impostor CDF of class ``row`` at distances
+        ``x``, drawn beside the empirical one. Default: None (no model curve drawn)."""
+        return None
 
     # ---- distribution-free confidence (calibrate.prediction) ----
 
+    @optional
     def order_statistic_pool(self) -> int | None:
-        """N when every class's threshold at rank k is set by the k-th smallest of N pooled, exchangeable
-        training values (a pooled empirical quantile), so that a distribution-free order-statistic bound
-        applies (``confidence:``); None (default) when the thresholds are not set that way."""
+        """Called for ``confidence:`` and the predicted interval: N when every class's threshold at rank k is set by
+        the k-th smallest of N pooled, exchangeable training values (a pooled empirical quantile), so that a
+        distribution-free order-statistic bound applies. Default: None (thresholds not set that way; the
+        model-based bound is used)."""
         return None
 
+    @optional
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Thresholds (len(rows) x len(ranks)) at the pooled order statistics of 1-based ``ranks``
-        (models whose :meth:`order_statistic_pool` is not None)."""
+        """With :meth:`order_statistic_pool`: thresholds (len(rows) x len(ranks)) at the pooled order statistics
+        of 1-based ``ranks``. Default: NotImplementedError (no pooled order statistics)."""
         raise NotImplementedError(f"{type(self).__name__} has no pooled order statistics")
 
     @abstractmethod
     def to_state(self) -> dict[str, Any]:
-        """JSON-serialisable state; ``from_state`` must rebuild an equal model."""
+        """Called when a calibration is saved (and to compare models): a JSON-serialisable dict of plain values,
+        copies rather than the model's own arrays, from which ``from_state`` rebuilds a model with equal
+        thresholds."""
 
     @classmethod
     @abstractmethod
-    def from_state(cls, state: dict[str, Any]) -> "FittedModel": ...
+    def from_state(cls, state: dict[str, Any]) -> "FittedModel":
+        """Called when a calibration is loaded (``Estimator.model_class.from_state``): the model ``to_state`` gave,
+        rebuilt; it keeps no reference to ``state``. A damaged state: a CalibrationError naming the field."""
 
 
 class Estimator(Component, ABC):
     """Fits one model per class (or one for all) from training impostor distances."""
 
-    #: the FittedModel subclass this estimator produces (used to load saved calibrations)
+    #: the FittedModel subclass ``_fit`` returns; saved calibrations are loaded with its ``from_state``
     model_class: type[FittedModel]
 
+    @final
     def fit(self, impostors: ImpostorDistances, context: RunContext | None = None) -> FittedModel:
         if not isinstance(impostors, ImpostorDistances):
             raise DataError(f"{type(self).__name__}.fit expects ImpostorDistances, got {type(impostors).__name__}")
@@ -549,11 +687,17 @@ class Estimator(Component, ABC):
             return self._fit(impostors, context)
 
     @abstractmethod
-    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel: ...
+    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
+        """Called once per fold (and by the predicted interval, on simulated galleries): the training impostor
+        distances of every enrolled class (checked: finite, non-negative, not empty) in, a ``model_class``
+        instance over the same classes out. Advances the stage ``fit`` opened (``context.advance`` or
+        ``context.map`` over classes); randomness from ``context.seed``; a class it cannot fit: a DataError
+        naming the class and what is missing."""
 
+    @optional
     def simulate(self, galleries: Any, targets: np.ndarray) -> np.ndarray | None:
-        """Optional: what ``fit`` would give on many galleries at once, for the predicted FPR interval
-        (calibrate.prediction), in array operations instead of one fit per gallery.
+        """Called by the predicted FPR interval (calibrate.prediction): what ``fit`` would give on many
+        simulated galleries at once, in array operations instead of one fit per gallery.
 
         :param galleries: a :class:`calibrate.world.Galleries`: B simulated galleries of the fitted
             classes and sizes; ``galleries.at(ranks)`` gives the (B, C, R) distances at 0-based ranks
@@ -563,23 +707,27 @@ class Estimator(Component, ABC):
         :returns: thresholds of shape (B, C, T) equal, up to float rounding, to what ``fit`` gives on
             each full gallery; a gallery whose row is all NaN is drawn whole and refitted by the caller
             (a case the vectorised form does not cover, e.g. a check that the drawn ranks sufficed).
-            None (the default): no vectorised form; the prediction refits one gallery at a time within
-            its time budget. The conformance kit (``calibrate.testing``) checks the equality.
+            The conformance kit (``check_estimator_simulate``) checks the equality.
+            Default: None, no vectorised form; the prediction refits one gallery at a time within its
+            time budget.
         """
         return None
 
+    @optional
     def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world: Any) -> list[np.ndarray] | None:
-        """With :meth:`simulate`: the 0-based ranks within each class (one sorted array per class) that
-        ``simulate`` reads, so that only those are drawn; None (the default): every rank (whole galleries).
-        ``world`` is the :class:`calibrate.world.World` the galleries come from (e.g. to size a margin)."""
+        """With :meth:`simulate`, called before the galleries are drawn: the 0-based ranks within each class (one
+        sorted array per class) that ``simulate`` reads, so that only those are drawn. ``world`` is the
+        :class:`calibrate.world.World` the galleries come from (e.g. to size a margin). Default: None, every
+        rank (whole galleries)."""
         return None
 
     #: what ``enroll`` keeps fixed: "per-class" (a class's model depends on its own distances only, so
-    #: enrolling class by class gives exactly a full fit's thresholds), "pooled" (quantities pooled over
-    #: the fitted classes, e.g. a shared shape, stay as fitted; refit when many classes have been added),
-    #: or None (the estimator cannot add one class: refit)
-    enroll_mode: str | None = None
+    #: enrolling class by class gives exactly a full fit's thresholds, and a sharded run fits shard by shard
+    #: with ``fit``), "pooled" (quantities pooled over the fitted classes, e.g. a shared shape, stay as
+    #: fitted; refit when many classes have been added). Default: None, the estimator cannot add one class
+    enroll_mode: Literal["per-class", "pooled"] | None = None
 
+    @final
     def enroll(self, model: FittedModel, cls: str, distances: np.ndarray,
                context: RunContext | None = None) -> FittedModel:
         """``model`` with class ``cls`` added (or replaced) from its training impostor distances; the
@@ -593,11 +741,23 @@ class Estimator(Component, ABC):
                                  "(its thresholds depend on every class together); fit again with the new class")
         return self._enroll(model, str(cls), single, context or RunContext())
 
+    @optional
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
-        """Default for per-class estimators: fit the class alone and put its per-class state into the
-        model's (state entries that are lists with one item per class)."""
+        """Called by ``enroll`` (``Calibration.enroll``) when ``enroll_mode`` is set: a new model, ``model`` with
+        class ``cls`` added or, when calibrated already, replaced, from ``single`` (its distances, checked);
+        the other classes keep their thresholds. "per-class": the thresholds a full fit including ``cls``
+        gives; "pooled": the pooled quantities as ``model`` has them. Default: fit the class alone and put
+        the per-class entries of its state (lists with one item per class) into the model's."""
         alone = self._fit(single, context)
         return merge_class_state(model, alone, cls)
+
+    @optional
+    def partitioned(self) -> "PartitionedFitter | None":
+        """Called when a sharded run (``sharded`` dataset) fits this estimator: a
+        :class:`calibrate.partitioned.PartitionedFitter`, which may pool values over every shard before fitting
+        each shard's classes, and whose parts must give the thresholds of an in-memory fit. Default: None; a
+        "per-class" estimator is then fitted shard by shard with ``fit``, any other is refused."""
+        return None
 
 
 def merge_class_state(model: FittedModel, alone: FittedModel, cls: str) -> FittedModel:
@@ -651,6 +811,7 @@ class EvaluationInput:
 class Evaluator(Component, ABC):
     """Scores fitted estimators on evaluation data."""
 
+    @final
     def evaluate(self, data: EvaluationInput, context: RunContext | None = None) -> EvaluationResult:
         for fold in data.folds:
             fold.test.check_distances(f"evaluation distances ({fold.name})")
@@ -661,7 +822,11 @@ class Evaluator(Component, ABC):
             return self._evaluate(data, context)
 
     @abstractmethod
-    def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult: ...
+    def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
+        """Called once per run with every fold (fitted models, threshold tables, training and evaluation
+        distances) and the targets: per estimator label one TargetResult per target in order (false accepts:
+        evaluation impostor distances ``<= threshold``), or none; report sections; files (plain names ->
+        bytes), and no pictures when ``data.plots`` is false. Advances the stage ``evaluate`` opened."""
 
 
 class Executor(Component, ABC):
@@ -677,12 +842,17 @@ class Executor(Component, ABC):
     whose ``_map`` does not is reported in one step when ``_map`` returns.
     """
 
+    @optional
     def __enter__(self) -> "Executor":
+        """Called when a run starts: start the workers; returns self. Default: nothing to start."""
         return self
 
+    @optional
     def __exit__(self, *exc) -> None:
+        """Called when a run ends, whether or not it failed: stop the workers. Default: nothing to stop."""
         return None
 
+    @final
     def map(self, function: Callable, items: Sequence, *, on_done: Callable[[Sequence[int]], None] | None = None) -> list:
         items = list(items)
         if not items:
@@ -696,4 +866,7 @@ class Executor(Component, ABC):
         return out
 
     @abstractmethod
-    def _map(self, function: Callable, items: list) -> list: ...
+    def _map(self, function: Callable, items: list) -> list:
+        """Called by ``map`` (the distances, the fits, the shards) with a non-empty list: ``[function(item) for
+        item in items]`` in input order, identical to that loop; an exception raised by the work reaches the
+        caller with its type. May take ``on_done`` (a keyword) to report items as they complete."""

@@ -451,6 +451,40 @@ def _spec(registry, kind: str, entry: Any, where: str):
     return _component(registry, kind, entry, where, "calibrate.fit", Path.cwd())
 
 
+def _fit_specs(kind: str, estimator: str, params: dict, transform: str | Mapping | None, extra_plugins: tuple):
+    """The estimator's and the transform's specs, checked as a recipe's are (the default transform by ``kind``)."""
+    from .manager import build_registry
+    from .recipe import DEFAULT_TRANSFORMS
+
+    registry = build_registry(extra_plugins)
+    est_spec = _spec(registry, "estimators", {"plugin": estimator, **params}, "estimator")
+    tr_spec = _spec(registry, "transforms", transform if transform is not None else DEFAULT_TRANSFORMS[kind],
+                    "transform")
+    accepts = tr_spec.info.factory.accepts
+    if kind not in accepts:
+        raise ParameterError(f"transform {tr_spec.info.name!r} takes {' or '.join(accepts)} scores, but kind is {kind!r}")
+    return est_spec, tr_spec
+
+
+def _impostor_matrix(scores: Any, classes: Any, kind: str) -> DistanceMatrix:
+    """The impostor scores as a matrix with one column per class (a probe of no class in each row)."""
+    names, values, valid = _padded(scores, classes)
+    bad = valid & ~np.isfinite(values)
+    if bad.any():
+        r, j = np.argwhere(bad)[0]
+        raise DataError(f"class {names[j]!r}: score {r} is {float(values[r, j])}; impostor scores must be finite numbers")
+    return DistanceMatrix(values, np.array([_OTHER] * values.shape[0]), np.array(names), valid, kind,
+                          source="calibrate.fit scores")
+
+
+def _warn_unreachable_targets(dist: DistanceMatrix, targets: tuple[float, ...]) -> None:
+    """Warn (as a run notes) when tied distances put some targets out of reach."""
+    smallest, tied = tied_floor(dist.values[dist.valid])
+    below = [t for t in targets if t < tied]
+    if below and tied > 1.0 / dist.valid.sum():
+        warnings.warn(tie_message(smallest, tied, below), stacklevel=3)
+
+
 def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None = None, estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
@@ -480,9 +514,6 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
     :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
         ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
     """
-    from .manager import build_registry
-    from .recipe import DEFAULT_TRANSFORMS
-
     if kind is None:
         kind = "similarity"
         if real is None:
@@ -492,29 +523,13 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
                           "the direction against the genuine scores", stacklevel=2)
     if kind not in ACCEPT_IF:
         raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
-    registry = build_registry(extra_plugins)
-    est_spec = _spec(registry, "estimators", {"plugin": estimator, **params}, "estimator")
-    tr_spec = _spec(registry, "transforms", transform if transform is not None else DEFAULT_TRANSFORMS[kind],
-                    "transform")
-    accepts = getattr(tr_spec.info.factory, "accepts", ("distance", "similarity"))
-    if kind not in accepts:
-        raise ParameterError(f"transform {tr_spec.info.name!r} takes {' or '.join(accepts)} scores, but kind is {kind!r}")
+    est_spec, tr_spec = _fit_specs(kind, estimator, params, transform, extra_plugins)
     checked_targets = tuple(check_target(t) for t in targets)
-    scores, classes = _without_genuine(scores, classes, real, kind)
-    names, values, valid = _padded(scores, classes)
-    width = values.shape[0]
-    bad = valid & ~np.isfinite(values)
-    if bad.any():
-        r, j = np.argwhere(bad)[0]
-        raise DataError(f"class {names[j]!r}: score {r} is {float(values[r, j])}; impostor scores must be finite numbers")
-    raw = DistanceMatrix(values, np.array([_OTHER] * width), np.array(names), valid, kind, source="calibrate.fit scores")
+    raw = _impostor_matrix(*_without_genuine(scores, classes, real, kind), kind)
     tr = tr_spec.build().fit(raw)
     dist = tr.apply(raw)
     impostors = ImpostorDistances.from_matrix(dist)
-    smallest, tied = tied_floor(dist.values[dist.valid])
-    below = [t for t in checked_targets if t < tied]
-    if below and tied > 1.0 / dist.valid.sum():
-        warnings.warn(tie_message(smallest, tied, below), stacklevel=2)
+    _warn_unreachable_targets(dist, checked_targets)
     est = est_spec.build()
     fit_started = time.perf_counter()
     model = est.fit(impostors, RunContext())

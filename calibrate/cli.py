@@ -209,13 +209,8 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     """Decide every attempt of a score list with a saved calibration; write one decision per line
     (claimed, real, probe, score, threshold, accept). A normalised calibration's threshold is on the
     normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
-    import csv
-    import io
-
-    import numpy as np
-
     from .api import load
-    from .assess import absent_note, known_classes
+    from .assess import absent_note
     from .cli_scores import check_options, cli_number, read_attempts
     from .errors import CalibrateError
     from .userfiles import write_user_file
@@ -228,28 +223,55 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
         cal = load(artifact, estimator)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
-        known = known_classes(cal, claimed)
-        n_unknown = int((~known).sum())
-        if n_unknown and unknown == "error":
-            first = claimed[np.flatnonzero(~known)[0]]
-            raise CalibrateError(f"{scores}: {n_unknown} attempt(s) claim classes the calibration does not hold (e.g. "
-                                 f"{str(first)[:60]!r}); give --unknown reject (decide them 0) or --unknown skip "
-                                 "(leave them out), or enroll the class")
-        decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
-        rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"])
-        for i in rows.tolist():
-            c = claimed[i]
-            t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
-            w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
-                                                                                    "1" if decided[i] else "0"])
-        written = write_user_file(out, buf.getvalue().encode("utf-8"))
+        decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
+                                                 missing)
+        written = write_user_file(out, table)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
-    decided, genuine = decided[rows], (claimed == real)[rows]
+    summary = _accept_summary(decided[rows], (claimed == real)[rows], int((~known).sum()), unknown, failed, missing)
+    normalised = getattr(cal, "normalization", None)
+    rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
+    typer.echo(f"{summary} (accept if {rule}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+    absent = absent_note(cal, claimed[known], str(scores))
+    if absent:
+        typer.echo(f"note: {absent}", err=True)
+
+
+def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unknown: str, cohort: Path | None,
+               missing: float | None):
+    """(decision per attempt, whether its class is calibrated, the rows written, the CSV's bytes); attempts
+    claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip)."""
+    import csv
+    import io
+
+    import numpy as np
+
+    from .assess import known_classes
+    from .errors import CalibrateError
+
+    known = known_classes(cal, claimed)
+    n_unknown = int((~known).sum())
+    if n_unknown and unknown == "error":
+        first = claimed[np.flatnonzero(~known)[0]]
+        raise CalibrateError(f"{scores}: {n_unknown} attempt(s) claim classes the calibration does not hold (e.g. "
+                             f"{str(first)[:60]!r}); give --unknown reject (decide them 0) or --unknown skip "
+                             "(leave them out), or enroll the class")
+    decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
+    rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"])
+    for i in rows.tolist():
+        c = claimed[i]
+        t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
+        w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
+                                                                                "1" if decided[i] else "0"])
+    return decided, known, rows, buf.getvalue().encode("utf-8")
+
+
+def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int, missing: float | None) -> str:
+    """accept's one summary line: attempts, accepts, false accepts and rejects, unknown classes, failed comparisons."""
     summary = f"{decided.size} attempts, {int(decided.sum())} accepted"
     if decided.size:
         imp = ~genuine
@@ -260,12 +282,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                     f"{'rejected' if unknown == 'reject' else 'left out'}")
     if failed:
         summary += f"; {failed} failed comparison(s) (score {missing:g}) not decided"
-    normalised = getattr(cal, "normalization", None)
-    rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
-    typer.echo(f"{summary} (accept if {rule}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
-    absent = absent_note(cal, claimed[known], str(scores))
-    if absent:
-        typer.echo(f"note: {absent}", err=True)
+    return summary
 
 
 def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path | None, missing: float | None):

@@ -14,6 +14,10 @@ callable bound to that plugin, so that the registry knows who registered what.
 
 Every hook returns ``None``; results come only through ``register``. Hook implementations are
 marked with :data:`hookimpl` (``pluggy.HookimplMarker("calibrate")``).
+
+What a registered class must define, may define (with the default) and must leave alone is declared
+on its base class in :mod:`calibrate.base` (``@abstractmethod``, ``@optional``, ``typing.final``, and
+annotated class attributes); docs/plugins.md's contract tables are generated from those declarations.
 """
 
 from __future__ import annotations

@@ -36,14 +36,14 @@ SIDE_WORDS = {"enrolled": "the enrolled side (bob's Z-norm scores: models x Z-pr
 def check_normalizer(spec: Any, dataset: Any, dataset_name: str, source: str) -> None:
     """What the recipe's shape decides (so that ``calibrate validate`` refuses what a run would): cohort
     files without a normaliser, a normaliser on the sharded path, a side the cohort files do not give."""
-    given = dataset.cohort_sides() if hasattr(dataset, "cohort_sides") else None
+    given = dataset.cohort_sides()
     if spec is None:
         if given:
             raise RecipeError(f"dataset {dataset_name!r} is given cohort files ({' and '.join(given)} side), which only "
                               "a normaliser reads; add `normalizer: {plugin: snorm}` (see `calibrate plugins`) or "
                               "remove the cohort files", source=source, where="data")
         return
-    if getattr(dataset, "sharded", False):
+    if dataset.sharded:
         raise RecipeError(f"dataset {dataset_name!r} is read shard by shard, and the sharded path does not normalise "
                           "scores (a probe's cohort spans every shard); remove `normalizer:` or read the scores whole "
                           "(e.g. `plugin: score-list`)", source=source, where="normalizer")

@@ -116,65 +116,17 @@ def coerce(value: Any, tp: Any, where: str, base_dir: Path | None = None) -> Any
             return None
         raise ParameterError(f"{where}: expected null, got {value!r}")
     if origin in (Union, types.UnionType):
-        others = [a for a in get_args(tp) if a is not type(None)]
-        if value is not None and len(others) == 1:  # `X | None` given a value: X's own message (e.g. a missing file)
-            return coerce(value, others[0], where, base_dir)
-        errors = []
-        for arg in get_args(tp):
-            try:
-                return coerce(value, arg, where, base_dir)
-            except ParameterError as exc:
-                errors.append(exc)
-        raise ParameterError(f"{where}: expected {type_name(tp)}, got {value!r}")
+        return _coerce_union(value, tp, where, base_dir)
     if origin is Literal:
         if value in get_args(tp):
             return value
         raise ParameterError(f"{where}: {value!r} is not one of {', '.join(map(repr, get_args(tp)))}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ParameterError(f"{where}: expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            if abs(value) >= MAX_INT:
-                raise ParameterError(f"{where}: {_digits(value)} is too large for an integer parameter "
-                                     f"(at most {MAX_INT - 1:,})")
-            return value
-        raise ParameterError(f"{where}: expected an integer, got {_shown(value)}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            try:
-                return float(value)
-            except OverflowError:
-                raise ParameterError(f"{where}: {_digits(value)} is too large for a number") from None
-        raise ParameterError(f"{where}: expected a number, got {_shown(value)}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ParameterError(f"{where}: expected a string, got {value!r}")
+    if tp in _SCALARS:
+        return _SCALARS[tp](value, where)
     if tp is Path:
-        if not isinstance(value, (str, Path)):
-            raise ParameterError(f"{where}: expected a file path, got {value!r}")
-        path = Path(value).expanduser()
-        if not path.is_absolute() and base_dir is not None:
-            path = (base_dir / path)
-        path = path.resolve()
-        # a glob (sharded datasets take one) is resolved like a path; what it matches is the dataset's to check
-        if not path.exists() and not (any(ch in str(value) for ch in "*?[") and path.parent.exists()):
-            raise ParameterError(f"{where}: file or folder {str(path)!r} does not exist "
-                                 f"(paths are relative to the recipe file)")
-        return path
+        return _coerce_path(value, where, base_dir)
     if origin in (list, tuple, typing.Sequence):
-        if not isinstance(value, (list, tuple)):
-            raise ParameterError(f"{where}: expected a list, got {value!r}")
-        args = get_args(tp)
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(value) != len(args):
-                raise ParameterError(f"{where}: expected a list of {len(args)} values, got {len(value)}")
-            return tuple(coerce(v, a, f"{where}[{i}]", base_dir) for i, (v, a) in enumerate(zip(value, args)))
-        inner = args[0] if args else Any
-        items = [coerce(v, inner, f"{where}[{i}]", base_dir) for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
+        return _coerce_sequence(value, tp, where, base_dir)
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
             raise ParameterError(f"{where}: expected a mapping, got {value!r}")
@@ -184,3 +136,75 @@ def coerce(value: Any, tp: Any, where: str, base_dir: Path | None = None) -> Any
             return value
         raise ParameterError(f"{where}: expected {type_name(tp)}, got {value!r}")
     return value
+
+
+def _coerce_union(value: Any, tp: Any, where: str, base_dir: Path | None) -> Any:
+    others = [a for a in get_args(tp) if a is not type(None)]
+    if value is not None and len(others) == 1:  # `X | None` given a value: X's own message (e.g. a missing file)
+        return coerce(value, others[0], where, base_dir)
+    for arg in get_args(tp):
+        try:
+            return coerce(value, arg, where, base_dir)
+        except ParameterError:
+            continue
+    raise ParameterError(f"{where}: expected {type_name(tp)}, got {value!r}")
+
+
+def _coerce_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ParameterError(f"{where}: expected true or false, got {value!r}")
+
+
+def _coerce_int(value: Any, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) >= MAX_INT:
+            raise ParameterError(f"{where}: {_digits(value)} is too large for an integer parameter "
+                                 f"(at most {MAX_INT - 1:,})")
+        return value
+    raise ParameterError(f"{where}: expected an integer, got {_shown(value)}")
+
+
+def _coerce_float(value: Any, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            raise ParameterError(f"{where}: {_digits(value)} is too large for a number") from None
+    raise ParameterError(f"{where}: expected a number, got {_shown(value)}")
+
+
+def _coerce_str(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    raise ParameterError(f"{where}: expected a string, got {value!r}")
+
+
+_SCALARS = {bool: _coerce_bool, int: _coerce_int, float: _coerce_float, str: _coerce_str}
+
+
+def _coerce_path(value: Any, where: str, base_dir: Path | None) -> Path:
+    if not isinstance(value, (str, Path)):
+        raise ParameterError(f"{where}: expected a file path, got {value!r}")
+    path = Path(value).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = (base_dir / path)
+    path = path.resolve()
+    # a glob (sharded datasets take one) is resolved like a path; what it matches is the dataset's to check
+    if not path.exists() and not (any(ch in str(value) for ch in "*?[") and path.parent.exists()):
+        raise ParameterError(f"{where}: file or folder {str(path)!r} does not exist "
+                             f"(paths are relative to the recipe file)")
+    return path
+
+
+def _coerce_sequence(value: Any, tp: Any, where: str, base_dir: Path | None) -> list | tuple:
+    if not isinstance(value, (list, tuple)):
+        raise ParameterError(f"{where}: expected a list, got {value!r}")
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        if len(value) != len(args):
+            raise ParameterError(f"{where}: expected a list of {len(args)} values, got {len(value)}")
+        return tuple(coerce(v, a, f"{where}[{i}]", base_dir) for i, (v, a) in enumerate(zip(value, args)))
+    inner = args[0] if args else Any
+    items = [coerce(v, inner, f"{where}[{i}]", base_dir) for i, v in enumerate(value)]
+    return tuple(items) if origin is tuple else items

@@ -49,15 +49,24 @@ class PartitionedFitter(Protocol):
     """How an estimator fits shard by shard (``Estimator.partitioned()`` returns one).
 
     ``reduce`` runs in the main process before the parts are fitted and may call ``runner.map`` and
-    :func:`lowest_sorted`; afterwards the fitter is sent to the workers, where ``fit_part`` fits one
-    shard's classes. ``model_class`` rebuilds a part's model from its saved state.
+    :func:`lowest_sorted`; afterwards the fitter is sent to the workers (pickled), where ``fit_part`` fits
+    one shard's classes. ``model_class`` rebuilds a part's model from its saved state.
     """
 
+    #: the FittedModel subclass ``fit_part`` returns; a saved part is loaded with its ``from_state``
     model_class: type
+    #: files ``reduce`` wrote beside the result (into ``runner.scratch``, the run's staging folder, with
+    #: :func:`write_staged`), as (name, size, SHA-256); the run adopts them into its output folder. Default: none
+    files: tuple[tuple[str, int, str], ...] = ()
 
-    def reduce(self, runner: "ShardRunner", targets: tuple[float, ...], label: str) -> None: ...
+    def reduce(self, runner: "ShardRunner", targets: tuple[float, ...], label: str) -> None:
+        """Called once in the main process, before any part is fitted, with a :class:`ShardRunner` over every
+        shard's training impostor distances, the run's targets and the estimator's label: compute what the parts
+        share (e.g. a pooled quantile with :func:`lowest_sorted`) and keep it on the fitter."""
 
-    def fit_part(self, impostors: ImpostorDistances) -> Any: ...
+    def fit_part(self, impostors: ImpostorDistances) -> Any:
+        """Called on a worker for each shard, with its classes' training impostor distances: a ``model_class``
+        instance whose thresholds equal those an in-memory fit on every shard gives these classes."""
 
 
 class PerClassFitter:
@@ -76,10 +85,10 @@ class PerClassFitter:
 
 
 def fitter_for(estimator, label: str) -> PartitionedFitter:
-    make = getattr(estimator, "partitioned", None)
-    if make is not None:
-        return make()
-    if getattr(estimator, "enroll_mode", None) == "per-class":
+    fitter = estimator.partitioned()
+    if fitter is not None:
+        return fitter
+    if estimator.enroll_mode == "per-class":
         return PerClassFitter(estimator)
     raise RecipeError(f"estimator {label!r} cannot fit sharded data: its thresholds depend on every class together "
                       "and it has no partitioned fit; use auto, generic-interp, class-interp, ncx2-grid, or another "

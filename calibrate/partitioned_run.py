@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .artifact import artifact, dumps_artifact
-from .base import Transform
+from .base import Transform, overrides
 from .errors import DataError, RecipeError
 from .outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
 from .partitioned import HEAD_FORMAT, PART, ShardedScores, ShardJob, ShardRunner, fitter_for, shard_data, write_staged
@@ -169,7 +169,7 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
             staged.adopt(name, size, sha)
     with times("write outputs"):
         for label, (_, _, fitter) in fitters.items():
-            for name, size, sha in getattr(fitter, "files", ()):
+            for name, size, sha in getattr(fitter, "files", ()):  # optional (PartitionedFitter.files)
                 staged.adopt(name, size, sha)
         if recipe.save_calibration:
             staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs),
@@ -188,7 +188,7 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
                           where="distance")
     spec = recipe.transform_for(data.kind)
     base = spec.build()
-    if type(base)._fit is not Transform._fit and type(base).fitted_state is Transform.fitted_state:
+    if overrides(base, Transform, "_fit") and not overrides(base, Transform, "fitted_state"):
         raise RecipeError(f"transform {spec.info.name!r} is fitted to the data but cannot hand its fitted state to the "
                           "workers (no fitted_state); sharded runs need a transform that can", source=recipe.source,
                           where="transform")
@@ -215,7 +215,7 @@ def _survey_shards(data: ShardedScores, base: Transform, context) -> tuple[list[
     jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
     # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
     # the class counts of the shards before it; a shard's count does not depend on its offset
-    if getattr(data.dataset, "offsets_matter", True):
+    if data.dataset.offsets_matter:
         counts = context.map(_count_columns, jobs0, description=f"counting the classes of {len(jobs0)} shards",
                              unit="shards")
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)

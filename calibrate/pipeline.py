@@ -136,7 +136,7 @@ def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageT
         per_file = ", ".join(f"{n} in {name}" for name, n in data.missing_by_file) or str(data.missing)
         context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
                      f"evaluation: {per_file}")
-    hint = repeated_score_hint(data.train, getattr(dataset, "missing", None))
+    hint = repeated_score_hint(data.train, dataset.missing)
     if hint:
         context.note(hint)
     check_score_direction(data, recipe, context)

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .base import Estimator, FittedModel, RunContext, progress_name
+from .base import Estimator, FittedModel, RunContext, overrides, progress_name
 from .errors import DataError, ParameterError
 
 DEFAULT_LEVEL = 0.9
@@ -335,7 +335,7 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
 
 def simulates(estimator: Any) -> bool:
     """Whether the estimator implements ``Estimator.simulate`` (its replicates are array operations)."""
-    return getattr(type(estimator), "simulate", Estimator.simulate) is not Estimator.simulate
+    return overrides(estimator, Estimator, "simulate")
 
 
 def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], impostors: Any,

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ParameterError, RecipeError
 from .params import coerce
 from .confidence import check_confidence
@@ -38,7 +36,7 @@ from .normalising import check_normalizer
 from .prediction import PredictionSettings
 from .protocol import Protocol
 from .registry import SINGULAR, ComponentInfo, Registry
-from .safefiles import regular_file
+from .recipe_yaml import read_yaml  # noqa: F401 (load_recipe's reader, also imported from here)
 
 RECIPE_VERSION = 1
 DEFAULT_TARGETS = (0.005, 0.0025, 0.001, 0.0005)
@@ -130,82 +128,6 @@ def _unknown_key(key: str, allowed: tuple[str, ...], where: str, source: str) ->
     return RecipeError(f"unknown key {key!r}; {hint}allowed: {', '.join(allowed)}", source=source, where=where)
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (YAML would keep the last silently)."""
-
-
-def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, yaml.Mark] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: construct_mapping merges it, own keys win
-            continue
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            hash(key)
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a mapping key must be a plain name, not a {type(key).__name__}", key_node.start_mark) from None
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} appears twice in one mapping (first on line {seen[key].line + 1}); "
-                "keep one of them", key_node.start_mark)
-        seen[key] = key_node.start_mark
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
-
-
-def read_yaml(path: Path) -> Any:
-    if Path(path).exists():
-        regular_file(Path(path), "the recipe", "give a recipe YAML file", error=RecipeError)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecipeError(f"recipe file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"cannot read recipe file {str(path)!r}: {exc}") from None
-    try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except RecursionError:
-        raise RecipeError(f"{path}: the YAML is nested too deeply to read; a recipe needs a few levels") from None
-    except ValueError as exc:  # e.g. an integer of thousands of digits, which int() refuses to read
-        raise RecipeError(f"{path}: a value cannot be read ({str(exc)[:120]}); check the numbers in the recipe") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        loc = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        if "appears twice" in str(problem):
-            raise RecipeError(f"{loc}: {problem}") from None
-        raise RecipeError(f"{loc}: YAML syntax error: {problem}; fix the indentation or quoting on that line") from None
-    _check_size(doc, path)
-    return doc
-
-
-#: a recipe is small: deeper nesting, or more values once YAML aliases are expanded, is a mistake
-MAX_DEPTH, MAX_VALUES = 32, 100_000
-
-
-def _check_size(doc: Any, path: Path) -> None:
-    """Refuse self-containing aliases (`&a [*a]`) and alias bombs before anything walks or prints them."""
-    sizes: dict[int, int] = {}  # expanded size per container, so that shared (aliased) parts are counted once
-
-    def size(node: Any, depth: int) -> int:
-        if not isinstance(node, (dict, list)):
-            return 1
-        if depth > MAX_DEPTH:
-            raise RecipeError(f"{path}: values nested more than {MAX_DEPTH} levels deep, or a YAML alias inside the "
-                              "value it names (`&a [*a]`); write the value out")
-        if id(node) not in sizes:
-            items = [*node.keys(), *node.values()] if isinstance(node, dict) else node
-            sizes[id(node)] = 1 + sum(size(v, depth + 1) for v in items)
-        return sizes[id(node)]
-
-    if size(doc, 0) > MAX_VALUES:
-        raise RecipeError(f"{path}: the YAML aliases expand to more than {MAX_VALUES:,} values; a recipe needs a few "
-                          "dozen: write the values out instead of nesting aliases")
-
-
 def _component(registry: Registry, kind: str, entry: Any, where: str, source: str, base_dir: Path) -> ComponentSpec:
     if isinstance(entry, str):
         entry = {"plugin": entry}
@@ -266,7 +188,38 @@ def load_recipe(path: str | Path, registry: Registry, *, out: str | Path | None 
 
 def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base_dir: Path | None = None,
                  out: str | Path | None = None) -> Recipe:
+    """A recipe's YAML (already read) checked section by section, in the order a reader meets them; the first
+    problem is a RecipeError naming the field. Components are built (their constructors validate) but do no work."""
     base_dir = Path(base_dir or Path.cwd())
+    _check_top_level(raw, registry, source)
+    data = _component(registry, "datasets", raw["data"], "data", source, base_dir)
+    dataset = data.build()
+    defaults: list[str] = []
+    distance = _distance(raw, registry, data, dataset, defaults, source, base_dir)
+    dataset.check()  # the head of every data file, read by the run's own parser
+    transform, default_transforms = _transform(raw, registry, data, dataset, source, base_dir)
+    normalizer = _normalizer(registry, raw, data, dataset, source, base_dir)
+    estimators = _estimators(raw, registry, defaults, source, base_dir)
+    evaluation = _evaluation_section(raw, source)
+    targets = _targets(evaluation, source)
+    evaluators = tuple(_component(registry, "evaluators", e, f"evaluation.evaluators[{i}]", source, base_dir)
+                       for i, e in enumerate(_evaluators_raw(evaluation, source)))
+    protocol = _protocol(evaluation, source)
+    prediction = _prediction(evaluation.get("prediction", True), source)
+    _check_confidence_has_prediction(estimators, prediction, source)
+    out_dir, output = _output(raw, out, base_dir, source)
+    seed = _seed(raw, source)
+    executor = _component(registry, "executors", raw.get("executor") or {"plugin": "serial"}, "executor", source, base_dir)
+    return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
+                  estimators=estimators, evaluators=evaluators, targets=targets, protocol=protocol,
+                  output_dir=out_dir, plots=output.get("plots", True),
+                  save_calibration=output.get("save_calibration", True), seed=seed, executor=executor, raw=raw,
+                  default_transforms=default_transforms, defaults=tuple(defaults), prediction=prediction,
+                  normalizer=normalizer)
+
+
+def _check_top_level(raw: Any, registry: Registry, source: str) -> None:
+    """A mapping of known sections, of the version this calibrate reads, with `data:`."""
     if not isinstance(raw, dict):
         raise RecipeError("a recipe is a YAML mapping: `version: 1` and `data:` are required; distance, transform, "
                           "normalizer, estimators, evaluation, output, seed and executor are optional", source=source)
@@ -279,10 +232,13 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                           source=source, where="version")
     if "data" not in raw:
         raise RecipeError(f"missing `data:`; name one of: {', '.join(registry.names('datasets'))}", source=source)
-    data = _component(registry, "datasets", raw["data"], "data", source, base_dir)
-    dataset = data.build()
-    produces = getattr(dataset, "produces", None)
-    defaults = []
+
+
+def _distance(raw: dict, registry: Registry, data: ComponentSpec, dataset, defaults: list[str], source: str,
+              base_dir: Path) -> ComponentSpec | None:
+    """The distance: only for patterns (the dataset's default when the recipe names none); `rotate:` only for
+    image sets, which a score dataset is not."""
+    produces = dataset.produces
     distance = None
     if raw.get("distance") is not None:
         if produces == "scores":
@@ -290,7 +246,7 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                               "for a distance to compare; remove `distance:`", source=source, where="distance")
         distance = _component(registry, "distances", raw["distance"], "distance", source, base_dir)
     elif produces == "patterns":
-        chosen = getattr(dataset, "default_distance", None)
+        chosen = dataset.default_distance
         if chosen is None:
             raise RecipeError(f"dataset {data.info.name!r} gives patterns, which need a distance: add e.g. "
                               "`distance: {plugin: euclidean}`", source=source, where="distance")
@@ -300,7 +256,13 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     if produces == "scores" and isinstance(evaluation_raw, dict) and evaluation_raw.get("rotate") is True:
         raise RecipeError(f"`rotate:` applies to image-set datasets only; dataset {data.info.name!r} gives "
                           "comparison scores with a fixed training/evaluation split", source=source, where="evaluation.rotate")
-    dataset.check()  # the head of every data file, read by the run's own parser
+    return distance
+
+
+def _transform(raw: dict, registry: Registry, data: ComponentSpec, dataset, source: str,
+               base_dir: Path) -> tuple[ComponentSpec | None, dict[str, ComponentSpec]]:
+    """The recipe's transform (or the default for the data's kind, one per kind when only loading tells),
+    checked against the kind of scores and, for sharded data, refused when it would be fitted per shard."""
     kind = dataset.output_kind()
     default_transforms = {}
     if raw.get("transform"):
@@ -309,24 +271,26 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         default_transforms = {k: _component(registry, "transforms", {"plugin": name}, "transform", source, base_dir)
                               for k, name in DEFAULT_TRANSFORMS.items()}
         transform = default_transforms[kind] if kind is not None else None
-    if getattr(dataset, "sharded", False) and transform is not None:
-        built = transform.build()
-        if getattr(built, "depends_on_data", lambda: False)():
-            fix = ("give its parameters, e.g. `transform: {plugin: similarity-to-distance, upper: 1.0}` (the largest "
-                   "score the matcher can give)" if kind == "similarity" else "give its parameters in the recipe")
-            raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and transform {transform.info.name!r} "
-                              f"{'(the default for similarity scores) ' if not raw.get('transform') else ''}would be "
-                              f"fitted to each shard's data separately, giving each shard another transform; {fix}",
-                              source=source, where="transform")
-    accepts = getattr(transform.info.factory, "accepts", ("distance", "similarity")) if transform else ()
+    if dataset.sharded and transform is not None and transform.build().depends_on_data():
+        fix = ("give its parameters, e.g. `transform: {plugin: similarity-to-distance, upper: 1.0}` (the largest "
+               "score the matcher can give)" if kind == "similarity" else "give its parameters in the recipe")
+        raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and transform {transform.info.name!r} "
+                          f"{'(the default for similarity scores) ' if not raw.get('transform') else ''}would be "
+                          f"fitted to each shard's data separately, giving each shard another transform; {fix}",
+                          source=source, where="transform")
+    accepts = transform.info.factory.accepts if transform else ()
     if transform is not None and kind is not None and kind not in accepts:
         fix = ("add `transform: {plugin: similarity-to-distance}` (higher scores must become smaller distances)"
                if kind == "similarity" else "use a transform for distances, e.g. `transform: {plugin: identity}`")
         raise RecipeError(f"the data are {kind} scores but transform {transform.info.name!r} takes "
                           f"{' or '.join(accepts)} scores; {fix}", source=source,
                           where="transform.plugin" if raw.get("transform") else "transform")
-    normalizer = _normalizer(registry, raw, data, dataset, source, base_dir)
+    return transform, default_transforms
 
+
+def _estimators(raw: dict, registry: Registry, defaults: list[str], source: str,
+                base_dir: Path) -> tuple[ComponentSpec, ...]:
+    """The estimators (the default when none is named), each under a distinct label."""
     estimators_raw = raw.get("estimators") or list(DEFAULT_ESTIMATORS)
     if not raw.get("estimators"):
         names = ", ".join(f"`{e['plugin']}`" for e in DEFAULT_ESTIMATORS)
@@ -339,13 +303,21 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     dup = next((x for x in labels if labels.count(x) > 1), None)
     if dup is not None:
         raise RecipeError(f"two estimators are labelled {dup!r}; give each a distinct `name:`", source=source, where="estimators")
+    return estimators
 
+
+def _evaluation_section(raw: dict, source: str) -> dict:
     evaluation = raw.get("evaluation") or {}
     if not isinstance(evaluation, dict):
         raise RecipeError("`evaluation:` must be a mapping", source=source, where="evaluation")
     for key in evaluation:
         if key not in EVALUATION_KEYS:
             raise _unknown_key(key, EVALUATION_KEYS, f"evaluation.{key}", source)
+    return evaluation
+
+
+def _targets(evaluation: dict, source: str) -> tuple[float, ...]:
+    """`evaluation.targets`: distinct FPRs in (0, 1)."""
     targets_raw = evaluation.get("targets", list(DEFAULT_TARGETS))
     if not isinstance(targets_raw, list) or not targets_raw:
         raise RecipeError("`targets:` must be a non-empty list of FPRs in (0, 1), e.g. [0.005, 0.001]",
@@ -358,11 +330,18 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         dup = next(t for t in targets_raw if targets_raw.count(t) > 1)
         raise RecipeError(f"target FPR {dup!r} is listed twice; list each target once", source=source,
                           where="evaluation.targets")
+    return tuple(float(t) for t in targets_raw)
+
+
+def _evaluators_raw(evaluation: dict, source: str) -> list:
     evaluators_raw = evaluation.get("evaluators") or list(DEFAULT_EVALUATORS)
     if not isinstance(evaluators_raw, list):
         raise RecipeError("`evaluators:` must be a list", source=source, where="evaluation.evaluators")
-    evaluators = tuple(_component(registry, "evaluators", e, f"evaluation.evaluators[{i}]", source, base_dir)
-                       for i, e in enumerate(evaluators_raw))
+    return evaluators_raw
+
+
+def _protocol(evaluation: dict, source: str) -> Protocol:
+    """`evaluation.enrollment` and `evaluation.rotate` (image sets)."""
     enrollment = evaluation.get("enrollment", DEFAULT_ENROLLMENT)
     if isinstance(enrollment, bool) or not isinstance(enrollment, (int, str)):
         raise RecipeError(f"`enrollment:` is staggered, a set label, or the index of a class's set in sorted order, got {enrollment!r}",
@@ -370,8 +349,11 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     rotate = evaluation.get("rotate", False)
     if not isinstance(rotate, bool):
         raise RecipeError(f"`rotate:` must be true or false, got {rotate!r}", source=source, where="evaluation.rotate")
+    return Protocol(enrollment, rotate)
 
-    prediction = _prediction(evaluation.get("prediction", True), source)
+
+def _check_confidence_has_prediction(estimators: tuple[ComponentSpec, ...], prediction: PredictionSettings,
+                                     source: str) -> None:
     if not prediction.enabled:
         needing = [e.label for e in estimators if e.confidence is not None]
         if needing:
@@ -379,6 +361,9 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                               "predicted interval's simulations; remove `prediction: false`", source=source,
                               where="evaluation.prediction")
 
+
+def _output(raw: dict, out: str | Path | None, base_dir: Path, source: str) -> tuple[Path, dict]:
+    """The output folder (``out`` overrides the recipe's) and the `output:` mapping, checked."""
     output = raw.get("output", "results")
     if isinstance(output, str):
         output = {"dir": output}
@@ -391,18 +376,14 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
         if not isinstance(output.get(key, True), bool):
             raise RecipeError(f"`{key}:` must be true or false", source=source, where=f"output.{key}")
     out_dir = Path(out) if out is not None else base_dir / str(output.get("dir", "results"))
+    return out_dir.resolve(), output
+
+
+def _seed(raw: dict, source: str) -> int:
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise RecipeError(f"`seed:` must be an integer >= 0 (numpy seeds are non-negative), got {seed!r}", source=source, where="seed")
-
-    executor = _component(registry, "executors", raw.get("executor") or {"plugin": "serial"}, "executor", source, base_dir)
-
-    return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
-                  estimators=estimators, evaluators=evaluators, targets=tuple(float(t) for t in targets_raw),
-                  protocol=Protocol(enrollment, rotate), output_dir=out_dir.resolve(),
-                  plots=output.get("plots", True), save_calibration=output.get("save_calibration", True),
-                  seed=seed, executor=executor, raw=raw, default_transforms=default_transforms,
-                  defaults=tuple(defaults), prediction=prediction, normalizer=normalizer)
+    return seed
 
 
 def _normalizer(registry: Registry, raw: dict, data: ComponentSpec, dataset: Any, source: str,

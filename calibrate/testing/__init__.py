@@ -31,9 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from ..kinds import NAMES
-from . import datasets, distances, estimators, evaluators, executors, normalizers, simulation, transforms
-from .common import GENERIC_CHECKS, CheckSkipped, ComponentCase, check_signature, normalise_kind
+from . import datasets, distances, estimators, evaluators, executors, normalizers, piecewise, simulation, transforms
+from .common import GENERIC_CHECKS as _COMMON_CHECKS
+from .common import CheckSkipped, ComponentCase, check_signature, normalise_kind
+from .contract import check_contract
 from .samples import SEED, TARGETS, make_evaluation_input, make_impostors, make_score_matrix, make_sets
+
+#: the checks every kind gets: the signature and parameters (common.py), then the declared contract (contract.py)
+GENERIC_CHECKS = _COMMON_CHECKS + (check_contract,)
 
 __all__ = ["CheckSkipped", "ComponentCase", "SEED", "TARGETS", "as_case", "check_component", "checks_for",
            "make_evaluation_input", "make_impostors", "make_score_matrix", "make_sets", "parametrize_with_checks"]
@@ -44,8 +49,9 @@ KIND_CHECKS: dict[str, tuple[Callable, ...]] = {
     module.__name__.rpartition(".")[2]: module.CHECKS
     for module in (datasets, distances, transforms, estimators, evaluators, executors, normalizers)
 }
-#: estimators that implement ``simulate`` must agree with their own fit (calibrate/testing/simulation.py)
-KIND_CHECKS["estimators"] = KIND_CHECKS["estimators"] + simulation.CHECKS
+#: estimators that implement ``simulate`` must agree with their own fit (calibrate/testing/simulation.py), and
+#: so must their fits made in pieces: enroll, shard by shard (calibrate/testing/piecewise.py)
+KIND_CHECKS["estimators"] = KIND_CHECKS["estimators"] + simulation.CHECKS + piecewise.CHECKS
 
 
 def checks_for(kind: str) -> tuple[Callable, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # the per-kind tuples under their old names, and the tables, for code that imported them from here
 from . import KIND_CHECKS  # noqa: F401
-from .common import GENERIC_CHECKS  # noqa: F401
+from . import GENERIC_CHECKS  # noqa: F401
 from .datasets import CHECKS as DATASET_CHECKS  # noqa: F401
 from .distances import CHECKS as DISTANCE_CHECKS  # noqa: F401
 from .estimators import CHECKS as ESTIMATOR_CHECKS  # noqa: F401

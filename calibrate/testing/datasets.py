@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import get_args
 
 import numpy as np
 
-from ..base import RunContext, ScoreSplit
+from ..base import Dataset, RunContext, ScoreSplit, overrides
 from ..partitioned import ShardedScores
 from ..errors import DataError, ParameterError
 from ..params import param_specs
 from ..types import DistanceMatrix, PatternSet
+from . import load_digest
 from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 
 
@@ -83,7 +89,9 @@ def _path_params(case: ComponentCase, params) -> list[str]:
 
 
 def check_dataset_bad_files(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """A path parameter pointing at a missing file, or at a file of junk, gives DataError (or ParameterError)."""
+    """Each path parameter (annotated ``Path``, or a ``str`` whose sample value names an existing file) pointed at
+    a missing file, a text file of junk or a binary one: ``load`` raises DataError (or ParameterError); a dataset
+    with its own ``check()`` refuses the missing file there too, and never raises anything else."""
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
         names = _path_params(case, params)
@@ -99,6 +107,8 @@ def check_dataset_bad_files(case: ComponentCase, tmp_path: Path | None = None) -
                 try:
                     _load(case, {**params, name: path})
                 except (DataError, ParameterError):
+                    _check_agrees(case, {**params, name: path}, f"{name}= {what}", must_refuse=path.name != junk_text.name
+                                  and path.name != junk_bin.name)
                     continue
                 except Exception as exc:  # noqa: BLE001
                     raise AssertionError(f"{case.id}: {name}= {what} raised {type(exc).__name__}: {exc}; "
@@ -106,4 +116,108 @@ def check_dataset_bad_files(case: ComponentCase, tmp_path: Path | None = None) -
                 raise AssertionError(f"{case.id}: {name}= {what} loaded without error")
 
 
-CHECKS = (check_dataset_load, check_dataset_deterministic, check_dataset_bad_files)
+def _check_agrees(case: ComponentCase, params, what: str, must_refuse: bool) -> None:
+    """A dataset with its own ``check()`` (what ``calibrate validate`` runs) refuses what ``load`` refused with a
+    DataError too, never another exception; reading only the head, it may pass over junk further down, but
+    not a missing file."""
+    try:
+        dataset = case.factory(**params)
+    except ParameterError:
+        return
+    if not overrides(dataset, Dataset, "check"):
+        return
+    try:
+        dataset.check()
+    except (DataError, ParameterError):
+        return
+    except Exception as exc:  # noqa: BLE001
+        raise AssertionError(f"{case.id}: check() on {what} raised {type(exc).__name__}: {exc}; it must raise the "
+                             "DataError load() raises") from exc
+    assert not must_refuse, f"{case.id}: load() refuses {what}, but check() (calibrate validate) accepts it"
+
+
+def check_dataset_declarations(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """What the dataset declares before loading agrees with what ``load`` returns: ``produces`` (patterns: a
+    PatternSet; scores: a ScoreSplit or ShardedScores), ``sharded`` (ShardedScores), ``output_kind()`` (the
+    kind of every loaded matrix; None or distance for patterns), and ``check()`` accepts the sample input."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+        dataset = _build(case, params)
+        try:
+            dataset.check()
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"{case.id}: check() refuses the sample input that load() reads "
+                                 f"({type(exc).__name__}: {exc}); check must say what load says") from exc
+        kind = dataset.output_kind()
+        raw = dataset.load(RunContext(seed=0))
+        gives = "patterns" if isinstance(raw, PatternSet) else "scores"
+        assert dataset.produces in (None, gives), \
+            f"{case.id}: produces = {dataset.produces!r}, but load() returned {type(raw).__name__} ({gives})"
+        assert dataset.sharded == isinstance(raw, ShardedScores), \
+            f"{case.id}: sharded = {dataset.sharded!r}, but load() returned {type(raw).__name__}"
+        if isinstance(raw, PatternSet):
+            assert kind in (None, "distance"), \
+                f"{case.id}: output_kind() = {kind!r} for patterns (compared by a distance): return None"
+            return
+        splits = [raw] if isinstance(raw, ScoreSplit) else [dataset.read_shard(s, 0)[0] for s in raw.shards]
+        loaded = {m.kind for split in splits for m in (split.train, split.test)}
+        loaded |= {raw.kind} if isinstance(raw, ShardedScores) else set()
+        assert kind is None or loaded == {kind}, \
+            f"{case.id}: output_kind() = {kind!r}, but the loaded matrices are of kind {sorted(loaded)}; a recipe " \
+            "is validated against output_kind(), so they must agree"
+
+
+#: the hash seeds of the two processes :func:`check_dataset_independent_of_hash_seed` loads in
+HASH_SEEDS = ("1", "2")
+#: what those processes run: load_digest.py as a file of its own, which keeps the kit's other modules (and their
+#: imports) out of them
+_CHILD = ("import importlib.util, sys\n"
+          "spec = importlib.util.spec_from_file_location('_calibrate_load_digest', sys.argv[1])\n"
+          "module = importlib.util.module_from_spec(spec)\n"
+          "spec.loader.exec_module(module)\n"
+          "module.main(sys.argv[2])\n")
+
+
+def _load_in_processes(case: ComponentCase, blob: Path) -> dict[str, dict[str, str]]:
+    """Hash seed -> the digests a fresh interpreter with that PYTHONHASHSEED loads (the processes run at once)."""
+    paths = [p for p in sys.path if p and Path(p).exists()]
+    command = [sys.executable, "-c", _CHILD, load_digest.__file__, str(blob)]
+    procs = {seed: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": os.pathsep.join(paths)})
+             for seed in HASH_SEEDS}
+    out = {}
+    for seed, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            tail = (stderr.strip().splitlines() or ["no message"])[-1]
+            raise AssertionError(f"{case.id}: loading the sample input in another process (PYTHONHASHSEED={seed}) "
+                                 f"failed: {tail}")
+        out[seed] = json.loads(stdout.strip().splitlines()[-1])
+    return out
+
+
+def check_dataset_independent_of_hash_seed(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Loading gives the same data in processes with different ``PYTHONHASHSEED`` (1 and 2) as in this one:
+    a train/test split, a shuffle or an order built on Python's per-process ``hash()`` of strings would give
+    every run (and every worker) other data. Runs two subprocesses, so the dataset class must be importable
+    (defined at module level)."""
+    factory = case.factory
+    if "<locals>" in factory.__qualname__ or factory.__module__ == "__main__":
+        raise CheckSkipped(f"{case.id}: {factory.__qualname__} is not importable by another process; define it "
+                           "at module level to have loading checked across hash seeds")
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+        here = load_digest.digests(factory, params)
+        blob = tmp / "hash-seed-case.pickle"
+        blob.write_bytes(pickle.dumps((factory, params)))
+        for seed, there in _load_in_processes(case, blob).items():
+            differ = [name for name in here if there.get(name) != here[name]]
+            assert not differ, \
+                (f"{case.id}: loading the same input in a process with PYTHONHASHSEED={seed} gives other "
+                 f"{', '.join(differ[:4])} than in this one: something depends on Python's per-process hash() of "
+                 "strings (a split by hash(label) % k, iteration over a set of strings); use a stable hash "
+                 "(hashlib.blake2b of the label's bytes) and sort what you iterate")
+
+
+CHECKS = (check_dataset_load, check_dataset_deterministic, check_dataset_bad_files, check_dataset_declarations,
+          check_dataset_independent_of_hash_seed)

@@ -108,9 +108,10 @@ def _first_fall(values: np.ndarray, rtol: float = MONOTONE_RTOL) -> int | None:
 
 def check_estimator_monotone_dense(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """On several data shapes (the sample, few classes with few distances, many classes, ties, a class with
-    very few distances when the estimator accepts it), thresholds at :data:`DENSE_TARGETS` are non-decreasing
-    in the target, asked as one array and one target per call (``threshold(class, e)``); a fall of at most
-    :data:`MONOTONE_RTOL` of the threshold is rounding. A looser target never gives a stricter threshold."""
+    very few distances when the estimator accepts it), thresholds at 200 log-spaced targets from 1e-6 to 0.5
+    (:data:`DENSE_TARGETS`) are non-decreasing in the target, asked as one array and one target per call
+    (``threshold(class, e)``); a fall of at most 1e-12 of the threshold (:data:`MONOTONE_RTOL`) is rounding.
+    A looser target never gives a stricter threshold."""
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
     targets = np.asarray(DENSE_TARGETS)
@@ -213,7 +214,8 @@ def check_estimator_no_shared_state(case: ComponentCase, tmp_path: Path | None =
 
 
 def check_estimator_rejects_bad_input(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """NaN, negative or empty inputs are refused with DataError (never a crash inside numpy)."""
+    """NaN, negative, wrongly typed (a dict of lists) or empty inputs are refused with DataError (never a crash
+    inside numpy)."""
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
     bad = {
@@ -260,7 +262,8 @@ def check_estimator_degenerate_input(case: ComponentCase, tmp_path: Path | None 
 
 
 def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """``to_state()`` -> JSON -> ``model_class.from_state()`` rebuilds a model with equal thresholds."""
+    """``to_state()`` -> JSON -> ``model_class.from_state()`` rebuilds a model with equal thresholds, which keeps
+    no reference to the state it was given."""
     imp, model = _fitted_on_sample(case, tmp_path)
     state = model.to_state()
     try:

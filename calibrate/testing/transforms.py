@@ -39,7 +39,8 @@ def _accepted_kinds(case: ComponentCase, params) -> dict[str, Transform]:
 
 
 def check_transform_output(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """Accepts distances or similarities (refusing the other with DataError); output: distances in [0, inf)."""
+    """Accepts distances or similarities (refusing the other with DataError); output: a DistanceMatrix of kind
+    distance in [0, inf), with the validity mask kept."""
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
     for kind, t in _accepted_kinds(case, params).items():
@@ -92,7 +93,8 @@ def check_transform_ignores_invalid_entries(case: ComponentCase, tmp_path: Path 
 
 
 def check_transform_pure(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """``apply`` has no side effects (applying to evaluation data does not refit) and is deterministic."""
+    """``fit`` returns self; ``apply`` has no side effects (applying to evaluation data does not refit); two fits
+    on the same data agree."""
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
     for kind, t in _accepted_kinds(case, params).items():

@@ -25,7 +25,7 @@ import io
 
 import numpy as np
 
-from calibrate.base import EvaluationInput
+from calibrate.base import EvaluationInput, FittedModel, overrides
 from calibrate.types import TargetResult
 
 DPI = 100
@@ -277,7 +277,7 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
     from matplotlib.ticker import NullLocator
 
     fold = data.folds[0]
-    fitted = {label: m for label, m in fold.models.items() if hasattr(m, "cdf")}
+    fitted = {label: m for label, m in fold.models.items() if overrides(m, FittedModel, "cdf")}
     if not fitted:
         return None
     targets = np.array(sorted(data.targets))
