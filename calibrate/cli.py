@@ -194,7 +194,7 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
 def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (a calibration.json, or a run's folder)."),
            scores: Path = typer.Argument(..., metavar="SCORES", help="Attempts to decide, as a score list (bob 4/5-column, or CSV with a header)."),
            fpr: str = typer.Option(..., "--fpr", metavar="NUMBER", help="Target false positive rate, e.g. 0.001."),
-           out: Path = typer.Option(..., "--out", help="Where to write the decisions (CSV); - for standard output "
+           out: str = typer.Option(..., "--out", help="Where to write the decisions (CSV); - for standard output "
                                     "(the summary then goes to standard error)."),
            estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
            unknown: str = typer.Option("error", "--unknown", help="Attempts claiming a class the calibration does not "
@@ -213,11 +213,12 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     from .assess import absent_note
     from .cli_scores import check_options, cli_number, read_attempts
     from .errors import CalibrateError
-    from .userfiles import write_user_file
+    from .userfiles import check_target, write_user_file
 
     try:
         fpr, missing = cli_number(fpr, "--fpr"), cli_number(missing, "--missing")
         check_options(fmt)
+        check_target(out, (artifact, scores))  # before any work: never replace an input (S9)
         if unknown not in ("error", "reject", "skip"):
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         cal = load(artifact, estimator)
@@ -225,7 +226,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                                                              missing, probes=True)
         decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
                                                  missing)
-        written = write_user_file(out, table)
+        written = write_user_file(out, table, inputs=(artifact, scores))
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
@@ -334,7 +335,9 @@ from . import cli_scores  # noqa: E402,F401  (registers `fit` and `evaluate` on 
 
 
 def main() -> None:
-    app()
+    from .cli_app import run_app
+
+    run_app(app)
 
 
 if __name__ == "__main__":

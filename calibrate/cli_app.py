@@ -5,6 +5,8 @@ anything else (a bug to report). Every command module registers on :data:`app`."
 from __future__ import annotations
 
 import errno
+import io
+import os
 import sys
 import traceback
 
@@ -96,3 +98,54 @@ def flush_notes(*_: object, **__: object) -> None:
     for message in dict.fromkeys(PENDING):
         typer.echo(f"note: {message}", err=True)
     PENDING.clear()
+
+
+class _ClosedStdout(io.TextIOBase):
+    """Stands for a standard output the process was started without (``>&-``): writing to it fails, so
+    that a command's output is never lost silently (click's echo skips a missing stdout)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def _lost_output(exc: BaseException) -> None:
+    """Exit 2 after a command's output could not be written (stdout full, closed, a broken pipe): one line
+    on stderr when stderr itself can take it, never a traceback, never exit 0 (issue 19 audit: T13, S8)."""
+    why = getattr(exc, "strerror", None) or str(exc)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:  # nothing more reaches the lost stream, nor does the interpreter's last flush complain about it
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+    try:
+        sys.stderr.write(f"error: the command's printed output could not be written ({why}): send standard output "
+                         "to a file or device with room, or keep it open\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        try:
+            os.dup2(devnull, sys.stderr.fileno())
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass
+    sys.exit(2)
+
+
+def run_app(application) -> None:
+    """The console entry point: ``application`` run standalone, then standard output flushed while the
+    exit code can still say that it failed."""
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
+    code: object = 0
+    try:
+        application()
+    except SystemExit as exc:
+        code = exc.code
+    except OSError as exc:  # printing a command's result, after its own error handling
+        _lost_output(exc)
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        _lost_output(exc)
+    sys.exit(code)

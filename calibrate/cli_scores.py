@@ -146,7 +146,7 @@ def _targets(fpr: list[str] | None) -> tuple[float, ...]:
 @app.command("fit")
 def fit_command(
         scores: Path = typer.Argument(..., metavar="SCORES", help="Training comparisons, a score list (bob 4/5-column, or CSV with a header)."),
-        out: Path = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json; - for standard output."),
+        out: str = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json; - for standard output."),
         kind: str = typer.Option("similarity", "--kind", help="similarity (higher = more alike) or distance."),
         estimator: str = typer.Option("auto", "--estimator", help="The estimator (see `calibrate plugins`)."),
         fpr: Optional[List[str]] = typer.Option(None, "--fpr", metavar="NUMBER", help="A target FPR (repeat for several); "
@@ -163,11 +163,13 @@ def fit_command(
 
     from .calibration import fit
     from .sanity import check_direction
+    from .userfiles import check_target
 
     try:
         check_options(fmt, seed)
         missing = cli_number(missing, "--missing")
         targets = _targets(fpr)
+        check_target(out, (scores,))  # before the fit: never replace the training data (S9)
         claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
         if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
             genuine = claimed == real

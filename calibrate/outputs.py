@@ -9,14 +9,16 @@ matches (:func:`read_manifest` checks that). The protocol, for one run into ``--
    (same file system, so renames are atomic) and locked for the run's lifetime (``flock``; the
    kernel releases it when the process dies, however it dies). Files are written there.
 2. At commit, under an exclusive lock on the output folder itself: a journal listing the new
-   file set is written into the staging folder; the old ``manifest.json`` is removed (from here
-   on the folder does not claim a complete result); each new file is renamed into place; files
+   file set is written into the staging folder; the old ``manifest.json`` is renamed to
+   ``.calibrate-previous-manifest.json`` (from here on the folder does not claim a complete result,
+   and recovery still knows what the old result owned); each new file is renamed into place; files
    of the previous result that this run does not write are removed; the new manifest is renamed
-   into place; the staging folder is removed.
+   into place; the set-aside manifest and the staging folder are removed.
 3. A run killed inside step 2 leaves its journal behind. The next run into the folder (any run,
    before it does anything else) finds the unlocked journal and finishes that commit, so the
    folder again holds one run's complete result. Staging folders without a journal whose owner
-   died are removed.
+   died are removed when they hold nothing but regular files (what a run stages); one holding a
+   subfolder or a link may be the user's and is left alone.
 
 Files the run did not write are never removed or replaced: the run only touches plain names
 inside the output folder that the current manifest lists *and* whose size and SHA-256 still match
@@ -24,9 +26,12 @@ the manifest's record (a file edited since, or a manifest entry added by hand, i
 its own new files. Journals and manifests are untrusted input: an interrupted commit is finished
 only when its journal is whole and consistent (plain names; every new file staged as a regular file
 with the size and SHA-256 the journal's manifest records, or already in place; every file it
-replaces recorded with its own size and SHA-256 and removed only while it still matches). A journal
-or manifest that fails these checks is reported (exit 2, naming it) and left in place; nothing in
-the folder is changed. If the folder holds a file of the same name as an output that no manifest claims, the
+replaces recorded with the very record the folder's manifest (or the one set aside by that
+commit) keeps of it, and removed only while it still matches: a journal never owns anything by
+itself). Ownership is never by name alone: without a manifest, nothing in the folder is calibrate's.
+Manifests and journals are read only when they are regular files (not links, FIFOs or devices) of at
+most MAX_DOC_BYTES. A journal or manifest that fails these checks is reported (exit 2, naming it)
+and left in place; nothing in the folder is changed. If the folder holds a file of the same name as an output that no manifest claims, the
 run refuses before computing anything (and again at commit), naming the file. The folder's own
 permissions are left as they are; a folder the run created is removed again if the run fails.
 Two runs into one folder commit one after the other under the lock: the folder ends with the
@@ -56,8 +61,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from .errors import CalibrateError
+from .safefiles import plain_name, read_bounded
 from .formatting import format_pct
 from .types import TargetResult, ThresholdTable
+from .userfiles import write_temp_beside
 
 if TYPE_CHECKING:
     from .base import Fold
@@ -71,10 +78,13 @@ except ImportError:  # pragma: no cover - not on the platforms CI runs
     fcntl = None  # type: ignore[assignment]
 
 MANIFEST = "manifest.json"
+#: where a commit keeps the previous manifest while it replaces files: the authority on what an
+#: interrupted commit may replace or remove (a journal never is); removed when the commit ends
+PREVIOUS = ".calibrate-previous-manifest.json"
 STAGING_PREFIX = ".calibrate-staging-"
 JOURNAL = ".journal.json"
-#: a journal lists a run's file names and their records: far below this
-MAX_JOURNAL_BYTES = 64 << 20
+#: a journal or a manifest lists a run's file names and their records: far below this
+MAX_DOC_BYTES = 64 << 20
 #: names every run may write; a file of one of these names that no manifest claims blocks a run
 CONTRACT_NAMES = ("thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", MANIFEST)
 
@@ -127,13 +137,6 @@ def _is_abandoned(staging: Path) -> bool:
     return True
 
 
-def _write_durably(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -142,11 +145,23 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _load_json(path: Path) -> Any:
+def _load_json(path: Path, what: str, fix: str, error) -> Any:
+    """The JSON document in ``path`` (a regular file, not a link, within MAX_DOC_BYTES), else ``error``."""
+    data = read_bounded(path, what, fix, MAX_DOC_BYTES, error)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+        why = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON in UTF-8"
+        raise error(f"{path}: {what} is {why}; {fix}") from None
+
+
+def _exists(path: Path) -> bool:
+    """Whether anything (a dangling link too) is at ``path``."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _record_ok(entry: Any) -> bool:
@@ -166,58 +181,56 @@ def _matches(path: Path, entry: Any) -> bool:
             and _sha256(path) == entry["sha256"])
 
 
-def _manifest_doc(folder: Path) -> dict | None:
-    doc = _load_json(folder / MANIFEST)
-    if isinstance(doc, dict) and doc.get("format") == "calibrate-output" and isinstance(doc.get("files"), dict):
-        return doc
-    return None
+#: the fix named with a damaged manifest
+_DAMAGED = ("calibrate left it in place and changed nothing: restore it, or move it away together with the outputs "
+            "it lists, or choose another folder with --out")
 
 
-def _owned_records(folder: Path) -> dict[str, dict]:
-    """name -> {bytes, sha256} of the files the current manifest lists that still match it: the files
-    calibrate wrote there and nobody changed since (a listed file that differs is the user's)."""
-    doc = _manifest_doc(folder)
+def _manifest_doc(folder: Path, name: str = MANIFEST) -> dict | None:
+    """The folder's manifest (or the previous one a commit keeps, PREVIOUS), None when there is none; a
+    manifest that is there but damaged is an OutputError naming it (D2: ownership never falls back to names)."""
+    path = folder / name
+    if not _exists(path):
+        return None
+    doc = _load_json(path, "the output folder's manifest", _DAMAGED, OutputError)
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not (isinstance(doc, dict) and doc.get("format") == "calibrate-output" and isinstance(files, dict)):
+        raise OutputError(f"{path}: the output folder's manifest is not one calibrate writes (format "
+                          f"calibrate-output with files); {_DAMAGED}")
+    for key, entry in files.items():
+        if not _plain_name(key) or key in (MANIFEST, JOURNAL) or not _record_ok(entry):
+            raise OutputError(f"{path}: the output folder's manifest lists {key[:80]!r} without a plain name and a "
+                              f"record of bytes and SHA-256; {_DAMAGED}")
+    return doc
+
+
+def _owned_records(folder: Path, name: str = MANIFEST) -> dict[str, dict]:
+    """name -> {bytes, sha256} of the files the manifest lists that still match it: the files calibrate
+    wrote there and nobody changed since (a listed file that differs is the user's)."""
+    doc = _manifest_doc(folder, name)
     if doc is None:
         return {}
-    return {name: entry for name, entry in doc["files"].items()
-            if isinstance(name, str) and _plain_name(name) and name not in (MANIFEST, JOURNAL)
-            and _matches(folder / name, entry)}
-
-
-def _legacy_files(folder: Path) -> set[str]:
-    """Outputs of a calibrate version before manifests, recognised by their results.json."""
-    doc = _load_json(folder / "results.json")
-    if not (isinstance(doc, dict) and {"estimators", "recipe", "versions"} <= set(doc)):
-        return set()
-    names = {n for n in CONTRACT_NAMES if (folder / n).is_file()}
-    names |= {p.name for p in folder.glob("thresholds-fold*.csv")}
-    names |= {n for n in ("calibration.png", "cdf-fits.png", "det.png") if (folder / n).is_file()}
-    return names
+    return {key: entry for key, entry in doc["files"].items() if _matches(folder / key, entry)}
 
 
 def _plain_name(name: str) -> bool:
-    return (isinstance(name, str) and 0 < len(name) <= 255 and "/" not in name and "\\" not in name
-            and "\0" not in name and name not in (".", "..") and not name.startswith("."))
-
-
-def _replaced_records(folder: Path) -> dict[str, dict]:
-    """The records a commit's journal keeps of the files it replaces: the manifest's own (files still as
-    written), or for outputs of a version before manifests their size and SHA-256 as they are now."""
-    if _manifest_doc(folder) is not None:
-        return _owned_records(folder)
-    out = {}
-    for name in _legacy_files(folder):
-        path = folder / name
-        if name != MANIFEST and not path.is_symlink() and path.is_file():
-            out[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
-    return out
+    return plain_name(name) and name not in (".", "..")
 
 
 def owned_files(folder: Path) -> set[str]:
-    """Files in ``folder`` that calibrate wrote and may therefore replace or remove."""
-    if _manifest_doc(folder) is not None:
-        return set(_owned_records(folder)) | {MANIFEST}
-    return _legacy_files(folder)
+    """Files in ``folder`` that calibrate wrote and may therefore replace or remove: those the manifest
+    lists with their current size and SHA-256, never a file recognised by its name alone (D1)."""
+    if _manifest_doc(folder) is None:
+        return set()
+    return set(_owned_records(folder)) | {MANIFEST}
+
+
+def _commit_owner(folder: Path) -> dict[str, dict]:
+    """What an interrupted commit may replace or remove: the files the folder's manifest owns, or, once
+    that commit has set the manifest aside, the files the set-aside manifest owns (D3)."""
+    if _exists(folder / MANIFEST):
+        return _owned_records(folder)
+    return _owned_records(folder, PREVIOUS)
 
 
 class JournalError(Exception):
@@ -230,8 +243,9 @@ def _checked_journal(folder: Path, staging: Path, journal: Any) -> tuple[list[st
     if not isinstance(journal, dict) or set(journal) != {"files", "replaces", "manifest"}:
         raise JournalError("it is not a journal of this calibrate (keys files, replaces, manifest)")
     files, replaces, manifest = journal["files"], journal["replaces"], journal["manifest"]
-    if not (isinstance(files, list) and isinstance(replaces, dict) and isinstance(manifest, dict)
-            and manifest.get("format") == "calibrate-output" and isinstance(manifest.get("files"), dict)):
+    if not (isinstance(files, list) and all(isinstance(n, str) for n in files) and isinstance(replaces, dict)
+            and isinstance(manifest, dict) and manifest.get("format") == "calibrate-output"
+            and isinstance(manifest.get("files"), dict)):
         raise JournalError("its files, replaces or manifest entry has the wrong form")
     records = manifest["files"]
     if len(set(files)) != len(files) or set(files) != set(records):
@@ -239,30 +253,43 @@ def _checked_journal(folder: Path, staging: Path, journal: Any) -> tuple[list[st
     for name in list(files) + list(replaces):
         if not _plain_name(name) or name in (MANIFEST, JOURNAL):
             raise JournalError(f"it names {str(name)[:80]!r}, which is not a plain file name in the folder")
+    if not all(_record_ok(records[n]) for n in files) or not all(_record_ok(e) for e in replaces.values()):
+        raise JournalError("a record of its files has the wrong form (bytes and SHA-256)")
+    owned = _commit_owner(folder)
+    for name, entry in replaces.items():
+        final = folder / name
+        if not _exists(final) or (name in records and _matches(final, records[name])):
+            continue  # removed already, or already the new file
+        if owned.get(name) != entry or not _matches(final, entry):
+            raise JournalError(f"it would replace or remove {name}, which the folder's manifest does not list with "
+                               "its current size and SHA-256 (not calibrate's, or changed since)")
     for name in files:
         staged, final = staging / name, folder / name
         if _matches(staged, records[name]):
-            if final.exists() or final.is_symlink():  # to be replaced: only a file this journal replaces
-                if not (name in replaces and _matches(final, replaces[name])):
-                    raise JournalError(f"it would replace {name}, which calibrate did not write (or which changed "
-                                       "since)")
+            if _exists(final) and name not in replaces:  # to be replaced: only a file checked above
+                raise JournalError(f"it would replace {name}, which calibrate did not write (or which changed since)")
         elif not _matches(final, records[name]):  # neither staged nor already moved into place
             raise JournalError(f"its new file {name} is neither staged nor in place with the recorded size and SHA-256")
-    for name, entry in replaces.items():
-        if not _record_ok(entry):
-            raise JournalError(f"its record of the replaced file {name} has the wrong form")
-        final = folder / name
-        if name not in files and (final.exists() or final.is_symlink()) and not _matches(final, entry):
-            raise JournalError(f"it would remove {name}, which is not the file it records (not calibrate's, or "
-                               "changed since)")
     return files, replaces, manifest
+
+
+def _set_aside_manifest(folder: Path, manifest_doc: dict) -> None:
+    """Step 2b: the old manifest becomes PREVIOUS (the folder no longer claims a complete result, and
+    recovery still knows what the old result owned); skipped when the new manifest is already there."""
+    path = folder / MANIFEST
+    if not _exists(path):
+        return
+    current = _manifest_doc(folder)
+    if current is not None and current.get("run_id") is not None and current.get("run_id") == manifest_doc.get("run_id"):
+        return  # this commit's own manifest: everything before it was done
+    os.replace(path, folder / PREVIOUS)
 
 
 def _finish_commit(folder: Path, staging: Path, journal: dict) -> None:
     """Steps 2b-2e of the protocol; idempotent, so an interrupted commit can be finished by anyone.
     ``journal`` has passed :func:`_checked_journal`."""
     files, replaces, manifest_doc = journal["files"], journal["replaces"], journal["manifest"]
-    (folder / MANIFEST).unlink(missing_ok=True)
+    _set_aside_manifest(folder, manifest_doc)
     for name in files:
         src = staging / name
         if _matches(src, manifest_doc["files"][name]):
@@ -270,12 +297,30 @@ def _finish_commit(folder: Path, staging: Path, journal: dict) -> None:
     for name, entry in replaces.items():
         if name not in files and _matches(folder / name, entry):  # still the file calibrate wrote
             (folder / name).unlink(missing_ok=True)
-    # written afresh from the journal every time, so that a manifest cut short by a kill is never used
-    manifest = staging / (MANIFEST + ".tmp")
-    _write_durably(manifest, json.dumps(manifest_doc, indent=1) + "\n")
+    # written afresh from the journal every time (exclusively, under a random name: the staging folder
+    # may be a planted one), so that a manifest cut short by a kill is never used
+    manifest = write_temp_beside(staging, MANIFEST, (json.dumps(manifest_doc, indent=1) + "\n").encode("utf-8"))
     os.replace(manifest, folder / MANIFEST)
+    (folder / PREVIOUS).unlink(missing_ok=True)
     _fsync_dir(folder)
     shutil.rmtree(staging, ignore_errors=True)
+
+
+#: the names tempfile.mkdtemp gives a staging folder: the prefix and 8 of these characters
+_MKDTEMP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _only_staged_files(staging: Path) -> bool:
+    """Whether a staging folder without a journal is one a run made and staged into: named as
+    ``tempfile.mkdtemp`` names them, holding nothing but regular files (staged outputs, temporaries).
+    Anything else (another name, a subfolder, a link) may be the user's: the folder is left alone."""
+    suffix = staging.name[len(STAGING_PREFIX):]
+    if len(suffix) != 8 or not set(suffix) <= _MKDTEMP_CHARS:
+        return False
+    try:
+        return all(e.is_file(follow_symlinks=False) for e in os.scandir(staging))
+    except OSError:
+        return False
 
 
 def recover(folder: Path) -> None:
@@ -288,19 +333,22 @@ def recover(folder: Path) -> None:
         if staging.is_symlink() or not staging.is_dir() or not _is_abandoned(staging):
             continue
         path = staging / JOURNAL
-        if not (path.exists() or path.is_symlink()):
-            shutil.rmtree(staging, ignore_errors=True)  # a dead run's staging, never committed
+        if not _exists(path):
+            if _only_staged_files(staging):
+                shutil.rmtree(staging, ignore_errors=True)  # a dead run's staging, never committed
             continue
         try:
-            if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_JOURNAL_BYTES:
-                raise JournalError("it is not a regular file of a journal's size")
-            checked = _checked_journal(folder, staging, _load_json(path))
+            doc = _load_json(path, "the journal", "", JournalError)
+            checked = _checked_journal(folder, staging, doc)
         except JournalError as exc:
+            why = str(exc).replace(f"{path}: the journal ", "").rstrip("; ")
             raise OutputError(f"the output folder {str(folder)!r} holds an unfinished commit whose journal "
-                              f"{str(path)!r} calibrate cannot have written ({exc}); nothing was changed. If no "
+                              f"{str(path)!r} calibrate cannot have written ({why}); nothing was changed. If no "
                               f"calibrate run of yours was killed there, remove {staging.name!r} (or choose "
                               "another folder with --out), then run again") from None
         _finish_commit(folder, staging, {"files": checked[0], "replaces": checked[1], "manifest": checked[2]})
+
+
 def read_manifest(folder: str | Path) -> dict[str, Any] | None:
     """The manifest of a complete result in ``folder``, or None when the folder holds none.
 
@@ -308,7 +356,10 @@ def read_manifest(folder: str | Path) -> dict[str, Any] | None:
     SHA-256 it records.
     """
     folder = Path(folder)
-    doc = _manifest_doc(folder)
+    try:
+        doc = _manifest_doc(folder)
+    except OutputError:  # damaged: not a complete result
+        return None
     if doc is None:
         return None
     for name, entry in doc["files"].items():
@@ -326,20 +377,8 @@ class StagedOutput:
 
     def __init__(self, final: Path):
         self.final = Path(final)
-        if self.final.exists() and not self.final.is_dir():
-            raise OutputError(f"output {str(self.final)!r} is a file, not a folder; choose a folder with --out "
-                              "(or the recipe's `output:`)")
         self._created: list[Path] = []
-        missing = []
-        p = self.final.absolute()
-        while not p.exists():
-            missing.append(p)
-            p = p.parent
-        try:
-            self.final.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"cannot create the output folder {str(self.final)!r} ({exc.strerror}); "
-                              "choose another with --out") from None
+        missing = self._make_folder()
         self._created = missing  # deepest first: removed in this order if the run fails
         self._lock_fd: int | None = None
         self._names: list[str] = []
@@ -362,7 +401,32 @@ class StagedOutput:
             self.discard()
             raise
 
+    def _make_folder(self) -> list[Path]:
+        """Create the output folder; returns the folders made (deepest first). A name that cannot be a
+        folder (a file, a NUL byte, a symbolic-link loop, too long) is one OutputError (T16)."""
+        shown = str(self.final).replace("\0", "\\0")[:200]
+        try:
+            if "\0" in str(self.final):
+                raise ValueError("the name holds a NUL byte")
+            if self.final.exists() and not self.final.is_dir():
+                raise OutputError(f"output {shown!r} is a file, not a folder; choose a folder with --out "
+                                  "(or the recipe's `output:`)")
+            missing = []
+            p = self.final.absolute()
+            while not (p.exists() or p.is_symlink()):
+                missing.append(p)
+                p = p.parent
+            self.final.mkdir(parents=True, exist_ok=True)
+        except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symbolic-link loop
+            why = getattr(exc, "strerror", None) or ("a symbolic-link loop" if isinstance(exc, RuntimeError) else exc)
+            raise OutputError(f"cannot create the output folder {shown!r} ({why}); choose another with --out") from None
+        return missing
+
     def _check_conflicts(self, names) -> None:
+        if _exists(self.final / PREVIOUS):  # only ever there while a commit runs: recovery removed ours
+            raise OutputError(f"the output folder {str(self.final)!r} holds {PREVIOUS} without an unfinished commit "
+                              "that set it aside; calibrate changed nothing: move it away or choose another folder "
+                              "with --out")
         owned = owned_files(self.final)
         foreign = sorted(n for n in names if n not in owned and ((self.final / n).exists() or (self.final / n).is_symlink()))
         if foreign:
@@ -417,11 +481,11 @@ class StagedOutput:
         with _folder_lock(self.final):
             recover(self.final)
             self._check_conflicts(self._names)
-            journal = {"files": list(self._names), "replaces": _replaced_records(self.final), "manifest": manifest}
+            journal = {"files": list(self._names), "replaces": _owned_records(self.final), "manifest": manifest}
             # the journal appears whole or not at all: from here on the commit is as good as done
             try:
-                _write_durably(self.dir / (JOURNAL + ".tmp"), json.dumps(journal))
-                os.replace(self.dir / (JOURNAL + ".tmp"), self.dir / JOURNAL)
+                tmp = write_temp_beside(self.dir, JOURNAL, json.dumps(journal).encode("utf-8"))
+                os.replace(tmp, self.dir / JOURNAL)
             except OSError as exc:
                 raise self._write_error(exc) from None
             _finish_commit(self.final, self.dir, journal)

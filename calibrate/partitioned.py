@@ -217,10 +217,7 @@ def write_staged(folder: str | Path, name: str, data: bytes | str) -> tuple[str,
     folder = Path(folder)
     if isinstance(data, str):
         data = data.encode("utf-8")
-    tmp = folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, folder / name)
+    from .userfiles import write_temp_beside
+
+    os.replace(write_temp_beside(folder, name, data), folder / name)  # exclusive, random name (D4)
     return name, len(data), hashlib.sha256(data).hexdigest()

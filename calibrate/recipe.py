@@ -378,8 +378,7 @@ def _output(raw: dict, out: str | Path | None, base_dir: Path, source: str) -> t
     for key in ("plots", "save_calibration"):
         if not isinstance(output.get(key, True), bool):
             raise RecipeError(f"`{key}:` must be true or false", source=source, where=f"output.{key}")
-    out_dir = Path(out) if out is not None else base_dir / str(output.get("dir", "results"))
-    return out_dir.resolve(), output
+    return _output_dir(output, out, base_dir, source), output
 
 
 def _seed(raw: dict, source: str) -> int:
@@ -387,6 +386,25 @@ def _seed(raw: dict, source: str) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise RecipeError(f"`seed:` must be an integer >= 0 (numpy seeds are non-negative), got {seed!r}", source=source, where="seed")
     return seed
+
+
+def _output_dir(output: dict, out: str | Path | None, base_dir: Path, source: str) -> Path:
+    """The output folder (``--out``, else ``output:``), resolved; a name that cannot be a folder (empty, a
+    NUL byte, a symbolic-link loop, too long) is one RecipeError rather than an OSError later (T16, S7)."""
+    where = "--out" if out is not None else "output"
+    given = str(out) if out is not None else str(output.get("dir", "results"))
+    if not given.strip():
+        raise RecipeError("the output folder is empty, which would write into the recipe's own folder; name a "
+                          "folder (e.g. results/)", source=source, where=where)
+    if "\0" in given:
+        raise RecipeError("the output folder's name holds a NUL byte; give a plain folder path", source=source,
+                          where=where)
+    try:
+        return (Path(given) if out is not None else base_dir / given).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symbolic-link loop (Python < 3.13)
+        why = getattr(exc, "strerror", None) or ("a symbolic-link loop" if isinstance(exc, RuntimeError) else exc)
+        raise RecipeError(f"the output folder {given[:100]!r} cannot be used ({why}); choose another folder",
+                          source=source, where=where) from None
 
 
 def _normalizer(registry: Registry, raw: dict, data: ComponentSpec, dataset: Any, source: str,

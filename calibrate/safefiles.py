@@ -3,6 +3,7 @@
 * :func:`plain_name`: a file name that stays in its folder (no separators, no ``..``, no NUL, not hidden).
 * :func:`regular_file`: a path that is a regular file (a FIFO would block a reader forever, a device
   never end), named in the error otherwise.
+* :func:`read_bounded`: the bytes of a regular file (never a link, FIFO or device) of at most a given size.
 * :func:`npy_array` / :func:`npz_arrays`: ``.npy`` / ``.npz`` arrays whose headers are checked
   against the bytes really there before anything is allocated or mapped (a header that claims
   (4e8, 8) in a 64-byte file is an error, not a 24 GiB allocation); pickles are never loaded;
@@ -16,6 +17,7 @@ A public module (calibrate.PUBLIC_MODULES): stdlib and numpy only.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import stat
@@ -92,10 +94,34 @@ def regular_file(path: Path, what: str, fix: str, error: Callable[[str], Excepti
     except OSError as exc:
         raise error(f"{path}: {what} cannot be read ({exc.strerror or exc}); {fix}") from None
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
-                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
-        raise error(f"{path}: {what} is {kind}, not a regular file; {fix}")
+        raise error(f"{path}: {what} is {_kind(st.st_mode)}, not a regular file; {fix}")
     return st
+
+
+def _kind(mode: int) -> str:
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
+def read_bounded(path: Path, what: str, fix: str, limit: int,
+                 error: Callable[[str], Exception] = DataError) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes, else ``error``. Opened
+    without following a symbolic link and without blocking, then checked on the open descriptor: a
+    planted FIFO cannot hang the read, nor a link to /dev/zero make it endless."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror or exc})"
+        raise error(f"{path}: {what} {why}; {fix}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: {what} is {_kind(st.st_mode)}, not a regular file; {fix}")
+        data = fh.read(limit + 1) if st.st_size <= limit else b""
+        if st.st_size > limit or len(data) > limit:
+            raise error(f"{path}: {what} is larger than {limit:,} bytes; {fix}")
+    return data
 
 
 def _header(fh, size: int, where: str, error) -> tuple[tuple[int, ...], bool, np.dtype, int]:

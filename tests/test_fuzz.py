@@ -609,7 +609,10 @@ def test_fuzz_regression_notes_stay_one_line(tmp_path):
 NAMES = st.sampled_from(["../victim.txt", "my-notes.txt", "thresholds.csv", "report.md", "manifest.json",
                          ".journal.json", "/etc/passwd", "sub/x", "", ".", "..", "a\x00b", "x" * 300, 7, None])
 RECORDS = st.sampled_from([{}, {"bytes": 1, "sha256": "0" * 64}, {"bytes": -1, "sha256": "x"}, None, [], "x",
-                           {"bytes": True, "sha256": "f" * 64}])
+                           {"bytes": True, "sha256": "f" * 64},
+                           # the true record of the user's my-notes.txt ("mine\n"): a journal stating it still
+                           # owns nothing (issue 19 audit, D3)
+                           {"bytes": 5, "sha256": "fcbc800db3f1867000b852f1ce0044b8f1584f76ade1ed6e65189824f95c3cda"}])
 
 
 @st.composite

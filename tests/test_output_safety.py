@@ -122,19 +122,26 @@ def test_refusal_is_exit_2_with_one_line(score_setup):
     assert target.read_text() == "x"
 
 
-def test_outputs_of_a_version_before_manifests_are_replaced(score_setup):
+@pytest.mark.parametrize("link", [False, True])
+def test_files_named_like_outputs_without_a_manifest_are_the_users(score_setup, link):
+    """D1: no ownership by name: a results.json of the old shape does not make report.md calibrate's."""
     tmp, csv_path = score_setup
     out = tmp / "out"
     out.mkdir()
-    legacy = {"estimators": {}, "recipe": {}, "versions": {}}
-    (out / "results.json").write_text(json.dumps(legacy))
-    (out / "thresholds-fold1.csv").write_text("old")
-    (out / "det.png").write_bytes(b"old")
-    (out / "my-notes.txt").write_text("mine")
-    calibrate.run(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out)))
-    assert read_manifest(out) is not None
-    assert not (out / "thresholds-fold1.csv").exists() and not (out / "det.png").exists()
-    assert (out / "my-notes.txt").read_text() == "mine"
+    victim = tmp / "victim.txt"
+    victim.write_text("victim\n")
+    (out / "results.json").write_text(json.dumps({"estimators": 1, "recipe": 1, "versions": 1}))
+    (out / "report.md").write_text("notes\n")
+    if link:
+        (out / "thresholds.csv").symlink_to(victim)
+    else:
+        (out / "thresholds.csv").write_text("mine\n")
+    result = _cli_run(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out)), out)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "report.md" in line and "results.json" in line and "thresholds.csv" in line
+    assert (out / "report.md").read_text() == "notes\n" and victim.read_text() == "victim\n"
+    assert (out / "thresholds.csv").is_symlink() == link
 
 
 def test_a_rerun_removes_only_what_the_previous_run_wrote(tmp_path):
@@ -176,7 +183,7 @@ def test_a_commit_killed_half_way_is_finished_by_the_next_run(tmp_path, monkeypa
 
     def dies_after_one(src, dst):
         calls.append(dst)
-        if len(calls) > 1:
+        if len(calls) > 3:  # the journal, the old manifest set aside, one new file: then the kill
             raise KeyboardInterrupt  # stands for SIGKILL: nothing after this point runs
         real_replace(src, dst)
 
@@ -187,7 +194,11 @@ def test_a_commit_killed_half_way_is_finished_by_the_next_run(tmp_path, monkeypa
     assert not (out / MANIFEST).exists()  # a mix of old and new files that does not claim to be complete
     assert read_manifest(out) is None
     new._release()  # the killed process's lock goes with it
+    victim = tmp_path / "victim.txt"
+    victim.write_text("victim\n")
+    (new.dir / (MANIFEST + ".tmp")).symlink_to(victim)  # D4: the old fixed temporary name, planted
     StagedOutput(out).discard()  # any later run first finishes the interrupted commit
+    assert victim.read_text() == "victim\n" and not (out / MANIFEST).is_symlink()
     assert read_manifest(out) is not None
     assert (out / "thresholds.csv").read_text() == "new" and (out / "report.md").read_text() == "new"
     assert not list(out.glob(STAGING_PREFIX + "*"))
@@ -355,7 +366,9 @@ EMPTY_MANIFEST = {"format": "calibrate-output", "version": 1, "files": {}}
     {"files": ["../victim.txt"], "replaces": {}, "manifest": {**EMPTY_MANIFEST, "files": {"../victim.txt": {}}}},
     {"files": ["my-notes.txt"], "replaces": {}, "manifest": {**EMPTY_MANIFEST, "files": {"my-notes.txt": {}}}},
     {"files": [], "replaces": {}, "manifest": {**EMPTY_MANIFEST, "files": {"ghost.csv": {"bytes": 1, "sha256": "0" * 64}}}},
-    "[1, 2", "null",
+    {"files": [["a"]], "replaces": {}, "manifest": EMPTY_MANIFEST},  # T15: entries of the wrong type
+    {"files": [{}], "replaces": {}, "manifest": EMPTY_MANIFEST},
+    "[1, 2", "null", "[" * 100_000,  # the last: nested too deeply, named as the journal, not the recipe
 ])
 def test_a_planted_journal_touches_nothing_and_is_reported(score_setup, journal):
     tmp, csv_path = score_setup
@@ -372,12 +385,12 @@ def test_a_planted_journal_touches_nothing_and_is_reported(score_setup, journal)
         assert ".journal.json" in line and "nothing was changed" in line and "remove '.calibrate-staging-evil'" in line
         assert (staging / ".journal.json").exists() and not (out / MANIFEST).exists()
     else:  # unreadable: the same refusal
-        assert result.exit_code == 2 and ".journal.json" in result.stderr
+        assert result.exit_code == 2 and ".journal.json" in result.stderr and "r.yaml" not in result.stderr
     assert victim.read_text() == "victim\n"
     assert snapshot_user(out) == user
 
 
-def test_a_tampered_manifest_does_not_make_a_user_file_calibrates(score_setup):
+def test_a_tampered_manifest_is_reported_and_left_in_place(score_setup):
     tmp, csv_path = score_setup
     out = tmp / "out"
     recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
@@ -386,13 +399,110 @@ def test_a_tampered_manifest_does_not_make_a_user_file_calibrates(score_setup):
     doc = json.loads((out / MANIFEST).read_text())
     doc["files"]["notes.txt"] = {"bytes": 1, "sha256": "x"}  # the audit's tampering
     (out / MANIFEST).write_text(json.dumps(doc))
-    assert _cli_run(recipe, out).exit_code == 0
-    assert (out / "notes.txt").read_text() == "the user's\n"
+    tampered = (out / MANIFEST).read_bytes()
+    result = _cli_run(recipe, out)
+    assert result.exit_code == 2 and MANIFEST in result.stderr and "left it in place" in result.stderr
+    assert (out / "notes.txt").read_text() == "the user's\n" and (out / MANIFEST).read_bytes() == tampered
+    (out / MANIFEST).write_text(json.dumps({**doc, "files": {k: v for k, v in doc["files"].items() if k != "notes.txt"}}))
     # an output the user edited after the run is theirs now: never replaced, the run says so
     (out / "report.md").write_text("my edited report\n")
     result = _cli_run(recipe, out)
     assert result.exit_code == 2 and "report.md" in result.stderr and "changed since" in result.stderr
     assert (out / "report.md").read_text() == "my edited report\n"
+
+
+@pytest.mark.parametrize("damage", ["utf-16", "files-list", "huge-int"])
+def test_a_damaged_manifest_is_exit_2_naming_it_and_owns_nothing(score_setup, damage):
+    """D2: an unreadable manifest does not fall back to ownership by name."""
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
+    assert _cli_run(recipe, out).exit_code == 0
+    with open(out / "report.md", "a") as fh:
+        fh.write("EDIT\n")
+    text = (out / MANIFEST).read_text()
+    if damage == "utf-16":
+        (out / MANIFEST).write_bytes(text.encode("utf-16"))
+    elif damage == "files-list":
+        (out / MANIFEST).write_text(json.dumps({**json.loads(text), "files": [1]}))
+    else:
+        (out / MANIFEST).write_text(text.replace('"bytes": ', '"bytes": ' + "9" * 5000, 1))
+    damaged = (out / MANIFEST).read_bytes()
+    result = _cli_run(recipe, out)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert MANIFEST in line
+    assert (out / "report.md").read_text().endswith("EDIT\n") and (out / MANIFEST).read_bytes() == damaged
+
+
+@pytest.mark.parametrize("name", [MANIFEST, "results.json"])
+@pytest.mark.parametrize("what", ["fifo", "dev-zero"])
+def test_a_fifo_or_endless_file_in_the_folder_is_never_read(tmp_path, name, what):
+    """H1/H2/M1: files read from the output folder are opened only if regular, within a budget."""
+    import threading
+
+    out = tmp_path / "out"
+    out.mkdir()
+    if what == "fifo":
+        os.mkfifo(out / name)
+    else:
+        (out / name).symlink_to("/dev/zero")
+    errors = []
+
+    def start():
+        try:
+            StagedOutput(out).discard()
+        except OutputError as exc:
+            errors.append(str(exc))
+
+    worker = threading.Thread(target=start, daemon=True)
+    worker.start()
+    worker.join(20)
+    hung = worker.is_alive()
+    if hung and what == "fifo":
+        with open(out / name, "w"):
+            pass  # let the blocked reader go
+    assert not hung
+    assert len(errors) == 1 and name in errors[0]
+
+
+def test_a_planted_journal_cannot_remove_a_file_it_states_the_hash_of(score_setup):
+    """D3: a journal replaces or removes only what the folder's manifest owns."""
+    import hashlib
+
+    tmp, csv_path = score_setup
+    out = tmp / "out"
+    recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))
+    for first_run in (False, True):
+        if first_run:
+            assert _cli_run(recipe, out).exit_code == 0
+        out.mkdir(exist_ok=True)
+        (out / "notes.txt").write_text("my notes\n")
+        record = {"bytes": 9, "sha256": hashlib.sha256(b"my notes\n").hexdigest()}
+        staging = _plant(out, {"files": [], "replaces": {"notes.txt": record}, "manifest": EMPTY_MANIFEST})
+        result = _cli_run(recipe, out)
+        assert result.exit_code == 2 and ".journal.json" in result.stderr, result.output
+        assert (out / "notes.txt").read_text() == "my notes\n"
+        import shutil
+        shutil.rmtree(staging)
+
+
+def test_a_staging_named_folder_holding_more_than_staged_files_is_left_alone(tmp_path):
+    """The borderline case: a .calibrate-staging-* folder without a journal is removed only when it holds
+    nothing but regular files a run stages."""
+    out = tmp_path / "out"
+    mine = out / (STAGING_PREFIX + "x")  # not a name mkdtemp gives
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep")
+    nested = out / (STAGING_PREFIX + "abcd1234")  # such a name, but holding a folder
+    (nested / "sub").mkdir(parents=True)
+    (nested / "sub" / "keep.txt").write_text("keep")
+    dead = StagedOutput(out)
+    dead.write_text("thresholds.csv", "staged")
+    dead._release()  # its process dies before committing
+    StagedOutput(out).discard()
+    assert (mine / "notes.txt").read_text() == "keep" and (nested / "sub" / "keep.txt").read_text() == "keep"
+    assert not dead.dir.exists()
 
 
 def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, monkeypatch):
@@ -416,3 +526,44 @@ def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, m
     assert "No space left on device" in line and "free disk space" in line
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert not list(out.glob(STAGING_PREFIX + "*"))
+
+
+@pytest.mark.parametrize("case", ["loop", "long", "nul-recipe", "empty-recipe"])  # argv cannot hold a NUL
+def test_an_output_folder_name_that_cannot_be_used_is_one_line(score_setup, case):
+    """T16, S7: a symbolic-link loop, an over-long name, a NUL byte, `output: ''` (the recipe's own folder)."""
+    from typer.testing import CliRunner
+
+    from calibrate.cli import app
+
+    tmp, csv_path = score_setup
+    (tmp / "lp").symlink_to("lp")
+    out = {"loop": str(tmp / "lp"), "long": str(tmp / ("a" * 300))}.get(case)
+    raw = score_recipe(csv_path, tmp / "results")
+    if case.endswith("recipe"):
+        raw["output"] = {"dir": "a\0b" if case == "nul-recipe" else "", "plots": False}
+    recipe = write_recipe(tmp / "r.yaml", raw)
+    before = sorted(p.name for p in tmp.iterdir())
+    args = ["run", str(recipe), "-q"] + (["--out", out] if out else [])
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and ("output" in line or "--out" in line)
+    assert sorted(p.name for p in tmp.iterdir()) == before
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_planted_set_aside_manifest_is_refused_before_anything_changes(tmp_path, kind):
+    """The name a commit sets the old manifest aside under is never taken over from a stranger."""
+    from calibrate.outputs import PREVIOUS
+
+    out = tmp_path / "out"
+    first = StagedOutput(out)
+    first.write_text("thresholds.csv", "first")
+    first.commit()
+    if kind == "folder":
+        (out / PREVIOUS).mkdir()
+    else:
+        (out / PREVIOUS).write_text("planted")
+    with pytest.raises(OutputError, match=PREVIOUS.replace(".", r"\.")):
+        StagedOutput(out)
+    assert (out / "thresholds.csv").read_text() == "first" and read_manifest(out) is not None

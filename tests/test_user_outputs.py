@@ -111,3 +111,87 @@ def test_a_folder_is_refused_and_save_goes_the_same_way(fitted, tmp_path):
     link.symlink_to(target)
     cal.save(link)
     assert link.is_symlink() and calibrate.load(target).classes == cal.classes
+
+
+# ---- issue 19 audit: D4, T18, S9, T13, T14, S8 ----------------------------------------------------
+
+def test_a_planted_link_at_a_guessable_temporary_name_is_never_followed(tmp_path):
+    """D4: the temporary file beside the target is created exclusively under a random name."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("victim\n")
+    target = tmp_path / "cal.json"
+    for pid in range(os.getpid() - 2, os.getpid() + 3):  # the old name: .NAME.tmp-PID
+        (tmp_path / f".cal.json.tmp-{pid}").symlink_to(victim)
+    write_user_file(target, b"new\n")
+    assert victim.read_text() == "victim\n"
+    assert not target.is_symlink() and target.read_bytes() == b"new\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".cal.json.tmp-") and not p.is_symlink()]
+
+
+@pytest.mark.parametrize("path", ["out/c\0.json", b"c.json", 5])
+def test_save_to_a_path_that_cannot_be_a_file_name_is_a_calibrate_error(fitted, tmp_path, path, monkeypatch):
+    """T18: a NUL byte, a bytes path or no path at all: CalibrateError, not ValueError/TypeError."""
+    cal = calibrate.load(fitted[0])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CalibrateError, match="cannot save the calibration"):
+        cal.save(path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_equal_to_an_input_is_refused(fitted, tmp_path):
+    """S9: accept --out the scores or the calibration, fit --out its training data: refused, inputs kept."""
+    cal, scores = fitted
+    before = {p: p.read_bytes() for p in (cal, scores)}
+    for out in (scores, cal):
+        result = _accept(fitted, out)
+        assert result.exit_code == 2 and "this command's input" in result.stderr, result.output
+    link = tmp_path / "same.txt"
+    link.symlink_to(scores)
+    assert _accept(fitted, link).exit_code == 2
+    result = runner.invoke(app, ["fit", str(scores), "--no-predict", "--out", str(scores)])
+    assert result.exit_code == 2 and "this command's input" in result.stderr
+    assert {p: p.read_bytes() for p in (cal, scores)} == before
+
+
+def test_an_out_ending_in_a_slash_names_a_folder_not_a_file(fitted, tmp_path):
+    """S9: `--out newdir/` never makes a file named newdir."""
+    for out in (f"{tmp_path}/newdir/", f"{tmp_path}/"):
+        result = _accept(fitted, out)
+        assert result.exit_code == 2 and "it names a folder" in result.stderr
+        result = runner.invoke(app, ["fit", str(fitted[1]), "--no-predict", "--out", out])
+        assert result.exit_code == 2 and "it names a folder" in result.stderr
+    assert not (tmp_path / "newdir").exists()
+
+
+def test_out_dash_with_standard_output_closed_is_one_line(fitted, monkeypatch):
+    """T14: sys.stdout is None when the process starts without it: a CalibrateError, not AttributeError."""
+    monkeypatch.setattr("sys.stdout", None)
+    with pytest.raises(CalibrateError, match="standard output.*closed"):
+        write_user_file("-", b"x\n")
+
+
+def _cli_with_stdout(args: list[str], how: str):
+    import subprocess
+
+    from calibrate_test_helpers import CALIBRATE
+
+    if how == "closed":
+        return subprocess.run(["sh", "-c", '"$0" "$@" >&-', str(CALIBRATE), *args], stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    with open("/dev/full", "w") as full:
+        return subprocess.run([str(CALIBRATE), *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("how", ["full", "closed"])
+@pytest.mark.parametrize("command", ["version", "threshold", "accept-dash"])
+def test_lost_standard_output_is_exit_2_with_one_line_never_a_traceback(fitted, how, command):
+    """T13, S8: a command whose printed result could not be written does not exit 0, nor with a traceback."""
+    cal, scores = fitted
+    args = {"version": ["--version"],
+            "threshold": ["threshold", str(cal), "--class", "s3", "--fpr", "0.05"],
+            "accept-dash": ["accept", str(cal), str(scores), "--fpr", "0.05", "--out", "-"]}[command]
+    done = _cli_with_stdout(args, how)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "Traceback" not in done.stderr
