@@ -30,6 +30,8 @@ from .errors import CalibrateError, CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_world, measured_interval
 from .sanity import check_direction
+from .safefiles import refuse_bad_labels
+from .scorefiles import strict_floats
 from .stats import tie_message, tied_floor
 from .types import DistanceMatrix, ImpostorDistances
 
@@ -273,10 +275,8 @@ class Calibration:
         normalised without itself, as in the run). A normaliser that reads the probe side needs
         ``impostor_cohort_scores``: per impostor score, its probe's scores against the cohort models
         (without this class and the probe's own), as ``accept``'s ``probe_cohort_scores``."""
-        try:
-            scores = np.asarray(impostor_scores, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DataError(f"class {cls!r}: impostor scores must be numbers") from None
+        refuse_bad_labels([str(cls)], "Calibration.enroll")  # what is enrolled must load again (issue 19: S1)
+        scores = strict_floats(impostor_scores, f"class {cls!r}: impostor scores")
         if scores.ndim != 1 or scores.size == 0:
             raise DataError(f"class {cls!r}: impostor scores must be a non-empty 1-D array, got shape {scores.shape}")
         if not np.all(np.isfinite(scores)):
@@ -389,10 +389,7 @@ def _padded(scores: Any, classes: Any) -> tuple[list[str], np.ndarray, np.ndarra
 
 
 def _checked_arrays(scores: Any, classes: Any) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        s = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError("scores must be numbers (a 1-D array of impostor comparison scores)") from None
+    s = strict_floats(scores, "scores (a 1-D array of impostor comparison scores)")
     if s.ndim != 1:
         raise DataError(f"scores must be a 1-D array of impostor comparison scores, got shape {s.shape}")
     if classes is None:
@@ -409,13 +406,15 @@ def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
             raise ParameterError("give either a mapping class -> scores, or scores and classes, not both")
         out = {}
         for cls, values in scores.items():
-            arr = np.asarray(values, dtype=np.float64)
+            arr = strict_floats(values, f"class {cls!r}: impostor scores")
             if arr.ndim != 1:
                 raise DataError(f"class {cls!r}: impostor scores must be a 1-D array, got shape {arr.shape}")
             out[str(cls)] = arr
+        refuse_bad_labels(out, "calibrate.fit")  # what is fitted must load again (issue 19: S1)
         return out
     s, c = _checked_arrays(scores, classes)
     names, inverse = np.unique(c.astype(str), return_inverse=True)
+    refuse_bad_labels(names.tolist(), "calibrate.fit classes")
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(names.size + 1))
     return {str(n): s[order[bounds[k]:bounds[k + 1]]] for k, n in enumerate(names)}

@@ -94,7 +94,7 @@ def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe Y
 @app.command()
 def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (calibration.json)."),
               cls: str = typer.Option(..., "--class", help="The enrolled class."),
-              fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
+              fpr: str = typer.Option(..., "--fpr", metavar="NUMBER", help="Target false positive rate, e.g. 0.001."),
               estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
               allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
                                                        help="Answer a target below 1/N of the training impostor "
@@ -104,8 +104,10 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
     from .api import load
     from .calibration import extrapolation_message
     from .errors import CalibrateError
+    from .cli_scores import cli_number
 
     try:
+        fpr = cli_number(fpr, "--fpr")
         cal = load(artifact, estimator)
         support = cal.training_support(fpr) if 0 < fpr < 1 else None
         if support is not None and support < 1 and not allow_extrapolation:
@@ -191,7 +193,7 @@ def _predicted(cal, cls: str, fpr: float) -> dict | None:
 @app.command()
 def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (a calibration.json, or a run's folder)."),
            scores: Path = typer.Argument(..., metavar="SCORES", help="Attempts to decide, as a score list (bob 4/5-column, or CSV with a header)."),
-           fpr: float = typer.Option(..., "--fpr", help="Target false positive rate, e.g. 0.001."),
+           fpr: str = typer.Option(..., "--fpr", metavar="NUMBER", help="Target false positive rate, e.g. 0.001."),
            out: str = typer.Option(..., "--out", help="Where to write the decisions (CSV); - for standard output "
                                     "(the summary then goes to standard error)."),
            estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
@@ -201,7 +203,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
            claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help="CSV: header of the claimed class."),
            real_column: Optional[str] = typer.Option(None, "--real-column", help="CSV: header of the probe's real class."),
            score_column: Optional[str] = typer.Option(None, "--score-column", help="CSV: header of the score."),
-           missing: Optional[float] = typer.Option(None, "--missing", help="Marker of failed comparisons: not decided, counted."),
+           missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help="Marker of failed comparisons: not decided, counted."),
            cohort: Optional[Path] = typer.Option(None, "--cohort", help="A normalised calibration: the probes' cohort "
                                                  "scores, bob's T-norm file (T-models x probes), in a score list's format.")) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
@@ -209,11 +211,13 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
     from .api import load
     from .assess import absent_note
-    from .cli_scores import read_attempts
+    from .cli_scores import check_options, cli_number, read_attempts
     from .errors import CalibrateError
     from .userfiles import check_target, write_user_file
 
     try:
+        fpr, missing = cli_number(fpr, "--fpr"), cli_number(missing, "--missing")
+        check_options(fmt)
         check_target(out, (artifact, scores))  # before any work: never replace an input (S9)
         if unknown not in ("error", "reject", "skip"):
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")

@@ -41,6 +41,9 @@ _ENVIRONMENT_FIXES = {
     errno.EMFILE: "raise the open-file limit (ulimit -n) or use fewer files",
     errno.ENFILE: "raise the system's open-file limit or use fewer files",
     errno.ENOMEM: "free memory, or split the data (a sharded run: `executor:` with `score-shards`)",
+    # a path the user typed: too long for the file system, or symbolic links that point in a circle
+    errno.ENAMETOOLONG: "give a shorter path (a file name is at most 255 bytes on most file systems)",
+    errno.ELOOP: "the path's symbolic links point in a circle: fix or remove the link",
 }
 
 

@@ -24,6 +24,50 @@ _CLAIMED_HELP = "CSV: header of the claimed class."
 _REAL_HELP = "CSV: header of the probe's real class."
 _SCORE_HELP = "CSV: header of the score."
 _MISSING_HELP = "Marker of failed comparisons (e.g. -1): left out, counted."
+#: the formats --format takes (scorefiles.sniff's)
+FORMATS = ("auto", "4-column", "5-column", "csv")
+#: the most --fpr targets one command takes: each costs a pass over every class (and a prediction),
+#: and no report needs more; 10,000 of them took 2.2 GB
+MAX_TARGETS = 100
+
+
+def cli_number(text: str | None, option: str) -> float | None:
+    """A number given on the command line, under the score files' strict grammar (click's float reads
+    ``1_0`` as 10.0); NaN refused, since nothing compares equal to it. None stays None."""
+    import math
+
+    from .errors import ParameterError
+    from .scorefiles import NUMBER
+
+    if text is None:
+        return None
+    if not NUMBER.fullmatch(text):
+        raise ParameterError(f"{option} {text[:40]!r} is not a number; write a decimal number such as 0.001 "
+                             "(no underscores or other digits)")
+    if math.isnan(float(text)):
+        raise ParameterError(f"{option} nan: no score is equal to NaN; give a number, e.g. {option} -1")
+    return float(text)
+
+
+def cli_targets(texts: list[str] | None) -> tuple[float, ...] | None:
+    """The --fpr targets (strict numbers, at most MAX_TARGETS), or None when none are given."""
+    from .errors import ParameterError
+
+    if not texts:
+        return None
+    if len(texts) > MAX_TARGETS:
+        raise ParameterError(f"--fpr is given {len(texts):,} times; give at most {MAX_TARGETS} targets per command")
+    return tuple(cli_number(t, "--fpr") for t in texts)
+
+
+def check_options(fmt: str, seed: int = 0) -> None:
+    """--format and --seed, in the command line's words (a ParameterError: one line, exit 2)."""
+    from .errors import ParameterError
+
+    if fmt not in FORMATS:
+        raise ParameterError(f"--format {fmt[:40]!r}: give one of {', '.join(FORMATS)}")
+    if seed < 0:
+        raise ParameterError(f"--seed {seed}: give a non-negative integer (the seed of the simulations)")
 
 
 def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column: str | None,
@@ -95,8 +139,8 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> li
     return out
 
 
-def _targets(fpr: list[float] | None) -> tuple[float, ...]:
-    return tuple(fpr) if fpr else DEFAULT_FPRS
+def _targets(fpr: list[str] | None) -> tuple[float, ...]:
+    return cli_targets(fpr) or DEFAULT_FPRS
 
 
 @app.command("fit")
@@ -105,14 +149,14 @@ def fit_command(
         out: str = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json; - for standard output."),
         kind: str = typer.Option("similarity", "--kind", help="similarity (higher = more alike) or distance."),
         estimator: str = typer.Option("auto", "--estimator", help="The estimator (see `calibrate plugins`)."),
-        fpr: Optional[List[float]] = typer.Option(None, "--fpr", help="A target FPR (repeat for several); "
+        fpr: Optional[List[str]] = typer.Option(None, "--fpr", metavar="NUMBER", help="A target FPR (repeat for several); "
                                                   "default 0.005, 0.0025, 0.001, 0.0005."),
         predict: bool = typer.Option(True, "--predict/--no-predict", help="Save the predicted FPR intervals."),
         fmt: str = typer.Option("auto", "--format", help=_FORMAT_HELP),
         claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help=_CLAIMED_HELP),
         real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
         score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
-        missing: Optional[float] = typer.Option(None, "--missing", help=_MISSING_HELP),
+        missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help=_MISSING_HELP),
         seed: int = typer.Option(0, "--seed", help="Seed of the predicted intervals' simulations.")) -> None:
     """Fit thresholds on every comparison of one score file and save the calibration."""
     import warnings
@@ -122,6 +166,9 @@ def fit_command(
     from .userfiles import check_target
 
     try:
+        check_options(fmt, seed)
+        missing = cli_number(missing, "--missing")
+        targets = _targets(fpr)
         check_target(out, (scores,))  # before the fit: never replace the training data (S9)
         claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
         if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
@@ -130,7 +177,7 @@ def fit_command(
                             f"give --kind {'distance' if kind == 'similarity' else 'similarity'}")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=_targets(fpr),
+            cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
                       predict=predict, seed=seed)
         cal.save(out)
     except Exception as exc:  # noqa: BLE001
@@ -149,14 +196,14 @@ def fit_command(
 def evaluate_command(
         artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (calibration.json or `calibrate fit`'s file)."),
         scores: Path = typer.Argument(..., metavar="SCORES", help="Comparisons to judge it on, a score list."),
-        fpr: Optional[List[float]] = typer.Option(None, "--fpr", help="A target FPR (repeat); default: the "
+        fpr: Optional[List[str]] = typer.Option(None, "--fpr", metavar="NUMBER", help="A target FPR (repeat); default: the "
                                                   "calibration's own targets."),
         estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
         fmt: str = typer.Option("auto", "--format", help=_FORMAT_HELP),
         claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help=_CLAIMED_HELP),
         real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
         score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
-        missing: Optional[float] = typer.Option(None, "--missing", help=_MISSING_HELP),
+        missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help=_MISSING_HELP),
         cohort: Optional[Path] = typer.Option(None, "--cohort", help=_COHORT_HELP),
         as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
     """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
@@ -167,6 +214,9 @@ def evaluate_command(
     from .assess import absent_note, assess, known_classes
 
     try:
+        check_options(fmt)
+        missing = cli_number(missing, "--missing")
+        fpr = cli_targets(fpr)
         cal = load(artifact, estimator)
         check_cohort_flag(cal, cohort)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,

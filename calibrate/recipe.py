@@ -194,7 +194,8 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     _check_top_level(raw, registry, source)
     data = _component(registry, "datasets", raw["data"], "data", source, base_dir)
     dataset = data.build()
-    defaults: list[str] = []
+    defaults: list[str] = [] if "version" in raw else [
+        f"no `version:` given: read as version {RECIPE_VERSION}; write `version: {RECIPE_VERSION}` (README: recipes need it)"]
     distance = _distance(raw, registry, data, dataset, defaults, source, base_dir)
     dataset.check()  # the head of every data file, read by the run's own parser
     transform, default_transforms = _transform(raw, registry, data, dataset, source, base_dir)
@@ -226,8 +227,8 @@ def _check_top_level(raw: Any, registry: Registry, source: str) -> None:
     for key in raw:
         if key not in TOP_LEVEL:
             raise _unknown_key(key, TOP_LEVEL, str(key), source)
-    version = raw.get("version", RECIPE_VERSION)
-    if version != RECIPE_VERSION:
+    version = raw.get("version", RECIPE_VERSION)  # a missing version is read as 1, and said (parse_recipe)
+    if type(version) is not int or version != RECIPE_VERSION:  # `true` and 1.0 equal 1 in Python, not in a recipe
         raise RecipeError(f"version {version!r} is not supported; this calibrate reads version {RECIPE_VERSION}",
                           source=source, where="version")
     if "data" not in raw:
@@ -279,6 +280,8 @@ def _transform(raw: dict, registry: Registry, data: ComponentSpec, dataset, sour
                           f"fitted to each shard's data separately, giving each shard another transform; {fix}",
                           source=source, where="transform")
     accepts = transform.info.factory.accepts if transform else ()
+    if kind is None and dataset.produces == "patterns":
+        kind = "distance"  # what a distance stage gives: refused here, as the run would refuse it (issue 19: S7)
     if transform is not None and kind is not None and kind not in accepts:
         fix = ("add `transform: {plugin: similarity-to-distance}` (higher scores must become smaller distances)"
                if kind == "similarity" else "use a transform for distances, e.g. `transform: {plugin: identity}`")

@@ -28,7 +28,7 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from .errors import DataError
-from .safefiles import MAX_LABEL, regular_file
+from .safefiles import MAX_LABEL, label_problem, regular_file
 
 T = TypeVar("T")
 
@@ -61,6 +61,9 @@ class Comparisons:
     probe_labels: list[str] | None
     scores: np.ndarray             # float64
     lines: np.ndarray | None       # 1-based line of each comparison (python reader), None (pyarrow)
+    #: what a comparison's position is called: "line" (text files) or "row" (a Parquet file, whose
+    #: comparison i is row i + 1: no lines to find, so messages name the row)
+    unit: str = "line"
 
 
 class NeedLines(Exception):
@@ -97,6 +100,8 @@ def _is_number(text: str) -> bool:
 def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None) -> tuple[str, str | None]:
     """(format, delimiter) of a score list: bob's 4/5 columns when the first line has 4 or 5
     whitespace-separated fields ending in a number, else a CSV whose header shows the delimiter."""
+    if fmt not in ("auto", "csv") and fmt not in BOB_FORMATS:  # else it reaches a reader as a delimiter
+        raise DataError(f"{path}: unknown score list format {str(fmt)[:40]!r}; give auto, 4-column, 5-column or csv")
     if fmt != "auto" and (fmt != "csv" or delimiter is not None):
         return fmt, delimiter
     number, line = _first_line(path)
@@ -119,6 +124,12 @@ def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None) -> tuple[
 def _csv_columns(path: Path, header: list[str], line: int, columns: dict | None) -> tuple[int, int, int | None, int]:
     """Header positions of (claimed, real, probe or None, score)."""
     names = dict(DEFAULT_COLUMNS if columns is None else columns)
+    given = [(role, names[role]) for role in ROLES if names.get(role) is not None]
+    for k, (role, name) in enumerate(given):
+        other = next((r for r, n in given[k + 1:] if n == name), None)
+        if other is not None:  # one column cannot be both: the readers would read it twice
+            raise DataError(f"{path}: column {name!r} is named as both the {role} and the {other} column; give each "
+                            "role its own column (--claimed-column, --real-column, --score-column or `columns:`)")
     positions = []
     for role in ROLES:
         name = names.get(role)
@@ -153,6 +164,22 @@ def _factor(table: dict, items: list) -> np.ndarray:
 NUMBER = re.compile(r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\s*", re.IGNORECASE | re.ASCII)
 
 
+def strict_floats(values, what: str) -> np.ndarray:
+    """``values`` (numbers, or text as from a caller's file) as float64; text under :data:`NUMBER`,
+    where numpy would read ``"0_5"`` as 5.0. A DataError starting with ``what`` otherwise."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "USO":
+        for k, x in enumerate(arr.ravel().tolist()):
+            text = x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+            if isinstance(text, str) and not NUMBER.fullmatch(text):
+                raise DataError(f"{what}: {text[:80]!r} (number {k + 1}) is not a number; write decimal numbers "
+                                "(no underscores or other digits)")
+    try:
+        return np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"{what} must be numbers") from None
+
+
 def first_loose_number(texts: list) -> int | None:
     """The index of the first of ``texts`` (str or bytes) that float() reads but :data:`NUMBER` refuses
     (an underscore, a non-ASCII digit), or None: one pass over the joined text, then a look at each."""
@@ -169,11 +196,13 @@ def first_loose_number(texts: list) -> int | None:
     return None
 
 
-def _to_float(path: Path, raw: list, lines: list[int], what: str) -> np.ndarray:
+def to_floats(path: Path, raw: list, lines, what: str, unit: str = "line") -> np.ndarray:
+    """Scores from their texts (str or bytes) under the :data:`NUMBER` grammar; a DataError naming
+    ``path`` and the ``unit`` ("line", "row") of the first that is not a number."""
     def refuse(text, line):
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
-        return DataError(f"{path}, line {line}: score {text[:80]!r} is not a number{what}; write the score as a "
+        return DataError(f"{path}, {unit} {line}: score {text[:80]!r} is not a number{what}; write the score as a "
                          "decimal number (no underscores or other digits), or a marker such as -1 there and set "
                          "`missing: -1`")
 
@@ -278,7 +307,7 @@ def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None) -> Compa
                     if max_rows is not None and rows >= max_rows:
                         break
                 if c:
-                    parts.append((_factor(tables[0], c), _factor(tables[1], r), _factor(tables[2], p), _to_float(path, s, ln, ""),
+                    parts.append((_factor(tables[0], c), _factor(tables[1], r), _factor(tables[2], p), to_floats(path, s, ln, ""),
                                   np.array(ln, np.int64)))
                 if not block or (max_rows is not None and rows >= max_rows):
                     break
@@ -327,7 +356,7 @@ def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows:
     if header is None:
         raise DataError(f"{path}: empty file; a CSV score list needs a header row and one comparison per row")
     lines = np.array(ln, np.int64)
-    scores = _to_float(path, s, ln, f" (column {header[isc]!r})")
+    scores = to_floats(path, s, ln, f" (column {header[isc]!r})")
     probe = _factor(tables[2], p) if ip is not None else None
     return Comparisons(_factor(tables[0], c), list(tables[0]), _factor(tables[1], r),
                  list(tables[1]), probe, list(tables[2]) if ip is not None else None, scores, lines)
@@ -392,13 +421,16 @@ def _read_pyarrow(path: Path, fmt: str, delimiter: str | None, columns: dict | N
         table = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowException, ValueError, UnicodeError):
         raise NeedLines from None
-    strip = fmt == "csv"
-    claimed, claimed_labels = _arrow_labels(table.column(used[0]), strip)
-    real, real_labels = _arrow_labels(table.column(used[1]), strip)
-    probe = probe_labels = None
-    if used[2] is not None:
-        probe, probe_labels = _arrow_labels(table.column(used[2]), strip)
-    score = table.column(used[3])
+    try:  # a column pyarrow cannot hand over as asked: the python reader says what is wrong
+        strip = fmt == "csv"
+        claimed, claimed_labels = _arrow_labels(table.column(used[0]), strip)
+        real, real_labels = _arrow_labels(table.column(used[1]), strip)
+        probe = probe_labels = None
+        if used[2] is not None:
+            probe, probe_labels = _arrow_labels(table.column(used[2]), strip)
+        score = table.column(used[3])
+    except (pa.ArrowException, KeyError, ValueError):
+        raise NeedLines from None
     if score.null_count:
         raise NeedLines
     scores = np.concatenate([ch.to_numpy(zero_copy_only=False) for ch in score.chunks]) if score.num_chunks \
@@ -407,11 +439,19 @@ def _read_pyarrow(path: Path, fmt: str, delimiter: str | None, columns: dict | N
 
 
 def line_of(rows: Comparisons, i: int) -> int:
-    """The 1-based file line of comparison ``i``; from the pyarrow reader (no lines), :class:`NeedLines`,
-    which makes :func:`read_then` read the file again with the python reader to name the line."""
+    """The 1-based file line (or Parquet row) of comparison ``i``; from the pyarrow reader (no lines),
+    :class:`NeedLines`, which makes :func:`read_then` read the file again with the python reader to
+    name the line."""
     if rows.lines is None:
+        if rows.unit == "row":
+            return i + 1
         raise NeedLines
     return int(rows.lines[i])
+
+
+def place(rows: Comparisons, i: int) -> str:
+    """Where comparison ``i`` is, for a message: "line 12" (a text file) or "row 12" (Parquet)."""
+    return f"{rows.unit} {line_of(rows, i)}"
 
 
 def read_then(path: Path, fmt: str, delimiter: str | None, columns: dict | None, reader: str, max_rows: int | None,
@@ -422,30 +462,33 @@ def read_then(path: Path, fmt: str, delimiter: str | None, columns: dict | None,
     fmt, delimiter = sniff(path, fmt, delimiter)
     if max_rows is None and reader != "python" and (reader == "pyarrow" or pyarrow_available()):
         try:
-            return finish(_labels_in_budget(path, _read_pyarrow(path, fmt, delimiter, columns)), fmt)
+            return finish(check_labels(path, _read_pyarrow(path, fmt, delimiter, columns)), fmt)
         except NeedLines:
             pass  # the python reader reads it, or says what is wrong and where
     if fmt in BOB_FORMATS:
         rows = _read_whitespace_python(path, fmt, max_rows)
     else:
         rows = _read_csv_python(path, delimiter, columns, max_rows)
-    return finish(_labels_in_budget(path, rows), fmt)
+    return finish(check_labels(path, rows), fmt)
 
 
-def _labels_in_budget(path: Path, rows: Comparisons) -> Comparisons:
-    """Refuse a label longer than MAX_LABEL characters (naming its line), before anything builds
+def check_labels(path: Path, rows: Comparisons) -> Comparisons:
+    """Refuse a label that a saved calibration could not hold (``calibrate.safefiles.label_problem``:
+    empty, a NUL, more than MAX_LABEL characters), naming its line, before anything builds
     fixed-width arrays of the labels; from the pyarrow reader, NeedLines (the python reader names it)."""
     for what, labels, codes in (("claimed class", rows.claimed_labels, rows.claimed),
                                 ("real class", rows.real_labels, rows.real),
                                 ("probe id", rows.probe_labels, rows.probe)):
-        if not labels:
-            continue
-        long = [k for k, x in enumerate(labels) if len(x) > MAX_LABEL]
-        if long:
-            i = int(np.flatnonzero(codes == long[0])[0])
-            raise DataError(f"{path}, line {line_of(rows, i)}: a {what} of {len(labels[long[0]]):,} characters "
-                            f"({labels[long[0]][:40]!r}...); labels are at most {MAX_LABEL:,} characters: check the "
-                            "file's format and delimiter")
+        if not labels or (max(map(len, labels)) <= MAX_LABEL and min(map(len, labels)) > 0
+                          and "\0" not in "".join(labels)):
+            continue  # the usual case, at C speed
+        k = next(k for k, x in enumerate(labels) if label_problem(x))
+        where = f"{path}, {place(rows, int(np.flatnonzero(codes == k)[0]))}"
+        if len(labels[k]) > MAX_LABEL:
+            raise DataError(f"{where}: a {what} of {len(labels[k]):,} characters ({labels[k][:40]!r}...); labels are "
+                            f"at most {MAX_LABEL:,} characters: check the file's format and delimiter")
+        raise DataError(f"{where}: a {what} {labels[k][:40]!r} {label_problem(labels[k])}; a label is non-empty text "
+                        "without NUL characters: check the file's format and encoding")
     return rows
 
 
@@ -460,7 +503,7 @@ def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = N
         bad = ~np.isfinite(rows.scores) & ((rows.scores != missing) if missing is not None else True)
         if bad.any():  # from the pyarrow reader, line_of hands the file to the python reader for the line
             i = int(np.flatnonzero(bad)[0])
-            raise DataError(f"{path}, line {line_of(rows, i)}: NaN or infinite score; remove the line, or mark failed "
+            raise DataError(f"{path}, {place(rows, i)}: NaN or infinite score; remove the line, or mark failed "
                             "comparisons with a number and give it as --missing")
         return rows
 

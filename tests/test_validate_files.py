@@ -51,7 +51,7 @@ def test_an_npz_without_the_arrays_it_needs(tmp_path):
     err = validate_and_run(tmp_path, recipe)
     assert "p.npz: missing array(s) sets" in err
     (tmp_path / "p.npz").write_bytes(b"PK\x03\x04 truncated")
-    assert "p.npz: not a readable .npz file" in validate_and_run(tmp_path, recipe)
+    assert "p.npz: the patterns file is not a readable .npz file" in validate_and_run(tmp_path, recipe)
 
 
 def test_validate_reads_only_the_head_of_a_large_file(tmp_path, monkeypatch):

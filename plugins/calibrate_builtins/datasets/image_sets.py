@@ -17,8 +17,10 @@ Passed over, never fatal, and summarised in one ``context.note`` (count and firs
 kind): hidden files and folders (names starting with "."), files that are not images (by
 extension), images Pillow cannot read (corrupt or truncated), folders nested below a set.
 Sets left with no readable image are skipped and reported, and so are classes left with no set;
-it is an error only when nothing readable remains. Images of different sizes are an error (the
-message names a file and suggests ``resize: [width, height]``).
+it is an error only when nothing readable remains. Sizes are read from the image headers before
+anything is decoded: images of different sizes are an error (the message names a file and suggests
+``resize: [width, height]``), and so are images of more than MAX_IMAGE_VALUES values each, or more
+values in all than ``calibrate.safefiles.memory_budget`` allows.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from PIL import Image
 
 from calibrate.base import Dataset, RunContext
 from calibrate.errors import DataError, ParameterError
+from calibrate.safefiles import memory_budget
 from calibrate.types import PatternSet
 
 IMAGE_SUFFIXES = frozenset({".pgm", ".pnm", ".ppm", ".pbm", ".png", ".jpg", ".jpeg"})
@@ -45,31 +48,54 @@ class UnreadableImage(Exception):
     """Pillow could not decode a file (the reason is the message)."""
 
 
-def check_resize(resize: Sequence[int] | None) -> tuple[int, int] | None:
-    """Validate a ``resize: [width, height]`` parameter (raises ParameterError)."""
+#: the most values (pixels x channels) one image may become: 4096 x 4096 grayscale, far past any
+#: matcher's input; a larger vector per sample makes every distance and copy gigabytes
+MAX_IMAGE_VALUES = 1 << 24
+
+
+def check_resize(resize: Sequence[int] | None, bands: int = 1) -> tuple[int, int] | None:
+    """Validate a ``resize: [width, height]`` parameter (raises ParameterError); ``bands`` values per
+    pixel (1 grayscale, 3 RGB) count against MAX_IMAGE_VALUES, checked before any image is read."""
     if resize is None:
         return None
     if (not isinstance(resize, (list, tuple)) or len(resize) != 2
             or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in resize)):
         raise ParameterError(f"resize must be [width, height] in pixels (two positive integers), got {resize!r}")
-    if int(resize[0]) * int(resize[1]) > Image.MAX_IMAGE_PIXELS:  # else every image fails to resize: "unreadable"
-        raise ParameterError(f"resize {list(resize)!r} makes images of more than {Image.MAX_IMAGE_PIXELS:,} pixels "
-                             "(Pillow's limit); choose a smaller [width, height]")
+    if int(resize[0]) * int(resize[1]) * bands > MAX_IMAGE_VALUES:
+        raise ParameterError(f"resize {list(resize)!r} makes images of {int(resize[0]) * int(resize[1]) * bands:,} values "
+                             f"(at most {MAX_IMAGE_VALUES:,} per image); choose a smaller [width, height]")
     return int(resize[0]), int(resize[1])
 
 
-def read_image(path: Path, resize: tuple[int, int] | None = None, grayscale: bool = True) -> np.ndarray:
-    """One image as floats in [0, 1]: (height, width) when grayscale, else (height, width, 3).
-
-    Raises :class:`UnreadableImage` for anything Pillow cannot decode, and for anything that is not a
-    regular file (a FIFO named like an image would block the read forever; a device never ends).
-    """
+def _regular(path: Path) -> None:
+    """Raise UnreadableImage unless ``path`` is a regular file (a FIFO named like an image would block
+    the read forever; a device never ends)."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
     if not stat.S_ISREG(mode):
         raise UnreadableImage("not a regular file (" + ("a FIFO" if stat.S_ISFIFO(mode) else "a device or socket") + ")")
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(width, height) from the image's header alone: Pillow decodes nothing until asked, so a
+    10 KB PNG that claims 9400 x 9400 pixels costs nothing here. Raises :class:`UnreadableImage`."""
+    _regular(path)
+    try:
+        with Image.open(path) as im:
+            return im.size
+    except Exception as exc:  # Pillow raises many types for bad files; a bad file must not stop the run
+        raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
+
+
+def read_image(path: Path, resize: tuple[int, int] | None = None, grayscale: bool = True) -> np.ndarray:
+    """One image as floats in [0, 1]: (height, width) when grayscale, else (height, width, 3).
+
+    Raises :class:`UnreadableImage` for anything Pillow cannot decode, and for anything that is not a
+    regular file.
+    """
+    _regular(path)
     try:
         with Image.open(path) as im:
             im.load()
@@ -81,12 +107,13 @@ def read_image(path: Path, resize: tuple[int, int] | None = None, grayscale: boo
                 im = im.convert("L" if grayscale else "RGB")
             if resize is not None and im.size != resize:
                 im = im.resize(resize, Image.Resampling.BILINEAR)
-            arr = np.asarray(im, dtype=np.float64) / scale
+            arr = np.asarray(im, dtype=np.float64)
     except Exception as exc:  # Pillow raises many types for bad files; a bad file must not stop the run
         raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
+    arr /= scale  # in place: one float64 copy of the image, not three
     if not grayscale and arr.ndim == 2:
         arr = np.repeat(arr[:, :, None], 3, axis=2)
-    return np.clip(arr, 0.0, 1.0)
+    return np.clip(arr, 0.0, 1.0, out=arr)
 
 
 class PassedOver:
@@ -116,27 +143,56 @@ def read_images(paths: Sequence[Path], root: Path, resize: tuple[int, int] | Non
                 passed: PassedOver, context: RunContext, name: str) -> list[np.ndarray | None]:
     """Flattened images for ``paths`` (None where unreadable, recorded in ``passed``).
 
-    Raises DataError when readable images differ in size.
+    Sizes are read from the headers first: images of different sizes (without ``resize``), one image
+    past MAX_IMAGE_VALUES, or all of them past :func:`memory_budget` are a DataError before anything
+    is decoded.
     """
-    out: list[np.ndarray | None] = []
-    for path in context.track(paths, f"{name}: reading {len(paths)} images", len(paths), unit="images"):
+    sizes: list[tuple[int, int] | None] = []
+    for path in paths:
         try:
-            out.append(read_image(path, resize, grayscale))
+            sizes.append(image_size(path))
+        except UnreadableImage:
+            passed.add("unreadable or corrupt images", _rel(path, root))
+            sizes.append(None)
+    _check_sizes(paths, sizes, resize, 1 if grayscale else 3, name)
+    out: list[np.ndarray | None] = []
+    for path, size in context.track(list(zip(paths, sizes)), f"{name}: reading {len(paths)} images", len(paths),
+                                    unit="images"):
+        try:
+            out.append(None if size is None else read_image(path, resize, grayscale))
         except UnreadableImage:
             passed.add("unreadable or corrupt images", _rel(path, root))
             out.append(None)
-    shapes: dict[tuple, int] = {}
-    for arr in out:
-        if arr is not None:
-            shapes[arr.shape] = shapes.get(arr.shape, 0) + 1
-    if len(shapes) > 1:
-        common = max(shapes, key=shapes.get)
-        odd = next(i for i, arr in enumerate(out) if arr is not None and arr.shape != common)
-        h, w = out[odd].shape[:2]
-        raise DataError(f"{name}: {paths[odd]} is {w}x{h} pixels but {shapes[common]} other images are "
-                        f"{common[1]}x{common[0]}; give the dataset `resize: [{common[1]}, {common[0]}]` "
-                        "(width, height) to bring every image to one size")
+    _check_sizes(paths, [None if a is None else (a.shape[1], a.shape[0]) for a in out], resize, 1, name)
     return [None if arr is None else arr.ravel() for arr in out]
+
+
+def _check_sizes(paths: Sequence[Path], sizes: list[tuple[int, int] | None], resize: tuple[int, int] | None,
+                 bands: int, name: str) -> None:
+    """Refuse (DataError) images whose (width, height) differ, one too large, or all too large."""
+    counts: dict[tuple[int, int], int] = {}
+    for size in sizes:
+        if size is not None:
+            counts[size] = counts.get(size, 0) + 1
+    if not counts:
+        return
+    if resize is None and len(counts) > 1:
+        (cw, ch) = common = max(counts, key=counts.get)
+        odd = next(i for i, size in enumerate(sizes) if size is not None and size != common)
+        w, h = sizes[odd]
+        raise DataError(f"{name}: {paths[odd]} is {w}x{h} pixels but {counts[common]} other images are "
+                        f"{cw}x{ch}; give the dataset `resize: [{cw}, {ch}]` "
+                        "(width, height) to bring every image to one size")
+    w, h = resize or next(iter(counts))
+    if resize is None and w * h * bands > MAX_IMAGE_VALUES:
+        first = next(p for p, size in zip(paths, sizes) if size is not None)
+        raise DataError(f"{name}: {first} is {w}x{h} pixels, {w * h * bands:,} values per image (at most "
+                        f"{MAX_IMAGE_VALUES:,}); give the dataset `resize: [width, height]` to shrink every image")
+    total = sum(counts.values()) * w * h * bands * 8
+    if total > memory_budget():
+        raise DataError(f"{name}: {sum(counts.values())} images of {w}x{h} pixels make {total / 2**30:.1f} GiB of "
+                        f"values, more than this machine's budget of {memory_budget() / 2**30:.1f} GiB for one "
+                        "input; give the dataset a smaller `resize: [width, height]`, or use fewer images")
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -202,7 +258,7 @@ class ImageSets(Dataset):
 
     def __init__(self, *, path: Path, resize: list[int] | None = None, grayscale: bool = True,
                  flat_sets: int | None = None):
-        self._size = check_resize(resize)
+        self._size = check_resize(resize, 1 if grayscale else 3)
         if flat_sets is not None and (isinstance(flat_sets, bool) or not isinstance(flat_sets, int) or flat_sets < 1):
             raise ParameterError(f"flat_sets must be a positive integer (sets per class in a flat layout), got {flat_sets!r}")
         self.path, self.resize, self.grayscale, self.flat_sets = path, resize, grayscale, flat_sets

@@ -45,7 +45,7 @@ import numpy as np
 from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.scorefiles import (BOB_FORMATS, DEFAULT_COLUMNS, ROLES, Comparisons, NeedLines,  # noqa: F401 (re-exported)
-                                  line_of, pyarrow_available, read_comparisons, read_then, sniff)
+                                  line_of, place, pyarrow_available, read_comparisons, read_then, sniff)
 from calibrate.types import DistanceMatrix
 
 from .cohort_files import with_cohorts
@@ -91,7 +91,7 @@ def build_matrix(rows: Comparisons, path: Path, fmt: str, missing: float | None)
     bad = ok & ~np.isfinite(scores)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{path}, line {line_of(rows, i)}: NaN or infinite score; set `missing:` to the marker of failed "
+        raise DataError(f"{path}, {place(rows, i)}: NaN or infinite score; set `missing:` to the marker of failed "
                         "comparisons or remove the line")
     if scores.size == 0:
         raise DataError(f"{path}: no comparisons; a score list holds one comparison per line")
@@ -106,7 +106,7 @@ def build_matrix(rows: Comparisons, path: Path, fmt: str, missing: float | None)
             i = int(np.flatnonzero(clash)[0])
             j = int(np.flatnonzero((probe == probe[i]) & (rows.real != rows.real[i]))[0])
             i, j = sorted((i, j))
-            raise DataError(f"{path}, lines {line_of(rows, i)} and {line_of(rows, j)}: probe {probe_labels[probe[i]]!r} has real "
+            raise DataError(f"{path}, {rows.unit}s {line_of(rows, i)} and {line_of(rows, j)}: probe {probe_labels[probe[i]]!r} has real "
                             f"class {rows.real_labels[rows.real[i]]!r} on one and {rows.real_labels[rows.real[j]]!r} on the "
                             "other; a probe (test_label) belongs to one class")
         probe_real = owner
@@ -139,7 +139,7 @@ def build_matrix(rows: Comparisons, path: Path, fmt: str, missing: float | None)
         i = int(np.flatnonzero(flat == flat[j])[0])
         hint = (" (a 5-column file with several models per claimed class is not supported: keep one model per class)"
                 if fmt == "5-column" else "")
-        raise DataError(f"{path}, lines {line_of(rows, int(i))} and {line_of(rows, int(j))}: probe "
+        raise DataError(f"{path}, {rows.unit}s {line_of(rows, int(i))} and {line_of(rows, int(j))}: probe "
                         f"{probe_labels[probe[i]]!r} is compared with claimed class {gallery[claimed[i]]!r} twice; keep "
                         f"one comparison per probe and class{hint}")
     values = np.full(n_probes * n_gallery, np.nan)

@@ -22,7 +22,7 @@ import numpy as np
 from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import DistanceMatrix
-from calibrate.safefiles import MAX_LABEL, regular_file
+from calibrate.safefiles import MAX_LABEL, label_problem, regular_file
 from calibrate.scorefiles import first_loose_number
 
 
@@ -69,10 +69,13 @@ def read_score_csv(path: Path, missing: float | None,
         raise DataError(f"{path}: needs a header row of gallery labels and at least one probe row")
     gallery = [c.strip() for c in rows[0][1:]]
     for r, labels in [(1, gallery)] + [(r, [row[0]]) for r, row in enumerate(rows[1:], start=2)]:
-        long = next((x for x in labels if len(x.strip()) > MAX_LABEL), None)
-        if long is not None:
-            raise DataError(f"{path}, line {r}: a label of {len(long.strip()):,} characters ({long.strip()[:40]!r}...); "
+        bad = next((x.strip() for x in labels if label_problem(x.strip())), None)
+        if bad is not None and len(bad) > MAX_LABEL:
+            raise DataError(f"{path}, line {r}: a label of {len(bad):,} characters ({bad[:40]!r}...); "
                             f"labels are at most {MAX_LABEL:,} characters: check the file's format and delimiter")
+        if bad is not None:  # the rule calibrate.load applies: what is fitted here must load again
+            raise DataError(f"{path}, line {r}: a label {bad!r} {label_problem(bad)}; every gallery column and probe "
+                            "row needs a label of text without NUL characters")
     if not gallery:
         raise DataError(f"{path}: the header row has no gallery labels after the first cell; score-matrix reads a "
                         "probe x gallery matrix in CSV (a header row of gallery labels after one empty cell)")

@@ -30,7 +30,7 @@ import numpy as np
 from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.partitioned import ShardedScores
-from calibrate.scorefiles import ROLES, Comparisons
+from calibrate.scorefiles import ROLES, Comparisons, check_labels, to_floats
 from calibrate.safefiles import regular_file
 from calibrate.types import DistanceMatrix
 
@@ -102,8 +102,6 @@ def _parquet_rows(path: Path, columns: dict | None) -> Comparisons:
         except (pa.ArrowException, ValueError) as exc:
             raise DataError(f"{path}: column {names[role]!r} ({col.type}) cannot be read as labels ({exc})") from None
         labels = encoded.dictionary.to_pylist()
-        if "" in labels:
-            raise DataError(f"{path}: column {names[role]!r} holds an empty label; every comparison needs its classes")
         return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64), labels
 
     claimed, claimed_labels = labels("claimed")
@@ -111,15 +109,25 @@ def _parquet_rows(path: Path, columns: dict | None) -> Comparisons:
     probe = probe_labels = None
     if names["probe"] is not None:
         probe, probe_labels = labels("probe")
-    score = table.column(names["score"])
+    scores = _parquet_scores(path, table.column(names["score"]), names["score"])
+    return check_labels(path, Comparisons(claimed, claimed_labels, real, real_labels, probe, probe_labels, scores,
+                                          None, unit="row"))
+
+
+def _parquet_scores(path: Path, score, name: str) -> np.ndarray:
+    """A Parquet score column as float64: numbers as they are, text under the strict number grammar
+    (naming the row of the first that is not one: ``0_5`` is not 5.0), any other type refused."""
+    import pyarrow as pa
+
     if score.null_count:
-        raise DataError(f"{path}: column {names['score']!r} has {score.null_count} null score(s); mark failed "
+        raise DataError(f"{path}: column {name!r} has {score.null_count} null score(s); mark failed "
                         "comparisons with a number and give it as `missing:`")
-    try:
-        scores = np.asarray(score.to_numpy(zero_copy_only=False), dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError(f"{path}: column {names['score']!r} is not numeric ({score.type})") from None
-    return Comparisons(claimed, claimed_labels, real, real_labels, probe, probe_labels, scores, None)
+    if pa.types.is_string(score.type) or pa.types.is_large_string(score.type):
+        texts = score.to_pylist()
+        return to_floats(path, texts, range(1, len(texts) + 1), f" (column {name!r})", unit="row")
+    if not (pa.types.is_integer(score.type) or pa.types.is_floating(score.type) or pa.types.is_decimal(score.type)):
+        raise DataError(f"{path}: column {name!r} is not numeric ({score.type}); write the scores as numbers")
+    return np.asarray(score.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 class ScoreShards(Dataset):

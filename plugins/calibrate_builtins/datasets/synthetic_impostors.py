@@ -99,6 +99,9 @@ class SyntheticImpostors(Dataset):
         self.classes, self.train, self.test = classes, train, test
         self.off_model, self.round, self.seed = off_model, round, seed
 
+    def output_kind(self) -> str:
+        return "distance"  # always: so that a recipe's transform for similarities is refused at validation
+
     def _load(self, context: RunContext) -> ScoreSplit:
         values, fam = impostor_distances(self.classes, self.train + self.test, self.seed, self.off_model)
         if self.round is not None:
