@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact
+from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact, rebuilt
 from .base import FittedModel, RunContext
 from .calibration import Calibration
-from .confidence import ConfidentModel
+from .confidence import from_saved_entry
 from .errors import CalibrationError, DataError, ParameterError
 from .manager import build_registry
 from .partitioned_calibration import PartitionedCalibration, load_partitioned, read_head
@@ -35,21 +36,36 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
     when the file holds a single estimator. :func:`calibrate.load` gives the whole calibration,
     answering in the data's own score units.
     """
-    path = Path(path)
+    path = calibration_path(path, "calibrate.load_calibration")
     doc = read_artifact(path)
     _, entry = choose_estimator(doc, path, estimator)
     info = lookup_component(build_registry(extra_plugins), "estimators", entry.get("plugin"), path)
-    return info.factory.model_class.from_state(entry["state"])
+    return rebuilt(path, f"estimator {entry.get('plugin')!r}", lambda: info.factory.model_class.from_state(entry["state"]))
 
 
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
     """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``, or a run's output
     folder, plain or sharded), ready to answer in score units. ``estimator``: the label to load when the
     file holds several. The file is validated as a whole first (calibrate.artifact.check_document)."""
-    path = Path(path)
-    cal = _load(path, estimator, extra_plugins)
+    path = calibration_path(path, "calibrate.load")
+    try:
+        cal = _load(path, estimator, extra_plugins)
+    except OSError as exc:  # a name too long, a loop of links, a folder we may not read: the user's to fix
+        raise CalibrationError(f"{str(path)[:200]}: cannot read the calibration ({exc.strerror or exc}); give the path "
+                               "of a calibration file or a run's output folder") from None
     _check_version(cal, path)
     return cal
+
+
+def calibration_path(path: object, who: str) -> Path:
+    """``path`` as a Path, when it can name a file: a str or os.PathLike without NUL (audit T18)."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise CalibrationError(f"{who}: the calibration's path must be a file or folder name (str or pathlib.Path), "
+                               f"got {type(path).__name__}")
+    if "\0" in str(path):
+        raise CalibrationError(f"{who}: the calibration's path {str(path)[:200]!r} holds a NUL character; no file "
+                               "can be named so")
+    return Path(path)
 
 
 def _check_version(cal, path: Path) -> None:
@@ -82,17 +98,11 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
     est_info = lookup_component(registry, "estimators", entry.get("plugin"), path)
     tr = doc["transform"]
     tr_info = lookup_component(registry, "transforms", tr.get("plugin"), path)
-    try:
-        est = est_info.factory(**entry.get("params", {}))
-        transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
-        model = est_info.factory.model_class.from_state(entry["state"])
-        if entry.get("confidence") is not None:
-            c = entry["confidence"]
-            model = ConfidentModel(model, c["confidence"], c.get("grid", ()), c.get("upper", ()), c.get("independent"))
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, MemoryError,
-            ParameterError, DataError) as exc:
-        raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({type(exc).__name__}: "
-                               f"{str(exc)[:200]}); the file is damaged: run the recipe (or Calibration.save) again") from None
+    what = f"estimator {label!r}"
+    est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})))
+    transform = rebuilt(path, f"transform {tr_info.name!r}",
+                        lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})))
+    model = rebuilt(path, what, lambda: _model(est_info.factory.model_class, entry))
     kind = doc.get("kind", "distance")
     if kind not in ACCEPT_IF:
         raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")
@@ -108,6 +118,14 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
                        prediction=entry.get("prediction"),
                        training_impostors=doc.get("training", {}).get("impostors"), normalization=normalization)
+
+
+def _model(model_class, entry: dict) -> FittedModel:
+    """The estimator's model from its saved state, wrapped in its saved confidence when it has one."""
+    model = model_class.from_state(entry["state"])
+    if entry.get("confidence") is not None:
+        model = from_saved_entry(model, entry["confidence"])
+    return model
 
 
 def _normalization(doc: dict, registry, path: Path):

@@ -186,17 +186,36 @@ def _prediction(p: Any, path: Path, where: str) -> None:
                 raise _bad(path, f"{where}.per_class.{key}", f"must hold {n} rates (or null) for each class")
 
 
+#: the most training impostor distances a saved count may state (far beyond any gallery; keeps it a float)
+MAX_IMPOSTORS = 10**15
+#: the most entries, and characters per entry, of a saved ``versions`` mapping
+MAX_VERSIONS = 1000
+
+
+def check_common(doc: dict, bad) -> None:
+    """The fields a saved calibration and a partitioned head share: kind, targets, training, versions
+    (each by type and size; ``bad(where, what)`` makes the error)."""
+    if "kind" in doc and (not isinstance(doc["kind"], str) or doc["kind"] not in ACCEPT_IF):
+        raise bad("kind", f"is {str(doc['kind'])[:40]!r}, not similarity or distance")
+    if "targets" in doc and not (isinstance(doc["targets"], list) and all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < 1 for t in doc["targets"])):
+        raise bad("targets", "must be a list of target FPRs in (0, 1)")
+    if "training" in doc:
+        n = doc["training"].get("impostors") if isinstance(doc["training"], dict) else None
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_IMPOSTORS:
+            raise bad("training.impostors", f"must be the positive number of training impostor distances (at most "
+                                            f"{MAX_IMPOSTORS:.0e}), got {str(n)[:40]!r}")
+    versions = doc.get("versions", {})
+    if not isinstance(versions, dict) or len(versions) > MAX_VERSIONS or not all(
+            isinstance(k, str) and len(k) <= MAX_VERSIONS and (v is None or isinstance(v, str) and len(v) <= MAX_VERSIONS)
+            for k, v in versions.items()):
+        raise bad("versions", f"must map package names to version strings (or null), at most {MAX_VERSIONS} of them")
+
+
 def check_document(doc: dict, path: Path) -> None:
     """The whole of a calibration document's structure, before anything in it is used (names read from it
     are looked up in the registry only, never imported): every failure names the field."""
-    if "kind" in doc and doc["kind"] not in ACCEPT_IF:
-        raise _bad(path, "kind", f"is {str(doc['kind'])[:40]!r}, not similarity or distance")
-    if "targets" in doc:
-        _targets(doc["targets"], path, "targets")
-    if "training" in doc:
-        n = doc["training"].get("impostors") if isinstance(doc["training"], dict) else None
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise _bad(path, "training.impostors", "must be the positive number of training impostor distances")
+    check_common(doc, lambda where, what: _bad(path, where, what))
     if "transform" in doc:
         _component_entry(doc["transform"], path, "transform")
     if "normalizer" in doc:
@@ -235,6 +254,30 @@ def lookup_component(registry, kind: str, name: Any, path: Path):
         return registry.get(kind, name, source=str(path))
     except CalibrateError as exc:
         raise CalibrationError(f"{exc}; install the plugin that provides it to load this calibration") from None
+
+
+def rebuild_error(exc: BaseException) -> str:
+    """Why a saved state could not be rebuilt, for a loader's message: a state check's own words (they name the
+    field, calibrate.statecheck), anything else with its exception type."""
+    if isinstance(exc, CalibrateError):
+        return str(exc)[:300]
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+#: what rebuilding a component from a damaged file may raise (besides a CalibrateError)
+REBUILD_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, MemoryError, OSError)
+
+
+def rebuilt(path: Path, what: str, build, fix: str = "run the recipe (or Calibration.save) again"):
+    """``build()``, a component rebuilt from a saved file; whatever a damaged file makes it raise is a
+    CalibrationError naming the file, ``what`` (e.g. "the transform") and the field when a state check named it."""
+    try:
+        return build()
+    except (CalibrateError, *REBUILD_ERRORS) as exc:
+        if isinstance(exc, CalibrationError) and str(path) in str(exc):
+            raise  # already names the file (e.g. a pooled sample's file)
+        raise CalibrationError(f"{path}: {what} cannot be rebuilt from the file ({rebuild_error(exc)}); the file is "
+                               f"damaged: {fix}") from None
 
 
 def check_model(model: FittedModel, transform: Transform | None, kind: str, targets, path: Path, label: str) -> None:

@@ -544,8 +544,17 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
                                          seed=[int(seed)], context=RunContext(), world=build_world(impostors, dist),
                                          fit_seconds=fit_seconds)
         saved = predicted.saved(model.classes)
+    _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
                        versions=package_versions((est_spec, tr_spec)), prediction=saved,
                        training_impostors=int(impostors.values.size))
+
+
+def _say_extrapolated_targets(targets: Sequence[float], n: int) -> None:
+    """Warn at fit time about every target below 1/N of the training impostor distances (audit S5): its
+    thresholds extrapolate, and ``calibrate threshold`` refuses it later without --allow-extrapolation."""
+    for t in targets:
+        if t * n < 1:
+            warnings.warn(extrapolation_message(t, n), stacklevel=3)

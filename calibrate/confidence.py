@@ -207,6 +207,28 @@ class ConfidentModel(FittedModel):
         raise DataError("a confident model is rebuilt from its inner model's state and its confidence entry")
 
 
+def from_saved_entry(inner: FittedModel, entry: Any) -> ConfidentModel:
+    """The confident model a saved calibration's ``confidence`` entry describes around ``inner``, every field
+    checked (audit S3): the candidate targets in (0, 1) ascending, their FPR bounds in [0, 1] (NaN only as a
+    suffix: targets the curve does not meet), ``independent`` a whole number >= 1 or null."""
+    from . import statecheck
+
+    if not isinstance(entry, dict):
+        raise DataError(f"confidence must be a mapping, got {type(entry).__name__}")
+    grid = statecheck.numbers(entry.get("grid", []), "confidence.grid", 0.0, 1.0, open_low=True)
+    upper = entry.get("upper", [])
+    if not isinstance(upper, list) or len(upper) != grid.size:
+        raise DataError(f"confidence.upper must hold {grid.size} FPR bounds, one per candidate target")
+    met = [v for v in upper if not (isinstance(v, float) and np.isnan(v))]
+    bounds = statecheck.numbers(met, "confidence.upper", 0.0, 1.0)
+    if np.any(np.diff(grid) <= 0) or np.any(np.diff(bounds) < 0) or upper[:len(met)] != met:
+        raise DataError("confidence.grid must ascend and confidence.upper must not decrease (NaN only at its end)")
+    independent = entry.get("independent")
+    if independent is not None:
+        independent = int(statecheck.number(independent, "confidence.independent", 1, integer=True))
+    return ConfidentModel(inner, entry.get("confidence"), grid, np.asarray(upper, dtype=np.float64), independent)
+
+
 def confident(model: FittedModel, prediction: Prediction | None, confidence: float,
               independent: int | None = None) -> ConfidentModel:
     """Wrap a fitted model with its confidence bound (the model-based curve from ``prediction``'s replicates)."""

@@ -61,11 +61,12 @@ class TailFit:
     def quantile(self, e: np.ndarray) -> np.ndarray:
         """The model's e-quantile (valid for e < p_u); no clipping at 0."""
         e = np.asarray(e, dtype=np.float64)
-        r = self.p_u / e
+        log_r = np.log(self.p_u) - np.log(e)  # log(p_u / e) without the division, which overflows at e ~ 1e-320
         if abs(self.xi) < 1e-9:
-            excess = self.beta * np.log(r)
+            excess = self.beta * log_r
         else:
-            excess = self.beta / self.xi * np.expm1(self.xi * np.log(r))
+            with np.errstate(over="ignore"):  # a heavy tail at a vanishing target: the quantile is -inf, clipped by callers
+                excess = self.beta / self.xi * np.expm1(self.xi * log_r)
         return self.u - excess
 
     def cdf(self, t: np.ndarray) -> np.ndarray:

@@ -26,6 +26,8 @@ from .types import ImpostorDistances
 
 PART = "part{:05d}"
 HEAD_FORMAT = "calibrate-partitioned"
+#: the head's format version this calibrate writes and reads
+HEAD_VERSION = 1
 #: order-preserving keys are binned on their top bits: 2^20 bins, about 1/256 of a binade each
 _BIN_SHIFT = 44
 

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from .artifact import ACCEPT_IF, check_labels, check_model, choose_estimator, load_json, lookup_component, read_artifact
+from .artifact import (ACCEPT_IF, check_common, check_labels, check_model, choose_estimator, load_json, lookup_component,
+                       read_artifact, rebuilt)
 from .calibration import Calibration
 from .errors import CalibrationError
-from .partitioned import HEAD_FORMAT, PART, fitter_for
+from .partitioned import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
 from .safefiles import regular_file
 
 #: parts whose models are kept in memory at once
@@ -51,17 +52,16 @@ def check_head(head: dict, path: Path) -> None:
     def bad(where: str, what: str) -> CalibrationError:
         return CalibrationError(f"{path}: {where} {what}; the file is damaged or not calibrate's: run the recipe again")
 
+    version = head.get("version")
+    if isinstance(version, bool) or version != HEAD_VERSION:
+        raise CalibrationError(f"{path}: partitioned calibration version {repr(version)[:40]} is not the one this "
+                               f"calibrate reads ({HEAD_VERSION}); run the recipe again with this calibrate")
     for key, low, high in (("parts", 1, MAX_PARTS), ("classes", 0, None)):
         value = head.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
             raise bad(key, f"must be a whole number {'from ' + str(low) + (' to ' + str(high) if high else '')}, "
                            f"got {str(value)[:40]!r}")
-    if head.get("kind", "distance") not in ACCEPT_IF:
-        raise bad("kind", f"is {str(head.get('kind'))[:40]!r}, not similarity or distance")
-    targets = head.get("targets", [])
-    if not isinstance(targets, list) or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < 1
-                                                for t in targets):
-        raise bad("targets", "must be a list of target FPRs in (0, 1)")
+    check_common(head, bad)
     estimators = head.get("estimators")
     if not isinstance(estimators, dict) or not estimators:
         raise bad("estimators", "must name at least one estimator")
@@ -99,11 +99,15 @@ class PartitionedCalibration:
         self.plugin, self.params = entry.get("plugin"), entry.get("params", {})
         self.targets = tuple(head.get("targets", ()))
         self._registry = build_registry(extra_plugins)
-        info = lookup_component(self._registry, "estimators", self.plugin, folder)
-        self._model_class = fitter_for(info.factory(**self.params), label).model_class
+        head_path = folder / "calibration.json"
+        info = lookup_component(self._registry, "estimators", self.plugin, head_path)
+        self._model_class = rebuilt(head_path, f"estimator {label!r}",
+                                    lambda: fitter_for(info.factory(**self.params), label).model_class,
+                                    "run the recipe again")
         self._parts: OrderedDict[int, Calibration] = OrderedDict()
         self._cache = cache_parts
         self._index: dict[str, int] | None = None
+        self._sizes: list[int] = []
 
     @property
     def accept_if(self) -> str:
@@ -116,9 +120,11 @@ class PartitionedCalibration:
         return (f"PartitionedCalibration({self.label!r}, {len(self)} classes in {self.head['parts']} parts, "
                 f"{self.kind} scores, accept if {self.accept_if})")
 
-    def _part_of(self, cls: Any) -> int:
+    def _class_index(self) -> dict[str, int]:
+        """class -> part, from every part's class list (read once); ``self._sizes``: classes per part."""
         if self._index is None:
             index: dict[str, int] = {}
+            sizes = []
             for k in range(int(self.head["parts"])):
                 path = self.folder / f"classes-{PART.format(k)}.json"
                 regular_file(path, f"the class list of part {k}", "the result is incomplete: run the recipe again",
@@ -130,7 +136,12 @@ class PartitionedCalibration:
                 if len(index) != before + len(names):
                     raise CalibrationError(f"{path}: a class of part {k} is also in an earlier part; the result is "
                                            "damaged: run the recipe again")
-            self._index = index
+                sizes.append(len(names))
+            self._index, self._sizes = index, sizes
+        return self._index
+
+    def _part_of(self, cls: Any) -> int:
+        self._class_index()
         try:
             return self._index[str(cls)]
         except KeyError:
@@ -152,16 +163,17 @@ class PartitionedCalibration:
         path = self.folder / f"calibration-{PART.format(k)}.json"
         doc = read_artifact(path)
         label, entry = choose_estimator(doc, path, self.label)
+        self._check_part(doc, path)
         tr = doc["transform"]
         tr_info = lookup_component(self._registry, "transforms", tr.get("plugin"), path)
         est_info = lookup_component(self._registry, "estimators", entry.get("plugin"), path)
-        try:
-            model = self._model_class.from_state({**entry["state"], "root": str(self.folder)})
-            transform = tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {}))
-            est = est_info.factory(**entry.get("params", {}))
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, MemoryError, OSError) as exc:
-            raise CalibrationError(f"{path}: estimator {label!r} cannot be rebuilt from the file ({type(exc).__name__}: "
-                                   f"{str(exc)[:200]}); the result is damaged: run the recipe again") from None
+        what, fix = f"estimator {label!r}", "run the recipe again"
+        model = rebuilt(path, what, lambda: self._model_class.from_state({**entry["state"], "root": str(self.folder)}),
+                        fix)
+        transform = rebuilt(path, f"transform {tr_info.name!r}",
+                            lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})), fix)
+        est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})), fix)
+        self._check_classes(model.classes, path, k)
         check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)
         cal = Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                           transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
@@ -170,6 +182,27 @@ class PartitionedCalibration:
         while len(self._parts) > self._cache:
             self._parts.popitem(last=False)
         return cal
+
+    def _check_part(self, doc: dict, path: Path) -> None:
+        """A part must agree with the head: the same kind and transform (a part is one shard of one run)."""
+        def bad(what: str) -> CalibrationError:
+            return CalibrationError(f"{path}: {what}; the result is damaged: run the recipe again")
+
+        if doc.get("version", 0) < 2 or "transform" not in doc:
+            raise bad("the part holds no transform (format 2's 'transform' entry is missing)")
+        if doc.get("kind", "distance") != self.kind:
+            raise bad(f"the part's kind {doc.get('kind', 'distance')!r} contradicts the head's {self.kind!r}")
+        head_tr, tr = self.head["transform"], doc["transform"]
+        if any(tr.get(key, {} if key != "plugin" else None) != head_tr.get(key, {} if key != "plugin" else None)
+               for key in ("plugin", "params", "state")):
+            raise bad("the part's transform contradicts the head's (calibration.json)")
+
+    def _check_classes(self, classes: tuple[str, ...], path: Path, k: int) -> None:
+        """A part's model must hold exactly the classes its class list (classes-partNNNNN.json) names."""
+        index = self._class_index()
+        if len(classes) != self._sizes[k] or any(index.get(c) != k for c in classes):
+            raise CalibrationError(f"{path}: the part's classes contradict classes-{PART.format(k)}.json; the result is "
+                                   "damaged: run the recipe again")
 
     def training_support(self, target_fpr: float) -> float | None:
         """``target x N`` training impostor distances below an on-target threshold (None when not known)."""
@@ -220,5 +253,6 @@ def load_partitioned(path: str | Path, estimator: str | None = None, *, extra_pl
     head = read_head(head_path)
     if head is None:
         raise CalibrationError(f"{head_path}: not the head of a partitioned calibration (format {HEAD_FORMAT!r})")
+    check_head(head, head_path)  # before anything in it is used (choose_estimator reads its estimators)
     label, entry = choose_estimator(head, head_path, estimator)
     return PartitionedCalibration(head_path.parent, head, label, entry, extra_plugins, cache_parts)

@@ -46,7 +46,7 @@ from .artifact import artifact, dumps_artifact
 from .base import Transform, overrides
 from .errors import DataError, RecipeError
 from .outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
-from .partitioned import HEAD_FORMAT, PART, ShardedScores, ShardJob, ShardRunner, fitter_for, shard_data, write_staged
+from .partitioned import HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for, shard_data, write_staged
 from .runs import RunResult
 from .stats import clopper_pearson  # the in-memory evaluation's interval
 from .types import ImpostorDistances, TargetResult
@@ -248,7 +248,7 @@ def _one_transform_state(spec, data: ShardedScores, survey: list[dict]) -> dict:
 def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict, n_classes: int, parts: int,
           n_train: int) -> str:
     """The partitioned calibration's head (calibration.json), naming the parts the shards wrote."""
-    head = {"format": HEAD_FORMAT, "version": 1, "kind": data.kind, "classes": n_classes,
+    head = {"format": HEAD_FORMAT, "version": HEAD_VERSION, "kind": data.kind, "classes": n_classes,
             "targets": list(recipe.targets), "parts": parts, "training": {"impostors": int(n_train)},
             "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}
                            for label, (plugin, params, _) in fitters.items()},

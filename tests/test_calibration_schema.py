@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import warnings
@@ -56,8 +57,32 @@ CASES = {
     "state is missing": (lambda d: _auto(d).pop("state"), "state is missing"),
     "kind is unknown": (lambda d: d.update(kind="weird"), "kind is 'weird'"),
     "targets are not rates": (lambda d: d.update(targets=["x"]), "targets must be a list of target FPRs"),
-    "family names a module": (lambda d: _auto(d)["state"].update(family="os.system"), "family 'os.system' is not one of"),
-    "scale is zero": (lambda d: _auto(d)["state"]["scale"].__setitem__(0, 0.0), "scale a positive finite number"),
+    "family names a module": (lambda d: _auto(d)["state"].update(family="os.system"),
+                              "state.family is 'os.system': must be one of"),
+    "scale is zero": (lambda d: _auto(d)["state"]["scale"].__setitem__(0, 0.0), "state.scale[0] is 0.0"),
+    # audit S3: damaged model and transform states that loaded and answered
+    "offset of 1e30": (lambda d: _auto(d)["state"].update(offset=1e30), "state.offset is 1e+30"),
+    "a location of -1e30": (lambda d: _auto(d)["state"]["loc"].__setitem__(0, -1e30), "state.loc[0] is -1e+30"),
+    "a location as a string": (lambda d: _auto(d)["state"].update(loc=[str(x) for x in _auto(d)["state"]["loc"]]),
+                               "state.loc must hold numbers only"),
+    "tail shape 1e10": (lambda d: _auto(d)["state"]["tail"].update(xi=1e10), "state.tail.xi is 10000000000.0"),
+    "tail scale 0": (lambda d: _auto(d)["state"]["tail"].update(beta=0), "state.tail.beta is 0"),
+    "tail probability 2": (lambda d: _auto(d)["state"]["tail"].update(p_u=2), "state.tail.p_u is 2"),
+    "tail without a threshold": (lambda d: _auto(d)["state"]["tail"].pop("u"), "state.tail.u is missing"),
+    "pooled_shape as a string": (lambda d: _auto(d)["state"].update(pooled_shape="yes"), "state.pooled_shape is 'yes'"),
+    "transform upper as a string": (lambda d: d["transform"]["state"].update(upper="1"),
+                                    "transform 'similarity-to-distance' cannot be rebuilt from the file (state.upper is '1'"),
+    "transform method not declared": (lambda d: d["transform"]["params"].update(method="cube"),
+                                      "method must be flip or neg-log, got 'cube'"),
+    "class-interp distance below 0": (lambda d: d["estimators"]["class-interp"]["state"]["values"].__setitem__(0, -1),
+                                      "state.values[0] is -1.0"),
+    "class-interp shared as a string": (lambda d: d["estimators"]["class-interp"]["state"].update(shared="no"),
+                                        "state.shared is 'no'"),
+    # audit T5, T6, T7: fields of the wrong type or size
+    "kind is a list": (lambda d: d.update(kind=["similarity"]), "kind is \"['similarity']\", not similarity"),
+    "training impostors beyond a float": (lambda d: d.update(training={"impostors": 10**400}),
+                                          "training.impostors must be the positive number"),
+    "versions is a list": (lambda d: d.update(versions=[1]), "versions must map package names"),
     "a class twice": (lambda d: _auto(d)["state"]["classes"].__setitem__(1, "c0"), "names class 'c0' twice"),
     "NUL in a label": (lambda d: _auto(d)["state"]["classes"].__setitem__(0, "c\x000"), "without NUL"),
     "a class is a number": (lambda d: _auto(d)["state"]["classes"].__setitem__(0, 7), "state.classes[0] is 7"),
@@ -76,7 +101,7 @@ def test_a_damaged_calibration_is_refused_naming_the_field(plain, tmp_path, case
     how, words = CASES[case]
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(_mutate(plain, how)))
-    estimator = "class-interp" if case == "offsets of 1e30" else "auto"
+    estimator = "class-interp" if case.startswith(("offsets of 1e30", "class-interp")) else "auto"
     with pytest.raises(CalibrationError) as err:
         calibrate.load(path, estimator)
     assert words in str(err.value) and str(path) in str(err.value)
@@ -139,14 +164,59 @@ def _copy(sharded: Path, tmp: Path) -> Path:
     ("parts", 10**9, "parts must be a whole number from 1 to"),
     ("transform", [], "transform must be a mapping"),
     ("kind", "both", "kind is 'both'"),
+    ("kind", ["distance"], "kind is \"['distance']\""),  # audit T5 in a head
+    ("version", 99, "partitioned calibration version 99 is not the one this calibrate reads"),  # audit S4
+    ("version", True, "partitioned calibration version True"),
+    ("versions", "x", "versions must map package names"),  # audit T10
+    ("estimators", [], "estimators must name at least one estimator"),  # audit T8
+    ("estimators", "auto", "estimators must name at least one estimator"),
+    ("estimators", 3, "estimators must name at least one estimator"),
+    ("estimators", {"auto": {"plugin": "auto", "params": {"bogus": 1}}},  # audit T9
+     "estimator 'auto' cannot be rebuilt from the file (TypeError"),
+    ("training", {"impostors": 10**400}, "training.impostors must be"),
 ])
 def test_a_damaged_head_is_refused(sharded, tmp_path, field, value, words):
     out = _copy(sharded, tmp_path)
     head = json.loads((out / "calibration.json").read_text())
     head[field] = value
     (out / "calibration.json").write_text(json.dumps(head))
-    with pytest.raises(CalibrationError, match=words):
+    with pytest.raises(CalibrationError, match=re.escape(words)):
         calibrate.load(out, "auto")
+
+
+def test_a_head_with_nothing_but_its_format_is_one_line(tmp_path):
+    """Audit T8: the head's estimators were read before the head was checked (KeyError, TypeError)."""
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps({"format": "calibrate-partitioned"}))
+    with pytest.raises(CalibrationError, match="h.json: partitioned calibration version None"):
+        calibrate.load(path)
+    result = runner.invoke(app, ["threshold", str(path), "--class", "a", "--fpr", "0.05"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+
+
+def _part_auto(part: dict) -> dict:
+    return part["estimators"]["auto"]
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda part: part.pop("transform"), "calibration-part00000.json: the part holds no transform"),  # audit T11
+    (lambda part: part.update(kind="similarity"), "the part's kind 'similarity' contradicts the head's 'distance'"),  # S4
+    (lambda part: part["transform"].update(plugin="neg-log-complement"), "the part's transform contradicts the head's"),
+    (lambda part: _part_auto(part)["state"]["classes"].__setitem__(0, "not-listed"),  # audit S4
+     "the part's classes contradict classes-part00000.json"),
+    (lambda part: _part_auto(part)["state"]["tail"].update(beta=-1), "state.tail.beta is -1"),  # audit S3 in a part
+], ids=["no transform", "kind", "transform", "classes", "tail scale"])
+def test_a_part_that_contradicts_its_head_is_refused(sharded, tmp_path, damage, words):
+    out = _copy(sharded, tmp_path)
+    path = out / "calibration-part00000.json"
+    part = json.loads(path.read_text())
+    damage(part)
+    path.write_text(json.dumps(part))
+    with pytest.raises(CalibrationError, match=words):
+        calibrate.load(out, "auto").thresholds(0.01)
+    cls = json.loads((out / "classes-part00000.json").read_text())[1]
+    result = runner.invoke(app, ["threshold", str(out), "--class", cls, "--fpr", "0.01", "--estimator", "auto"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
 
 
 def test_a_class_list_of_numbers_is_refused(sharded, tmp_path):
@@ -193,3 +263,83 @@ def test_a_pooled_file_whose_header_lies_is_refused(sharded, tmp_path):
     (out / "pooled-auto.npy").write_bytes(lying.encode("latin1") + raw[header_end:header_end + 64])
     with pytest.raises(CalibrationError, match="header claims shape"):
         calibrate.load(out, "auto").threshold("c0_1", 0.01)
+
+
+# ---- every built-in model's state, checked in its from_state (audit S3) ---------------------------
+
+def _fits(state: dict) -> dict:
+    return state["fits"][0]
+
+
+@pytest.mark.parametrize("estimator, params, damage, words", [
+    ("gpd-tail", {}, lambda s: _fits(s).update(xi=1e10), "state.fits[0].xi is 10000000000.0"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(beta=0), "state.fits[0].beta is 0"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(p_u=2), "state.fits[0].p_u is 2"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(u=1e30), "state.fits[0].u is 1e+30"),
+    ("gpd-tail", {}, lambda s: _fits(s).update(k=10**400), "state.fits[0].k is"),
+    ("gpd-tail", {}, lambda s: s.update(pooling="os.system"), "state.pooling is 'os.system'"),
+    ("shrinkage", {}, lambda s: s["weights"].__setitem__(0, 2.0), "state.weights[0] is 2.0"),
+    ("shrinkage", {}, lambda s: s["values"].__setitem__(0, "0.1"), "state.values must hold numbers only"),
+    ("shrinkage", {}, lambda s: s.update(offsets=[0, 3]), "state.offsets must hold"),
+    ("znorm", {"family": "gaussian"}, lambda s: s["loc"].__setitem__(0, -1e30), "state.loc[0] is -1e+30"),
+    ("znorm", {"family": "gaussian"}, lambda s: s.update(offset=0.5), "state.offset is 0.5"),
+    ("znorm", {}, lambda s: s["n"].__setitem__(0, 2.5), "state.n must hold whole numbers only"),
+    ("znorm", {}, lambda s: s["n"].__setitem__(0, True), "state.n must hold whole numbers only"),  # found by test_fuzz
+    ("ncx2-grid", {"dim": [4, 5], "sigma": {"steps": 5}}, lambda s: s["sigma"].__setitem__(0, 0), "state.sigma[0] is 0.0"),
+    ("ncx2-grid", {"dim": [4, 5], "sigma": {"steps": 5}}, lambda s: s["dim"].__setitem__(0, "4"),
+     "state.dim must hold whole numbers only"),
+])
+def test_a_builtin_models_damaged_state_is_refused_naming_the_field(estimator, params, damage, words):
+    from calibrate.errors import DataError
+
+    rng = np.random.default_rng(3)
+    cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 120) for i in range(4)}, kind="similarity", estimator=estimator,
+                        **params)
+    state = json.loads(json.dumps(cal.model.to_state()))
+    type(cal.model).from_state(copy.deepcopy(state))  # the undamaged state loads
+    damage(state)
+    with pytest.raises(DataError, match=re.escape(words)):
+        type(cal.model).from_state(state)
+
+
+@pytest.mark.parametrize("path, words", [
+    (5, "must be a file or folder name (str or pathlib.Path), got int"),
+    (b"cal.json", "got bytes"),
+    (None, "got NoneType"),
+    ("out/c\0.json", "holds a NUL character"),
+    ("a" * 300 + ".json", "cannot read the calibration"),
+])
+def test_load_of_what_cannot_name_a_file_is_a_calibration_error(path, words):
+    """Audit T18 (its load part): TypeError, ValueError or OSError escaped calibrate.load."""
+    with pytest.raises(CalibrationError, match=re.escape(words)):
+        calibrate.load(path)
+    if not isinstance(path, str) or "\0" in path:
+        with pytest.raises(CalibrationError, match=re.escape(words)):
+            calibrate.load_calibration(path)
+
+
+@pytest.fixture(scope="module")
+def confident_doc(tmp_path_factory) -> dict:
+    rng = np.random.default_rng(2)
+    cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 200) for i in range(5)}, kind="similarity", estimator="generic-interp",
+                        confidence=0.9, replicates=30, targets=(0.05, 0.01))
+    return cal.to_dict()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda c: c.update(confidence="0.9"), "confidence must be a probability in [0.5, 1)"),
+    (lambda c: c.update(grid=["x"]), "confidence.grid must hold numbers only"),
+    (lambda c: c.update(independent=-3), "confidence.independent is -3"),
+    (lambda c: c["upper"].reverse(), "confidence.upper must not decrease"),
+    (lambda c: c["upper"].pop(), "confidence.upper must hold"),
+], ids=["confidence a string", "grid of strings", "independent negative", "upper decreasing", "upper short"])
+def test_a_damaged_confidence_entry_is_refused(confident_doc, tmp_path, damage, words):
+    """Audit S3: the confidence entry (the bound around the estimator's model) was used unchecked."""
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(confident_doc))
+    assert calibrate.load(path).threshold("c1", 0.05) > 0
+    doc = copy.deepcopy(confident_doc)
+    damage(next(iter(doc["estimators"].values()))["confidence"])
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match=re.escape(words)):
+        calibrate.load(path)

@@ -713,10 +713,53 @@ def _valid_calibration() -> dict:
     return copy.deepcopy(_CALIBRATION)
 
 
+#: values no number in a model's or transform's state may take: each must be refused on load (audit S3)
+WRONG_TYPES = ["1", "x", True, None, [1], {}, 10**400, float("nan"), float("inf")]
+#: values in range for some fields and absurd for others: they load or are refused, never answer with a warning
+OUT_OF_RANGE = [1e30, -1e30, 0, -1, 2, 1e10, 1e-300, 0.5]
+
+
+def _state_numbers(doc: dict) -> list[tuple]:
+    """Paths to every number (not a boolean) in the estimators' and the transform's saved state."""
+    roots = [("transform", "state")] + [("estimators", label, "state") for label in doc["estimators"]]
+    out = []
+    for root in roots:
+        node = doc
+        for key in root:
+            node = node[key]
+        stack = [(root, node)]
+        while stack:
+            path, node = stack.pop()
+            items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+            for key, value in items:
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    out.append(path + (key,))
+                else:
+                    stack.append((path + (key,), value))
+    return out
+
+
+@st.composite
+def damaged_state(draw, doc: dict) -> tuple[dict, bool]:
+    """(the calibration with one number of a saved state replaced, whether the replacement must be refused)."""
+    path = draw(st.sampled_from(_state_numbers(doc)))
+    wrong = draw(st.booleans())
+    value = draw(st.sampled_from(WRONG_TYPES if wrong else OUT_OF_RANGE))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = copy.deepcopy(value)
+    return doc, wrong
+
+
 @FUZZ
 @given(st.data())
 def test_fuzz_damaged_calibrations(data):
-    doc = data.draw(mutated(_valid_calibration()))
+    must_refuse = False
+    if data.draw(st.booleans()):
+        doc, must_refuse = data.draw(damaged_state(_valid_calibration()))
+    else:
+        doc = data.draw(mutated(_valid_calibration()))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         path = tmp / "cal.json"
@@ -730,3 +773,6 @@ def test_fuzz_damaged_calibrations(data):
             with _time_limit(HANG_SECONDS):
                 result = runner.invoke(app, args)
             _check(result, args[0], None)
+            assert "encountered" not in result.stderr, f"{args[0]}: a numpy warning leaked: {result.stderr}"
+            if must_refuse and len(raw) == len(json.dumps(doc, allow_nan=True).encode("utf-8")):
+                assert result.exit_code == 2, f"{args[0]}: a wrong-typed number in a saved state was used"

@@ -70,6 +70,7 @@ from calibrate.types import ImpostorDistances
 
 from calibrate.gpd import (TailFit, check_shape_bounds, check_tail_params, exceedance_count, fit_lower_tail,  # noqa: F401
                            gpd_mle, gpd_pwm, guard_shape, monotone)
+from calibrate.statecheck import bad, choice, field, flag, numbers, sorted_segments, tail_fit
 from calibrate.stats import below_ties, interp_threshold
 
 Method = Literal["pwm", "mle"]
@@ -146,8 +147,19 @@ class GpdTailModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "GpdTailModel":
-        return cls(state["classes"], state["fits"], np.asarray(state["values"]), np.asarray(state["offsets"]),
-                   state["shared"], state.get("pooling", "class"))
+        """The model a saved state describes, every field checked (calibrate.statecheck): the distances >= 0
+        and ascending per class, each tail's threshold u within its class's distances."""
+        classes, shared = field(state, "classes"), flag(field(state, "shared"), "shared")
+        segments = 1 if shared else (len(classes) if isinstance(classes, list) else 0)
+        values = numbers(field(state, "values"), "values", 0.0)
+        offsets = sorted_segments(values, field(state, "offsets"), segments)
+        fits = field(state, "fits")
+        if not isinstance(fits, list) or len(fits) != segments:
+            raise bad("fits", f"must hold {segments} tail fit(s), one per {'model' if shared else 'class'}")
+        fits = [tail_fit(f, f"fits[{i}]", 0.0, float(values[offsets[i + 1] - 1]), int(offsets[i + 1] - offsets[i]))
+                for i, f in enumerate(fits)]
+        pooling = choice(field(state, "pooling", "class"), "pooling", ("class", "pooled", "shrunk"))
+        return cls(classes, fits, values, offsets, shared, pooling)
 
 
 class GpdTail(Estimator):

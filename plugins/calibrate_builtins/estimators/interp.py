@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.statecheck import field, flag, numbers
 from calibrate.stats import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values  # noqa: F401 (re-exported)
 from calibrate.types import ImpostorDistances
 
@@ -71,7 +72,10 @@ class _SortedModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "_SortedModel":
-        return cls(state["classes"], np.asarray(state["values"]), np.asarray(state["offsets"]), bool(state["shared"]))
+        """The model a saved state describes; the constructor checks the segments, this the types and that
+        distances are >= 0 (calibrate.statecheck)."""
+        return cls(field(state, "classes"), numbers(field(state, "values"), "values", 0.0),
+                   numbers(field(state, "offsets"), "offsets", integer=True), flag(field(state, "shared"), "shared"))
 
 
 class GenericInterp(Estimator):

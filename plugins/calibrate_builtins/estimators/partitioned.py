@@ -30,10 +30,11 @@ from calibrate.gpd import exceedance_count, fit_lower_tail
 from calibrate.partitioned import lowest_sorted, write_staged
 from calibrate.safefiles import npy_array, plain_name
 from calibrate.standardise import standardise, to_working
+from calibrate.statecheck import bad, field, number, numbers, tail_fit
 from calibrate.stats import interpolate_rank
 from calibrate.types import ImpostorDistances
 
-from .znorm import ZnormModel, check_class_sizes
+from .znorm import ZnormModel, check_class_sizes, checked_location_scale
 
 #: the pooled lower tail a partitioned model keeps answers targets up to this rate (or the largest target)
 KEEP_FPR = 0.01
@@ -50,7 +51,7 @@ def _save_pooled(folder: str, name: str, values: np.ndarray) -> tuple[str, int, 
 
 
 def _load_pooled(state: dict[str, Any]) -> np.ndarray:
-    pooled = state["pooled"]
+    pooled = field(state, "pooled")
     if isinstance(pooled, dict):  # a file beside the calibration's parts; "root" is set by the loader
         name = pooled.get("file")
         if not plain_name(name) or not str(name).endswith(".npy"):
@@ -62,7 +63,7 @@ def _load_pooled(state: dict[str, Any]) -> np.ndarray:
             raise CalibrationError(f"{name}: the pooled sample must be a 1-D float64 array, got {values.dtype} "
                                    f"{values.shape}; run the recipe again")
         return values
-    return np.asarray(pooled, dtype=np.float64)
+    return numbers(pooled, "pooled")
 
 
 def _check_reach(targets: np.ndarray, kept: int, n_pooled: int, who: str) -> None:
@@ -113,10 +114,28 @@ class PooledZnormModel(ZnormModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PooledZnormModel":
+        """The model a saved state describes, every field checked (calibrate.statecheck, znorm's
+        checked_location_scale); the pooled tail's threshold lies at or above its lowest kept score."""
+        loc, scale, n, family, offset = checked_location_scale(state)
+        sorted_z, n_pooled = _checked_pooled(state, "standardised scores", -math.inf)
+        tail = field(state, "tail")
+        if tail is not None:
+            tail = tail_fit(tail, "tail", float(sorted_z[0]), math.inf, n_pooled)
+        min_tail_count = number(field(state, "min_tail_count"), "min_tail_count", 0.0, open_low=True)
         pooled = state["pooled"]
-        return cls(state["classes"], state["loc"], state["scale"], state["n"], state["family"], state["offset"],
-                   _load_pooled(state), state["n_pooled"], state["tail"], state["min_tail_count"],
+        return cls(state["classes"], loc, scale, n, family, offset, sorted_z, n_pooled, tail, min_tail_count,
                    pooled.get("file") if isinstance(pooled, dict) else None)
+
+
+def _checked_pooled(state: dict[str, Any], what: str, low: float) -> tuple[np.ndarray, int]:
+    """(the pooled sample's kept lowest values, its full size n_pooled), checked: at least one value, all
+    finite, >= ``low``, ascending, and no more of them than n_pooled."""
+    values = _load_pooled(state)
+    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values < low) or np.any(np.diff(values) < 0):
+        raise bad("pooled", f"must hold the pooled {what}' lowest values: finite, ascending"
+                            f"{'' if low == -math.inf else ', >= ' + format(low, 'g')}")
+    n_pooled = int(number(field(state, "n_pooled"), "n_pooled", values.size, integer=True))
+    return values, n_pooled
 
 
 def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float, cfg: dict) -> tuple[list, list, list]:
@@ -222,9 +241,9 @@ class PooledSortedModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PooledSortedModel":
+        lowest, n_pooled = _checked_pooled(state, "distances", 0.0)
         pooled = state["pooled"]
-        return cls(state["classes"], _load_pooled(state), state["n_pooled"],
-                   pooled.get("file") if isinstance(pooled, dict) else None)
+        return cls(field(state, "classes"), lowest, n_pooled, pooled.get("file") if isinstance(pooled, dict) else None)
 
 
 def _distances(impostors: ImpostorDistances, arg) -> np.ndarray:

@@ -36,6 +36,7 @@ from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
 
+from calibrate.statecheck import choice, field, numbers, sorted_segments
 from calibrate.stats import interp_threshold
 
 Weight = Literal["count", "empirical-bayes"]
@@ -113,8 +114,14 @@ class ShrinkageModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "ShrinkageModel":
-        return cls(state["classes"], np.asarray(state["values"]), np.asarray(state["offsets"]),
-                   np.asarray(state["weights"]), state.get("weight_rule", "count"))
+        """The model a saved state describes, every field checked (calibrate.statecheck): distances >= 0,
+        ascending per class; weights in [0, 1]."""
+        classes = field(state, "classes")
+        size = len(classes) if isinstance(classes, list) else 0
+        values = numbers(field(state, "values"), "values", 0.0)
+        return cls(classes, values, sorted_segments(values, field(state, "offsets"), size),
+                   numbers(field(state, "weights"), "weights", 0.0, 1.0, size=size),
+                   choice(field(state, "weight_rule", "count"), "weight_rule", ("count", "empirical-bayes")))
 
 
 class Shrinkage(Estimator):

@@ -59,6 +59,7 @@ from calibrate.types import ImpostorDistances
 from calibrate.gpd import TailFit, check_shape_bounds, check_tail_params, fit_lower_tail, monotone
 from calibrate.standardise import (IQR_TO_SD, from_working, location_scale, loo_location_scale,  # noqa: F401
                                    pooled_quantile, standardise, standardise_classes, to_working, working_offset)
+from calibrate.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
 from calibrate.stats import interpolate_rank, rank_values
 
 Family = Literal["gaussian", "lognormal"]
@@ -184,9 +185,41 @@ class ZnormModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "ZnormModel":
-        return cls(state["classes"], state["loc"], state["scale"], state["n"], state["family"], state["offset"],
-                   state["pooled_shape"], state["predictive"], state.get("sorted_z"), state.get("tail"),
-                   state.get("min_tail_count", 10.0))
+        loc, scale, n, family, offset = checked_location_scale(state)
+        pooled_shape, predictive = flag(field(state, "pooled_shape"), "pooled_shape"), flag(field(state, "predictive"),
+                                                                                              "predictive")
+        sorted_z, tail = field(state, "sorted_z", None), field(state, "tail", None)
+        if pooled_shape:
+            sorted_z = numbers(sorted_z, "sorted_z")
+            if sorted_z.size < 2 or np.any(np.diff(sorted_z) < 0):
+                raise bad("sorted_z", "must hold the pooled standardised scores, at least 2, ascending")
+            if tail is not None:
+                tail = tail_fit(tail, "tail", float(sorted_z[0]), float(sorted_z[-1]), sorted_z.size)
+        min_tail_count = number(field(state, "min_tail_count", 10.0), "min_tail_count", 0.0, open_low=True)
+        return cls(state["classes"], loc, scale, n, family, offset, pooled_shape, predictive,
+                   sorted_z if pooled_shape else None, tail if pooled_shape else None, min_tail_count)
+
+
+def checked_location_scale(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, float]:
+    """A saved znorm-like state's (loc, scale, n, family, offset), by type and range (calibrate.statecheck):
+    a scale is > 0; a location is a mean of distances (>= 0) or of log(d + offset) (above log(offset), and
+    within float64's exp range); the offset is half a training distance, so below every class's typical one."""
+    classes = field(state, "classes")
+    size = len(classes) if isinstance(classes, list) else None
+    family = choice(field(state, "family"), "family", FAMILIES)
+    offset = number(field(state, "offset"), "offset", 0.0)
+    if family == "lognormal":
+        loc = numbers(field(state, "loc"), "loc", -LOG_RANGE, LOG_RANGE, size=size)
+        if offset > 0 and offset >= float(np.exp(loc.min())):  # log(d + c) >= log(c) for every distance d >= 0
+            raise bad("offset", f"is {offset!r}: must be below every class's typical distance (exp of its location, "
+                                f"smallest {float(np.exp(loc.min())):.6g})")
+    else:
+        if offset != 0:
+            raise bad("offset", f"is {offset!r}: a gaussian znorm model has offset 0")
+        loc = numbers(field(state, "loc"), "loc", 0.0, size=size)
+    scale = numbers(field(state, "scale"), "scale", 0.0, size=size, open_low=True)
+    n = numbers(field(state, "n"), "n", 1, size=size, integer=True)
+    return loc, scale, n, family, offset
 
 
 def enroll_znorm(model: ZnormModel, cls: str, distances: np.ndarray, robust: bool, who: str) -> ZnormModel:

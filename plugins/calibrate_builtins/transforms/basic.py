@@ -8,6 +8,7 @@ import numpy as np
 
 from calibrate.base import Transform
 from calibrate.errors import DataError, ParameterError
+from calibrate.statecheck import field, number
 from calibrate.types import DistanceMatrix
 
 
@@ -44,8 +45,11 @@ class SimilarityToDistance(Transform):
     accepts = ("similarity",)
 
     def __init__(self, *, method: Literal["flip", "neg-log"] = "flip", upper: float | None = None):
-        if upper is not None and not np.isfinite(upper):
-            raise ParameterError(f"upper must be a finite number, got {upper}")
+        if method not in ("flip", "neg-log"):
+            raise ParameterError(f"method must be flip or neg-log, got {str(method)[:40]!r}")
+        if upper is not None and (isinstance(upper, bool) or not isinstance(upper, (int, float))
+                                  or not np.isfinite(upper)):
+            raise ParameterError(f"upper must be a finite number, got {str(upper)[:40]!r}")
         self.method, self.upper = method, upper
         self._upper = upper
 
@@ -94,8 +98,11 @@ class SimilarityToDistance(Transform):
         return {"upper": self._upper}
 
     def set_fitted_state(self, state: dict) -> "SimilarityToDistance":
-        upper = float(state["upper"])
-        if not np.isfinite(upper):
-            raise DataError(f"transform similarity-to-distance: saved upper bound {upper} is not a finite number")
+        upper = number(field(state, "upper"), "upper")  # a finite JSON number, not a string (calibrate.statecheck)
+        if self.upper is not None and upper != float(self.upper):
+            raise DataError(f"transform similarity-to-distance: saved state.upper {upper!r} contradicts the parameter "
+                            f"upper: {self.upper!r}")
+        if self.method == "neg-log" and upper <= 0:
+            raise DataError(f"transform similarity-to-distance (neg-log): saved state.upper {upper!r} must be positive")
         self._upper = upper
         return self

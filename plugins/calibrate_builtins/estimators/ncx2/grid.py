@@ -88,6 +88,7 @@ import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
+from calibrate import statecheck
 from calibrate.types import ImpostorDistances
 
 Score = Literal["ncc", "bhattacharyya"]
@@ -445,8 +446,17 @@ class Ncx2GridModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Ncx2GridModel":
-        return cls(state["classes"], state["dim"], state["sigma"], state["lambda"], state["fit_score"],
-                   scaling=state.get("scaling", "divide"), score=state.get("score", "ncc"))
+        """The model a saved state describes, every field checked (calibrate.statecheck): dim a whole number
+        >= 1, sigma > 0, lambda >= 0."""
+        classes = statecheck.field(state, "classes")
+        size = len(classes) if isinstance(classes, list) else 0
+        return cls(classes, statecheck.numbers(statecheck.field(state, "dim"), "dim", 1, size=size, integer=True),
+                   statecheck.numbers(statecheck.field(state, "sigma"), "sigma", 0.0, size=size, open_low=True),
+                   statecheck.numbers(statecheck.field(state, "lambda"), "lambda", 0.0, size=size),
+                   statecheck.numbers(statecheck.field(state, "fit_score"), "fit_score", size=size),
+                   scaling=statecheck.choice(statecheck.field(state, "scaling", "divide"), "scaling", ("divide", "multiply")),
+                   score=statecheck.choice(statecheck.field(state, "score", "ncc"), "score",
+                                          ("ncc", "bhattacharyya", "tail-likelihood")))  # ncx2-tail's too
 
 
 class Ncx2Grid(Estimator):
