@@ -177,16 +177,17 @@ def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, 
     _, inverse = np.unique(np.concatenate([np.asarray(probes), np.asarray(gallery)]), return_inverse=True)
     p_codes, g_codes = inverse[:len(probes)], inverse[len(probes):]
     impostor = valid & (p_codes[:, None] != g_codes[None, :])
-    position = (np.cumsum(impostor, axis=0, dtype=np.int64) - 1).astype(np.uint64)  # k within the column
+    position = np.cumsum(impostor, axis=0, dtype=np.uint64)
+    position -= np.uint64(1)  # k within the column (rows before the first impostor wrap: masked below)
     with np.errstate(over="ignore"):
         column = _mix64((np.uint64(seed) + np.arange(valid.shape[1], dtype=np.uint64)))
         keys = _mix64(column[None, :] + position)
     keys[~impostor] = np.iinfo(np.uint64).max
-    order = np.argsort(keys, axis=0, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(valid.shape[0])[:, None], axis=0)
     n_fit = np.round(fit_fraction * impostor.sum(axis=0)).astype(np.int64)
-    fit = impostor & (rank < n_fit[None, :])
+    # the n_fit smallest keys of a column are those up to its n_fit-th smallest: a column's impostor keys
+    # are distinct (mix64 is a bijection), so a sort of the keys gives the cut without ranking every row
+    cut = np.sort(keys, axis=0)[np.maximum(n_fit - 1, 0), np.arange(valid.shape[1])]
+    fit = impostor & (keys <= cut[None, :]) & (n_fit > 0)[None, :]
     return fit, valid & ~fit
 
 
