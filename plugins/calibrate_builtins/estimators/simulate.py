@@ -155,14 +155,27 @@ def _loo_index(n: np.ndarray, rank: np.ndarray, p: float) -> tuple[np.ndarray, n
 _PS = (0.25, 0.5, 0.75)
 
 
+def _partial_offset(d_low: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per gallery (B) the working offset a fit computes (0 without a zero distance, else half the smallest
+    positive one), from each class's lowest drawn values ``d_low`` (B, C, R), and whether it is known: the
+    smallest positive value of a class lies among its lowest drawn ones unless all of those are 0 and the
+    class was not drawn whole (then the gallery is left to a refit)."""
+    has_zero = np.any(d_low[:, :, 0] <= 0, axis=1)
+    positive = np.where(d_low > 0, d_low, np.inf).min(axis=2)  # (B, C) each class's smallest positive drawn
+    offset = np.where(has_zero, 0.5 * positive.min(axis=1), 0.0)
+    known = ~has_zero | np.all(np.isfinite(positive) | complete[None, :], axis=1)
+    return offset, known
+
+
 def pooled_shape_ranks(counts: np.ndarray, targets: np.ndarray, world, *, min_tail_count: float,
                        **_: object) -> list[np.ndarray] | None:
     """Each class's lowest values (a margin over e_max n_c), its quartiles' ranks and the ranks its
     leave-one-out quartiles read for those lowest values; None (whole galleries) when the GPD tail is
-    needed (e N < min_tail_count), zeros can be drawn, or the lowest values reach the lower quartile."""
+    needed (e N < min_tail_count) or the lowest values reach the lower quartile. (Where the world draws
+    zeros, a gallery's working offset is read from its classes' lowest values: :func:`_partial_offset`.)"""
     n_total = int(counts.sum())
     t = np.asarray(targets, dtype=np.float64)
-    if world.offset > 0 or np.any(t * n_total < min_tail_count) or np.any(counts < 4):
+    if np.any(t * n_total < min_tail_count) or np.any(counts < 4):
         return None
     lowest = _lowest_counts(counts, counts * float(t.max()))
     j0_low = np.floor((counts - 2) * 0.25).astype(np.int64)
@@ -192,12 +205,15 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
     b_count = galleries.replicates
     n_total = int(counts.sum())
     t = np.asarray(targets, dtype=np.float64)
+    known = np.ones(b_count, dtype=bool)
     if galleries.full:
         d = galleries.values
         positive = np.where(d > 0, d, np.inf).min(axis=1)
         offset = np.where(d.min(axis=1) > 0, 0.0, 0.5 * positive)  # working_offset, per gallery
     else:
-        offset = np.zeros(b_count)  # a partial draw is only made when the world draws no zeros
+        lowest = galleries.lowest_drawn()
+        d_low = galleries.at(np.minimum(np.arange(int(lowest.max()))[None, :], lowest[:, None] - 1))
+        offset, known = _partial_offset(d_low, lowest >= counts)
     cls = np.arange(c_count)
 
     def y_at(r: np.ndarray) -> np.ndarray:  # (B, C, R) log(d + offset) at 0-based ranks (C, R)
@@ -237,10 +253,7 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
         lowest_z = _smallest(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1))
         covered = np.ones(b_count, dtype=bool)
     else:
-        lowest = galleries.lowest_drawn()
-        rmax = int(lowest.max())
-        rk = np.minimum(np.arange(rmax)[None, :], lowest[:, None] - 1)
-        y_low = y_at(rk)  # (B, C, R)
+        y_low = np.log(d_low + offset[:, None, None])  # (B, C, R): each class's lowest values (the last repeated)
         if jackknife == 0:
             z_low = (y_low - m[:, :, None]) / s[:, :, None]
         else:
@@ -253,7 +266,7 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
         padded, largest = _padded_lowest(galleries, lowest, z_low)
         need = int(math.ceil(float(t.max()) * n_total)) + 1
         lowest_z = _smallest(padded.reshape(b_count, -1), need)
-        covered = _covered(lowest_z[:, need - 1], largest, lowest >= counts)
+        covered = _covered(lowest_z[:, need - 1], largest, lowest >= counts) & known
         need_tail, switch = False, 0.0
     out = np.full((b_count, c_count, t.size), np.nan)
     for g in np.flatnonzero(~bad & covered):
