@@ -43,7 +43,7 @@ import numpy as np
 
 from .errors import DataError
 from .gpd import TailFit, fit_lower_tail
-from .standardise import standardise_classes, to_working
+from .standardise import pooled_sorted, standardise_classes, to_working
 from .stats import clopper_pearson
 from .types import ImpostorDistances
 
@@ -398,9 +398,10 @@ def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -
         small = impostors.classes[int(np.argmax(counts < 3))]
         raise DataError(f"predicted FPR interval: class {small!r} has {int(counts.min())} training distance(s); at least "
                         "3 per class are needed to estimate its location and scale")
-    offset, locs, scales, zs = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"],
-                                                   REFERENCE_MODEL["jackknife"], "predicted FPR interval")
-    sorted_z = np.sort(np.concatenate(zs))
+    offset, locs, scales, _ = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"],
+                                                  REFERENCE_MODEL["jackknife"], "predicted FPR interval")
+    sorted_z = pooled_sorted(impostors, _FAMILY, REFERENCE_MODEL["robust"], REFERENCE_MODEL["jackknife"],
+                             "predicted FPR interval")  # auto's own, computed once (calibrate.standardise)
     if slots is not None and np.asarray(slots).shape != impostors.values.shape:
         raise DataError("predicted FPR interval: the pair slots do not match the training distances")
     base = dict(classes=tuple(impostors.classes), counts=counts.astype(np.int64), loc=np.asarray(locs),

@@ -82,3 +82,38 @@ def test_a_saved_calibration_is_the_bytes_json_writes():
                                           "mixed": big[:-1] + [1], "nested": [[0.5] * 3, big]}}},
            "name": "\0calibrate-floats-0", "targets": [0.001, 0.0005], "k": 3}
     assert dumps_artifact(doc) == json.dumps(doc, separators=(",", ":")) + "\n"
+
+
+def _standardise_each(impostors, family, robust, jackknife):
+    """The per-class loop standardise_classes was: the reference."""
+    from calibrate.standardise import standardise, to_working, working_offset
+
+    offset = working_offset(impostors.pooled(), family)
+    out = [standardise(to_working(impostors.of(i), family, offset), robust, jackknife) for i in range(len(impostors))]
+    return offset, [float(m) for _, m, _ in out], [float(s) for _, _, s in out], [z for z, _, _ in out]
+
+
+@pytest.mark.parametrize("family, jackknife", [("lognormal", 0.5), ("lognormal", 0.0), ("gaussian", 0.5), ("gaussian", 1.0)])
+def test_classes_standardised_together_equal_each_standardised_alone(family, jackknife):
+    from calibrate.standardise import standardise_classes
+
+    imp = _impostors(4, [3, 3, 4, 9, 9, 9, 40, 40, 120, 7, 3], zeros=family == "gaussian")
+    per = {c: imp.of(i) for i, c in enumerate(imp.classes)}
+    per["c3"] = np.r_[np.full(7, 2.5), [1.0, 3.0]]  # a zero robust scale: the sd takes over
+    per["c6"] = np.r_[np.full(30, 1.5), np.arange(1.0, 11.0)]  # leave-one-out scales of 0
+    per["c8"] = np.repeat([1.0, 2.0, 3.0, 4.0, 5.0], [2, 5, 6, 3, 4])  # ties across every quartile's neighbours
+    per["c9"] = np.random.default_rng(5).permutation(np.repeat([1.0, 2.0, 3.0, 4.0, 5.0], [2, 5, 6, 3, 4]))
+    imp = ImpostorDistances.from_lists(per)
+    offset, locs, scales, zs = standardise_classes(imp, family, True, jackknife, "here")
+    ref = _standardise_each(imp, family, True, jackknife)
+    assert (offset, locs, scales) == ref[:3]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(zs, ref[3]))
+
+
+def test_a_class_of_equal_distances_is_named_as_before():
+    from calibrate.errors import DataError
+    from calibrate.standardise import standardise_classes
+
+    imp = ImpostorDistances.from_lists({"a": [1.0, 2.0, 3.0, 4.0], "b": [2.0] * 4, "c": [1.0, 5.0, 2.0, 3.0]})
+    with pytest.raises(DataError, match=r"^here, class 'b': all 4 training distances are equal"):
+        standardise_classes(imp, "lognormal", True, 0.5, "here")
