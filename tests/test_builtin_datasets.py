@@ -242,6 +242,43 @@ def test_tidy_matrices_stay_on_the_fast_path(tmp_path, monkeypatch, reader):
     assert np.array_equal(split.train.values, values) and split.missing == 1
 
 
+@pytest.mark.parametrize("name", sorted(UNTIDY) + sorted(BAD))
+def test_validation_reads_the_head_as_the_careful_reader(tmp_path, name):
+    """``max_rows`` (what validate reads): the numpy path on the head, or the careful reader; the same either way."""
+    from calibrate_builtins.datasets.score_matrix import read_score_csv
+
+    path = tmp_path / "m.csv"
+    path.write_bytes({**UNTIDY, **BAD}[name].encode("utf-8"))
+    results = {}
+    for reader, rows in (("csv", 1), ("numpy", 1), ("csv", 2), ("numpy", 2)):
+        try:
+            results[(reader, rows)] = read_score_csv(path, -1, max_rows=rows, reader=reader)
+        except DataError as exc:
+            results[(reader, rows)] = str(exc)
+    for rows in (1, 2):
+        _agree({"csv": results[("csv", rows)], "numpy": results[("numpy", rows)]})
+
+
+def test_the_array_parse_gives_floats_bits_on_every_decimal_layout(tmp_path, monkeypatch):
+    """Cells written as matchers write them (fixed decimals, few or 15-16 significant digits, integers, signs,
+    leading zeros, a bare point at either end, exponents, padding): the numpy path's values are float()'s."""
+    import calibrate_builtins.datasets.score_matrix as sm
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((40, 30)) * 10.0 ** rng.integers(-7, 9, (40, 30))
+    layouts = [lambda v: f"{v:.6f}", lambda v: f"{v:.2f}", lambda v: f"{v:.15g}", lambda v: f"{v:.16g}", repr,
+               lambda v: str(int(v)), lambda v: f"{v:+.4f}", lambda v: f"00{abs(v):.3f}", lambda v: f"{abs(v):.0f}.",
+               lambda v: f"{v:.3f}".replace("0.", ".", 1), lambda v: f"{v:.3e}", lambda v: f" {v:.5f}"]
+    cells = [[layouts[(i * 7 + j) % len(layouts)](float(v)) for j, v in enumerate(row)] for i, row in enumerate(x)]
+    path = tmp_path / "m.csv"
+    path.write_text("," + ",".join(f"g{j}" for j in range(30)) + "\n" +
+                    "".join(f"p{i}," + ",".join(row) + "\n" for i, row in enumerate(cells)))
+    expected = np.array([[float(c) for c in row] for row in cells])
+    monkeypatch.setattr(sm, "_read_careful", lambda *a: (_ for _ in ()).throw(AssertionError("fell back")))
+    values = sm.read_score_csv(path, None, reader="numpy")[0]
+    assert values.tobytes() == expected.tobytes()
+
+
 def test_a_matrix_larger_than_one_parse_block_reads_whole(tmp_path, monkeypatch):
     import calibrate_builtins.datasets.matrix_readers as mr
 

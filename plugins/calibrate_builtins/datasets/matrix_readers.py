@@ -89,20 +89,32 @@ def read_pyarrow(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
     return values, [labels[k] for k in codes.tolist()], gallery
 
 
-def _cell_counts(data: bytes) -> np.ndarray:
-    """Commas on each line of ``data`` (lines end with \\n; the last may not)."""
-    buf = np.frombuffer(data, np.uint8)
-    ends = np.flatnonzero(buf == 10)
-    if ends.size == 0 or ends[-1] != buf.size - 1:
-        ends = np.r_[ends, buf.size]
-    commas = np.flatnonzero(buf == 44)
+def _line_ends(data: bytes) -> np.ndarray:
+    """Offsets of the \\n ending each line of ``data`` (``len(data)`` for a last line without one)."""
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    return ends if ends.size and ends[-1] == len(data) - 1 else np.r_[ends, len(data)]
+
+
+def _cell_counts(data: bytes, ends: np.ndarray) -> np.ndarray:
+    """Commas on each line of ``data``."""
+    commas = np.flatnonzero(np.frombuffer(data, np.uint8) == 44)
     return np.diff(np.r_[0, np.searchsorted(commas, ends)])
 
 
-def read_numpy(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
-    """(values, probe labels, gallery labels) of a file without quotes: lines split on commas by
-    bytes.split, blocks of cells converted by ``float`` into numpy, the strict grammar checked per block."""
-    data = path.read_bytes()
+def _head(path: Path, lines: int) -> bytes:
+    """The first ``lines`` lines of a file (all of it when shorter); NeedLines when one is blank (the
+    careful reader would skip it and read a row further)."""
+    with open(path, "rb") as fh:
+        head = [fh.readline() for _ in range(lines)]
+    if any(not line.strip() for line in head if line):
+        raise NeedLines
+    return b"".join(head)
+
+
+def read_numpy(path: Path, max_rows: int | None = None) -> tuple[np.ndarray, list[str], list[str]]:
+    """(values, probe labels, gallery labels) of a file without quotes, parsed block by block of rows in
+    array operations (:func:`parse_cells`). ``max_rows``: the header and that many probe rows only (validation)."""
+    data = path.read_bytes() if max_rows is None else _head(path, max_rows + 1)
     if b'"' in data or b"\0" in data:
         raise NeedLines
     data = data.replace(b"\r\n", b"\n").rstrip(b"\n")
@@ -114,22 +126,69 @@ def read_numpy(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
     gallery = _header(data[:cut])
     body = data[cut + 1:]
     width = len(gallery) + 1
-    if not np.all(_cell_counts(body) == width - 1):
+    ends = _line_ends(body)
+    if not np.all(_cell_counts(body, ends) == width - 1):
         raise NeedLines  # a row of another length, or a blank line
-    rows = body.count(b"\n") + 1
-    values = np.empty((rows, width - 1))
+    values = np.empty((ends.size, width - 1))
     probes: list[str] = []
     step = max(1, _BLOCK_CELLS // width)
-    lines = body.split(b"\n")
-    for start in range(0, rows, step):
-        cells = b",".join(lines[start:start + step]).split(b",")
-        probes += _labels(cells[::width])
-        del cells[::width]
-        try:
-            block = np.fromiter(map(float, cells), np.float64, count=len(cells))
-        except ValueError:
-            raise NeedLines from None
-        if first_loose_number(cells) is not None:
-            raise NeedLines
-        values[start:start + step] = block.reshape(-1, width - 1)
+    for first in range(0, ends.size, step):
+        lo = 0 if first == 0 else int(ends[first - 1]) + 1
+        hi = int(ends[min(first + step, ends.size) - 1])
+        block, labels = parse_cells(body[lo:hi], width)
+        values[first:first + step] = block
+        probes += _labels(labels)
     return values, probes, gallery
+
+
+#: exact powers of ten (integers converted: 10**k is a double exactly for k <= 22)
+_POW10 = np.array([float(10 ** k) for k in range(23)])
+#: decimal digits a cell may have for its value to be computed as (integer digits) / 10**(fraction digits):
+#: the integer stays below 2**53, so both operands are exact and the division rounds once, as float() does
+_EXACT_DIGITS = 15
+
+
+def parse_cells(data: bytes, width: int) -> tuple[np.ndarray, list[bytes]]:
+    """(values of shape (rows, width - 1), first cell of each row) of rows of ``width`` comma-separated cells
+    separated by \\n. A plain decimal cell (a sign, at most 15 digits, at most one point) is read digit by
+    digit for all cells at once (Horner's rule, one step per character position) and divided by its power
+    of ten: exactly the value ``float()`` gives (Clinger's exact case). Any other cell goes through
+    ``float()`` and the strict grammar (calibrate.scorefiles.NUMBER); NeedLines for one either refuses."""
+    b = np.frombuffer(data, np.uint8)
+    stops = np.flatnonzero((b == 44) | (b == 10))
+    starts, ends = np.r_[0, stops + 1], np.r_[stops, b.size]
+    number = np.ones(starts.size, dtype=bool)
+    number[::width] = False  # the labels
+    numbers, length = starts[number], (ends - starts)[number]
+    mantissa, digits, fraction = np.zeros(numbers.size), np.zeros(numbers.size, np.int64), np.zeros(numbers.size, np.int64)
+    first = b[np.minimum(numbers, b.size - 1)]
+    plain = (length >= 1) & (length <= _EXACT_DIGITS + 2)
+    point = np.zeros(numbers.size, dtype=bool)
+    for k in range(int(length[plain].max(initial=0))):
+        inside = plain & (k < length)
+        c = b[np.minimum(numbers + k, b.size - 1)]
+        digit = inside & ((c - np.uint8(48)) < 10)
+        dot = inside & (c == 46)
+        sign = inside & (k == 0) & ((c == 45) | (c == 43))
+        plain &= ~inside | digit | (dot & ~point) | sign
+        mantissa = np.where(digit, mantissa * 10.0 + (c - np.uint8(48)), mantissa)
+        digits += digit
+        fraction += digit & point
+        point |= dot
+    plain &= (digits >= 1) & (digits <= _EXACT_DIGITS)
+    value = mantissa / _POW10[np.where(plain, fraction, 0)]
+    value[plain & (first == 45)] *= -1.0
+    for k in np.flatnonzero(~plain).tolist():
+        value[k] = _careful_cell(data[numbers[k]:numbers[k] + length[k]])
+    return value.reshape(-1, width - 1), [data[starts[k]:ends[k]] for k in range(0, starts.size, width)]
+
+
+def _careful_cell(text: bytes) -> float:
+    """``float()`` of a cell the array parse does not take, held to the strict grammar; NeedLines otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise NeedLines from None
+    if first_loose_number([text]) is not None:
+        raise NeedLines
+    return value

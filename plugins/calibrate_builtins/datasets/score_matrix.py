@@ -51,14 +51,14 @@ def read_score_csv(path: Path, missing: float | None, max_rows: int | None = Non
     ``reader``: ``auto`` (pyarrow when installed, else numpy), ``pyarrow`` or ``numpy`` try that fast
     path first (matrix_readers); what it does not take cleanly, and ``csv``, go to the careful reader,
     which gives every message. ``max_rows``: read only the header and that many probe rows
-    (validation), always with the careful reader; the checks and messages are those of a full read.
+    (validation; numpy, else the careful reader); the checks and messages are those of a full read.
     """
     path = Path(path)
     regular_file(path, "the score matrix", "give a CSV file")
-    if max_rows is None and reader != "csv":
+    if reader != "csv":
         fast = read_pyarrow if reader == "pyarrow" or (reader == "auto" and pyarrow_available()) else read_numpy
         try:
-            values, probes, gallery = fast(path)
+            values, probes, gallery = fast(path) if max_rows is None else read_numpy(path, max_rows)
             return _checked(path, values, missing, probes, gallery, exact=False)
         except NeedLines:
             pass  # the careful reader reads it, or says what is wrong and where
