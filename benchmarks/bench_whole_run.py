@@ -73,11 +73,12 @@ def run_once(recipe: Path, out: Path, source: Path | None = None) -> tuple[float
     """Wall seconds of ``calibrate run`` (this install, or the source tree ``source``) and its stage timings."""
     shutil.rmtree(out, ignore_errors=True)
     command, env = [str(CALIBRATE)], None
-    if source is not None:
-        command = [sys.executable, "-c", "from calibrate.cli import main; main()"]
+    if source is not None:  # -P: the working folder (this checkout) must not shadow the source tree's packages
+        command = [sys.executable, "-P", "-c", "from calibrate.cli import main; main()"]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(source / "plugins")])}
     t0 = time.perf_counter()
-    done = subprocess.run(command + ["run", "-q", str(recipe), "--out", str(out)], capture_output=True, text=True, env=env)
+    done = subprocess.run(command + ["run", "-q", str(recipe), "--out", str(out)], capture_output=True, text=True, env=env,
+                          cwd=source)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"calibrate run failed ({done.returncode}):\n{done.stderr}")
