@@ -166,10 +166,11 @@ def _write_shard(args) -> int:
 
 
 def _read_rows(path: str) -> int:
-    """Read one shard as a run must at least: pyarrow reads the file, the scores become a numpy array."""
+    """Read one shard as a run must at least: pyarrow reads the file (every column: the labels are needed
+    too), the scores become a numpy array."""
     import pyarrow.parquet as pq
 
-    return int(pq.read_table(path, columns=["score"]).column("score").to_numpy().size)
+    return int(pq.read_table(path).column("score").to_numpy().size)
 
 
 def sharded(args) -> dict:

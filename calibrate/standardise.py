@@ -128,18 +128,19 @@ def pooled_quantile(sorted_z: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 
 def standardise_classes(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float,
-                        where: str) -> tuple[float, list[float], list[float], list[np.ndarray]]:
+                        where: str, offset: float | None = None) -> tuple[float, list[float], list[float], list[np.ndarray]]:
     """(working offset, per-class locations, scales and standardised scores) of a gallery's training
-    distances (:func:`standardise` per class); ``where`` prefixes a class's error.
+    distances (:func:`standardise` per class); ``where`` prefixes a class's error; ``offset``: the working
+    offset to use (a shard of a sharded gallery uses the whole gallery's), by default the distances' own.
 
     Robustly, classes of one size are standardised together as the rows of one array (the same
     operations, element by element, as :func:`standardise` on each: the same numbers to the bit), a
     loop over the distinct sizes rather than over classes; a class :func:`standardise` treats
     specially (a zero robust scale, fewer than 3 distances) is handed to it."""
-    key = (family, bool(robust), float(jackknife))
+    key = (family, bool(robust), float(jackknife), offset)
     cache = impostors.__dict__.setdefault("_standardised", {})  # the inputs are read-only arrays
     if key not in cache:
-        cache[key] = _standardise_all(impostors, family, robust, jackknife, where)
+        cache[key] = _standardise_all(impostors, family, robust, jackknife, where, offset)
     offset, locs, scales, zs = cache[key]
     return offset, list(locs), list(scales), list(zs)
 
@@ -147,7 +148,7 @@ def standardise_classes(impostors: ImpostorDistances, family: str, robust: bool,
 def pooled_sorted(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float, where: str) -> np.ndarray:
     """Every class's standardised scores pooled and sorted (read-only): auto's pooled shape and the reference
     world's are the same array, computed once per gallery."""
-    key = ("sorted", family, bool(robust), float(jackknife))
+    key = ("sorted", family, bool(robust), float(jackknife), None)
     cache = impostors.__dict__.setdefault("_standardised", {})
     if key not in cache:
         pooled = np.sort(np.concatenate(standardise_classes(impostors, family, robust, jackknife, where)[3]))
@@ -156,9 +157,9 @@ def pooled_sorted(impostors: ImpostorDistances, family: str, robust: bool, jackk
     return cache[key]
 
 
-def _standardise_all(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float,
-                     where: str) -> tuple[float, list[float], list[float], list[np.ndarray]]:
-    offset = working_offset(impostors.pooled(), family)
+def _standardise_all(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float, where: str,
+                     offset: float | None) -> tuple[float, list[float], list[float], list[np.ndarray]]:
+    offset = working_offset(impostors.pooled(), family) if offset is None else offset
     counts = impostors.counts()
     locs, scales = np.empty(counts.size), np.empty(counts.size)
     z_all = np.empty(impostors.values.size)

@@ -32,7 +32,7 @@ from calibrate.errors import CalibrationError, DataError, ParameterError
 from calibrate.gpd import exceedance_count, fit_lower_tail_moments
 from calibrate.partitioned import TailMoments, lowest_moments, lowest_sorted, write_staged
 from calibrate.safefiles import npy_array, plain_name
-from calibrate.standardise import standardise, to_working
+from calibrate.standardise import standardise_classes
 from calibrate.stats import interpolate_rank
 from calibrate.types import ImpostorDistances
 
@@ -124,18 +124,11 @@ class PooledZnormModel(ZnormModel):
 
 def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float, cfg: dict) -> tuple[list, list, list]:
     """fit_znorm's per-class step for auto (configuration ``cfg``): every class's standardised training
-    scores (with ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``)."""
+    scores (with ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``),
+    with the whole gallery's working ``offset`` (calibrate.standardise.standardise_classes)."""
     check_class_sizes(impostors, 3, "auto")
-    zs, locs, scales = [], [], []
-    for i, c in enumerate(impostors.classes):
-        y = to_working(impostors.of(i), cfg["family"], offset)
-        try:
-            z, m, s = standardise(y, cfg["robust"], jackknife)
-        except DataError as exc:
-            raise DataError(f"estimator auto, class {c!r}: {exc}") from None
-        zs.append(z)
-        locs.append(m)
-        scales.append(s)
+    _, locs, scales, zs = standardise_classes(impostors, cfg["family"], cfg["robust"], jackknife, "estimator auto",
+                                              offset=offset)
     return zs, locs, scales
 
 
