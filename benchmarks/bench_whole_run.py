@@ -94,6 +94,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--recipe-extra", default="{}", help="JSON merged into the recipe's top level")
     ap.add_argument("--baseline", type=Path, help="another version's source tree, timed in the same rounds")
+    ap.add_argument("--readers", action="store_true",
+                    help="also time score-matrix's three readers (pyarrow, numpy, csv) on the file, and check they agree")
     args = ap.parse_args()
     import yaml
 
@@ -108,6 +110,8 @@ def main() -> int:
                   **json.loads(args.recipe_extra)}
         recipe_path = tmp / "recipe.yaml"
         recipe_path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+        if args.readers:
+            time_readers(matrix, args.rounds)
         rounds = []
         for _ in range(args.rounds):
             limit = read_limit(matrix)
@@ -119,6 +123,25 @@ def main() -> int:
         report(rounds)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
+
+
+def time_readers(path: Path, rounds: int) -> None:
+    """score-matrix's readers on the same file, interleaved, best of ``rounds``, against the read limit of the
+    same round; and whether they give the same matrix."""
+    from calibrate_builtins.datasets.score_matrix import read_score_csv
+
+    best: dict[str, float] = {}
+    results = {}
+    for _ in range(rounds):
+        limit = read_limit(path)["total"]
+        best["read limit"] = min(best.get("read limit", np.inf), limit)
+        for reader in ("pyarrow", "numpy", "csv"):
+            t0 = time.perf_counter()
+            results[reader] = read_score_csv(path, None, reader=reader)
+            best[reader] = min(best.get(reader, np.inf), time.perf_counter() - t0)
+    same = all(all(np.array_equal(a, b) for a, b in zip(results[r], results["csv"])) for r in results)
+    print("score-matrix readers (best of rounds): " + ", ".join(f"{k} {v:.2f} s" for k, v in best.items())
+          + f"; the same matrix from all three: {same}")
 
 
 def report(rounds: list) -> None:
