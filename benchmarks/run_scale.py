@@ -6,9 +6,11 @@
 
 With ``--classes N --json`` (no recipe): the sharded data path. The dask workers generate N classes
 x 1,000 training (+ 100 evaluation) impostor distances as Parquet shards of ``--shard-classes``
-classes in a temporary folder (synthetic-impostors' generator, block = shard), then a
+classes in a temporary folder (synthetic-impostors' generator, block = shard); the same workers read
+every shard's scores once (pyarrow to numpy: the read limit, ``read_limit_rows_per_second``); then a
 ``score-shards`` recipe runs auto and ncx2-grid fast mode through the same cluster (a LocalCluster
-of ``--workers``, or the scheduler at ``--address``). A second process then fits the same
+of ``--workers``, or the scheduler at ``--address``): ``rows_per_second`` and ``run_over_read_limit``
+against it, and ``worker_peak_bytes`` (issue 22 asks for under 1 GB). A second process then fits the same
 estimators in memory (calibrate's own Estimator.fit) on ``--check`` sampled classes' shards (auto:
 on every class, up to ``--check-auto-max`` classes, since its pooled shape needs all of them) and
 compares thresholds. Prints one JSON object; peaks are each process's ``ru_maxrss`` (main process,
@@ -163,6 +165,14 @@ def _write_shard(args) -> int:
     return classes
 
 
+def _read_rows(path: str) -> int:
+    """Read one shard as a run must at least: pyarrow reads the file (every column: the labels are needed
+    too), the scores become a numpy array."""
+    import pyarrow.parquet as pq
+
+    return int(pq.read_table(path).column("score").to_numpy().size)
+
+
 def sharded(args) -> dict:
     import json
     import shutil
@@ -198,16 +208,27 @@ def sharded(args) -> dict:
             assert made == n
             out["shard_bytes"] = sum(p.stat().st_size for p in root.rglob("*.parquet"))
             out["load_average_start"] = round(os.getloadavg()[0], 2)
+            # the read limit: the same workers read every shard's scores once (pyarrow, to numpy), nothing else
+            files = sorted(str(p) for p in root.rglob("*.parquet"))
+            t0 = time.perf_counter()
+            rows = sum(client.gather(client.map(_read_rows, files, pure=False)))
+            read_seconds = time.perf_counter() - t0
             t0 = time.perf_counter()
             result = run(root / "recipe.yaml", context=RunContext(executor=ex, seed=0))
             out["seconds"] = round(time.perf_counter() - t0, 2)
             out["load_average_end"] = round(os.getloadavg()[0], 2)
             out["classes_per_second"] = round(n / out["seconds"], 1)
+            out["rows"] = rows
+            out["read_limit_seconds"] = round(read_seconds, 2)
+            out["read_limit_rows_per_second"] = round(rows / read_seconds)
+            out["rows_per_second"] = round(rows / out["seconds"])
+            out["run_over_read_limit"] = round(out["seconds"] / read_seconds, 2)
             out["stage_seconds"] = {k: round(v, 2) for k, v in result.timings.items()}
             peaks = client.run(_peak_rss)
             out["workers"] = len(peaks)
             out["worker_peak_bytes"] = max(peaks.values())
             out["worker_peaks_bytes"] = sorted(peaks.values())
+            out["worker_peak_under_1gb"] = max(peaks.values()) < 1e9
         out["main_peak_bytes"] = _peak_rss()
         out["ratios"] = {label: [round(r.ratio, 3) for r in rows] for label, rows in result.results.items()}
         out["output_bytes"] = sum(p.stat().st_size for p in (root / "out").iterdir())

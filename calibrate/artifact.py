@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import uuid
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -79,8 +80,72 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
 
 
 def dumps_artifact(doc: dict[str, Any]) -> str:
-    """Compact JSON: the C encoder (a model's state can hold millions of values; indent is pure Python)."""
-    return json.dumps(doc, separators=(",", ":")) + "\n"
+    """Compact JSON, the bytes ``json.dumps(doc, separators=(",", ":"))`` writes: the C encoder (a model's
+    state can hold millions of values; indent is pure Python), and long lists of floats (auto's pooled
+    scores: one per training distance) formatted in one pass by pyarrow when it is installed
+    (:func:`float_list_json`), each spliced in where a placeholder string stood."""
+    lists: list[list] = []
+    token = f"\0calibrate-floats-{uuid.uuid4().hex}-"
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            if len(value) >= FAST_FLOATS and set(map(type, value)) == {float}:
+                lists.append(value)
+                return f"{token}{len(lists) - 1}"
+            return [swap(v) for v in value]
+        return value
+
+    text = json.dumps(swap(doc) if _pyarrow() else doc, separators=(",", ":"))
+    for i, values in enumerate(lists):
+        text = text.replace(json.dumps(f"{token}{i}"), float_list_json(values), 1)
+    return text + "\n"
+
+
+#: lists of floats at least this long are formatted by pyarrow (below it the saving is nothing)
+FAST_FLOATS = 10_000
+#: where pyarrow's shortest representation of a non-integer float reads as Python's repr (checked
+#: decade by decade: positional digits, no exponent, in [1e-4, 1e10)); outside it repr formats
+_SAME_FORMAT = (1e-4, 1e9)
+
+
+def _pyarrow() -> bool:
+    try:
+        import pyarrow.compute  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def float_list_json(values: list[float]) -> str:
+    """``json.dumps(values)`` for a list of floats (compact), most of them formatted by pyarrow's C++
+    shortest representation (:func:`pyarrow_float_json`), else by json itself."""
+    text = pyarrow_float_json(values)
+    return json.dumps(values, separators=(",", ":")) if text is None else text
+
+
+def pyarrow_float_json(values: list[float]) -> str | None:
+    """``json.dumps(values)`` with the floats formatted by pyarrow, which writes repr's text wherever
+    :data:`_SAME_FORMAT` says; the others (integers, zeros, tiny or huge magnitudes, NaN and infinities) are
+    formatted by json. None when a sample of the list compared with json's own formatting differs (a
+    pyarrow version that writes otherwise): the caller formats it all with json."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    x = np.array(values, dtype=np.float64)
+    size = np.abs(x)
+    other = np.flatnonzero(~((size >= _SAME_FORMAT[0]) & (size < _SAME_FORMAT[1]) & (x != np.round(x))))
+    text = pc.cast(pa.array(x), pa.string())
+    sample = np.setdiff1d(np.unique(np.linspace(0, x.size - 1, 257).astype(np.int64)), other)
+    if text.take(pa.array(sample)).to_pylist() != [json.dumps(values[i]) for i in sample.tolist()]:
+        return None
+    if other.size:
+        mask = np.zeros(x.size, dtype=bool)
+        mask[other] = True
+        text = pc.replace_with_mask(text, pa.array(mask), pa.array([json.dumps(values[i]) for i in other.tolist()]))
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, x.size], pa.int32()), text), ",")
+    return "[" + joined[0].as_py() + "]"
 
 
 def read_artifact(path: str | Path) -> dict[str, Any]:

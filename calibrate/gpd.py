@@ -29,12 +29,7 @@ def gpd_pwm(x: np.ndarray) -> tuple[float, float]:
         raise DataError(f"a GPD fit needs at least 2 exceedances, got {k}")
     a0 = float(x.mean())
     a1 = float(np.sum(x * (k - np.arange(1, k + 1)) / (k - 1)) / k)
-    den = a0 - 2.0 * a1
-    if a0 <= 0:
-        raise DataError("all exceedances are 0 (the lowest distances are tied); a GPD cannot be fitted to them")
-    if den <= 0:  # only possible when x is degenerate (e.g. all equal): treat as the lightest tail allowed
-        return -1.0, 2.0 * a0
-    return 2.0 - a0 / den, 2.0 * a0 * a1 / den
+    return _pwm(a0, a1)
 
 
 def gpd_mle(x: np.ndarray) -> tuple[float, float]:
@@ -89,15 +84,58 @@ def exceedance_count(n: int, tail_fraction: float | None, min_exceedances: int) 
 
 def guard_shape(x: np.ndarray, xi: float, beta: float, shape_bounds: tuple[float, float]) -> tuple[float, float]:
     """Clip the shape to its bounds (re-fitting beta from the mean) and make the support cover the data."""
+    return _guard(xi, beta, lambda: float(np.mean(x)), float(np.max(x)), x.size, shape_bounds)
+
+
+def _guard(xi: float, beta: float, mean, largest: float, k: int, shape_bounds: tuple[float, float]) -> tuple[float, float]:
+    """:func:`guard_shape` from the exceedances' mean (a callable, evaluated only when needed), largest value and count."""
     lo, hi = shape_bounds
     if not lo <= xi <= hi or not np.isfinite(xi) or not (np.isfinite(beta) and beta > 0):
         xi = float(np.clip(xi, lo, hi)) if np.isfinite(xi) else 0.0
-        beta = (1.0 - xi) * float(np.mean(x))
+        beta = (1.0 - xi) * mean()
     if xi < 0:
-        need = float(np.max(x)) * (1.0 + 1.0 / x.size)
+        need = largest * (1.0 + 1.0 / k)
         if -beta / xi < need:
             beta = -xi * need
     return xi, beta
+
+
+def _pwm(a0: float, a1: float) -> tuple[float, float]:
+    """``(xi, beta)`` from the first two probability-weighted moments (:func:`gpd_pwm`)."""
+    den = a0 - 2.0 * a1
+    if a0 <= 0:
+        raise DataError("all exceedances are 0 (the lowest distances are tied); a GPD cannot be fitted to them")
+    if den <= 0:  # only possible when x is degenerate (e.g. all equal): treat as the lightest tail allowed
+        return -1.0, 2.0 * a0
+    return 2.0 - a0 / den, 2.0 * a0 * a1 / den
+
+
+def _too_few(n: int, k: int) -> DataError:
+    return DataError(f"{n} distances leave {k} exceedances below the tail threshold; a GPD tail needs at least 3 "
+                     "(at least 4 distances per class; use pooling: pooled or shrunk for classes with fewer)")
+
+
+def _all_tied(k: int, u: float) -> DataError:
+    return DataError(f"the {k} lowest distances all equal the tail threshold {u:.6g} (ties); a GPD cannot be fitted "
+                     "to them; raise tail_fraction so that the tail holds distinct values")
+
+
+def fit_lower_tail_moments(n: int, k: int, u: float, lowest: float, sum_low: float, sum_ranked: float,
+                           shape_bounds: tuple[float, float] = (-1.0, 0.5)) -> TailFit:
+    """:func:`fit_lower_tail` (probability-weighted moments) from sums instead of the exceedances: with
+    d_(0) <= ... the n values ascending, u = d_(k), ``sum_low`` = sum of d_(j) and ``sum_ranked`` = sum of
+    j d_(j) over j < k, ``lowest`` = d_(0). The exceedances x = u - d_(j) have mean u - sum_low / k, and the
+    moment :func:`gpd_pwm` sums over them in ascending order, sum x_(i) (k - i) / ((k - 1) k), is
+    u / 2 - sum_ranked / ((k - 1) k): the same estimates up to the rounding of the sums (a sharded run
+    adds them up bucket by bucket; tests/test_partitioned.py bounds the difference)."""
+    if k < 3:
+        raise _too_few(n, k)
+    if not lowest < u:
+        raise _all_tied(k, u)
+    a0 = u - sum_low / k
+    xi, beta = _pwm(a0, u / 2.0 - sum_ranked / ((k - 1) * k))
+    xi, beta = _guard(xi, beta, lambda: a0, u - lowest, k, shape_bounds)
+    return TailFit(u, k / n, xi, beta, k)
 
 
 def fit_lower_tail(sorted_values: np.ndarray, *, tail_fraction: float | None = None, min_exceedances: int = 15,
@@ -113,13 +151,11 @@ def fit_lower_tail(sorted_values: np.ndarray, *, tail_fraction: float | None = N
     n = d.size if n is None else int(n)
     k = exceedance_count(n, tail_fraction, min_exceedances)
     if k < 3:
-        raise DataError(f"{n} distances leave {k} exceedances below the tail threshold; a GPD tail needs at least 3 "
-                        "(at least 4 distances per class; use pooling: pooled or shrunk for classes with fewer)")
+        raise _too_few(n, k)
     u = float(d[k])
     x = u - d[:k]
     if not np.any(x > 0):
-        raise DataError(f"the {k} lowest distances all equal the tail threshold {u:.6g} (ties); a GPD cannot be fitted "
-                        "to them; raise tail_fraction so that the tail holds distinct values")
+        raise _all_tied(k, u)
     if shape is not None:
         xi, beta = float(shape), (1.0 - float(shape)) * float(np.mean(x))
     else:

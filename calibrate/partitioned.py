@@ -213,6 +213,107 @@ def lowest_sorted(runner: ShardRunner, values_fn: Callable, values_arg: Any, k: 
             Path(path).unlink(missing_ok=True)
 
 
+#: values one task of :func:`lowest_moments` holds at once (32 MB of float64; a single histogram bin may add more)
+BUCKET_VALUES = 1 << 22
+
+
+@dataclass(frozen=True)
+class TailMoments:
+    """The pooled values' lower tail as a probability-weighted-moment GPD fit needs it (gpd.fit_lower_tail_moments),
+    without all of it in one place: with d_(0) <= d_(1) <= ... the ``n_total`` pooled values, ``u`` = d_(k),
+    ``lowest`` = d_(0), ``sum_low`` = the sum of d_(j) and ``sum_ranked`` = the sum of j d_(j) over j < k;
+    and the ``keep`` smallest values themselves (``kept``, ascending)."""
+
+    n_total: int
+    k: int
+    u: float
+    lowest: float
+    sum_low: float
+    sum_ranked: float
+    kept: np.ndarray
+
+
+def _key_values(keys: np.ndarray) -> np.ndarray:
+    """The float64 values of :func:`order_keys` (its inverse)."""
+    top = keys >> np.uint64(63)
+    return np.where(top, keys & ~np.uint64(1 << 63), ~keys).view(np.float64)
+
+
+def _below_cut_sorted(impostors, arg, index):
+    """Pass 2 of :func:`lowest_moments` on one shard: its values in the bins up to the cut, as order keys sorted,
+    and where each bucket's begin (the bucket of a key is the last bucket whose first bin is at or below its bin)."""
+    values_fn, values_arg, cut, first_bins, prefix = arg
+    keys = order_keys(np.asarray(values_fn(impostors, values_arg), dtype=np.float64))
+    keys = np.sort(keys[(keys >> np.uint64(_BIN_SHIFT)) <= np.uint64(cut)])
+    starts = np.searchsorted(keys >> np.uint64(_BIN_SHIFT), np.asarray(first_bins, dtype=np.uint64))
+    path = Path(f"{prefix}-{index:05d}.npy")
+    np.save(path, keys)
+    return str(path), np.r_[starts, keys.size].astype(np.int64)
+
+
+def _bucket(arg):
+    """One bucket of the pooled lowest values (ranks ``first`` on), from every shard's sorted keys: its share of
+    the sums below rank k, d_(k) and d_(0) when it holds them, and its part of the ``keep`` smallest (a file)."""
+    pieces, first, k, keep, path = arg
+    keys = np.sort(np.concatenate([np.load(p, mmap_mode="r")[a:b] for p, a, b in pieces]))
+    d = _key_values(keys)
+    ranks = first + np.arange(d.size)
+    low = ranks < k
+    out = {"sum_low": float(np.sum(d[low])), "sum_ranked": float(np.sum(ranks[low] * d[low])),
+           "u": float(d[k - first]) if first <= k < first + d.size else None,
+           "lowest": float(d[0]) if first == 0 and d.size else None, "kept": None}
+    if first < keep:
+        np.save(path, d[:keep - first])
+        out["kept"] = path
+    return out
+
+
+def _bucket_bins(counts: np.ndarray, cut: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first bin, first rank) of each bucket: bins 0..cut grouped in order, a new bucket where the count before a
+    bin reaches the next multiple of ``size``."""
+    before = np.cumsum(counts[:cut + 1]) - counts[:cut + 1]
+    group = before // size
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    return first, before[first]
+
+
+def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k: Callable[[int], int],
+                   keep: Callable[[int], int], name: str, bucket_values: int = BUCKET_VALUES) -> TailMoments:
+    """:class:`TailMoments` of every shard's ``values_fn(impostors, values_arg)`` pooled: ``k(n_total)`` exceedances,
+    the ``keep(n_total)`` smallest kept. As :func:`lowest_sorted`, a histogram pass finds the bin holding the last
+    rank needed; then every shard writes its values up to that bin as sorted order keys, and tasks of about
+    ``bucket_values`` values each (consecutive bins) sort their bucket and sum it: no task holds the whole tail."""
+    hists = runner.map(_histogram, (values_fn, values_arg))
+    n_total = int(sum(int(c.sum()) for _, c in hists))
+    if n_total == 0:
+        raise DataError("no training impostor distances in any shard")
+    k_n, keep_n = int(k(n_total)), int(min(max(keep(n_total), 1), n_total))
+    want = int(min(max(k_n + 1, keep_n), n_total))
+    counts = np.zeros(1 << (64 - _BIN_SHIFT), dtype=np.int64)
+    for bins, c in hists:
+        np.add.at(counts, bins, c)
+    del hists
+    cut = int(np.searchsorted(np.cumsum(counts), want))
+    first_bins, first_ranks = _bucket_bins(counts, cut, bucket_values)
+    prefix = str(runner.scratch / f".moments-{name}-{uuid.uuid4().hex[:8]}")
+    written = runner.map(_below_cut_sorted, (values_fn, values_arg, cut, first_bins, prefix))
+    kept_paths = [f"{prefix}-kept-{b:05d}.npy" for b in range(first_bins.size)]
+    try:
+        if sum(int(offsets[-1]) for _, offsets in written) != int(counts[:cut + 1].sum()):
+            raise DataError("the shards changed between two passes of the run (the lower-tail counts differ); "
+                            "do not write into the shards while a run reads them")
+        tasks = [([(p, int(o[b]), int(o[b + 1])) for p, o in written], int(first_ranks[b]), k_n, keep_n, kept_paths[b])
+                 for b in range(first_bins.size)]
+        parts = runner.context.map(_bucket, tasks, description=f"{name}: pooled lower tail", unit="buckets")
+        u = next(p["u"] for p in parts if p["u"] is not None)
+        kept = np.concatenate([np.load(p["kept"]) for p in parts if p["kept"] is not None])
+        return TailMoments(n_total, k_n, u, parts[0]["lowest"], float(sum(p["sum_low"] for p in parts)),
+                           float(sum(p["sum_ranked"] for p in parts)), kept)
+    finally:
+        for path in [p for p, _ in written] + kept_paths:
+            Path(path).unlink(missing_ok=True)
+
+
 def write_staged(folder: str | Path, name: str, data: bytes | str) -> tuple[str, int, str]:
     """Write one output file from a worker into the staging folder (durably, replaced whole); returns
     ``(name, size, SHA-256)`` for :meth:`~calibrate.outputs.StagedOutput.adopt`."""

@@ -128,19 +128,104 @@ def pooled_quantile(sorted_z: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 
 def standardise_classes(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float,
-                        where: str) -> tuple[float, list[float], list[float], list[np.ndarray]]:
+                        where: str, offset: float | None = None) -> tuple[float, list[float], list[float], list[np.ndarray]]:
     """(working offset, per-class locations, scales and standardised scores) of a gallery's training
-    distances (:func:`standardise` per class); ``where`` prefixes a class's error."""
-    offset = working_offset(impostors.pooled(), family)
-    locs, scales, zs = [], [], []
-    for i, c in enumerate(impostors.classes):
-        y = to_working(impostors.of(i), family, offset)
-        try:
-            z, m, s = standardise(y, robust, jackknife)
-        except DataError as exc:
-            raise DataError(f"{where}, class {c!r}: {exc}") from None
-        locs.append(m)
-        scales.append(s)
-        zs.append(z)
-    return offset, locs, scales, zs
+    distances (:func:`standardise` per class); ``where`` prefixes a class's error; ``offset``: the working
+    offset to use (a shard of a sharded gallery uses the whole gallery's), by default the distances' own.
 
+    Robustly, classes of one size are standardised together as the rows of one array (the same
+    operations, element by element, as :func:`standardise` on each: the same numbers to the bit), a
+    loop over the distinct sizes rather than over classes; a class :func:`standardise` treats
+    specially (a zero robust scale, fewer than 3 distances) is handed to it."""
+    key = (family, bool(robust), float(jackknife), offset)
+    cache = impostors.__dict__.setdefault("_standardised", {})  # the inputs are read-only arrays
+    if key not in cache:
+        cache[key] = _standardise_all(impostors, family, robust, jackknife, where, offset)
+    offset, locs, scales, zs = cache[key]
+    return offset, list(locs), list(scales), list(zs)
+
+
+def pooled_sorted(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float, where: str) -> np.ndarray:
+    """Every class's standardised scores pooled and sorted (read-only): auto's pooled shape and the reference
+    world's are the same array, computed once per gallery."""
+    key = ("sorted", family, bool(robust), float(jackknife), None)
+    cache = impostors.__dict__.setdefault("_standardised", {})
+    if key not in cache:
+        pooled = np.sort(np.concatenate(standardise_classes(impostors, family, robust, jackknife, where)[3]))
+        pooled.flags.writeable = False
+        cache[key] = pooled
+    return cache[key]
+
+
+def _standardise_all(impostors: ImpostorDistances, family: str, robust: bool, jackknife: float, where: str,
+                     offset: float | None) -> tuple[float, list[float], list[float], list[np.ndarray]]:
+    offset = working_offset(impostors.pooled(), family) if offset is None else offset
+    counts = impostors.counts()
+    locs, scales = np.empty(counts.size), np.empty(counts.size)
+    z_all = np.empty(impostors.values.size)
+    y_all = to_working(impostors.values, family, offset)
+    order = np.argsort(counts, kind="stable")
+    sizes = counts[order]
+    bounds = np.flatnonzero(np.r_[True, sizes[1:] != sizes[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        cls = order[lo:hi]
+        idx = impostors.offsets[cls][:, None] + np.arange(int(sizes[lo]))[None, :]
+        rows = y_all[idx]
+        z, m, sc, plain = (_standardise_rows(rows, jackknife) if robust and sizes[lo] >= 3 else
+                           (np.empty_like(rows), np.empty(cls.size), np.empty(cls.size), np.zeros(cls.size, bool)))
+        for r in np.flatnonzero(~plain):
+            try:
+                z[r], m[r], sc[r] = standardise(rows[r], robust, jackknife)
+            except DataError as exc:
+                raise DataError(f"{where}, class {impostors.classes[cls[r]]!r}: {exc}") from None
+        z_all[idx], locs[cls], scales[cls] = z, m, sc
+    z_all.flags.writeable = False
+    bounds = impostors.offsets
+    return offset, locs.tolist(), scales.tolist(), [z_all[bounds[i]:bounds[i + 1]] for i in range(counts.size)]
+
+
+def _quantile_rows(ys: np.ndarray, p: float) -> np.ndarray:
+    """:func:`_quantile_sorted` of every row of an array of ascending rows."""
+    h = (ys.shape[1] - 1) * p
+    j = int(np.floor(h))
+    j1 = min(j + 1, ys.shape[1] - 1)
+    return ys[:, j] + (h - j) * (ys[:, j1] - ys[:, j])
+
+
+def _loo_rows(y: np.ndarray, ys: np.ndarray, p: float) -> np.ndarray:
+    """For every element of ``y`` (rows are classes, ``ys`` the same rows sorted), the linear p-quantile of its
+    row with it removed, as :func:`_loo_quantile` gives it at the element's rank. That quantile reads one of
+    three pairs of order statistics, by where the rank lies against j0 and j1; elements are placed by value,
+    and where equal values straddle j0 or j1 the pairs read equal values, so the bits are the same."""
+    n = ys.shape[1]
+    h = (n - 2) * p
+    j0 = int(np.floor(h))
+    j1 = min(j0 + 1, n - 2)
+    frac = h - j0
+    low = ys[:, j0 + 1] + frac * (ys[:, j1 + 1] - ys[:, j0 + 1])  # rank <= j0
+    mid = ys[:, j0] + frac * (ys[:, j1 + 1] - ys[:, j0])  # j0 < rank <= j1
+    high = ys[:, j0] + frac * (ys[:, j1] - ys[:, j0])  # rank > j1
+    return np.where(y <= ys[:, j0, None], low[:, None], np.where(y <= ys[:, j1, None], mid[:, None], high[:, None]))
+
+
+def _standardise_rows(y: np.ndarray, jackknife: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`standardise` (robust) of every row (class) of ``y`` at once: (z, locations, scales, plain),
+    ``plain`` False for the rows it treats specially (a robust scale that is not positive), which the
+    caller standardises one by one; all of them when 0.0 and -0.0 both occur (equal values that are not
+    the same bits: which one a sort puts first matters there)."""
+    plain = np.zeros(y.shape[0], dtype=bool)
+    if np.signbit(y[y == 0]).any():
+        return np.empty_like(y), np.empty(y.shape[0]), np.empty(y.shape[0]), plain
+    ys = np.sort(y, axis=1)
+    m = _quantile_rows(ys, 0.5)
+    s = (_quantile_rows(ys, 0.75) - _quantile_rows(ys, 0.25)) / IQR_TO_SD
+    plain = s > 0
+    if jackknife == 0:
+        with np.errstate(divide="ignore", invalid="ignore"):  # rows that are not plain are recomputed by the caller
+            return (y - m[:, None]) / s[:, None], m, s, plain
+    ls = (_loo_rows(y, ys, 0.75) - _loo_rows(y, ys, 0.25)) / IQR_TO_SD
+    plain &= ~np.any(ls <= 0, axis=1)
+    mi = (1 - jackknife) * m[:, None] + jackknife * _loo_rows(y, ys, 0.5)
+    si = np.maximum((1 - jackknife) * s[:, None] + jackknife * ls, 0.5 * s[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (y - mi) / si, m, s, plain

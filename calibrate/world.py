@@ -43,7 +43,7 @@ import numpy as np
 
 from .errors import DataError
 from .gpd import TailFit, fit_lower_tail
-from .standardise import standardise_classes, to_working
+from .standardise import pooled_sorted, standardise_classes, to_working
 from .stats import clopper_pearson
 from .types import ImpostorDistances
 
@@ -398,9 +398,10 @@ def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -
         small = impostors.classes[int(np.argmax(counts < 3))]
         raise DataError(f"predicted FPR interval: class {small!r} has {int(counts.min())} training distance(s); at least "
                         "3 per class are needed to estimate its location and scale")
-    offset, locs, scales, zs = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"],
-                                                   REFERENCE_MODEL["jackknife"], "predicted FPR interval")
-    sorted_z = np.sort(np.concatenate(zs))
+    offset, locs, scales, _ = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"],
+                                                  REFERENCE_MODEL["jackknife"], "predicted FPR interval")
+    sorted_z = pooled_sorted(impostors, _FAMILY, REFERENCE_MODEL["robust"], REFERENCE_MODEL["jackknife"],
+                             "predicted FPR interval")  # auto's own, computed once (calibrate.standardise)
     if slots is not None and np.asarray(slots).shape != impostors.values.shape:
         raise DataError("predicted FPR interval: the pair slots do not match the training distances")
     base = dict(classes=tuple(impostors.classes), counts=counts.astype(np.int64), loc=np.asarray(locs),
@@ -417,6 +418,28 @@ def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -
     return world
 
 
+def threshold_positions(impostors: ImpostorDistances, tau: np.ndarray) -> np.ndarray:
+    """Per class and target (classes x targets): the continuous rank of the threshold among the class's
+    sorted distances, ``j + (t - d_j) / (d_(j+1) - d_j)`` with j the distances at or below it (0 below the
+    smallest, j at or beyond the largest). All classes at once: j is a count of comparisons, one pass over
+    the distances per target, and the neighbours are gathered from the sorted segments."""
+    counts = impostors.counts()
+    starts = impostors.offsets[:-1]
+    values = impostors.sorted_within()
+    seg = np.repeat(np.arange(counts.size), counts)
+    position = np.zeros_like(tau)
+    for k in range(tau.shape[1]):
+        t = tau[:, k]
+        j = np.bincount(seg[impostors.values <= t[seg]], minlength=counts.size)
+        j[np.isnan(t)] = counts[np.isnan(t)]  # as a search of NaN in sorted values: past the end
+        nxt = values[starts + np.minimum(j, counts - 1)]
+        prev = values[starts + np.maximum(j - 1, 0)]
+        gap = nxt - prev
+        frac = np.where((j > 0) & (j < counts) & (gap > 0), (t - prev) / np.where(gap > 0, gap, 1.0), 0.0)
+        position[:, k] = np.where(j == 0, 0.0, j + frac)
+    return position
+
+
 def training_check(world: World, impostors: ImpostorDistances, thresholds: np.ndarray) -> list[dict]:
     """The world against the training data at one estimator's thresholds (classes x targets, fitted on
     ``impostors``): per target the training support k, the training FPR, the world's FPR there and the
@@ -431,19 +454,7 @@ def training_check(world: World, impostors: ImpostorDistances, thresholds: np.nd
     is ``sum r_c / sum (n_c + 1)``, its support ``k = sum r_c``."""
     tau = np.asarray(thresholds, dtype=np.float64)
     counts = impostors.counts()
-    seg = np.repeat(np.arange(counts.size), counts)
-    values = impostors.values[np.lexsort((impostors.values, seg))]
-    starts = impostors.offsets[:-1]
-    position = np.zeros_like(tau)
-    for i in range(counts.size):  # per class: a search over its sorted distances, every target at once
-        d = values[starts[i]:starts[i] + counts[i]]
-        t = tau[i]
-        j = np.searchsorted(d, t, side="right")  # distances at or below the threshold
-        nxt = d[np.minimum(j, d.size - 1)]
-        prev = d[np.maximum(j - 1, 0)]
-        gap = nxt - prev
-        frac = np.where((j > 0) & (j < d.size) & (gap > 0), (t - prev) / np.where(gap > 0, gap, 1.0), 0.0)
-        position[i] = np.where(j == 0, 0.0, j + frac)
+    position = threshold_positions(impostors, tau)
     support = position.sum(axis=0)
     n = int(counts.sum())
     empirical = support / float((counts + 1).sum())

@@ -141,6 +141,153 @@ def test_empty_or_headless_files(tmp_path, text, fragment):
         _load(path=path)
 
 
+# ---- score-matrix readers: the careful csv reader, numpy and pyarrow agree on data and messages ----------
+
+from calibrate.safefiles import MAX_LABEL  # noqa: E402
+from calibrate.scorefiles import pyarrow_available  # noqa: E402
+
+MATRIX_READERS = ["csv", "numpy", pytest.param("pyarrow", marks=pytest.mark.skipif(
+    not pyarrow_available(), reason="pyarrow (extra fast-io) not installed"))]
+TIDY = ",g1,g2,g3\np1,0.5,0.25,-1\ng2,1e-3,+.5,5.\np1,-0,00.125,7\n"
+UNTIDY = {  # files every reader must read as the careful reader does (the fast paths may hand them over)
+    "crlf": TIDY.replace("\n", "\r\n"),
+    "blank lines": "\n" + TIDY.replace("\ng2", "\n\n , , , \ng2") + "\n\n",
+    "spaces": ", g1 ,g2,g3\n p1 , 0.5 ,0.25,\t-1\ng2,1e-3,+.5,5.\np1,-0,00.125,7 \n",
+    "quoted labels": ',"g,1",g2,g3\n"p,1",0.5,"0.25",-1\ng2,1e-3,+.5,5.\n',
+    "no final newline": TIDY.rstrip("\n"),
+    "infinity as missing": TIDY.replace("-1", "-inf"),
+}
+BAD = {  # files every reader refuses with the careful reader's message
+    "underscore": TIDY.replace("0.25", "0_25"),
+    "arabic digit": TIDY.replace("0.25", "\u0665"),
+    "word": TIDY.replace("0.25", "abc"),
+    "empty cell": TIDY.replace(",0.25,", ",,"),
+    "nan": TIDY.replace("5.", "nan"),
+    "infinity": TIDY.replace("7", "inf"),
+    "short row": TIDY.replace(",7\n", "\n"),
+    "long row": TIDY.replace("5.\n", "5.,1\n"),
+    "long probe label": TIDY.replace("g2,1e", "x" * (MAX_LABEL + 1) + ",1e"),
+    "long gallery label": TIDY.replace(",g3", "," + "y" * (MAX_LABEL + 1)),
+    "header only": ",g1,g2\n",
+    "score list": "g1 g2 p1 0.5\ng1 g1 p2 0.9\n",
+    "no gallery": "x\n1\n",
+    "empty": "",
+}
+
+
+def _read_all(path, missing=None):
+    """What each reader gives: the four arrays, or the DataError's message."""
+    from calibrate_builtins.datasets.score_matrix import read_score_csv
+
+    out = {}
+    for reader in ("csv", "numpy") + (("pyarrow",) if pyarrow_available() else ()):
+        try:
+            out[reader] = read_score_csv(path, missing, reader=reader)
+        except DataError as exc:
+            out[reader] = str(exc)
+    return out
+
+
+def _agree(results):
+    ref = results["csv"]
+    for reader, got in results.items():
+        if isinstance(ref, str) or isinstance(got, str):
+            assert got == ref, reader
+        else:
+            for a, b in zip(got, ref):
+                assert a.dtype == b.dtype and np.array_equal(a, b), reader
+
+
+@pytest.mark.parametrize("name", sorted(UNTIDY))
+def test_every_reader_reads_untidy_matrices_as_the_careful_reader(tmp_path, name):
+    path = tmp_path / "m.csv"
+    path.write_bytes(UNTIDY[name].encode("utf-8"))
+    results = _read_all(path, missing=-1 if name != "infinity as missing" else float("-inf"))
+    assert not isinstance(results["csv"], str), results["csv"]
+    _agree(results)
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_every_reader_refuses_bad_matrices_with_the_careful_readers_message(tmp_path, name):
+    path = tmp_path / "m.csv"
+    path.write_bytes(BAD[name].encode("utf-8"))
+    results = _read_all(path, missing=-1)
+    assert isinstance(results["csv"], str) and results["csv"].startswith(str(path)), results["csv"]
+    _agree(results)
+
+
+def test_a_label_that_is_not_utf8_is_refused_by_every_reader(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_bytes(TIDY.replace("g2,1e", "g\xff,1e").encode("latin-1"))
+    results = _read_all(path)
+    assert "cannot read the score CSV" in results["csv"]
+    _agree(results)
+
+
+@pytest.mark.parametrize("reader", MATRIX_READERS[1:])
+def test_tidy_matrices_stay_on_the_fast_path(tmp_path, monkeypatch, reader):
+    import calibrate_builtins.datasets.score_matrix as sm
+
+    values, probes, gallery = make_scores(seed=6, n_classes=7, probes_per_class=4)
+    values[3, 2] = -1.0
+    path = write_scores(tmp_path / "s.csv", values, probes, gallery)
+    expected = sm.read_score_csv(path, -1, reader="csv")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("fell back to the careful reader")
+
+    monkeypatch.setattr(sm, "_read_careful", refuse)
+    _agree({"csv": expected, reader: sm.read_score_csv(path, -1, reader=reader)})
+    split = ScoreMatrixDataset(path=path, missing=-1, reader="python" if reader == "numpy" else reader).load(RunContext())
+    assert np.array_equal(split.train.values, values) and split.missing == 1
+
+
+@pytest.mark.parametrize("name", sorted(UNTIDY) + sorted(BAD))
+def test_validation_reads_the_head_as_the_careful_reader(tmp_path, name):
+    """``max_rows`` (what validate reads): the numpy path on the head, or the careful reader; the same either way."""
+    from calibrate_builtins.datasets.score_matrix import read_score_csv
+
+    path = tmp_path / "m.csv"
+    path.write_bytes({**UNTIDY, **BAD}[name].encode("utf-8"))
+    results = {}
+    for reader, rows in (("csv", 1), ("numpy", 1), ("csv", 2), ("numpy", 2)):
+        try:
+            results[(reader, rows)] = read_score_csv(path, -1, max_rows=rows, reader=reader)
+        except DataError as exc:
+            results[(reader, rows)] = str(exc)
+    for rows in (1, 2):
+        _agree({"csv": results[("csv", rows)], "numpy": results[("numpy", rows)]})
+
+
+def test_the_array_parse_gives_floats_bits_on_every_decimal_layout(tmp_path, monkeypatch):
+    """Cells written as matchers write them (fixed decimals, few or 15-16 significant digits, integers, signs,
+    leading zeros, a bare point at either end, exponents, padding): the numpy path's values are float()'s."""
+    import calibrate_builtins.datasets.score_matrix as sm
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((40, 30)) * 10.0 ** rng.integers(-7, 9, (40, 30))
+    layouts = [lambda v: f"{v:.6f}", lambda v: f"{v:.2f}", lambda v: f"{v:.15g}", lambda v: f"{v:.16g}", repr,
+               lambda v: str(int(v)), lambda v: f"{v:+.4f}", lambda v: f"00{abs(v):.3f}", lambda v: f"{abs(v):.0f}.",
+               lambda v: f"{v:.3f}".replace("0.", ".", 1), lambda v: f"{v:.3e}", lambda v: f" {v:.5f}"]
+    cells = [[layouts[(i * 7 + j) % len(layouts)](float(v)) for j, v in enumerate(row)] for i, row in enumerate(x)]
+    path = tmp_path / "m.csv"
+    path.write_text("," + ",".join(f"g{j}" for j in range(30)) + "\n" +
+                    "".join(f"p{i}," + ",".join(row) + "\n" for i, row in enumerate(cells)))
+    expected = np.array([[float(c) for c in row] for row in cells])
+    monkeypatch.setattr(sm, "_read_careful", lambda *a: (_ for _ in ()).throw(AssertionError("fell back")))
+    values = sm.read_score_csv(path, None, reader="numpy")[0]
+    assert values.tobytes() == expected.tobytes()
+
+
+def test_a_matrix_larger_than_one_parse_block_reads_whole(tmp_path, monkeypatch):
+    import calibrate_builtins.datasets.matrix_readers as mr
+
+    values, probes, gallery = make_scores(seed=8, n_classes=9, probes_per_class=5)
+    path = write_scores(tmp_path / "s.csv", values, probes, gallery)
+    monkeypatch.setattr(mr, "_BLOCK_CELLS", 25)  # a few rows per block
+    _agree(_read_all(path))
+
+
 # ---- npz-patterns --------------------------------------------------------------------------------
 
 def _npz(tmp_path, **arrays):

@@ -85,6 +85,39 @@ def test_counts_pairs_and_shares_match_a_brute_force_count_over_two_folds():
     assert rows[k].extra["share_classes_over_2x"] == pytest.approx(np.mean(np.array(rates) > 2 * TARGETS[k]))
 
 
+def test_counts_with_ties_invalid_entries_and_missing_thresholds_match_a_brute_force_count():
+    """Scores equal to a threshold are accepted, invalid entries never count, a NaN threshold accepts
+    nothing (at its target only), genuine attempts give the FNR: cell by cell in plain Python."""
+    from calibrate_builtins.evaluators.fpr import class_names, fold_counts
+
+    fold = random_fold(3, n_classes=7, sets_per_class=4)
+    rng = np.random.default_rng(4)
+    taus = fold.tables["est"].values.copy()
+    values = fold.test.values.copy()
+    values[rng.random(values.shape) < 0.3] = np.round(values[rng.random(values.shape) < 0.3][0], 1)
+    taus[2, 1], taus[5] = np.nan, np.nan
+    values[0, 0] = taus[0, 0]  # a genuine attempt exactly at its threshold
+    values[6, 0] = taus[0, 1]  # an impostor attempt exactly at a threshold
+    valid = rng.random(values.shape) > 0.15
+    test = DistanceMatrix(values, fold.test.probe_classes, fold.test.gallery_classes, valid, source="test")
+    fold = Fold("f", fold.train, test, fold.models, {"est": ThresholdTable("est", fold.tables["est"].classes, TARGETS, taus)})
+    got = fold_counts(fold, "est", class_names((fold,)))
+    for k in range(len(TARGETS)):
+        for j, g in enumerate(test.gallery_classes):
+            tau = taus[list(fold.tables["est"].classes).index(g), k]
+            fa = imp = ga = gen = 0
+            for i, p in enumerate(test.probe_classes):
+                if not valid[i, j]:
+                    continue
+                accepted = bool(values[i, j] <= tau)
+                if p == g:
+                    gen, ga = gen + 1, ga + accepted
+                else:
+                    imp, fa = imp + 1, fa + accepted
+            assert (got["fa"][k, j], got["imp"][k, j], got["ga"][k, j], got["gen"][k, j]) == (fa, imp, ga, gen), (k, j)
+    assert got["pairs"].size == got["fa"].sum()
+
+
 def test_class_bootstrap_widens_when_false_accepts_cluster_in_one_class():
     imp = np.full(30, 200)
     clustered = np.zeros(30, dtype=int)

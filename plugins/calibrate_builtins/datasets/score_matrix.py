@@ -23,7 +23,9 @@ from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import DistanceMatrix
 from calibrate.safefiles import MAX_LABEL, label_problem, regular_file
-from calibrate.scorefiles import first_loose_number
+from calibrate.scorefiles import NeedLines, first_loose_number, pyarrow_available
+
+from .matrix_readers import read_numpy, read_pyarrow
 
 
 #: rows that ``calibrate validate`` reads of each score CSV (the header and this many probe rows)
@@ -42,14 +44,44 @@ def _not_a_number(path: Path, r: int, c: int, gallery: list[str], cell: str) -> 
                      "set `missing: -1`")
 
 
-def read_score_csv(path: Path, missing: float | None,
-                   max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def read_score_csv(path: Path, missing: float | None, max_rows: int | None = None,
+                   reader: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(values, valid, probe labels, gallery labels); names the row and column of bad cells.
 
-    ``max_rows``: read only the header and that many probe rows (validation); the checks and
-    messages are those of a full read.
+    ``reader``: ``auto`` (pyarrow when installed, else numpy), ``pyarrow`` or ``numpy`` try that fast
+    path first (matrix_readers); what it does not take cleanly, and ``csv``, go to the careful reader,
+    which gives every message. ``max_rows``: read only the header and that many probe rows
+    (validation; numpy, else the careful reader); the checks and messages are those of a full read.
     """
-    regular_file(Path(path), "the score matrix", "give a CSV file")
+    path = Path(path)
+    regular_file(path, "the score matrix", "give a CSV file")
+    if reader != "csv":
+        fast = read_pyarrow if reader == "pyarrow" or (reader == "auto" and pyarrow_available()) else read_numpy
+        try:
+            values, probes, gallery = fast(path) if max_rows is None else read_numpy(path, max_rows)
+            return _checked(path, values, missing, probes, gallery, exact=False)
+        except NeedLines:
+            pass  # the careful reader reads it, or says what is wrong and where
+    values, probes, gallery = _read_careful(path, max_rows)
+    return _checked(path, values, missing, probes, gallery, exact=True)
+
+
+def _checked(path: Path, values: np.ndarray, missing: float | None, probes: list[str], gallery: list[str],
+             exact: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The matrix with its valid mask, refusing NaN and infinite scores (from a fast path: NeedLines)."""
+    valid = np.ones(values.shape, bool) if missing is None else values != missing
+    bad = valid & ~np.isfinite(values)
+    if bad.any():
+        if not exact:
+            raise NeedLines
+        r, c = np.argwhere(bad)[0]
+        raise DataError(f"{path}, line {r + 2}, column {c + 2}: NaN or infinite score; "
+                        "set `missing:` to the marker of failed comparisons or remove the row")
+    return values, valid, np.array(probes), np.array(gallery)
+
+
+def _read_careful(path: Path, max_rows: int | None) -> tuple[np.ndarray, list[str], list[str]]:
+    """The reference reader (the csv module, cell by cell): every file it accepts, every message."""
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             rows = []
@@ -92,13 +124,7 @@ def read_score_csv(path: Path, missing: float | None,
         loose = first_loose_number(row[1:])
         if loose is not None:
             raise _not_a_number(path, r, loose, gallery, row[1 + loose])
-    valid = np.ones(values.shape, bool) if missing is None else values != missing
-    bad = valid & ~np.isfinite(values)
-    if bad.any():
-        r, c = np.argwhere(bad)[0]
-        raise DataError(f"{path}, line {r + 2}, column {c + 2}: NaN or infinite score; "
-                        "set `missing:` to the marker of failed comparisons or remove the row")
-    return values, valid, np.array(probes), np.array(gallery)
+    return values, probes, gallery
 
 
 def _drop_failed_columns(split: ScoreSplit, context: RunContext) -> ScoreSplit:
@@ -154,16 +180,17 @@ def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, 
     _, inverse = np.unique(np.concatenate([np.asarray(probes), np.asarray(gallery)]), return_inverse=True)
     p_codes, g_codes = inverse[:len(probes)], inverse[len(probes):]
     impostor = valid & (p_codes[:, None] != g_codes[None, :])
-    position = (np.cumsum(impostor, axis=0, dtype=np.int64) - 1).astype(np.uint64)  # k within the column
+    position = np.cumsum(impostor, axis=0, dtype=np.uint64)
+    position -= np.uint64(1)  # k within the column (rows before the first impostor wrap: masked below)
     with np.errstate(over="ignore"):
         column = _mix64((np.uint64(seed) + np.arange(valid.shape[1], dtype=np.uint64)))
         keys = _mix64(column[None, :] + position)
     keys[~impostor] = np.iinfo(np.uint64).max
-    order = np.argsort(keys, axis=0, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(valid.shape[0])[:, None], axis=0)
     n_fit = np.round(fit_fraction * impostor.sum(axis=0)).astype(np.int64)
-    fit = impostor & (rank < n_fit[None, :])
+    # the n_fit smallest keys of a column are those up to its n_fit-th smallest: a column's impostor keys
+    # are distinct (mix64 is a bijection), so a sort of the keys gives the cut without ranking every row
+    cut = np.sort(keys, axis=0)[np.maximum(n_fit - 1, 0), np.arange(valid.shape[1])]
+    fit = impostor & (keys <= cut[None, :]) & (n_fit > 0)[None, :]
     return fit, valid & ~fit
 
 
@@ -177,14 +204,19 @@ class ScoreMatrixDataset(Dataset):
     :param missing: marker value of failed comparisons (BSSR1 uses -1); excluded and counted.
     :param fit_fraction: share of each class's impostor rows used for fitting (single file).
     :param seed: seed of the per-class split (single file).
+    :param reader: auto (pyarrow when installed: `pip install calibrate-thresholds[fast-io]`), pyarrow or python (a vectorised numpy parse); all give the same data, and the same messages.
     """
 
     produces = "scores"
 
     def __init__(self, *, path: Path | None = None, train: Path | None = None, test: Path | None = None,
                  kind: Literal["similarity", "distance"] = "similarity", missing: float | None = None,
-                 fit_fraction: float = 0.5, seed: int = 0):
+                 fit_fraction: float = 0.5, seed: int = 0, reader: Literal["auto", "pyarrow", "python"] = "auto"):
         check_split_params(path, train, test, fit_fraction, seed)
+        if reader == "pyarrow" and not pyarrow_available():
+            raise ParameterError("reader: pyarrow is not installed; `pip install calibrate-thresholds[fast-io]` "
+                                 "or use `reader: python`")
+        self.reader = {"python": "numpy"}.get(reader, reader)
         self.path, self.train, self.test = path, train, test
         self.kind, self.missing, self.fit_fraction, self.seed = kind, missing, fit_fraction, seed
 
@@ -203,8 +235,8 @@ class ScoreMatrixDataset(Dataset):
 
     def _two_files(self) -> ScoreSplit:
         same = Path(self.train).resolve() == Path(self.test).resolve()
-        tr, trv, trp, trg = read_score_csv(self.train, self.missing)
-        te, tev, tep, teg = (tr, trv, trp, trg) if same else read_score_csv(self.test, self.missing)
+        tr, trv, trp, trg = read_score_csv(self.train, self.missing, reader=self.reader)
+        te, tev, tep, teg = (tr, trv, trp, trg) if same else read_score_csv(self.test, self.missing, reader=self.reader)
         if trg.tolist() != teg.tolist():
             raise DataError(f"{self.train} and {self.test} have different gallery columns; both must enroll the same classes in the same order")
         train = DistanceMatrix(tr, trp, trg, trv, self.kind, source=str(self.train))
@@ -217,7 +249,7 @@ class ScoreMatrixDataset(Dataset):
                           by_file)
 
     def _split_one(self) -> ScoreSplit:
-        values, valid, probes, gallery = read_score_csv(self.path, self.missing)
+        values, valid, probes, gallery = read_score_csv(self.path, self.missing, reader=self.reader)
         fit, evaluate = split_per_class(valid, probes, gallery, self.fit_fraction, self.seed)
         train = DistanceMatrix(values, probes, gallery, fit, self.kind, source=f"{self.path} (fit rows)")
         test = DistanceMatrix(values, probes, gallery, evaluate, self.kind, source=f"{self.path} (evaluation rows)")

@@ -5,10 +5,13 @@ the pooled standardised scores (and a GPD tail fitted to their lowest ``tail_fra
 the pooled distances. A threshold at target ``e`` reads the pooled sample only at ranks up to
 ``ceil(e N)``, and the GPD tail only its lowest ``k + 1`` values, so the run selects exactly those
 with :func:`calibrate.partitioned.lowest_sorted` (two passes over the shards; the selected values
-are the very floats ``np.sort`` of everything would give) and fits the tail with the in-memory
-code. Hence the thresholds equal the in-memory fit's: per-class location and scale are computed by
-the same functions on the same distances, the pooled order statistics and the tail are the same
-numbers; ``tests/test_partitioned.py`` compares them (relative 1e-12, in practice equal).
+are the very floats ``np.sort`` of everything would give). auto's tail (k = 10% of the pooled scores:
+10^8 of them at a million classes) is not gathered: :func:`calibrate.partitioned.lowest_moments` sums
+it bucket by bucket into the two probability-weighted moments its fit needs (gpd.fit_lower_tail_moments).
+Hence the thresholds equal the in-memory fit's: per-class location and scale are computed by
+the same functions on the same distances, the pooled order statistics are the same numbers, the
+tail's moments the same sums added in another order; ``tests/test_partitioned.py`` compares them
+(relative 1e-12).
 
 What the fitted models keep of the pooled sample: its lowest ``ceil(max(1%, largest target) N) + 1``
 values (``pooled-LABEL.npy`` beside the parts) and ``N``; such a model answers targets up to that
@@ -26,10 +29,10 @@ import numpy as np
 
 from calibrate.base import FittedModel
 from calibrate.errors import CalibrationError, DataError, ParameterError
-from calibrate.gpd import exceedance_count, fit_lower_tail
-from calibrate.partitioned import lowest_sorted, write_staged
+from calibrate.gpd import exceedance_count, fit_lower_tail_moments
+from calibrate.partitioned import TailMoments, lowest_moments, lowest_sorted, write_staged
 from calibrate.safefiles import npy_array, plain_name
-from calibrate.standardise import standardise, to_working
+from calibrate.standardise import standardise, standardise_classes, to_working
 from calibrate.statecheck import bad, field, number, numbers, tail_fit
 from calibrate.stats import interpolate_rank
 from calibrate.types import ImpostorDistances
@@ -140,18 +143,11 @@ def _checked_pooled(state: dict[str, Any], what: str, low: float) -> tuple[np.nd
 
 def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float, cfg: dict) -> tuple[list, list, list]:
     """fit_znorm's per-class step for auto (configuration ``cfg``): every class's standardised training
-    scores (with ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``)."""
+    scores (with ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``),
+    with the whole gallery's working ``offset`` (calibrate.standardise.standardise_classes)."""
     check_class_sizes(impostors, 3, "auto")
-    zs, locs, scales = [], [], []
-    for i, c in enumerate(impostors.classes):
-        y = to_working(impostors.of(i), cfg["family"], offset)
-        try:
-            z, m, s = standardise(y, cfg["robust"], jackknife)
-        except DataError as exc:
-            raise DataError(f"estimator auto, class {c!r}: {exc}") from None
-        zs.append(z)
-        locs.append(m)
-        scales.append(s)
+    _, locs, scales, zs = standardise_classes(impostors, cfg["family"], cfg["robust"], jackknife, "estimator auto",
+                                              offset=offset)
     return zs, locs, scales
 
 
@@ -161,23 +157,13 @@ def _auto_z(impostors: ImpostorDistances, arg: tuple[float, dict]) -> np.ndarray
     return np.concatenate(_standardised(impostors, offset, cfg["jackknife"], cfg)[0])
 
 
-def _auto_finish(lowest: np.ndarray, n_total: int, arg):
-    folder, name, targets, cfg = arg
+def _auto_tail(m: TailMoments, cfg: dict) -> dict | None:
+    """fit_znorm's GPD tail, from the pooled scores' moments (the streamed form of fit_lower_tail's PWM fit)."""
     try:
-        fit, _ = fit_lower_tail(lowest, tail_fraction=cfg["tail_fraction"], min_exceedances=cfg["min_exceedances"],
-                                shape_bounds=cfg["shape_bounds"], n=n_total)
-        tail = dict(fit.__dict__)
+        return dict(fit_lower_tail_moments(m.n_total, m.k, m.u, m.lowest, m.sum_low, m.sum_ranked,
+                                           cfg["shape_bounds"]).__dict__)
     except DataError:
-        tail = None  # as fit_znorm: too few or tied pooled scores, the empirical quantile throughout
-    return tail, n_total, _save_pooled(folder, name, lowest[:kept_count(n_total, targets)])
-
-
-def _auto_want(targets, cfg: dict):
-    def want(n: int) -> int:
-        k = exceedance_count(n, cfg["tail_fraction"], cfg["min_exceedances"])
-        return max(k + 1, kept_count(n, targets))
-
-    return want
+        return None  # as fit_znorm: too few or tied pooled scores, the empirical quantile throughout
 
 
 class AutoPartitioned:
@@ -202,10 +188,14 @@ class AutoPartitioned:
                 raise DataError("every training distance is 0; a log-normal model cannot be fitted (use family: gaussian)")
             self.offset = 0.5 * positive
         name = f"pooled-{label}.npy"
-        self.tail, self.n_pooled, info = lowest_sorted(runner, _auto_z, (self.offset, self.config),
-                                                       _auto_want(targets, self.config), _auto_finish,
-                                                       (str(runner.scratch), name, tuple(targets), self.config), name=label)
-        self.files = (info,)
+        cfg = self.config
+        # the tail's k exceedances are summed bucket by bucket (at 10% of a billion scores they would not fit
+        # one worker); only the lowest max(1%, largest target) are kept, for the thresholds above the tail
+        moments = lowest_moments(runner, _auto_z, (self.offset, cfg),
+                                 lambda n: exceedance_count(n, cfg["tail_fraction"], cfg["min_exceedances"]),
+                                 lambda n: kept_count(n, targets), name=label)
+        self.tail, self.n_pooled = _auto_tail(moments, cfg), moments.n_total
+        self.files = (_save_pooled(str(runner.scratch), name, moments.kept),)
         self._pooled_path = str(runner.scratch / name)
 
     def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:

@@ -155,14 +155,27 @@ def _loo_index(n: np.ndarray, rank: np.ndarray, p: float) -> tuple[np.ndarray, n
 _PS = (0.25, 0.5, 0.75)
 
 
+def _partial_offset(d_low: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per gallery (B) the working offset a fit computes (0 without a zero distance, else half the smallest
+    positive one), from each class's lowest drawn values ``d_low`` (B, C, R), and whether it is known: the
+    smallest positive value of a class lies among its lowest drawn ones unless all of those are 0 and the
+    class was not drawn whole (then the gallery is left to a refit)."""
+    has_zero = np.any(d_low[:, :, 0] <= 0, axis=1)
+    positive = np.where(d_low > 0, d_low, np.inf).min(axis=2)  # (B, C) each class's smallest positive drawn
+    offset = np.where(has_zero, 0.5 * positive.min(axis=1), 0.0)
+    known = ~has_zero | np.all(np.isfinite(positive) | complete[None, :], axis=1)
+    return offset, known
+
+
 def pooled_shape_ranks(counts: np.ndarray, targets: np.ndarray, world, *, min_tail_count: float,
                        **_: object) -> list[np.ndarray] | None:
     """Each class's lowest values (a margin over e_max n_c), its quartiles' ranks and the ranks its
     leave-one-out quartiles read for those lowest values; None (whole galleries) when the GPD tail is
-    needed (e N < min_tail_count), zeros can be drawn, or the lowest values reach the lower quartile."""
+    needed (e N < min_tail_count) or the lowest values reach the lower quartile. (Where the world draws
+    zeros, a gallery's working offset is read from its classes' lowest values: :func:`_partial_offset`.)"""
     n_total = int(counts.sum())
     t = np.asarray(targets, dtype=np.float64)
-    if world.offset > 0 or np.any(t * n_total < min_tail_count) or np.any(counts < 4):
+    if np.any(t * n_total < min_tail_count) or np.any(counts < 4):
         return None
     lowest = _lowest_counts(counts, counts * float(t.max()))
     j0_low = np.floor((counts - 2) * 0.25).astype(np.int64)
@@ -187,121 +200,87 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
     (partial draws) where the drawn lowest values did not cover the pooled quantile: the caller refits."""
     if not robust or family != "lognormal":
         raise ValueError("the vectorised pooled-shape fit covers the robust log-normal configuration only")
+    counts = galleries.counts
+    c_count = counts.size
+    b_count = galleries.replicates
+    n_total = int(counts.sum())
     t = np.asarray(targets, dtype=np.float64)
-    scale = _WorkingScale(galleries)
-    q = {p: scale.quantile(_quantile_index(galleries.counts, p)) for p in _PS}
+    known = np.ones(b_count, dtype=bool)
+    if galleries.full:
+        d = galleries.values
+        positive = np.where(d > 0, d, np.inf).min(axis=1)
+        offset = np.where(d.min(axis=1) > 0, 0.0, 0.5 * positive)  # working_offset, per gallery
+    else:
+        lowest = galleries.lowest_drawn()
+        d_low = galleries.at(np.minimum(np.arange(int(lowest.max()))[None, :], lowest[:, None] - 1))
+        offset, known = _partial_offset(d_low, lowest >= counts)
+    cls = np.arange(c_count)
+
+    def y_at(r: np.ndarray) -> np.ndarray:  # (B, C, R) log(d + offset) at 0-based ranks (C, R)
+        return np.log(galleries.at(r) + offset[:, None, None])
+
+    def quantile(idx: tuple) -> np.ndarray:  # (B, C) from (j, j1, w) per class
+        j, j1, w = idx
+        a, b = y_at(j[:, None])[:, :, 0], y_at(j1[:, None])[:, :, 0]
+        return a + w * (b - a)
+
+    q = {p: quantile(_quantile_index(counts, p)) for p in _PS}
     m = q[0.5]
     iqr = q[0.75] - q[0.25]
     bad = np.any(iqr <= 0, axis=1)
     s = np.where(iqr > 0, iqr, 1.0) / IQR_TO_SD
-    n_total = int(galleries.counts.sum())
     if galleries.full:
-        lowest_z, jack_bad = _lowest_z_full(scale, m, s, t, jackknife, min_tail_count, tail_fraction, min_exceedances)
-        covered = np.ones(galleries.replicates, dtype=bool)
-        need_tail, switch = bool(np.any(t < min_tail_count / n_total)), min_tail_count / n_total
-    else:
-        lowest_z, jack_bad, covered = _lowest_z_partial(scale, m, s, t, jackknife)
-        need_tail, switch = False, 0.0
-    bad |= jack_bad
-    out = np.full((galleries.replicates, galleries.counts.size, t.size), np.nan)
-    for g in np.flatnonzero(~bad & covered):
-        qz = _pooled_quantiles(lowest_z[g], t, n_total, need_tail, switch, tail_fraction, min_exceedances,
-                               shape_bounds)
-        if qz is None:
-            continue  # the tail fit failed: the refit decides (it raises the same DataError or not)
-        yy = m[g][:, None] + s[g][:, None] * qz[None, :]
-        out[g] = monotone(from_working(yy, family, float(scale.offset[g])), t)
-    return out
-
-
-class _WorkingScale:
-    """The galleries on auto's working scale, log(d + offset), with the offset working_offset gives per gallery."""
-
-    def __init__(self, galleries):
-        self.galleries = galleries
-        if galleries.full:
-            d = galleries.values
-            positive = np.where(d > 0, d, np.inf).min(axis=1)
-            self.offset = np.where(d.min(axis=1) > 0, 0.0, 0.5 * positive)  # working_offset, per gallery
-        else:
-            self.offset = np.zeros(galleries.replicates)  # a partial draw is only made when the world draws no zeros
-
-    def y_at(self, r: np.ndarray) -> np.ndarray:
-        """(B, C, R) log(d + offset) at 0-based ranks (C, R)."""
-        return np.log(self.galleries.at(r) + self.offset[:, None, None])
-
-    def quantile(self, idx: tuple) -> np.ndarray:
-        """(B, C) interpolated between the ranks (j, j1) with weight w, per class."""
-        j, j1, w = idx
-        a, b = self.y_at(j[:, None])[:, :, 0], self.y_at(j1[:, None])[:, :, 0]
-        return a + w * (b - a)
-
-
-def _lowest_z_full(scale: _WorkingScale, m, s, t, jackknife: float, min_tail_count: float,
-                   tail_fraction: float | None, min_exceedances: int) -> tuple[np.ndarray, np.ndarray]:
-    """Whole galleries: each gallery's lowest pooled standardised scores (as many as the targets and the tail
-    read), and the galleries whose leave-one-out scale is 0."""
-    galleries = scale.galleries
-    counts, n_total = galleries.counts, int(galleries.counts.sum())
-    y = np.log(galleries.values + scale.offset[:, None])
-    seg = np.repeat(np.arange(counts.size), counts)
-    bad = np.zeros(galleries.replicates, dtype=bool)
-    if jackknife == 0:
-        z = (y - m[:, seg]) / s[:, seg]
-    else:
+        y = np.log(galleries.values + offset[:, None])
+        seg = np.repeat(cls, counts)
         rank = np.arange(n_total) - galleries.offsets[:-1][seg]
         start = galleries.offsets[:-1][seg]
-        loo = {}
-        for p in _PS:
-            i0, i1, w = _loo_index(counts[seg], rank, p)
-            a, b = y[:, start + i0], y[:, start + i1]
-            loo[p] = a + w * (b - a)
-        ls = (loo[0.75] - loo[0.25]) / IQR_TO_SD
-        bad |= np.any(ls <= 0, axis=1)
-        mi = (1 - jackknife) * m[:, seg] + jackknife * loo[0.5]
-        si = np.maximum((1 - jackknife) * s[:, seg] + jackknife * ls, 0.5 * s[:, seg])
-        z = (y - mi) / si
-    k_tail = exceedance_count(n_total, tail_fraction, min_exceedances) + 1 if np.any(t < min_tail_count / n_total) else 0
-    return _smallest(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1)), bad
-
-
-def _lowest_z_partial(scale: _WorkingScale, m, s, t, jackknife: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Galleries drawn at their lowest ranks only: each gallery's lowest pooled standardised scores, the galleries
-    whose leave-one-out scale is 0, and whether the drawn values cover the pooled quantile of the largest target."""
-    galleries = scale.galleries
-    counts, b_count = galleries.counts, galleries.replicates
-    bad = np.zeros(b_count, dtype=bool)
-    lowest = galleries.lowest_drawn()
-    rk = np.minimum(np.arange(int(lowest.max()))[None, :], lowest[:, None] - 1)
-    y_low = scale.y_at(rk)  # (B, C, R)
-    if jackknife == 0:
-        z_low = (y_low - m[:, :, None]) / s[:, :, None]
+        if jackknife == 0:
+            z = (y - m[:, seg]) / s[:, seg]
+        else:
+            loo = {}
+            for p in _PS:
+                i0, i1, w = _loo_index(counts[seg], rank, p)
+                a, b = y[:, start + i0], y[:, start + i1]
+                loo[p] = a + w * (b - a)
+            ls = (loo[0.75] - loo[0.25]) / IQR_TO_SD
+            bad |= np.any(ls <= 0, axis=1)
+            mi = (1 - jackknife) * m[:, seg] + jackknife * loo[0.5]
+            si = np.maximum((1 - jackknife) * s[:, seg] + jackknife * ls, 0.5 * s[:, seg])
+            z = (y - mi) / si
+        switch = min_tail_count / n_total
+        need_tail = bool(np.any(t < switch))
+        k_tail = exceedance_count(n_total, tail_fraction, min_exceedances) + 1 if need_tail else 0
+        lowest_z = _smallest(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1))
+        covered = np.ones(b_count, dtype=bool)
     else:
-        loo = {p: scale.quantile(_loo_index(counts, np.zeros(counts.size, dtype=np.int64), p)) for p in _PS}
-        ls = (loo[0.75] - loo[0.25]) / IQR_TO_SD
-        bad |= np.any(ls <= 0, axis=1)
-        mi = (1 - jackknife) * m + jackknife * loo[0.5]
-        si = np.maximum((1 - jackknife) * s + jackknife * ls, 0.5 * s)
-        z_low = (y_low - mi[:, :, None]) / si[:, :, None]
-    padded, largest = _padded_lowest(galleries, lowest, z_low)
-    need = int(math.ceil(float(t.max()) * int(counts.sum()))) + 1
-    lowest_z = _smallest(padded.reshape(b_count, -1), need)
-    return lowest_z, bad, _covered(lowest_z[:, need - 1], largest, lowest >= counts)
-
-
-def _pooled_quantiles(zs: np.ndarray, t: np.ndarray, n_total: int, need_tail: bool, switch: float,
-                      tail_fraction: float | None, min_exceedances: int, shape_bounds) -> np.ndarray | None:
-    """One gallery's pooled standardised quantiles at the targets (the GPD tail below ``switch``); None when the
-    tail cannot be fitted."""
-    qz = interpolate_rank(zs, t * n_total)
-    if not need_tail:
-        return qz
-    try:
-        tail, _ = fit_lower_tail(zs, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
-                                 shape_bounds=shape_bounds, n=n_total)
-    except Exception:  # noqa: BLE001 - the refit decides (it raises the same DataError or not)
-        return None
-    if tail.p_u > switch:
-        at_switch = float(interpolate_rank(zs, np.array([switch * n_total]))[0])
-        qz = np.where(t < switch, np.minimum(tail.quantile(t), at_switch), qz)
-    return qz
+        y_low = np.log(d_low + offset[:, None, None])  # (B, C, R): each class's lowest values (the last repeated)
+        if jackknife == 0:
+            z_low = (y_low - m[:, :, None]) / s[:, :, None]
+        else:
+            loo = {p: quantile(_loo_index(counts, np.zeros(c_count, dtype=np.int64), p)) for p in _PS}
+            ls = (loo[0.75] - loo[0.25]) / IQR_TO_SD
+            bad |= np.any(ls <= 0, axis=1)
+            mi = (1 - jackknife) * m + jackknife * loo[0.5]
+            si = np.maximum((1 - jackknife) * s + jackknife * ls, 0.5 * s)
+            z_low = (y_low - mi[:, :, None]) / si[:, :, None]
+        padded, largest = _padded_lowest(galleries, lowest, z_low)
+        need = int(math.ceil(float(t.max()) * n_total)) + 1
+        lowest_z = _smallest(padded.reshape(b_count, -1), need)
+        covered = _covered(lowest_z[:, need - 1], largest, lowest >= counts) & known
+        need_tail, switch = False, 0.0
+    out = np.full((b_count, c_count, t.size), np.nan)
+    for g in np.flatnonzero(~bad & covered):
+        zs = lowest_z[g]
+        qz = interpolate_rank(zs, t * n_total)
+        if need_tail:
+            try:
+                tail, _ = fit_lower_tail(zs, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
+                                         shape_bounds=shape_bounds, n=n_total)
+            except Exception:  # noqa: BLE001 - the refit decides (it raises the same DataError or not)
+                continue
+            if tail.p_u > switch:
+                at_switch = float(interpolate_rank(zs, np.array([switch * n_total]))[0])
+                qz = np.where(t < switch, np.minimum(tail.quantile(t), at_switch), qz)
+        yy = m[g][:, None] + s[g][:, None] * qz[None, :]
+        out[g] = monotone(from_working(yy, family, float(offset[g])), t)
+    return out

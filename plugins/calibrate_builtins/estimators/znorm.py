@@ -58,7 +58,8 @@ from calibrate.types import ImpostorDistances
 
 from calibrate.gpd import TailFit, check_shape_bounds, check_tail_params, fit_lower_tail, monotone
 from calibrate.standardise import (IQR_TO_SD, from_working, location_scale, loo_location_scale,  # noqa: F401
-                                   pooled_quantile, standardise, standardise_classes, to_working, working_offset)
+                                   pooled_quantile, pooled_sorted, standardise, standardise_classes, to_working,
+                                   working_offset)
 from calibrate.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
 from calibrate.stats import interpolate_rank, rank_values
 
@@ -251,7 +252,7 @@ def fit_znorm(impostors: ImpostorDistances, *, family: str, robust: bool, pooled
                                                    f"estimator {who}")
     sorted_z, tail = None, None
     if pooled_shape:
-        sorted_z = np.sort(np.concatenate(zs))
+        sorted_z = pooled_sorted(impostors, family, robust, jackknife, f"estimator {who}")
         try:
             tail_fit, _ = fit_lower_tail(sorted_z, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
                                          shape_bounds=shape_bounds)

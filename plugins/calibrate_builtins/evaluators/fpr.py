@@ -70,22 +70,35 @@ def class_names(folds: tuple[Fold, ...]) -> np.ndarray:
 def fold_counts(fold: Fold, label: str, names: np.ndarray) -> dict[str, np.ndarray]:
     """Per target (rows) and enrolled class (columns): false accepts, impostor attempts, genuine; and
     ``pairs``: one int64 key per false accept, ``target * M^2 + lo * M + hi`` with ``lo <= hi`` the
-    codes (indices into ``names``, M of them) of its probe and enrolled classes."""
+    codes (indices into ``names``, M of them) of its probe and enrolled classes.
+
+    One pass over the matrix finds the impostor attempts at or below their class's largest threshold
+    (the only ones any target can accept: a few in a thousand at low targets); only those, and the
+    genuine attempts, are compared with every target's threshold."""
     table = fold.tables[label]
     test = fold.test
     index = {c: i for i, c in enumerate(table.classes)}
     order = np.array([index[c] for c in test.gallery_classes])
     tau = table.values[order]  # (gallery, targets), aligned with the evaluation columns
+    n_gallery, n_targets = tau.shape
     imp, gen = test.impostor_mask(), test.genuine_mask()
-    accept = test.values[:, :, None] <= tau[None, :, :]
-    false_accept = accept & imp[:, :, None]
-    rows, cols, k = np.nonzero(false_accept)
+    reach = np.fmax.reduce(tau, axis=1) if n_targets else np.full(n_gallery, np.nan)  # NaN thresholds accept nothing
+    rows, cols = np.nonzero(imp & (test.values <= reach[None, :]))
+    k, hit = np.nonzero((test.values[rows, cols][:, None] <= tau[cols]).T)  # false accepts, target by target
+    rows, cols = rows[hit], cols[hit]
+    g_rows, g_cols = np.nonzero(gen)
+    g_k, g_hit = np.nonzero((test.values[g_rows, g_cols][:, None] <= tau[g_cols]).T)
     a = np.searchsorted(names, np.asarray(test.probe_classes).astype(str))[rows].astype(np.int64)
     b = np.searchsorted(names, np.asarray(test.gallery_classes).astype(str))[cols].astype(np.int64)
     m = np.int64(names.size)
-    return {"fa": false_accept.sum(axis=0).T, "imp": np.broadcast_to(imp.sum(axis=0), (tau.shape[1], tau.shape[0])),
-            "ga": (accept & gen[:, :, None]).sum(axis=0).T, "gen": np.broadcast_to(gen.sum(axis=0), (tau.shape[1], tau.shape[0])),
-            "pairs": k * m * m + np.minimum(a, b) * m + np.maximum(a, b)}
+    size = n_targets * n_gallery
+
+    def per_target(k: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return np.bincount(k * n_gallery + c, minlength=size).reshape(n_targets, n_gallery)
+
+    return {"fa": per_target(k, cols), "imp": np.broadcast_to(imp.sum(axis=0), (n_targets, n_gallery)),
+            "ga": per_target(g_k, g_cols[g_hit]), "gen": np.broadcast_to(gen.sum(axis=0), (n_targets, n_gallery)),
+            "pairs": k.astype(np.int64) * m * m + np.minimum(a, b) * m + np.maximum(a, b)}
 
 
 def per_class_totals(folds: tuple[Fold, ...], counts: list[dict[str, np.ndarray]], label: str
