@@ -20,7 +20,7 @@ import numpy as np
 
 from .base import FittedModel, Transform, check_target
 from .errors import CalibrateError, CalibrationError
-from .safefiles import MAX_LABEL, regular_file
+from .safefiles import MAX_LABEL, label_problem, regular_file
 from .types import ImpostorDistances
 
 FORMAT = "calibrate-calibration"
@@ -202,7 +202,7 @@ def check_labels(labels: Any, path: Path, where: str) -> None:
     if not isinstance(labels, list | tuple):
         raise _bad(path, where, f"must be a list of class names, got {type(labels).__name__}")
     for i, c in enumerate(labels):
-        if not isinstance(c, str) or not c or "\0" in c or len(c) > MAX_LABEL:
+        if not isinstance(c, str) or label_problem(c):  # the rule every reader applies
             shown = repr(c)[:60]
             raise _bad(path, f"{where}[{i}]", f"is {shown}: a class name must be a non-empty string of at most "
                                               f"{MAX_LABEL} characters without NUL")

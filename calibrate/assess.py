@@ -46,17 +46,17 @@ def known_classes(cal, claimed: np.ndarray) -> np.ndarray:
     return held[inverse] if unique.size else np.zeros(0, dtype=bool)
 
 
-def absent_note(cal, claimed_known: np.ndarray, source: str) -> str | None:
+def absent_note(cal, present: np.ndarray, source: str) -> str | None:
     """A note naming how many of the calibration's enrolled classes no attempt claims (their thresholds
-    go unjudged), or None when every one is claimed."""
-    present = np.unique(np.asarray(claimed_known).astype(str))
+    go unjudged), or None when every one is claimed; ``present``: the distinct claimed classes it holds."""
     absent = len(cal) - present.size
     if absent <= 0:
         return None
     names = getattr(cal, "classes", None)
     example = ""
     if names is not None:
-        first = next((c for c in names if c not in set(present.tolist())), None)
+        claimed = set(present.tolist())
+        first = next((c for c in names if c not in claimed), None)
         example = f" (e.g. {first[:60]!r})" if first is not None else ""
     return (f"{source}: {absent} of the calibration's {len(cal):,} enrolled classes have no attempt{example}; "
             "their thresholds are not judged here")

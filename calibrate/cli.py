@@ -209,6 +209,8 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     """Decide every attempt of a score list with a saved calibration; write one decision per line
     (claimed, real, probe, score, threshold, accept). A normalised calibration's threshold is on the
     normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
+    import numpy as np
+
     from .api import load
     from .assess import absent_note
     from .cli_scores import check_options, cli_number, read_attempts
@@ -234,7 +236,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     normalised = getattr(cal, "normalization", None)
     rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
     typer.echo(f"{summary} (accept if {rule}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
-    absent = absent_note(cal, claimed[known], str(scores))
+    absent = absent_note(cal, np.unique(claimed[known].astype(str)), str(scores))
     if absent:
         typer.echo(f"note: {absent}", err=True)
 

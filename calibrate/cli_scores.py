@@ -230,11 +230,12 @@ def evaluate_command(
         _fail(exc, scores)
         return
     unknown = int((~known).sum())
-    absent = absent_note(cal, claimed[known], str(scores))
+    present = np.unique(claimed[known].astype(str))
+    absent = absent_note(cal, present, str(scores))
     if as_json:
         typer.echo(json.dumps({"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
                                "enrolled_classes": len(cal),
-                               "classes_judged": int(np.unique(claimed[known].astype(str)).size),
+                               "classes_judged": int(present.size),
                                "failed_comparisons": failed, "targets": [r.as_dict() for r in rows]}))
         return
     if absent:

@@ -198,7 +198,7 @@ def _manifest_doc(folder: Path, name: str = MANIFEST) -> dict | None:
         raise OutputError(f"{path}: the output folder's manifest is not one calibrate writes (format "
                           f"calibrate-output with files); {_DAMAGED}")
     for key, entry in files.items():
-        if not _plain_name(key) or key in (MANIFEST, JOURNAL) or not _record_ok(entry):
+        if not plain_name(key) or key in (MANIFEST, JOURNAL) or not _record_ok(entry):
             raise OutputError(f"{path}: the output folder's manifest lists {key[:80]!r} without a plain name and a "
                               f"record of bytes and SHA-256; {_DAMAGED}")
     return doc
@@ -211,10 +211,6 @@ def _owned_records(folder: Path, name: str = MANIFEST) -> dict[str, dict]:
     if doc is None:
         return {}
     return {key: entry for key, entry in doc["files"].items() if _matches(folder / key, entry)}
-
-
-def _plain_name(name: str) -> bool:
-    return plain_name(name) and name not in (".", "..")
 
 
 def owned_files(folder: Path) -> set[str]:
@@ -251,7 +247,7 @@ def _checked_journal(folder: Path, staging: Path, journal: Any) -> tuple[list[st
     if len(set(files)) != len(files) or set(files) != set(records):
         raise JournalError("its files and its manifest list different names")
     for name in list(files) + list(replaces):
-        if not _plain_name(name) or name in (MANIFEST, JOURNAL):
+        if not plain_name(name) or name in (MANIFEST, JOURNAL):
             raise JournalError(f"it names {str(name)[:80]!r}, which is not a plain file name in the folder")
     if not all(_record_ok(records[n]) for n in files) or not all(_record_ok(e) for e in replaces.values()):
         raise JournalError("a record of its files has the wrong form (bytes and SHA-256)")
@@ -363,7 +359,7 @@ def read_manifest(folder: str | Path) -> dict[str, Any] | None:
     if doc is None:
         return None
     for name, entry in doc["files"].items():
-        if not _plain_name(name) or not _matches(folder / name, entry):
+        if not plain_name(name) or not _matches(folder / name, entry):
             return None
     return doc
 
@@ -413,7 +409,7 @@ class StagedOutput:
                                   "(or the recipe's `output:`)")
             missing = []
             p = self.final.absolute()
-            while not (p.exists() or p.is_symlink()):
+            while not _exists(p):
                 missing.append(p)
                 p = p.parent
             self.final.mkdir(parents=True, exist_ok=True)
@@ -439,7 +435,7 @@ class StagedOutput:
         self.write_bytes(name, text.encode("utf-8"))
 
     def write_bytes(self, name: str, data: bytes) -> None:
-        if not _plain_name(name) or name in (MANIFEST, JOURNAL):
+        if not plain_name(name) or name in (MANIFEST, JOURNAL):
             raise ValueError(f"output file name {name!r} is not allowed (plain names only, not {MANIFEST})")
         try:
             with open(self.dir / name, "wb") as fh:
@@ -454,7 +450,7 @@ class StagedOutput:
     def adopt(self, name: str, size: int, sha256: str) -> None:
         """A file another process (a worker of a partitioned run) wrote into the staging folder, with its
         size and SHA-256 as that process computed them: committed with the others, not read again here."""
-        if not _plain_name(name) or name in (MANIFEST, JOURNAL) or (self.dir / name).stat().st_size != size:
+        if not plain_name(name) or name in (MANIFEST, JOURNAL) or (self.dir / name).stat().st_size != size:
             raise ValueError(f"output file {name!r} cannot be adopted (not a plain name, or not the size reported)")
         self._adopted[name] = {"bytes": int(size), "sha256": sha256}
         if name not in self._names:
