@@ -150,7 +150,8 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
             context.note(note)
     n_classes = sum(s["classes"] for s in survey)
     n_train = sum(s["train"] for s in survey)
-    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey))
+    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey),
+                         n_train)
     fitters = {}
     for est_spec in recipe.estimators:
         with times(f"fit {est_spec.label} (pooled)"):
