@@ -109,11 +109,40 @@ class ShardJob:
     offset: int
     index: int
     transform: Any  # an unfitted transform (pass 0) or one with the run's fitted state
+    #: a scratch file (in the run's staging folder) that pass 0 writes with the shard's transformed distances
+    #: (:func:`save_shard_data`) and the later passes read instead of the shard; None: read the shard every pass
+    cache: str | None = None
+
+
+def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d) -> None:
+    """The shard's training impostor distances and evaluation distances (transformed and checked), as the later
+    passes need them, in one uncompressed .npz (about 9 bytes per distance), written whole under a temporary name."""
+    path = Path(path)
+    temp = path.with_name(f"{path.stem}.{uuid.uuid4().hex[:8]}.tmp.npz")
+    with open(temp, "wb") as fh:
+        np.savez(fh, values=impostors.values, offsets=np.asarray(impostors.offsets, dtype=np.int64),
+                 classes=np.asarray(impostors.classes, dtype=str), test_values=test_d.values,
+                 test_probes=test_d.probe_classes, test_gallery=test_d.gallery_classes, test_valid=test_d.valid,
+                 test_ids=test_d.probe_ids)
+    os.replace(temp, path)
+
+
+def _load_shard_data(job: ShardJob, evaluation: bool):
+    from .types import DistanceMatrix
+
+    with np.load(job.cache, allow_pickle=False) as z:
+        impostors = ImpostorDistances(tuple(z["classes"].tolist()), z["values"], z["offsets"])
+        test_d = (DistanceMatrix(z["test_values"], z["test_probes"], z["test_gallery"], z["test_valid"], "distance",
+                                 z["test_ids"], source=f"{job.shard[-1]} (evaluation rows)") if evaluation else None)
+    return impostors, test_d
 
 
 def shard_data(job: ShardJob, evaluation: bool = True):
     """(training impostor distances, evaluation distances) of one shard; the evaluation distances
-    (transformed and checked) only when ``evaluation``, else None."""
+    (transformed and checked) only when ``evaluation``, else None. From the job's cache when it has one (the
+    same arrays: pass 0 computed them with a transform of the same parameters and fitted state), else read."""
+    if job.cache is not None:
+        return _load_shard_data(job, evaluation)
     split = job.dataset.read_shard(job.shard, job.offset)[0]
     train_d = job.transform.apply(split.train)
     test_d = job.transform.apply(split.test) if evaluation else None

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ from .artifact import artifact, dumps_artifact
 from .base import Transform, overrides
 from .errors import DataError, RecipeError
 from .outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
-from .partitioned import HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for, shard_data, write_staged
+from .partitioned import (HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
+                          save_shard_data, shard_data, write_staged)
 from .runs import RunResult
 from .stats import clopper_pearson  # the in-memory evaluation's interval
 from .types import ImpostorDistances, TargetResult
@@ -58,6 +60,10 @@ def _survey(job: ShardJob):
     transform = job.transform.fit(split.train.impostors_only())
     train_d = transform.apply(split.train)
     impostors = ImpostorDistances.from_matrix(train_d)
+    if job.cache is not None:  # what the later passes need, so that they do not read and parse the shard again
+        test_d = transform.apply(split.test)
+        test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
+        save_shard_data(job.cache, impostors, test_d)
     classes = [str(c) for c in impostors.classes]
     hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
                        for c in classes], dtype=np.int64)
@@ -135,11 +141,26 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
     survey the shards, reduce each estimator's pooled quantities, fit, write and evaluate per shard,
     then sum the counts and write the run's files."""
     spec, base = _sharded_transform(recipe, data, context)
+    cache = str(staged.dir / f".shard-{uuid.uuid4().hex[:8]}")
+    try:
+        return _run_passes(recipe, context, staged, data, times, spec, base, cache)
+    finally:
+        _remove_cache(cache, len(data.shards))
+
+
+def _remove_cache(cache: str, shards: int) -> None:
+    for i in range(shards):
+        Path(f"{cache}-{i:05d}.npz").unlink(missing_ok=True)
+
+
+def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str) -> Any:
     with times("survey shards"):
-        survey, offsets = _survey_shards(data, base, context)
+        survey, offsets = _survey_shards(data, base, context, cache)
     states = _one_transform_state(spec, data, survey)
     transform = spec.build().set_fitted_state(states) if states else base
-    jobs = [ShardJob(data.dataset, shard, int(off), i, transform)
+    # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
+    # and (checked above) the same fitted state, so its distances are these
+    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, f"{cache}-{i:05d}.npz")
             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     failed = sum(s["failed"] for s in survey)
     if failed:
@@ -164,6 +185,7 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
     with times("fit, write and evaluate per shard"):
         parts = context.map(_finish_shard, [(job, plan) for job in jobs],
                             description=f"fitting and evaluating {len(jobs)} shards", unit="shards")
+    _remove_cache(cache, len(jobs))  # before the commit, which must find only the run's files
     results = _sum_counts(parts, list(fitters), recipe.targets, n_train)
     for p in parts:
         for name, size, sha in p["files"]:
@@ -211,8 +233,9 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
     return spec, base
 
 
-def _survey_shards(data: ShardedScores, base: Transform, context) -> tuple[list[dict], np.ndarray]:
-    """Each shard's survey (transform state, class hashes, counts, notes) and its column offset."""
+def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None) -> tuple[list[dict], np.ndarray]:
+    """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
+    each shard's distances are saved to ``{cache}-{index:05d}.npz`` for the later passes."""
     jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
     # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
     # the class counts of the shards before it; a shard's count does not depend on its offset
@@ -222,7 +245,8 @@ def _survey_shards(data: ShardedScores, base: Transform, context) -> tuple[list[
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     else:
         offsets = np.zeros(len(jobs0), dtype=int)
-    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base) for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else f"{cache}-{i:05d}.npz")
+             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     return context.map(_survey, jobs0, description="fitting the transform per shard", unit="shards"), offsets
 
 
