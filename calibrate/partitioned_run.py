@@ -6,19 +6,25 @@ shards and a picklable reader instead of matrices. Nothing proportional to the n
 reaches the main process; what it holds is per shard (counts, a 20-bit histogram) plus one 64-bit
 hash per class (to find a class in two shards) and the pooled lowest values that the fitted models
 keep (see below). Every pass is a ``context.map`` over the shards, so it runs on whatever executor
-the recipe names (serial, processes, dask); a worker re-reads its shard in every pass, so a task
-lost with a worker is simply run again (dask retries it on another worker).
+the recipe names (serial, processes, dask). A shard is read and parsed once, in pass 0, which saves its
+transformed training impostors and evaluation distances to a scratch file in the staging folder (which the
+workers share); the later passes load that file. Tasks keep nothing in a worker's memory between passes,
+so a task lost with a worker is simply run again (dask retries it on another worker).
 
 Passes:
 
 0. per shard: read, split (seeds continue across shards), fit the transform on the training
    impostors and report its fitted state (every shard must agree: a transform whose fit depends on
-   the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), count.
+   the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), check the
+   evaluation distances, count, and save the distances for the later passes (about 9 bytes per distance,
+   removed before the commit).
 1. per estimator, its reduction (:class:`PartitionedFitter.reduce`): per-class estimators need
    none; pooled quantities come from :func:`lowest_sorted`, an exact two-pass selection of the
    pooled lower tail (per-shard histograms of the values' order-preserving 64-bit keys, cut at the
    bin holding rank k; then only the values at or below the cut are written to scratch files and
-   one task sorts them). The k smallest values are bit for bit those of ``np.sort`` of all values.
+   one task sorts them), or :func:`lowest_moments` (auto's tail: one pass that also saves each
+   shard's lowest values, then buckets summed without gathering). The k smallest values are bit for
+   bit those of ``np.sort`` of all values.
 2. per shard: fit each estimator's part model (its classes, with the pooled state), write the
    shard's ``thresholds-partNNNNN.csv``, ``models-partNNNNN.csv``, ``calibration-partNNNNN.json``
    and ``classes-partNNNNN.json`` into the run's staging folder, and count false accepts, impostor

@@ -10,7 +10,7 @@ Shards are *partitions of the enrolled classes*: all comparisons of one claimed 
 shard (a class found in two shards is an error naming both files). This dataset does not load
 anything in the main process: ``load`` returns a :class:`~calibrate.partitioned.ShardedScores`,
 a list of shards with a picklable reader, and the run (``calibrate/partitioned_run.py``) reads every
-shard on the executor's workers, once per pass.
+shard on the executor's workers (once: its first pass saves what the later ones need).
 
 Splitting. With ``train:``/``test:``, the k-th training shard pairs with the k-th evaluation shard
 (same claimed classes). With one ``path:``, each shard's impostor rows are split per claimed class
