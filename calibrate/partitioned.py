@@ -316,25 +316,32 @@ def _below_cut_sorted(impostors, arg, index):
     return str(path), int(keys.size)
 
 
+def _read_keys(path: str, a: int, b: int) -> np.ndarray:
+    """Elements ``a:b`` of a 1-D .npy file, read (not memory-mapped: a mapping's touched pages, and the kernel's
+    fault-around of each, count in the worker's resident memory, and a bucket reads a little of every shard)."""
+    from numpy.lib import format as npformat
+
+    with open(path, "rb") as fh:
+        version = npformat.read_magic(fh)
+        header = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+        _, _, dtype = header(fh)
+        fh.seek(a * dtype.itemsize, os.SEEK_CUR)
+        keys = np.fromfile(fh, dtype=dtype, count=b - a)
+    if keys.size != b - a:
+        raise DataError(f"{path}: a scratch file of the run is shorter than its first pass wrote it; do not touch the "
+                        "run's staging folder while it runs")
+    return keys
+
+
 def _bucket(arg):
-    """One bucket of the pooled lowest values (ranks ``first`` on): the keys in bins [``lo_bin``, ``hi_bin``) of every
-    shard's sorted keys (``hi_bin`` the bin after the cut for the last bucket), its share of the sums below rank k,
-    d_(k) and d_(0) when it holds them, and its part of the ``keep`` smallest (a file)."""
-    paths, lo_bin, hi_bin, first, k, keep, path = arg
-    lo = np.uint64(lo_bin) << np.uint64(_BIN_SHIFT)
-    hi = None if hi_bin >= 1 << (64 - _BIN_SHIFT) else np.uint64(hi_bin) << np.uint64(_BIN_SHIFT)
-    pieces = []
-    for p in paths:
-        keys = np.load(p, mmap_mode="r")
-        a = int(np.searchsorted(keys, lo, side="left"))
-        b = keys.size if hi is None else int(np.searchsorted(keys, hi, side="left"))
-        if b > a:
-            pieces.append(np.asarray(keys[a:b]))
-    keys = np.sort(np.concatenate(pieces)) if pieces else np.zeros(0, np.uint64)
+    """One bucket of the pooled lowest values (ranks ``first`` on), from every shard's sorted keys: its share of
+    the sums below rank k, d_(k) and d_(0) when it holds them, and its part of the ``keep`` smallest (a file)."""
+    pieces, first, k, keep, path = arg
+    keys = np.sort(np.concatenate([_read_keys(p, a, b) for p, a, b in pieces]))
     d = _key_values(keys)
     ranks = first + np.arange(d.size)
     low = ranks < k
-    out = {"size": int(d.size), "sum_low": float(np.sum(d[low])), "sum_ranked": float(np.sum(ranks[low] * d[low])),
+    out = {"sum_low": float(np.sum(d[low])), "sum_ranked": float(np.sum(ranks[low] * d[low])),
            "u": float(d[k - first]) if first <= k < first + d.size else None,
            "lowest": float(d[0]) if first == 0 and d.size else None, "kept": None}
     if first < keep:
@@ -378,23 +385,23 @@ def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k:
         for bins, c, _, _ in hists:
             np.add.at(counts, bins, c)
         cut = int(np.searchsorted(np.cumsum(counts), min(max(k_n + 1, keep_n), n_total)))
+        first_bins, first_ranks = _bucket_bins(counts, cut, bucket_values)
+        # where each bucket begins in each shard's sorted keys (and where bins up to the cut end): its keys of lower
+        # bins come first, whether its file holds more (pass 1) or exactly those up to the cut (read again)
+        bounds = np.r_[first_bins, cut + 1]
+        offsets = [np.r_[0, np.cumsum(c)][np.searchsorted(b, bounds)] for b, c, _, _ in hists]
         short = [i for i, (_, _, _, through) in enumerate(hists) if through < cut]
-        expect = {i: int(c[b <= cut].sum()) for i, (b, c, _, _) in enumerate(hists) if i in set(short)}
         del hists
         if short:
             again = runner.map(_below_cut_sorted, (values_fn, values_arg, cut, prefix), only=short)
-            if any(n != expect[i] for i, (_, n) in zip(short, again)):
+            if any(n != int(offsets[i][-1]) for i, (_, n) in zip(short, again)):
                 raise DataError("the shards changed between two passes of the run (the lower-tail counts differ); "
                                 "do not write into the shards while a run reads them")
-        first_bins, first_ranks = _bucket_bins(counts, cut, bucket_values)
-        ends = np.r_[first_bins[1:], cut + 1]
         kept_paths = [f"{prefix}-kept-{b:05d}.npy" for b in range(first_bins.size)]
-        tasks = [(paths, int(first_bins[b]), int(ends[b]), int(first_ranks[b]), k_n, keep_n, kept_paths[b])
-                 for b in range(first_bins.size)]
+        tasks = [([(p, int(o[b]), int(o[b + 1])) for p, o in zip(paths, offsets) if o[b + 1] > o[b]],
+                  int(first_ranks[b]), k_n, keep_n, kept_paths[b]) for b in range(first_bins.size)]
+        del offsets
         parts = runner.context.map(_bucket, tasks, description=f"{name}: pooled lower tail", unit="buckets")
-        if sum(p["size"] for p in parts) != int(counts[:cut + 1].sum()):
-            raise DataError("the shards changed between two passes of the run (the lower-tail counts differ); "
-                            "do not write into the shards while a run reads them")
         u = next(p["u"] for p in parts if p["u"] is not None)
         kept = np.concatenate([np.load(p["kept"]) for p in parts if p["kept"] is not None])
         return TailMoments(n_total, k_n, u, parts[0]["lowest"], float(sum(p["sum_low"] for p in parts)),
