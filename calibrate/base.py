@@ -411,8 +411,11 @@ class Transform(Component, ABC):
     @final
     def apply(self, matrix: DistanceMatrix) -> DistanceMatrix:
         """The matrix with its valid entries mapped by ``_apply``, as kind ``distance``."""
-        out = np.array(matrix.values, dtype=np.float64)
         used = matrix.valid
+        if used.all():  # every entry: one pass, no gather and scatter
+            out = np.asarray(self._apply(matrix.values.reshape(-1), matrix.kind), dtype=np.float64)
+            return matrix.with_values(out.reshape(matrix.shape), kind="distance")
+        out = np.array(matrix.values, dtype=np.float64)
         out[used] = self._apply(matrix.values[used], matrix.kind)
         return matrix.with_values(out, kind="distance")
 
