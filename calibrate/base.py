@@ -414,10 +414,13 @@ class Transform(Component, ABC):
         used = matrix.valid
         if used.all():  # every entry: one pass, no gather and scatter
             out = np.asarray(self._apply(matrix.values.reshape(-1), matrix.kind), dtype=np.float64)
-            return matrix.with_values(out.reshape(matrix.shape), kind="distance")
-        out = np.array(matrix.values, dtype=np.float64)
-        out[used] = self._apply(matrix.values[used], matrix.kind)
-        return matrix.with_values(out, kind="distance")
+            if np.may_share_memory(out, matrix.values) or not out.flags.owndata:
+                out = out.copy()
+        else:
+            out = np.array(matrix.values, dtype=np.float64)
+            out[used] = self._apply(matrix.values[used], matrix.kind)
+        out.setflags(write=False)  # a new array nobody else holds: the matrix keeps it without a copy
+        return matrix.with_values(out.reshape(matrix.shape), kind="distance")
 
     @abstractmethod
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:

@@ -40,6 +40,15 @@ def _as_labels(values, name: str, n: int | None = None) -> np.ndarray:
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
+    """A read-only array with ``arr``'s contents: ``arr`` itself when it is read-only and owns its data, or is a
+    view of a read-only array that does (nothing can write it: a matrix built from another one's values shares
+    them), else a copy."""
+    if isinstance(arr, np.ndarray) and not arr.flags.writeable:
+        owner = arr
+        while isinstance(owner.base, np.ndarray):  # a view (e.g. a reshape) of a read-only array it came from
+            owner = owner.base
+        if owner.base is None and not owner.flags.writeable:
+            return arr
     arr = np.array(arr, copy=True)
     arr.setflags(write=False)
     return arr
@@ -179,7 +188,7 @@ class DistanceMatrix:
         if self.kind != "distance":
             raise DataError(f"{stage}: the scores are similarities (higher = more alike); add "
                             "`transform: {plugin: similarity-to-distance}` to the recipe")
-        if self.values.size and np.min(self.values, where=self.valid, initial=np.inf) < 0:
+        if self.values.size and self.values.min() < 0 and ((self.values < 0) & self.valid).any():
             r, c = np.argwhere(self.valid & (self.values < 0))[0]
             raise DataError(f"{stage}: negative distance {self.values[r, c]:.6g} at probe row {r} "
                             f"({self.probe_classes[r]}), gallery column {c} ({self.gallery_classes[c]}); distances must be "
