@@ -656,6 +656,15 @@ class FittedModel(ABC):
         of 1-based ``ranks``. Default: NotImplementedError (no pooled order statistics)."""
         raise NotImplementedError(f"{type(self).__name__} has no pooled order statistics")
 
+    @optional
+    def compact(self, reach: float) -> "FittedModel":
+        """Called when a calibration is saved, with ``reach``, the largest target FPR the saved model must answer
+        (:func:`calibrate.stats.saved_reach`: the calibration's largest target, at least 1%): a model with
+        this one's thresholds at every target up to ``reach`` but less state (e.g. only the lowest values of
+        a pooled sample), which refuses a larger target with a ParameterError naming its reach; the run
+        itself (thresholds, evaluation, pictures) uses the full model. Default: the model itself."""
+        return self
+
     @abstractmethod
     def to_state(self) -> dict[str, Any]:
         """Called when a calibration is saved (and to compare models): a JSON-serialisable dict of plain values,

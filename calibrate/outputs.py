@@ -685,6 +685,7 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
     """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
     fitted transform and the score direction, so that answers come in the data's own score units."""
     from .artifact import artifact, dumps_artifact, fingerprint
+    from .stats import saved_reach
     from .confidence import saved_entries
     from .types import ImpostorDistances
 
@@ -698,4 +699,5 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
         normalizer=fold.normalization.to_state() if getattr(fold, "normalization", None) is not None else None,
         estimators={s.label: (s.info.name, s.params, *saved_entries(
             fold.models[s.label], fold.predictions[s.label].saved(fold.models[s.label].classes)
-            if s.label in fold.predictions else None)) for s in recipe.estimators}))
+            if s.label in fold.predictions else None, saved_reach(recipe.targets)))
+            for s in recipe.estimators}))
