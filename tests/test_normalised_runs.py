@@ -117,7 +117,7 @@ def _tnorm_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
 
 @pytest.mark.parametrize("normalizer", [{"plugin": "snorm"}, {"plugin": "asnorm", "top_k": 10}])
 def test_bob_score_lists_with_cohort_files_are_reproduced_by_the_api_and_the_cli(tmp_path, normalizer):
-    on_cli = normalizer["plugin"] == "snorm"  # the command line once: its subprocesses are the slow part
+    on_cli = normalizer["plugin"] == "snorm"  # the command line (and the predicted interval) once
     result = _run(_bob_recipe(tmp_path, normalizer, predict=on_cli))
     fold = result.folds[0]
     assert not on_cli or "auto" in fold.predictions  # the predicted interval models the normalised distances

@@ -1,7 +1,7 @@
 """Progress reporting (calibrate/progress.py, RunContext.stage/track/map, the executors' on_done).
 
-Plain lines are driven by a fake clock (no sleeps, no wall-clock asserts); the CLI is run in a
-subprocess whose stderr is a pipe, not a terminal, with CALIBRATE_PROGRESS_INTERVAL=0."""
+Plain lines are driven by a fake clock (no sleeps, no wall-clock asserts); the CLI is run in-process
+(CliRunner), whose stderr is not a terminal, with CALIBRATE_PROGRESS_INTERVAL=0."""
 
 from __future__ import annotations
 
