@@ -411,8 +411,11 @@ class Transform(Component, ABC):
     @final
     def apply(self, matrix: DistanceMatrix) -> DistanceMatrix:
         """The matrix with its valid entries mapped by ``_apply``, as kind ``distance``."""
-        out = np.array(matrix.values, dtype=np.float64)
         used = matrix.valid
+        if used.all():  # every entry: one pass, no gather and scatter
+            out = np.asarray(self._apply(matrix.values.reshape(-1), matrix.kind), dtype=np.float64)
+            return matrix.with_values(out.reshape(matrix.shape), kind="distance")
+        out = np.array(matrix.values, dtype=np.float64)
         out[used] = self._apply(matrix.values[used], matrix.kind)
         return matrix.with_values(out, kind="distance")
 
@@ -829,6 +832,14 @@ class Evaluator(Component, ABC):
         with context.stage(f"{progress_name(self)}: evaluating {len(data.labels)} estimator(s)", len(data.labels),
                            "estimators"):
             return self._evaluate(data, context)
+
+    @optional
+    def prepare(self, plots: bool) -> None:
+        """Called once when a run starts, before its data are loaded (never by ``validate``), with the recipe's
+        ``plots`` setting: begin slow one-time work that needs no data, e.g. importing a plotting library in a
+        background thread, so that it overlaps the loading and fitting. It must not fail the run or change a
+        result (a failure shows when the work is needed). Default: nothing."""
+        return None
 
     @abstractmethod
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:

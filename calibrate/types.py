@@ -123,9 +123,9 @@ class DistanceMatrix:
             dup = [c for c in gallery.tolist() if (gallery == c).sum() > 1][0]
             raise DataError(f"{self.source}: gallery class {dup!r} appears more than once; "
                             "enroll exactly one pattern per class")
-        bad = valid & ~np.isfinite(values)
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
+        finite = np.isfinite(values)
+        if not finite.all() and (valid & ~finite).any():
+            r, c = np.argwhere(valid & ~finite)[0]
             raise DataError(f"{self.source}: NaN or infinite value at probe row {r} ({probe[r]}), gallery column {c} "
                             f"({gallery[c]}); mark failed comparisons with the dataset's `missing:` value instead")
         object.__setattr__(self, "values", _readonly(values))
@@ -153,8 +153,13 @@ class DistanceMatrix:
         return codes
 
     def impostor_mask(self) -> np.ndarray:
-        p, g = self._class_codes()
-        return self.valid & (p[:, None] != g[None, :])
+        """The valid comparisons of a probe with another class's gallery column (read-only, computed once)."""
+        mask = self.__dict__.get("_impostor_mask")
+        if mask is None:
+            p, g = self._class_codes()
+            mask = _readonly(self.valid & (p[:, None] != g[None, :]))
+            object.__setattr__(self, "_impostor_mask", mask)
+        return mask
 
     def genuine_mask(self) -> np.ndarray:
         p, g = self._class_codes()
@@ -174,8 +179,7 @@ class DistanceMatrix:
         if self.kind != "distance":
             raise DataError(f"{stage}: the scores are similarities (higher = more alike); add "
                             "`transform: {plugin: similarity-to-distance}` to the recipe")
-        used = self.values[self.valid]
-        if used.size and used.min() < 0:
+        if self.values.size and np.min(self.values, where=self.valid, initial=np.inf) < 0:
             r, c = np.argwhere(self.valid & (self.values < 0))[0]
             raise DataError(f"{stage}: negative distance {self.values[r, c]:.6g} at probe row {r} "
                             f"({self.probe_classes[r]}), gallery column {c} ({self.gallery_classes[c]}); distances must be "

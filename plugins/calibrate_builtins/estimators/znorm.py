@@ -151,12 +151,12 @@ class ZnormModel(FittedModel):
 
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         """Model CDF of the distance for class ``row`` (for the plots)."""
-        from scipy import stats
-
         y = to_working(np.maximum(np.asarray(x, dtype=np.float64), 0.0), self.family, self.offset)
         with np.errstate(divide="ignore"):
             z = (y - self.loc[row]) / self.scale[row]
         if not self.pooled_shape:
+            from scipy import stats  # per-class normal or t shapes only (a pooled shape needs no scipy.stats)
+
             if self.predictive:
                 n = float(self.n[row])
                 return stats.t.cdf(z / np.sqrt(1 + 1 / n), n - 1)
