@@ -838,9 +838,10 @@ class Evaluator(Component, ABC):
 
     @optional
     def prepare(self, plots: bool) -> None:
-        """Called once when a run starts, before its data are loaded (never by ``validate``), with the recipe's
-        ``plots`` setting: begin slow one-time work that needs no data, e.g. importing a plotting library in a
-        background thread, so that it overlaps the loading and fitting. It must not fail the run or change a
+        """Called once per run when its data are loaded, before anything is fitted (never by ``validate``), with
+        the recipe's ``plots`` setting: begin slow one-time work that needs no data, e.g. importing a plotting
+        library in a background thread, so that it overlaps the fitting (the load, often multi-threaded, is
+        left alone). It must not fail the run or change a
         result (a failure shows when the work is needed). Default: nothing."""
         return None
 

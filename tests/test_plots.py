@@ -272,7 +272,7 @@ def test_cdf_fits_are_drawn_on_the_similarity_score_axis(tmp_path):
 
 
 def test_a_run_warms_matplotlib_up_once_before_loading_and_draws_the_same_pictures():
-    """fpr.prepare (a run calls it before loading its data) imports matplotlib in one background thread, only
+    """fpr.prepare (a run calls it once its data are loaded) imports matplotlib in one background thread, only
     when pictures are wanted; the pictures are the bytes a process without the warm-up draws."""
     script = textwrap.dedent(f"""
         import sys, threading

@@ -421,7 +421,7 @@ class FprEvaluator(Evaluator):
 
     def prepare(self, plots: bool) -> None:
         """With pictures to draw: matplotlib imported (and its fonts loaded) in a background thread while the
-        run loads and fits (plots.warm_up)."""
+        run fits and predicts (plots.warm_up)."""
         if self.plots and plots:
             from . import plots as drawing
 

@@ -55,8 +55,8 @@ def _warm() -> None:
 
 def warm_up() -> None:
     """Import matplotlib and draw a tiny figure in a daemon thread, once per process: its import (0.4-1.5 s)
-    and first text layout then overlap the run's loading and fitting, which spend most of their time in
-    numpy and pyarrow with the GIL released. make_plots waits for it to end before drawing."""
+    and first text layout then overlap the run's fitting and prediction, which spend much of their time in
+    numpy with the GIL released. make_plots waits for it to end before drawing."""
     with _WARM:
         if not _warming:
             thread = threading.Thread(target=_warm, name="calibrate-plots-warm-up", daemon=True)
