@@ -257,7 +257,14 @@ class ImpostorDistances:
         """``values`` with each class's segment sorted ascending, equal values (0.0 and -0.0 too) in their
         original order. Classes of one size are sorted together as the rows of one 2-D array: a loop over
         the distinct sizes (at most sqrt(2 N) of them), none over classes, and no sort of all N values
-        by class and value (which costs several times more)."""
+        by class and value (which costs several times more). Computed once (read-only)."""
+        cached = self.__dict__.get("_sorted_within")
+        if cached is None:
+            cached = _readonly(self._sort_within())
+            object.__setattr__(self, "_sorted_within", cached)
+        return cached
+
+    def _sort_within(self) -> np.ndarray:
         counts = np.diff(self.offsets)
         out = np.empty_like(self.values)
         # values that compare equal are equal bit for bit, except 0.0 and -0.0: without a -0.0 the faster
