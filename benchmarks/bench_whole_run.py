@@ -8,7 +8,9 @@ The default shape is the unseen real face matcher's: 5,701 probes x 1,680 enroll
 similarity CSV of about 77 MB (6 decimals), generated here with a fixed seed (genuine scores
 beta(6, 2); impostor scores beta(2, 5) shifted per class and per probe, so that classes differ).
 
-One run measures, interleaved ``rounds`` times, medians printed (load average printed):
+After one untimed run of each version (the file in the page cache, compiled modules cached as a user's
+Python caches them: the runs are made without PYTHONDONTWRITEBYTECODE), one run measures, interleaved
+``rounds`` times, medians printed (load average printed):
 
 * **run**: ``calibrate run -q RECIPE --out DIR`` with a data-only recipe (the defaults: estimator
   auto, predicted intervals, the fpr evaluator with its pictures), the installed console script in a
@@ -72,10 +74,13 @@ def read_limit(path: Path) -> dict[str, float]:
 def run_once(recipe: Path, out: Path, source: Path | None = None) -> tuple[float, dict]:
     """Wall seconds of ``calibrate run`` (this install, or the source tree ``source``) and its stage timings."""
     shutil.rmtree(out, ignore_errors=True)
-    command, env = [str(CALIBRATE)], None
+    # as on a user's machine, Python caches compiled modules (this machine sets PYTHONDONTWRITEBYTECODE, which
+    # makes every run compile calibrate's ~80 modules again: 0.2-0.5 s); main's untimed first run writes them
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    command = [str(CALIBRATE)]
     if source is not None:  # -P: the working folder (this checkout) must not shadow the source tree's packages
         command = [sys.executable, "-P", "-c", "from calibrate.cli import main; main()"]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(source / "plugins")])}
+        env["PYTHONPATH"] = os.pathsep.join([str(source), str(source / "plugins")])
     t0 = time.perf_counter()
     done = subprocess.run(command + ["run", "-q", str(recipe), "--out", str(out)], capture_output=True, text=True, env=env,
                           cwd=source)
@@ -112,6 +117,9 @@ def main() -> int:
         recipe_path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
         if args.readers:
             time_readers(matrix, args.rounds)
+        run_once(recipe_path, tmp / "out")  # untimed: the file in the page cache, compiled modules cached
+        if args.baseline:
+            run_once(recipe_path, tmp / "base", args.baseline)
         rounds = []
         for _ in range(args.rounds):
             limit = read_limit(matrix)

@@ -411,10 +411,16 @@ class Transform(Component, ABC):
     @final
     def apply(self, matrix: DistanceMatrix) -> DistanceMatrix:
         """The matrix with its valid entries mapped by ``_apply``, as kind ``distance``."""
-        out = np.array(matrix.values, dtype=np.float64)
         used = matrix.valid
-        out[used] = self._apply(matrix.values[used], matrix.kind)
-        return matrix.with_values(out, kind="distance")
+        if used.all():  # every entry: one pass, no gather and scatter
+            out = np.asarray(self._apply(matrix.values.reshape(-1), matrix.kind), dtype=np.float64)
+            if np.may_share_memory(out, matrix.values) or not out.flags.owndata:
+                out = out.copy()
+        else:
+            out = np.array(matrix.values, dtype=np.float64)
+            out[used] = self._apply(matrix.values[used], matrix.kind)
+        out.setflags(write=False)  # a new array nobody else holds: the matrix keeps it without a copy
+        return matrix.with_values(out.reshape(matrix.shape), kind="distance")
 
     @abstractmethod
     def _apply(self, values: np.ndarray, kind: str) -> np.ndarray:
@@ -656,6 +662,15 @@ class FittedModel(ABC):
         of 1-based ``ranks``. Default: NotImplementedError (no pooled order statistics)."""
         raise NotImplementedError(f"{type(self).__name__} has no pooled order statistics")
 
+    @optional
+    def compact(self, reach: float) -> "FittedModel":
+        """Called when a calibration is saved, with ``reach``, the largest target FPR the saved model must answer
+        (:func:`calibrate.stats.saved_reach`: the calibration's largest target, at least 1%): a model with
+        this one's thresholds at every target up to ``reach`` but less state (e.g. only the lowest values of
+        a pooled sample), which refuses a larger target with a ParameterError naming its reach; the run
+        itself (thresholds, evaluation, pictures) uses the full model. Default: the model itself."""
+        return self
+
     @abstractmethod
     def to_state(self) -> dict[str, Any]:
         """Called when a calibration is saved (and to compare models): a JSON-serialisable dict of plain values,
@@ -820,6 +835,15 @@ class Evaluator(Component, ABC):
         with context.stage(f"{progress_name(self)}: evaluating {len(data.labels)} estimator(s)", len(data.labels),
                            "estimators"):
             return self._evaluate(data, context)
+
+    @optional
+    def prepare(self, plots: bool) -> None:
+        """Called once per run when its data are loaded, before anything is fitted (never by ``validate``), with
+        the recipe's ``plots`` setting: begin slow one-time work that needs no data, e.g. importing a plotting
+        library in a background thread, so that it overlaps the fitting (the load, often multi-threaded, is
+        left alone). It must not fail the run or change a
+        result (a failure shows when the work is needed). Default: nothing."""
+        return None
 
     @abstractmethod
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:

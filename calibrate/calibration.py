@@ -32,7 +32,7 @@ from .prediction import PredictionSettings, as_array, build_world, measured_inte
 from .sanity import check_direction
 from .safefiles import refuse_bad_labels
 from .scorefiles import strict_floats
-from .stats import tie_message, tied_floor
+from .stats import saved_reach, tie_message, tied_floor
 from .types import DistanceMatrix, ImpostorDistances
 
 class Calibration:
@@ -329,7 +329,8 @@ class Calibration:
                         transform_state=self.transform.fitted_state(), targets=self.targets,
                         fingerprint=self.fingerprint, versions=self.versions, training_impostors=self.training_impostors,
                         normalizer=None if self.normalization is None else self.normalization.to_state(),
-                        estimators={self.label: (self.plugin, self.params, *saved_entries(self.model, self.prediction))})
+                        estimators={self.label: (self.plugin, self.params,
+                                                 *saved_entries(self.model, self.prediction, saved_reach(self.targets)))})
 
     def save(self, path: str | Path) -> Path:
         """Write the calibration as JSON: a regular file is written beside and renamed (never half-written),

@@ -291,15 +291,17 @@ def predict_model(model: FittedModel, estimator: Any, impostors: Any, targets: S
                           model=model, fit_seconds=fit_seconds, base_seconds=base_seconds)
 
 
-def saved_entries(model: FittedModel, prediction: dict | None) -> tuple[dict, dict]:
-    """(model state, extra entries) of one estimator in a saved calibration: ``prediction``
-    (:meth:`Prediction.saved`) and, for a confident model, ``confidence`` (its bound; the state is the
-    inner model's, so the estimator's own ``from_state`` rebuilds it)."""
+def saved_entries(model: FittedModel, prediction: dict | None, reach: float) -> tuple[dict, dict]:
+    """(model state, extra entries) of one estimator in a saved calibration that answers targets up to
+    ``reach`` (:func:`calibrate.stats.saved_reach`; the state is the compacted model's,
+    :meth:`FittedModel.compact`): ``prediction`` (:meth:`Prediction.saved`) and, for a confident model,
+    ``confidence`` (its bound; the state is the inner model's, so the estimator's own ``from_state``
+    rebuilds it)."""
     extra: dict[str, Any] = {}
     if prediction:
         extra["prediction"] = prediction
     if isinstance(model, ConfidentModel):
         extra["confidence"] = model.confidence_state()
-        return model.inner.to_state(), extra
-    return model.to_state(), extra
+        return model.inner.compact(reach).to_state(), extra
+    return model.compact(reach).to_state(), extra
 

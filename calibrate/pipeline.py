@@ -96,6 +96,8 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     dataset = recipe.data.build()
     with times("load data"):
         data = dataset.load(context)
+    for spec in recipe.evaluators:  # e.g. a plotting library imported while the estimators fit
+        spec.build().prepare(recipe.plots)
     if isinstance(data, ShardedScores):  # read, fitted and evaluated shard by shard on the workers
         return run_sharded(recipe, context, staged, data, times)
     raw_folds, hint = _raw_folds(recipe, dataset, data, context, times)
@@ -269,6 +271,30 @@ def prediction_notes(label: str, fold: str, predicted: "prediction.Prediction", 
 REPEATED_SHARE = 0.01
 
 
+def _extreme_mode(values: np.ndarray) -> tuple[float, int, int | None]:
+    """(value, count, 0 or 1) when the most frequent of ``values`` (the first in order, on a tie) is their
+    smallest (0) or largest (1) and holds at least :data:`REPEATED_SHARE` of them, else (nan, 0, None):
+    what ``np.unique(values, return_counts=True)`` would say, without sorting every value. Only a value
+    at least as frequent as the more frequent extreme can beat it; values are bucketed by their bits
+    (counts per bucket bound counts per value), and only buckets that reach that count are counted
+    exactly."""
+    lo, hi = values.min(), values.max()
+    n_lo, n_hi = int(np.count_nonzero(values == lo)), int(np.count_nonzero(values == hi))
+    count, k, value = (n_lo, 0, lo) if n_lo >= n_hi else (n_hi, 1, hi)
+    if count / values.size < REPEATED_SHARE:
+        return float("nan"), 0, None
+    bits = (np.asarray(values, dtype=np.float64) + 0.0).view(np.uint64)  # + 0.0: -0.0 joins 0.0's bucket
+    buckets = ((bits * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(48)).astype(np.intp)  # 65,536 buckets
+    heavy = np.flatnonzero(np.bincount(buckets, minlength=1 << 16) >= count)
+    inner = values[np.isin(buckets, heavy) & (values != lo) & (values != hi)]
+    if inner.size:
+        uniq, counts = np.unique(inner, return_counts=True)
+        # np.unique's argmax takes the smallest of tied values: an inner value ties ahead of the largest only
+        if counts.max() > count or (counts.max() == count and k == 1):
+            return float("nan"), 0, None
+    return float(value), count, k
+
+
 def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | None:
     """When one score value, the smallest or largest, dominates the training impostor scores (or fills a
     whole gallery column), say that it is probably a failed-comparison marker and name `missing:`."""
@@ -278,9 +304,7 @@ def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | N
     values = train.values[mask]
     if values.size < 2:
         return None
-    uniq, counts = np.unique(values, return_counts=True)
-    k = int(counts.argmax())
-    value, count = float(uniq[k]), int(counts[k])
+    value, count, k = _extreme_mode(values)
     # a gallery column whose training scores are all one value (its smallest equals its largest)
     lowest = np.where(mask, train.values, np.inf).min(axis=0)
     highest = np.where(mask, train.values, -np.inf).max(axis=0)
@@ -289,7 +313,7 @@ def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | N
         value = float(lowest[columns[0]])
         where = (f"Every training score of {len(columns)} gallery class(es) ({', '.join(map(str, train.gallery_classes[columns][:3]))}"
                  f"{' ...' if len(columns) > 3 else ''}) is {value:g}")
-    elif count / values.size >= REPEATED_SHARE and k in (0, uniq.size - 1) and count > 1:
+    elif k is not None and count / values.size >= REPEATED_SHARE and count > 1:
         where = (f"{count} of the {values.size} training impostor scores ({100 * count / values.size:.3g}%) equal "
                  f"{value:g}, the {'smallest' if k == 0 else 'largest'} score")
     else:

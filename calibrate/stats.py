@@ -2,10 +2,15 @@
 
 * ``interpolate_rank`` / ``interp_threshold``: the paper's linear interpolation between order statistics;
 * ``rank_values`` / ``below_ties``: the k-th smallest value and the tie rule of the order-statistic bound;
-* ``clopper_pearson``: the exact binomial interval of k successes in n trials.
+* ``clopper_pearson``: the exact binomial interval of k successes in n trials;
+* ``saved_reach`` / ``saved_pool_count``: how much of a pooled sample a saved calibration keeps
+  (``FittedModel.compact``).
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -102,3 +107,21 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     high = 1.0 if k == n else float(ppf(1 - a, k + 1, n - k))
     return low, high
 
+
+#: a saved model answers target FPRs up to the calibration's largest target, and at least up to this rate
+#: (FittedModel.compact: pooled models keep only the lowest values of their pooled sample)
+SAVED_REACH = 0.01
+#: ... and a saved pooled sample keeps at least this many of its lowest values (about 2 MB of JSON), so
+#: that a gallery of up to this many training distances answers every target
+SAVED_POOL = 100_000
+
+
+def saved_reach(targets: Sequence[float]) -> float:
+    """The largest target FPR a saved calibration must answer: its largest target, at least :data:`SAVED_REACH`."""
+    return float(max([SAVED_REACH, *(float(t) for t in targets)]))
+
+
+def saved_pool_count(n_total: int, reach: float) -> int:
+    """How many of a pooled sample's ``n_total`` lowest values a saved model keeps to answer every target up
+    to ``reach`` (a pooled quantile at e reads ranks up to ``ceil(e N) + 1``): at least :data:`SAVED_POOL`."""
+    return int(min(n_total, max(math.ceil(reach * n_total) + 1, SAVED_POOL)))

@@ -40,6 +40,15 @@ def _as_labels(values, name: str, n: int | None = None) -> np.ndarray:
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
+    """A read-only array with ``arr``'s contents: ``arr`` itself when it is read-only and owns its data, or is a
+    view of a read-only array that does (nothing can write it: a matrix built from another one's values shares
+    them), else a copy."""
+    if isinstance(arr, np.ndarray) and not arr.flags.writeable:
+        owner = arr
+        while isinstance(owner.base, np.ndarray):  # a view (e.g. a reshape) of a read-only array it came from
+            owner = owner.base
+        if owner.base is None and not owner.flags.writeable:
+            return arr
     arr = np.array(arr, copy=True)
     arr.setflags(write=False)
     return arr
@@ -123,9 +132,9 @@ class DistanceMatrix:
             dup = [c for c in gallery.tolist() if (gallery == c).sum() > 1][0]
             raise DataError(f"{self.source}: gallery class {dup!r} appears more than once; "
                             "enroll exactly one pattern per class")
-        bad = valid & ~np.isfinite(values)
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
+        finite = np.isfinite(values)
+        if not finite.all() and (valid & ~finite).any():
+            r, c = np.argwhere(valid & ~finite)[0]
             raise DataError(f"{self.source}: NaN or infinite value at probe row {r} ({probe[r]}), gallery column {c} "
                             f"({gallery[c]}); mark failed comparisons with the dataset's `missing:` value instead")
         object.__setattr__(self, "values", _readonly(values))
@@ -153,8 +162,13 @@ class DistanceMatrix:
         return codes
 
     def impostor_mask(self) -> np.ndarray:
-        p, g = self._class_codes()
-        return self.valid & (p[:, None] != g[None, :])
+        """The valid comparisons of a probe with another class's gallery column (read-only, computed once)."""
+        mask = self.__dict__.get("_impostor_mask")
+        if mask is None:
+            p, g = self._class_codes()
+            mask = _readonly(self.valid & (p[:, None] != g[None, :]))
+            object.__setattr__(self, "_impostor_mask", mask)
+        return mask
 
     def genuine_mask(self) -> np.ndarray:
         p, g = self._class_codes()
@@ -174,8 +188,7 @@ class DistanceMatrix:
         if self.kind != "distance":
             raise DataError(f"{stage}: the scores are similarities (higher = more alike); add "
                             "`transform: {plugin: similarity-to-distance}` to the recipe")
-        used = self.values[self.valid]
-        if used.size and used.min() < 0:
+        if self.values.size and self.values.min() < 0 and ((self.values < 0) & self.valid).any():
             r, c = np.argwhere(self.valid & (self.values < 0))[0]
             raise DataError(f"{stage}: negative distance {self.values[r, c]:.6g} at probe row {r} "
                             f"({self.probe_classes[r]}), gallery column {c} ({self.gallery_classes[c]}); distances must be "
@@ -244,7 +257,14 @@ class ImpostorDistances:
         """``values`` with each class's segment sorted ascending, equal values (0.0 and -0.0 too) in their
         original order. Classes of one size are sorted together as the rows of one 2-D array: a loop over
         the distinct sizes (at most sqrt(2 N) of them), none over classes, and no sort of all N values
-        by class and value (which costs several times more)."""
+        by class and value (which costs several times more). Computed once (read-only)."""
+        cached = self.__dict__.get("_sorted_within")
+        if cached is None:
+            cached = _readonly(self._sort_within())
+            object.__setattr__(self, "_sorted_within", cached)
+        return cached
+
+    def _sort_within(self) -> np.ndarray:
         counts = np.diff(self.offsets)
         out = np.empty_like(self.values)
         # values that compare equal are equal bit for bit, except 0.0 and -0.0: without a -0.0 the faster

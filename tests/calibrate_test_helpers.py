@@ -57,6 +57,35 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
     return subprocess.run([str(CALIBRATE), *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=300)
 
 
+def invoke_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The same command line in this process (typer's CliRunner), for tests about what a command answers,
+    not about the process (signals, lost stdout, environment at start-up, the console script): no interpreter
+    start-up and no second import of numpy/scipy. Warnings are filtered as in a fresh interpreter (not by the
+    suite's `error::RuntimeWarning` filter), and the CLI's warning hook is undone afterwards."""
+    import traceback
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from calibrate.cli import app
+
+    previous_dir = os.getcwd()
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            result = CliRunner().invoke(app, [str(a) for a in args], env=env)
+        finally:
+            os.chdir(previous_dir)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))  # as the interpreter would print it
+    return subprocess.CompletedProcess(["calibrate", *args], result.exit_code, result.stdout, stderr)
+
+
 def mix64_reference(x: int) -> int:
     """SplitMix64's finaliser on Python integers (an independent reference for split_per_class)."""
     m = 2**64 - 1

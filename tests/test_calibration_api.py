@@ -191,26 +191,29 @@ def test_artifacts_it_cannot_load_are_clear_errors(tmp_path):
 
 
 def test_cli_threshold_answers_in_score_units(tmp_path):
-    from calibrate_test_helpers import run_cli
+    from calibrate_test_helpers import invoke_cli
 
     cal = calibrate.fit(gallery(n_classes=6), estimator="class-interp")
     path = cal.save(tmp_path / "c.json")
-    done = run_cli("threshold", str(path), "--class", "c03", "--fpr", "0.01", "--json")
+    done = invoke_cli("threshold", str(path), "--class", "c03", "--fpr", "0.01", "--json")
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["score_threshold"] == cal.threshold("c03", 0.01) and answer["accept_if"] == "score >= t"
-    done = run_cli("threshold", str(path), "--class", "nobody", "--fpr", "0.01")
+    done = invoke_cli("threshold", str(path), "--class", "nobody", "--fpr", "0.01")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "'nobody' is not enrolled" in done.stderr
 
 
-def test_the_embedding_example_runs():
+def test_the_embedding_example_runs(capsys):
+    # as `python examples/embed.py` runs it (as __main__), in this process: the script is about the API
+    # it calls, and a second interpreter would only import numpy and scipy again
+    import runpy
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[1] / "examples" / "embed.py"
-    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "newcomer enrolled: accept when score >=" in done.stdout and "1,000,000 decisions" in done.stdout
-    assert "predicted FPR of these thresholds (90%)" in done.stdout and "auto-c95: impostors accepted" in done.stdout
+    runpy.run_path(str(example), run_name="__main__")
+    stdout = capsys.readouterr().out
+    assert "newcomer enrolled: accept when score >=" in stdout and "1,000,000 decisions" in stdout
+    assert "predicted FPR of these thresholds (90%)" in stdout and "auto-c95: impostors accepted" in stdout
 
 
 def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):
@@ -219,13 +222,13 @@ def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):
     import csv
     from pathlib import Path
 
-    from calibrate_test_helpers import run_cli
+    from calibrate_test_helpers import invoke_cli
 
     example = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = calibrate.run(example / "recipe.yaml", out=tmp_path / "run")
-    done = run_cli("accept", str(tmp_path / "run" / "calibration.json"), str(example / "scores-eval"), "--fpr", "0.01",
+    done = invoke_cli("accept", str(tmp_path / "run" / "calibration.json"), str(example / "scores-eval"), "--fpr", "0.01",
                    "--estimator", "auto", "--missing", "-1", "--out", str(tmp_path / "decisions.csv"))
     assert done.returncode == 0, done.stderr
     with open(tmp_path / "decisions.csv", newline="") as fh:
@@ -237,7 +240,7 @@ def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):
     assert len(impostor) == at_1pct.impostor_attempts
     assert sum(r["accept"] == "1" for r in impostor) == at_1pct.false_accepts
     assert sum(r["accept"] == "0" for r in genuine) / len(genuine) == pytest.approx(at_1pct.fnr, abs=1e-12)
-    done = run_cli("accept", str(tmp_path / "run" / "calibration.json"), str(example / "scores-eval"), "--fpr", "0.01",
+    done = invoke_cli("accept", str(tmp_path / "run" / "calibration.json"), str(example / "scores-eval"), "--fpr", "0.01",
                    "--out", str(tmp_path / "d2.csv"))
     assert done.returncode == 2 and "name the one to load" in done.stderr and not (tmp_path / "d2.csv").exists()
 
@@ -271,10 +274,10 @@ def test_acceptance_review_findings(tmp_path):
 
 
 def test_cli_accept_names_the_line_of_a_bad_score(tmp_path):
-    from calibrate_test_helpers import run_cli
+    from calibrate_test_helpers import invoke_cli
 
     path = calibrate.fit({"p001": np.linspace(0, 1, 50), "p002": np.linspace(0, 1, 50)}).save(tmp_path / "c.json")
     (tmp_path / "nan.txt").write_text("p001 p002 x 0.5\np001 p002 y nan\n")
-    done = run_cli("accept", str(path), str(tmp_path / "nan.txt"), "--fpr", "0.01", "--out", str(tmp_path / "d.csv"))
+    done = invoke_cli("accept", str(path), str(tmp_path / "nan.txt"), "--fpr", "0.01", "--out", str(tmp_path / "d.csv"))
     assert done.returncode == 2 and "nan.txt, line 2: NaN or infinite score" in done.stderr
     assert done.stderr.count("\n") == 1 and not (tmp_path / "d.csv").exists()

@@ -112,6 +112,43 @@ def test_a_damaged_calibration_is_refused_naming_the_field(plain, tmp_path, case
         assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.fixture(scope="module")
+def compacted() -> dict:
+    """A saved calibration of a gallery of 110,000 training distances: auto and generic-interp keep only
+    their pooled sample's lowest 100,000 values and its size (FittedModel.compact)."""
+    rng = np.random.default_rng(5)
+    scores = {f"c{i}": rng.gamma(4.0, 1.0, 500) + rng.uniform(0, 1) for i in range(220)}
+    doc = calibrate.fit(scores, kind="distance", predict=False, targets=(0.01,)).to_dict()
+    doc["estimators"].update(calibrate.fit(scores, kind="distance", estimator="generic-interp", predict=False,
+                                           targets=(0.01,)).to_dict()["estimators"])
+    assert len(doc["estimators"]["auto"]["state"]["pooled"]) == 100_000 == len(
+        doc["estimators"]["generic-interp"]["state"]["pooled"])
+    return json.loads(json.dumps(doc))
+
+
+POOLED_CASES = {
+    "pooled size as a string": (lambda s: s.update(n_pooled="yes"), "state.n_pooled is 'yes'"),
+    "pooled size below the values kept": (lambda s: s.update(n_pooled=3), "state.n_pooled is 3"),
+    "pooled values not ascending": (lambda s: s["pooled"].reverse(), "ascending"),
+    "pooled values missing": (lambda s: s.pop("pooled"), "state.pooled is missing"),
+    "a pooled value is NaN": (lambda s: s["pooled"].__setitem__(5, float("nan")), "finite"),
+    "pooled file outside the folder": (lambda s: s.update(pooled={"file": "../x.npy"}), "not a plain .npy name"),
+}
+
+
+@pytest.mark.parametrize("estimator", ["auto", "generic-interp"])
+@pytest.mark.parametrize("case", sorted(POOLED_CASES))
+def test_a_damaged_saved_pooled_sample_is_refused_naming_the_field(compacted, tmp_path, case, estimator):
+    how, words = POOLED_CASES[case]
+    doc = copy.deepcopy(compacted)
+    how(doc["estimators"][estimator]["state"])
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError) as err:
+        calibrate.load(path, estimator)
+    assert words in str(err.value) and str(path) in str(err.value)
+
+
 def test_a_deeply_nested_file_is_refused_not_a_recursion_error(tmp_path):
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000)

@@ -15,7 +15,7 @@ from calibrate.base import RunContext
 from calibrate.errors import RecipeError
 from calibrate.manager import build_registry
 
-from calibrate_test_helpers import make_scores, run_cli, write_recipe, write_scores
+from calibrate_test_helpers import make_scores, invoke_cli, write_recipe, write_scores
 
 
 def _images(root, classes=6, sets=3, per_set=4, seed=0):
@@ -128,7 +128,7 @@ def test_validate_rejects_a_distance_or_rotation_for_score_data(tmp_path):
         recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "data": {"plugin": "synthetic-impostors"}, **extra})
         with pytest.raises(RecipeError, match=rf"^{where} in .*r\.yaml: .*(remove `distance:`|image-set datasets only)"):
             calibrate.validate(recipe)
-        done = run_cli("validate", str(recipe))
+        done = invoke_cli("validate", str(recipe))
         assert done.returncode == 2 and done.stderr.count("\n") == 1
 
 

@@ -77,7 +77,34 @@ class UnpicklableFitter(interp.GenericInterp):
         return _LambdaFitter()
 
 
+class _TooFewKept(interp._SortedModel):
+    """Saves half the pooled values its reach needs, without saying so: it refuses targets it should answer."""
+
+    def compact(self, reach):
+        n = self._values.size
+        return interp.PooledSortedModel(self.classes, self._values[:int(reach * n) // 2 + 1].copy(), n)
+
+
+class _ShiftedWhenSaved(interp._SortedModel):
+    """Saves its pooled values with the lowest one dropped: every saved threshold reads the next rank."""
+
+    def compact(self, reach):
+        return interp.PooledSortedModel(self.classes, self._values[1:50_001].copy(), self._values.size)
+
+
+def _pooled_with(model_class):
+    class Pooled(interp.GenericInterp):
+        def _fit(self, impostors, context):
+            model = super()._fit(impostors, context)
+            model.__class__ = model_class
+            return model
+    Pooled.model_class = model_class
+    return Pooled
+
+
 @pytest.mark.parametrize("factory, failing, message", [
+    (_pooled_with(_TooFewKept), "check_model_compact", "refuses target"),
+    (_pooled_with(_ShiftedWhenSaved), "check_model_compact", "gives other thresholds"),
     (PooledClaimsPerClass, "check_estimator_enroll", "enroll_mode 'per-class', after enrolling"),
     (PooledClaimsPerClass, "check_estimator_partitioned", "fitted shard by shard"),
     (EnrollMovesOthers, "check_estimator_enroll", "changed another class's threshold"),

@@ -16,7 +16,7 @@ import pytest
 
 import calibrate
 from calibrate.api import run
-from calibrate_test_helpers import run_cli, write_recipe
+from calibrate_test_helpers import invoke_cli, write_recipe
 
 BOB = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
 TARGETS = [0.05, 0.02, 0.01]
@@ -88,7 +88,7 @@ def test_a_matrix_run_is_reproduced_by_accept_after_save_and_load(tmp_path, norm
     cohort = tmp_path / "tnorm"
     cohort.write_text("".join(f"{test.gallery_classes[k]} {test.probe_classes[i]} p{i} {float(raw[i, k])!r}\n"
                               for i, k in zip(*np.nonzero(whole_valid))), encoding="utf-8")
-    out = run_cli("accept", str(tmp_path / "out"), str(attempts), "--fpr", "0.02", "--estimator", "class-interp",
+    out = invoke_cli("accept", str(tmp_path / "out"), str(attempts), "--fpr", "0.02", "--estimator", "class-interp",
                   "--out", str(tmp_path / "d.csv"), "--cohort", str(cohort))
     assert out.returncode == 0, out.stderr
     decided = np.array([row["accept"] == "1" for row in csv.DictReader(open(tmp_path / "d.csv"))])
@@ -117,7 +117,7 @@ def _tnorm_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
 
 @pytest.mark.parametrize("normalizer", [{"plugin": "snorm"}, {"plugin": "asnorm", "top_k": 10}])
 def test_bob_score_lists_with_cohort_files_are_reproduced_by_the_api_and_the_cli(tmp_path, normalizer):
-    on_cli = normalizer["plugin"] == "snorm"  # the command line once: its subprocesses are the slow part
+    on_cli = normalizer["plugin"] == "snorm"  # the command line (and the predicted interval) once
     result = _run(_bob_recipe(tmp_path, normalizer, predict=on_cli))
     fold = result.folds[0]
     assert not on_cli or "auto" in fold.predictions  # the predicted interval models the normalised distances
@@ -137,15 +137,15 @@ def test_bob_score_lists_with_cohort_files_are_reproduced_by_the_api_and_the_cli
             assert np.array_equal(got, want), (label, target)
         if not on_cli or label != "auto":
             continue
-        out = run_cli("evaluate", str(tmp_path / "cal.json"), str(tmp_path / "scores-eval"), "--missing", "-1",
+        out = invoke_cli("evaluate", str(tmp_path / "cal.json"), str(tmp_path / "scores-eval"), "--missing", "-1",
                       "--cohort", str(tmp_path / "cohort-tnorm"), "--json")
         assert out.returncode == 0, out.stderr
         measured = json.loads(out.stdout)["targets"]
         ran = {r.target_fpr: r for r in result.results[label]}
         assert [m["false_accepts"] for m in measured] == [ran[t].false_accepts for t in TARGETS]
-        out = run_cli("threshold", str(tmp_path / "cal.json"), "--class", "subj03", "--fpr", "0.01")
+        out = invoke_cli("threshold", str(tmp_path / "cal.json"), "--class", "subj03", "--fpr", "0.01")
         assert out.returncode == 0 and f"accept if the {normalizer['plugin']}-normalised score z <=" in out.stdout
-        out = run_cli("accept", str(tmp_path / "cal.json"), str(tmp_path / "scores-eval"), "--fpr", "0.01",
+        out = invoke_cli("accept", str(tmp_path / "cal.json"), str(tmp_path / "scores-eval"), "--fpr", "0.01",
                       "--missing", "-1", "--out", str(tmp_path / "d.csv"))
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
         assert "probe_cohort_scores is needed" in out.stderr and "--cohort FILE" in out.stderr
@@ -215,6 +215,6 @@ def test_bad_cohort_files_are_one_line_naming_the_file_and_the_fix(tmp_path):
     assert "cohort-znorm, line 6" in message and ("NaN" in message or "not a number" in message)
     # on the command line: exit 2, one line
     recipe = _bob_recipe(tmp_path / "e", {"plugin": "asnorm", "top_k": 30}, predict=False)
-    out = run_cli("run", str(recipe), "-q")
+    out = invoke_cli("run", str(recipe), "-q")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "cohort-tnorm: probe" in out.stderr and "asnorm needs at least 30" in out.stderr and "top_k" in out.stderr

@@ -24,7 +24,7 @@ import pytest
 import calibrate
 from calibrate.outputs import MANIFEST, STAGING_PREFIX, OutputError, StagedOutput, read_manifest
 
-from calibrate_test_helpers import make_scores, run_cli, score_recipe, write_recipe, write_scores
+from calibrate_test_helpers import invoke_cli, make_scores, score_recipe, write_recipe, write_scores
 
 OUTPUTS = {"thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", MANIFEST}
 
@@ -72,7 +72,7 @@ def test_out_dot_keeps_the_current_folder(score_setup):
     work.mkdir()
     before = user_files(work)
     recipe = write_recipe(tmp / "r.yaml", score_recipe(csv_path, tmp / "unused"))
-    done = run_cli("run", str(recipe), "--out", ".", "--quiet", cwd=work)
+    done = invoke_cli("run", str(recipe), "--out", ".", "--quiet", cwd=work)
     assert done.returncode == 0, done.stderr
     assert snapshot_user(work) == before
     assert read_manifest(work) is not None
@@ -112,12 +112,12 @@ def test_refusal_is_exit_2_with_one_line(score_setup):
     out = tmp / "out"
     out.mkdir()
     (out / "thresholds.csv").write_text("x")
-    done = run_cli("run", str(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))), "--quiet")
+    done = invoke_cli("run", str(write_recipe(tmp / "r.yaml", score_recipe(csv_path, out))), "--quiet")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "thresholds.csv" in done.stderr
     target = tmp / "a-file"
     target.write_text("x")
-    done = run_cli("run", str(tmp / "r.yaml"), "--out", str(target), "--quiet")
+    done = invoke_cli("run", str(tmp / "r.yaml"), "--out", str(target), "--quiet")
     assert done.returncode == 2 and "is a file, not a folder" in done.stderr
     assert target.read_text() == "x"
 
@@ -333,7 +333,7 @@ def test_killed_cli_runs_leave_the_previous_complete_result_or_none(score_setup)
         if manifest is not None and previous is not None and manifest["run_id"] != previous:
             assert set(manifest["files"]) == OUTPUTS - {MANIFEST}  # a later complete result, never a partial one
         previous = manifest["run_id"] if manifest else previous
-    done = run_cli("run", str(recipe), "--quiet")
+    done = invoke_cli("run", str(recipe), "--quiet")
     assert done.returncode == 0, done.stderr
     assert read_manifest(out) is not None and snapshot_user(out) == user
     assert not list(out.glob(STAGING_PREFIX + "*"))

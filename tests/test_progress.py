@@ -1,7 +1,7 @@
 """Progress reporting (calibrate/progress.py, RunContext.stage/track/map, the executors' on_done).
 
-Plain lines are driven by a fake clock (no sleeps, no wall-clock asserts); the CLI is run in a
-subprocess whose stderr is a pipe, not a terminal, with CALIBRATE_PROGRESS_INTERVAL=0."""
+Plain lines are driven by a fake clock (no sleeps, no wall-clock asserts); the CLI is run in-process
+(CliRunner), whose stderr is not a terminal, with CALIBRATE_PROGRESS_INTERVAL=0."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from calibrate.base import Executor, RunContext
 from calibrate.progress import (INTERVAL_VARIABLE, LogReporter, Reporter, RichReporter, Task, format_duration,
                                 interval_from_env, make_reporter)
 from calibrate_builtins.executors.local import Processes, Serial
-from calibrate_test_helpers import run_cli
+from calibrate_test_helpers import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -278,7 +278,7 @@ def _progress_lines(stderr: str) -> list[str]:
 
 
 def test_cli_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
-    proc = run_cli("run", str(ROOT / "examples" / "quickstart.yaml"), "--out", str(tmp_path / "out"),
+    proc = invoke_cli("run", str(ROOT / "examples" / "quickstart.yaml"), "--out", str(tmp_path / "out"),
                    env={"CALIBRATE_PROGRESS_INTERVAL": "0"})
     assert proc.returncode == 0, proc.stderr
     lines = _progress_lines(proc.stderr)
@@ -291,7 +291,7 @@ def test_cli_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
 
 
 def test_cli_quiet_prints_no_progress(tmp_path):
-    proc = run_cli("run", str(ROOT / "examples" / "quickstart.yaml"), "--out", str(tmp_path / "out"), "--quiet",
+    proc = invoke_cli("run", str(ROOT / "examples" / "quickstart.yaml"), "--out", str(tmp_path / "out"), "--quiet",
                    env={"CALIBRATE_PROGRESS_INTERVAL": "0"})
     assert proc.returncode == 0, proc.stderr
     assert not _progress_lines(proc.stderr), proc.stderr

@@ -126,3 +126,54 @@ def test_a_pooled_estimator_is_not_blamed_on_per_class_data(tmp_path):
     assert pooled.false_accepts == 0
     (note,) = [n for n in result.notes if n.startswith("generic-interp at 0.1%")]
     assert "below 1/N of the 528 pooled training impostor distances" in note and "per-class" not in note
+
+
+def _unique_rule(values: np.ndarray):
+    """The rule as first written: np.unique's most frequent value (the smallest on a tie), when it is the
+    smallest or largest and holds at least 1% of the scores."""
+    uniq, counts = np.unique(values, return_counts=True)
+    k = int(counts.argmax())
+    if counts[k] / values.size >= 0.01 and k in (0, uniq.size - 1):
+        return float(uniq[k]), int(counts[k]), 0 if k == 0 else 1
+    return None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_repeated_extreme_rule_matches_a_full_count_of_every_value(seed):
+    """pipeline._extreme_mode (buckets, no sort of every value) against np.unique's counts, on generated
+    scores with a repeated smallest, largest or inner value, ties between them, and -0.0 among 0.0."""
+    from calibrate.pipeline import _extreme_mode
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(200, 20_000))
+    values = np.round(rng.normal(0.0, 1.0, n), int(rng.integers(1, 6)))
+    for _ in range(int(rng.integers(0, 4))):
+        pick = rng.choice(["low", "high", "inner", "zero"])
+        share = rng.choice([0.005, 0.01, 0.02, 0.1])
+        where = rng.choice(n, int(share * n), replace=False)
+        values[where] = {"low": values.min(), "high": values.max(), "inner": float(np.median(values)),
+                         "zero": rng.choice([0.0, -0.0])}[pick]
+    if seed % 5 == 0:  # exact ties between the two extremes, or an extreme and an inner value
+        lo, hi = values.min(), values.max()
+        c = int(0.03 * n)
+        values[:c], values[c:2 * c] = lo, hi if seed % 10 == 0 else float(np.median(values))
+    got = _extreme_mode(values)
+    want = _unique_rule(values)
+    assert (got[2] is None) == (want is None), (got, want)
+    if want is not None:
+        assert got == want
+
+
+@pytest.mark.parametrize("other, want", [(3.0, (0.0, 30, 0)),   # smallest and largest tie: the smallest
+                                         (1.2345678, None),     # the largest ties an inner value: no hint
+                                         (-0.0, (0.0, 60, 0))])  # -0.0 counts as 0.0
+def test_the_repeated_extreme_rule_breaks_ties_as_a_full_count(other, want):
+    from calibrate.pipeline import _extreme_mode
+
+    rng = np.random.default_rng(1)
+    distinct = np.linspace(1.0, 2.0, 1_000)  # every value once
+    extreme = 3.0 if other == 1.2345678 else 0.0
+    values = rng.permutation(np.r_[distinct, [extreme] * 30, [other] * 30])
+    assert _unique_rule(values) == want
+    got = _extreme_mode(values)
+    assert (got if got[2] is not None else None) == want

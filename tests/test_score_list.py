@@ -17,7 +17,7 @@ import pytest
 import calibrate
 from calibrate.errors import DataError, ParameterError
 from calibrate_builtins.datasets.score_list import CHECK_LINES, ScoreListDataset, pyarrow_available, read_score_list
-from calibrate_test_helpers import make_scores, run_cli, write_recipe, write_scores
+from calibrate_test_helpers import make_scores, invoke_cli, write_recipe, write_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*have no comparison in the score list:UserWarning")
 ROOT = Path(__file__).resolve().parents[1]
@@ -282,7 +282,7 @@ def test_validate_says_what_run_says_and_reads_only_the_head(tmp_path, monkeypat
         path = _bad(tmp_path, d, line, text)
         recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "data": {"plugin": "score-list", "path": str(path)},
                                                     "output": str(tmp_path / "out")})
-        checked, ran = run_cli("validate", str(recipe)), run_cli("run", str(recipe), "--quiet")
+        checked, ran = invoke_cli("validate", str(recipe)), invoke_cli("run", str(recipe), "--quiet")
         assert checked.returncode == 2 and ran.returncode == 2, (checked.stderr, ran.stderr)
         assert checked.stderr.count("\n") == 1 and checked.stderr == ran.stderr
         assert f"s.txt, {message}" in checked.stderr

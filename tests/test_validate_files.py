@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibrate_test_helpers import make_scores, run_cli, score_recipe, write_recipe, write_scores
+from calibrate_test_helpers import make_scores, invoke_cli, score_recipe, write_recipe, write_scores
 
 
 def validate_and_run(tmp_path, recipe: dict) -> tuple[str, str]:
     path = write_recipe(tmp_path / "r.yaml", recipe)
-    checked = run_cli("validate", str(path))
-    ran = run_cli("run", str(path), "--quiet")
+    checked = invoke_cli("validate", str(path))
+    ran = invoke_cli("run", str(path), "--quiet")
     assert checked.returncode == 2 and ran.returncode == 2, (checked.stdout, checked.stderr, ran.stderr)
     assert checked.stderr.count("\n") == 1, checked.stderr
     assert checked.stderr == ran.stderr

@@ -30,8 +30,8 @@ from .distances import (check_distance_no_mutation, check_distance_order_indepen
                         check_distance_rejects_bad_input, check_distance_self_zero, check_distance_symmetric)
 from .estimators import (check_estimator_degenerate_input, check_estimator_deterministic, check_estimator_fit,
                          check_estimator_monotone, check_estimator_monotone_dense, check_estimator_no_shared_state, check_estimator_rejects_bad_input,
-                         check_estimator_threshold_matches_table, check_model_parameters, check_model_rejects_bad_targets,
-                         check_model_state_round_trip)
+                         check_estimator_threshold_matches_table, check_model_compact, check_model_parameters,
+                         check_model_rejects_bad_targets, check_model_state_round_trip)
 from .evaluators import (check_evaluator_deterministic, check_evaluator_outputs, check_evaluator_rejects_bad_input,
                          check_evaluator_results)
 from .executors import check_executor_map
@@ -51,8 +51,8 @@ __all__ = [
     "check_estimator_fit", "check_estimator_monotone", "check_estimator_monotone_dense",
     "check_estimator_threshold_matches_table",
     "check_estimator_deterministic", "check_estimator_no_shared_state", "check_estimator_rejects_bad_input",
-    "check_estimator_degenerate_input", "check_model_state_round_trip", "check_model_rejects_bad_targets",
-    "check_model_parameters",
+    "check_estimator_degenerate_input", "check_model_state_round_trip", "check_model_compact",
+    "check_model_rejects_bad_targets", "check_model_parameters",
     "check_evaluator_results", "check_evaluator_outputs", "check_evaluator_deterministic",
     "check_evaluator_rejects_bad_input",
     "check_executor_map",

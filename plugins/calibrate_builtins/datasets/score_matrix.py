@@ -252,6 +252,7 @@ class ScoreMatrixDataset(Dataset):
         values, valid, probes, gallery = read_score_csv(self.path, self.missing, reader=self.reader)
         fit, evaluate = split_per_class(valid, probes, gallery, self.fit_fraction, self.seed)
         train = DistanceMatrix(values, probes, gallery, fit, self.kind, source=f"{self.path} (fit rows)")
-        test = DistanceMatrix(values, probes, gallery, evaluate, self.kind, source=f"{self.path} (evaluation rows)")
+        test = DistanceMatrix(train.values, train.probe_classes, train.gallery_classes, evaluate, self.kind,
+                              source=f"{self.path} (evaluation rows)")  # the fit rows' (read-only) arrays, not copies
         return ScoreSplit(train, test, int((~valid).sum()), f"{self.path.name}, split per class (seed {self.seed})",
                           ((self.path.name, int((~valid).sum())),))

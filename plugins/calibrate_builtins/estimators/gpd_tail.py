@@ -34,7 +34,7 @@ Fit (``method``).
   is closed-form, always defined, and has lower bias and variance than maximum likelihood for the
   small exceedance counts met here (tens of points; Hosking & Wallis's simulations), where the
   likelihood is flat in the shape and its maximum can run to the boundary.
-* ``mle``: ``scipy.stats.genpareto.fit(x, floc=0)`` (maximum likelihood, location fixed at 0).
+* ``mle``: maximum likelihood, location fixed at 0 (calibrate.gpd.gpd_mle: the likelihood scipy.stats.genpareto.fit(x, floc=0) maximises, by a profile-likelihood search).
 
 Guards. The shape is clipped to ``shape_bounds`` (default [-1, 0.5]: below -1 the GPD density
 increases towards its endpoint, which no lower tail of distances does; above 0.5 the tail is so
@@ -168,7 +168,7 @@ class GpdTail(Estimator):
     :param pooling: class (a fit per class), pooled (one fit on all classes' distances, one threshold for all) or shrunk (per class, shape pulled toward a shared shape).
     :param tail_fraction: share of a sample's lowest distances treated as exceedances; default (null): 2 sqrt(n) of them.
     :param min_exceedances: at least this many exceedances (capped at the sample size minus 1).
-    :param method: pwm (probability-weighted moments, default) or mle (scipy.stats.genpareto.fit, location 0).
+    :param method: pwm (probability-weighted moments, default) or mle (maximum likelihood, location 0).
     :param shape_bounds: [low, high] range the GPD shape xi is clipped to.
     :param shape_prior: pooling shrunk only: exceedance count at which a class's own shape gets half the weight.
     """

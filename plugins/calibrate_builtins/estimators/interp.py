@@ -20,6 +20,8 @@ from calibrate.statecheck import field, flag, numbers
 from calibrate.stats import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values  # noqa: F401 (re-exported)
 from calibrate.types import ImpostorDistances
 
+from .pooled import PooledSortedModel, kept_count
+
 
 class _SortedModel(FittedModel):
     """Per-class sorted training distances; generic models share one row for every class."""
@@ -66,6 +68,14 @@ class _SortedModel(FittedModel):
         counts = [self._values.size] * len(self.classes) if self._shared else np.diff(self._offsets).tolist()
         return [{"class": c, "n_train": int(n)} for c, n in zip(self.classes, counts)]
 
+    def compact(self, reach: float) -> FittedModel:
+        """A generic model saved keeps only its pooled distances' lowest ``ceil(reach N) + 1`` (a
+        PooledSortedModel, as a sharded run's); a class-specific one keeps everything."""
+        if not self._shared or kept_count(self._values.size, [reach]) >= self._values.size:
+            return self
+        return PooledSortedModel(self.classes, self._values[:kept_count(self._values.size, [reach])].copy(),
+                                 self._values.size)
+
     def to_state(self) -> dict[str, Any]:
         return {"classes": list(self.classes), "values": self._values.tolist(),
                 "offsets": self._offsets.tolist(), "shared": self._shared}
@@ -73,7 +83,10 @@ class _SortedModel(FittedModel):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "_SortedModel":
         """The model a saved state describes; the constructor checks the segments, this the types and that
-        distances are >= 0 (calibrate.statecheck)."""
+        distances are >= 0 (calibrate.statecheck); a state with ``n_pooled`` keeps only the pooled distances'
+        lowest values (a compacted or a sharded run's generic model): a PooledSortedModel."""
+        if isinstance(state, dict) and "n_pooled" in state:
+            return PooledSortedModel.from_state(state)
         return cls(field(state, "classes"), numbers(field(state, "values"), "values", 0.0),
                    numbers(field(state, "offsets"), "offsets", integer=True), flag(field(state, "shared"), "shared"))
 
@@ -90,6 +103,8 @@ class GenericInterp(Estimator):
 
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
         classes = list(model.classes) + ([] if cls in model.classes else [cls])
+        if isinstance(model, PooledSortedModel):  # a saved (compacted) model: its kept lowest values
+            return PooledSortedModel(classes, model.lowest, model.n_pooled, model.pooled_file)
         return _SortedModel(classes, model._values, model._offsets, shared=True)
 
     def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:

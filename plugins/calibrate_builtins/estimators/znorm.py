@@ -48,6 +48,7 @@ once, while each class keeps its own location and scale.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -62,6 +63,8 @@ from calibrate.standardise import (IQR_TO_SD, from_working, location_scale, loo_
                                    working_offset)
 from calibrate.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
 from calibrate.stats import interpolate_rank, rank_values
+
+from .pooled import check_reach, checked_pooled, kept_count
 
 Family = Literal["gaussian", "lognormal"]
 FAMILIES = ("gaussian", "lognormal")
@@ -148,12 +151,12 @@ class ZnormModel(FittedModel):
 
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
         """Model CDF of the distance for class ``row`` (for the plots)."""
-        from scipy import stats
-
         y = to_working(np.maximum(np.asarray(x, dtype=np.float64), 0.0), self.family, self.offset)
         with np.errstate(divide="ignore"):
             z = (y - self.loc[row]) / self.scale[row]
         if not self.pooled_shape:
+            from scipy import stats  # per-class normal or t shapes only (a pooled shape needs no scipy.stats)
+
             if self.predictive:
                 n = float(self.n[row])
                 return stats.t.cdf(z / np.sqrt(1 + 1 / n), n - 1)
@@ -176,6 +179,19 @@ class ZnormModel(FittedModel):
             rows.append(row)
         return rows
 
+    def compact(self, reach: float) -> FittedModel:
+        """A pooled-shape model saved keeps only its pooled standardised scores' lowest ``ceil(reach N) + 1``
+        (a PooledZnormModel, as a sharded run's): every threshold up to ``reach`` reads nothing above them."""
+        if not self.pooled_shape or type(self) is not ZnormModel:
+            return self
+        n_pooled = int(self.sorted_z.size)
+        kept = kept_count(n_pooled, [reach])
+        if kept >= n_pooled:
+            return self
+        return PooledZnormModel(self.classes, self.loc, self.scale, self.n, self.family, self.offset,
+                                self.sorted_z[:kept].copy(), n_pooled,
+                                None if self.tail is None else dict(self.tail.__dict__), self.min_tail_count)
+
     def to_state(self) -> dict[str, Any]:
         return {"classes": list(self.classes), "loc": self.loc.tolist(), "scale": self.scale.tolist(),
                 "n": self.n.tolist(), "family": self.family, "offset": self.offset,
@@ -186,6 +202,10 @@ class ZnormModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "ZnormModel":
+        """The model a saved state describes; a state with ``n_pooled`` keeps only the pooled sample's lowest
+        values (a compacted or a sharded run's model): a PooledZnormModel."""
+        if isinstance(state, dict) and "n_pooled" in state:
+            return PooledZnormModel.from_state(state)
         loc, scale, n, family, offset = checked_location_scale(state)
         pooled_shape, predictive = flag(field(state, "pooled_shape"), "pooled_shape"), flag(field(state, "predictive"),
                                                                                               "predictive")
@@ -240,7 +260,7 @@ def enroll_znorm(model: ZnormModel, cls: str, distances: np.ndarray, robust: boo
         state["loc"].append(float(m))
         state["scale"].append(float(s))
         state["n"].append(int(y.size))
-    return ZnormModel.from_state(state)
+    return type(model).from_state(state)
 
 
 def fit_znorm(impostors: ImpostorDistances, *, family: str, robust: bool, pooled_shape: bool, predictive: bool,
@@ -302,3 +322,56 @@ class Znorm(Estimator):
                          predictive=self.predictive, jackknife=self.jackknife, min_tail_count=self.min_tail_count,
                          tail_fraction=self.tail_fraction, min_exceedances=self.min_exceedances,
                          shape_bounds=check_shape_bounds([-1.0, 0.5]), who="znorm")
+
+
+class PooledZnormModel(ZnormModel):
+    """auto's model as saved (``compact``) or fitted shard by shard: every class's location and scale, and the
+    pooled standardised scores' lowest values (``sorted_z``) out of ``n_pooled``, with the GPD tail fitted
+    to them (pooled.py)."""
+
+    def __init__(self, classes, loc, scale, n, family: str, offset: float, sorted_z, n_pooled: int,
+                 tail: dict | None, min_tail_count: float, pooled_file: str | None = None):
+        super().__init__(classes, loc, scale, n, family, offset, True, False, None, tail, min_tail_count)
+        self.sorted_z = sorted_z  # possibly a read-only memory map of pooled-LABEL.npy
+        self.n_pooled, self.pooled_file = int(n_pooled), pooled_file
+
+    def _quantile(self, targets: np.ndarray) -> np.ndarray:
+        return interpolate_rank(self.sorted_z, np.asarray(targets, dtype=np.float64) * self.n_pooled)
+
+    def z_quantiles(self, targets: np.ndarray) -> np.ndarray:
+        """ZnormModel.z_quantiles with the pooled size ``n_pooled`` (only the lowest values are kept)."""
+        targets = np.asarray(targets, dtype=np.float64)
+        check_reach(targets, len(self.sorted_z), self.n_pooled, "auto")
+        emp = self._quantile(targets)
+        switch = self.min_tail_count / self.n_pooled
+        if self.tail is None or self.tail.p_u <= switch:
+            return emp
+        at_switch = float(self._quantile(np.array([switch]))[0])
+        return np.where(targets < switch, np.minimum(self.tail.quantile(targets), at_switch), emp)
+
+    def order_statistic_pool(self) -> int | None:
+        return self.n_pooled  # ranks count in the whole pool; the kept lowest values hold the small ones
+
+    def cdf(self, row: int, x: np.ndarray) -> np.ndarray | None:
+        return None  # only the pooled lower tail is kept: no curve drawn
+
+    def to_state(self) -> dict[str, Any]:
+        state = {"classes": list(self.classes), "loc": self.loc.tolist(), "scale": self.scale.tolist(),
+                 "n": self.n.tolist(), "family": self.family, "offset": self.offset, "n_pooled": self.n_pooled,
+                 "pooled": {"file": self.pooled_file} if self.pooled_file else np.asarray(self.sorted_z).tolist(),
+                 "tail": None if self.tail is None else dict(self.tail.__dict__), "min_tail_count": self.min_tail_count}
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "PooledZnormModel":
+        """The model a saved state describes, every field checked (calibrate.statecheck, znorm's
+        checked_location_scale); the pooled tail's threshold lies at or above its lowest kept score."""
+        loc, scale, n, family, offset = checked_location_scale(state)
+        sorted_z, n_pooled = checked_pooled(state, "standardised scores", -math.inf)
+        tail = field(state, "tail")
+        if tail is not None:
+            tail = tail_fit(tail, "tail", float(sorted_z[0]), math.inf, n_pooled)
+        min_tail_count = number(field(state, "min_tail_count"), "min_tail_count", 0.0, open_low=True)
+        pooled = state["pooled"]
+        return cls(state["classes"], loc, scale, n, family, offset, sorted_z, n_pooled, tail, min_tail_count,
+                   pooled.get("file") if isinstance(pooled, dict) else None)

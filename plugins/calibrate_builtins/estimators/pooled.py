@@ -1,0 +1,91 @@
+"""A saved pooled sample: what a pooled model (auto's standardised scores, generic-interp's distances) keeps
+of it when saved, in memory (``FittedModel.compact``) or by a sharded run (partitioned.py): its lowest
+``ceil(max(1%, largest target) N) + 1`` values, at least 100,000, and its size N. Such a model answers
+targets up to that reach and names it for larger ones. The values are a JSON list in the model's state,
+or a ``.npy`` file beside a partitioned calibration's parts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibrate.base import FittedModel
+from calibrate.errors import CalibrationError, ParameterError
+from calibrate.safefiles import npy_array, plain_name
+from calibrate.statecheck import bad, field, number, numbers
+from calibrate.stats import interpolate_rank, saved_pool_count, saved_reach
+
+
+def kept_count(n_total: int, targets) -> int:
+    """How many of a pooled sample's ``n_total`` lowest values a saved pooled model keeps: enough for every
+    target up to the largest of ``targets`` and 1%, at least 100,000 (calibrate.stats.saved_pool_count)."""
+    return saved_pool_count(n_total, saved_reach(targets))
+
+
+def load_pooled(state: dict[str, Any]) -> np.ndarray:
+    pooled = field(state, "pooled")
+    if isinstance(pooled, dict):  # a file beside the calibration's parts; "root" is set by the loader
+        name = pooled.get("file")
+        if not plain_name(name) or not str(name).endswith(".npy"):
+            raise CalibrationError(f"the pooled sample's file {str(name)[:80]!r} is not a plain .npy name in the "
+                                   "calibration's folder; the calibration is damaged: run the recipe again")
+        values = npy_array(Path(state["root"]) / name, "the pooled sample", "run the recipe again", mmap=True,
+                           error=CalibrationError)
+        if values.ndim != 1 or values.dtype != np.float64:
+            raise CalibrationError(f"{name}: the pooled sample must be a 1-D float64 array, got {values.dtype} "
+                                   f"{values.shape}; run the recipe again")
+        return values
+    return numbers(pooled, "pooled")
+
+
+def check_reach(targets: np.ndarray, kept: int, n_pooled: int, who: str) -> None:
+    need = np.ceil(np.asarray(targets) * n_pooled)
+    if kept < n_pooled and np.any(need > kept):
+        reach = (kept - 1) / n_pooled
+        raise ParameterError(f"{who}: this saved calibration keeps the pooled sample's lowest {kept} of {n_pooled} "
+                             f"values, enough for target FPRs up to {reach:.4g}; fit again with the larger target among "
+                             "its targets (a recipe's `evaluation: targets`, `calibrate fit --fpr`, "
+                             "`calibrate.fit(targets=...)`)")
+
+
+def checked_pooled(state: dict[str, Any], what: str, low: float) -> tuple[np.ndarray, int]:
+    """(the pooled sample's kept lowest values, its full size n_pooled), checked: at least one value, all
+    finite, >= ``low``, ascending, and no more of them than n_pooled."""
+    values = load_pooled(state)
+    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values < low) or np.any(np.diff(values) < 0):
+        raise bad("pooled", f"must hold the pooled {what}' lowest values: finite, ascending"
+                            f"{'' if low == -math.inf else ', >= ' + format(low, 'g')}")
+    n_pooled = int(number(field(state, "n_pooled"), "n_pooled", values.size, integer=True))
+    return values, n_pooled
+
+
+class PooledSortedModel(FittedModel):
+    """generic-interp's model as saved (``compact``) or fitted shard by shard: the pooled training distances'
+    lowest values out of ``n_pooled`` (pooled.py); one threshold for every class (the paper's interpolation
+    formula at rank e N)."""
+
+    def __init__(self, classes, lowest, n_pooled: int, pooled_file: str | None = None):
+        super().__init__(classes)
+        self.lowest, self.n_pooled, self.pooled_file = lowest, int(n_pooled), pooled_file
+
+    def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        check_reach(targets, len(self.lowest), self.n_pooled, "generic-interp")
+        k = np.asarray(targets, dtype=np.float64) * self.n_pooled
+        one = np.where(k <= 1.0, k * float(self.lowest[0]), interpolate_rank(self.lowest, k))
+        return np.tile(one, (len(rows), 1))
+
+    def parameters(self) -> list[dict[str, Any]]:
+        return [{"class": c, "n_train": self.n_pooled} for c in self.classes]
+
+    def to_state(self) -> dict[str, Any]:
+        return {"classes": list(self.classes), "n_pooled": self.n_pooled,
+                "pooled": {"file": self.pooled_file} if self.pooled_file else np.asarray(self.lowest).tolist()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "PooledSortedModel":
+        lowest, n_pooled = checked_pooled(state, "distances", 0.0)
+        pooled = state["pooled"]
+        return cls(field(state, "classes"), lowest, n_pooled, pooled.get("file") if isinstance(pooled, dict) else None)
