@@ -157,7 +157,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
     with times("transform"):
         # fitted on the training impostor comparisons only, as the estimators are (and calibrate.fit is)
         transform = recipe.transform_for(train.kind).build().fit(train.impostors_only())
-        train_d, test_d = transform.apply(train), transform.apply(test)
+        train_d, test_d = _apply_both(transform, train, test)
         train_d.check_distances("training distances")
         test_d.check_distances("evaluation distances")
     normalization = None
@@ -191,6 +191,21 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
         tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
     return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions,
                 normalization=normalization)
+
+
+def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple[DistanceMatrix, DistanceMatrix]:
+    """The transform applied to the training and evaluation matrices. When both are one score matrix with
+    other valid entries (a file split per class), it maps their valid entries together once (a transform
+    is element-wise) and each keeps its own mask."""
+    if train.values is not test.values or train.kind != test.kind:
+        return transform.apply(train), transform.apply(test)
+    both = transform.apply(DistanceMatrix(train.values, train.probe_classes, train.gallery_classes,
+                                          train.valid | test.valid, train.kind, train.probe_ids, train.gallery_ids,
+                                          train.source))
+    return (DistanceMatrix(both.values, train.probe_classes, train.gallery_classes, train.valid, both.kind,
+                           train.probe_ids, train.gallery_ids, train.source),
+            DistanceMatrix(both.values, test.probe_classes, test.gallery_classes, test.valid, both.kind,
+                           test.probe_ids, test.gallery_ids, test.source))
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,
