@@ -316,14 +316,18 @@ def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | N
     if missing is not None:
         return None
     mask = train.impostor_mask()
-    values = train.values[mask]
+    values = train.values.T[mask.T]  # column by column: each gallery class's scores in one segment
     if values.size < 2:
         return None
     value, count, k = _extreme_mode(values)
     # a gallery column whose training scores are all one value (its smallest equals its largest)
-    lowest = np.where(mask, train.values, np.inf).min(axis=0)
-    highest = np.where(mask, train.values, -np.inf).max(axis=0)
-    columns = np.flatnonzero((mask.sum(axis=0) > 1) & (lowest == highest))
+    per_column = mask.sum(axis=0)
+    starts = np.r_[0, np.cumsum(per_column)[:-1]]
+    some = per_column > 0
+    lowest, highest = np.full(per_column.size, np.inf), np.full(per_column.size, -np.inf)
+    lowest[some] = np.minimum.reduceat(values, starts[some])
+    highest[some] = np.maximum.reduceat(values, starts[some])
+    columns = np.flatnonzero((per_column > 1) & (lowest == highest))
     if columns.size:
         value = float(lowest[columns[0]])
         where = (f"Every training score of {len(columns)} gallery class(es) ({', '.join(map(str, train.gallery_classes[columns][:3]))}"
