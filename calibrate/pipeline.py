@@ -138,11 +138,13 @@ def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageT
         per_file = ", ".join(f"{n} in {name}" for name, n in data.missing_by_file) or str(data.missing)
         context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
                      f"evaluation: {per_file}")
-    hint = repeated_score_hint(data.train, dataset.missing)
-    if hint:
-        context.note(hint)
-    check_score_direction(data, recipe, context)
-    if same_comparisons(data.train, data.test):
+    with times("check scores"):  # a failure marker left in, the score direction, train and test the same
+        hint = repeated_score_hint(data.train, dataset.missing)
+        if hint:
+            context.note(hint)
+        check_score_direction(data, recipe, context)
+        same = same_comparisons(data.train, data.test)
+    if same:
         context.note("the evaluation comparisons are the training ones (train and test give the same scores): every "
                      "achieved FPR below is in-sample and says nothing of unseen impostors. To fit on all of the "
                      "data, use `calibrate fit SCORES --out cal.json`, then `calibrate evaluate cal.json OTHER` "
