@@ -5,6 +5,7 @@ anything else (a bug to report). Every command module registers on :data:`app`."
 from __future__ import annotations
 
 import errno
+import gc
 import io
 import os
 import sys
@@ -148,4 +149,8 @@ def run_app(application) -> None:
         sys.stdout.flush()
     except (OSError, ValueError) as exc:
         _lost_output(exc)
+    # the command is over (outputs committed, streams flushed): the interpreter's last collection of every
+    # object left (a whole run's arrays, lists and modules) took 0.4-0.5 s of a 7 s run; frozen objects are
+    # left to the exit, which frees the memory at once (atexit handlers and open files are unaffected)
+    gc.freeze()
     sys.exit(code)

@@ -138,11 +138,13 @@ def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageT
         per_file = ", ".join(f"{n} in {name}" for name, n in data.missing_by_file) or str(data.missing)
         context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
                      f"evaluation: {per_file}")
-    hint = repeated_score_hint(data.train, dataset.missing)
-    if hint:
-        context.note(hint)
-    check_score_direction(data, recipe, context)
-    if same_comparisons(data.train, data.test):
+    with times("check scores"):  # a failure marker left in, the score direction, train and test the same
+        hint = repeated_score_hint(data.train, dataset.missing)
+        if hint:
+            context.note(hint)
+        check_score_direction(data, recipe, context)
+        same = same_comparisons(data.train, data.test)
+    if same:
         context.note("the evaluation comparisons are the training ones (train and test give the same scores): every "
                      "achieved FPR below is in-sample and says nothing of unseen impostors. To fit on all of the "
                      "data, use `calibrate fit SCORES --out cal.json`, then `calibrate evaluate cal.json OTHER` "
@@ -157,7 +159,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
     with times("transform"):
         # fitted on the training impostor comparisons only, as the estimators are (and calibrate.fit is)
         transform = recipe.transform_for(train.kind).build().fit(train.impostors_only())
-        train_d, test_d = transform.apply(train), transform.apply(test)
+        train_d, test_d = _apply_both(transform, train, test)
         train_d.check_distances("training distances")
         test_d.check_distances("evaluation distances")
     normalization = None
@@ -191,6 +193,21 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
         tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
     return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions,
                 normalization=normalization)
+
+
+def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple[DistanceMatrix, DistanceMatrix]:
+    """The transform applied to the training and evaluation matrices. When both are one score matrix with
+    other valid entries (a file split per class), it maps their valid entries together once (a transform
+    is element-wise) and each keeps its own mask."""
+    if train.values is not test.values or train.kind != test.kind:
+        return transform.apply(train), transform.apply(test)
+    both = transform.apply(DistanceMatrix(train.values, train.probe_classes, train.gallery_classes,
+                                          train.valid | test.valid, train.kind, train.probe_ids, train.gallery_ids,
+                                          train.source))
+    return (DistanceMatrix(both.values, train.probe_classes, train.gallery_classes, train.valid, both.kind,
+                           train.probe_ids, train.gallery_ids, train.source),
+            DistanceMatrix(both.values, test.probe_classes, test.gallery_classes, test.valid, both.kind,
+                           test.probe_ids, test.gallery_ids, test.source))
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,
@@ -301,14 +318,18 @@ def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | N
     if missing is not None:
         return None
     mask = train.impostor_mask()
-    values = train.values[mask]
+    values = train.values.T[mask.T]  # column by column: each gallery class's scores in one segment
     if values.size < 2:
         return None
     value, count, k = _extreme_mode(values)
     # a gallery column whose training scores are all one value (its smallest equals its largest)
-    lowest = np.where(mask, train.values, np.inf).min(axis=0)
-    highest = np.where(mask, train.values, -np.inf).max(axis=0)
-    columns = np.flatnonzero((mask.sum(axis=0) > 1) & (lowest == highest))
+    per_column = mask.sum(axis=0)
+    starts = np.r_[0, np.cumsum(per_column)[:-1]]
+    some = per_column > 0
+    lowest, highest = np.full(per_column.size, np.inf), np.full(per_column.size, -np.inf)
+    lowest[some] = np.minimum.reduceat(values, starts[some])
+    highest[some] = np.maximum.reduceat(values, starts[some])
+    columns = np.flatnonzero((per_column > 1) & (lowest == highest))
     if columns.size:
         value = float(lowest[columns[0]])
         where = (f"Every training score of {len(columns)} gallery class(es) ({', '.join(map(str, train.gallery_classes[columns][:3]))}"

@@ -69,7 +69,7 @@ def test_stage_timings_in_results_and_report(finished):
     doc = json.loads((tmp / "out" / "results.json").read_text(encoding="utf-8"))
     seconds = doc["timings"]["seconds"]
     # both estimators have a vectorised simulation: they are predicted together, on shared galleries
-    assert list(seconds) == ["load data", "transform", "fit generic-interp", "fit class-interp",
+    assert list(seconds) == ["load data", "check scores", "transform", "fit generic-interp", "fit class-interp",
                              "predict: reference world", "predict generic-interp, class-interp", "evaluate fpr",
                              "write outputs"]
     assert all(v >= 0 for v in seconds.values())

@@ -77,9 +77,10 @@ def test_a_run_saves_the_kept_values_and_its_thresholds_load_back(tmp_path):
                fmt="%s", delimiter=",", header="probe," + ",".join(gallery), comments="")
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"version: 1\ndata: {{plugin: score-matrix, path: {path}, kind: distance}}\n"
-                      "evaluation: {targets: [0.01, 0.001], prediction: false}\n")
+                      "evaluation: {targets: [0.01, 0.001], prediction: false}\n"
+                      f"output: {{dir: {tmp_path / 'out'}, plots: false}}\n")
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", "-q", str(recipe), "--out", str(out)])
+    result = CliRunner().invoke(app, ["run", "-q", str(recipe)])
     assert result.exit_code == 0, result.output
     state = json.loads((out / "calibration.json").read_text())["estimators"]["auto"]["state"]
     n = state["n_pooled"]

@@ -159,9 +159,10 @@ def check_split_params(path, train, test, fit_fraction: float, seed: int) -> Non
         raise ParameterError(f"seed must be a non-negative integer, got {seed}")
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser: a bijection of uint64 that scatters neighbouring inputs (vectorised)."""
-    x = x.copy()
+def _mix64(x: np.ndarray, copy: bool = True) -> np.ndarray:
+    """SplitMix64's finaliser: a bijection of uint64 that scatters neighbouring inputs (vectorised; in place
+    with ``copy=False``)."""
+    x = x.copy() if copy else x
     x ^= x >> np.uint64(30)
     x *= np.uint64(0xBF58476D1CE4E5B9)
     x ^= x >> np.uint64(27)
@@ -184,7 +185,7 @@ def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, 
     position -= np.uint64(1)  # k within the column (rows before the first impostor wrap: masked below)
     with np.errstate(over="ignore"):
         column = _mix64((np.uint64(seed) + np.arange(valid.shape[1], dtype=np.uint64)))
-        keys = _mix64(column[None, :] + position)
+        keys = _mix64(column[None, :] + position, copy=False)
     keys[~impostor] = np.iinfo(np.uint64).max
     n_fit = np.round(fit_fraction * impostor.sum(axis=0)).astype(np.int64)
     # the n_fit smallest keys of a column are those up to its n_fit-th smallest: a column's impostor keys
