@@ -13,6 +13,7 @@ so plugins may import it (calibrate.PUBLIC_MODULES).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import uuid
 from dataclasses import dataclass
@@ -108,11 +109,40 @@ class ShardJob:
     offset: int
     index: int
     transform: Any  # an unfitted transform (pass 0) or one with the run's fitted state
+    #: a scratch file (in the run's staging folder) that pass 0 writes with the shard's transformed distances
+    #: (:func:`save_shard_data`) and the later passes read instead of the shard; None: read the shard every pass
+    cache: str | None = None
+
+
+def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d) -> None:
+    """The shard's training impostor distances and evaluation distances (transformed and checked), as the later
+    passes need them, in one uncompressed .npz (about 9 bytes per distance), written whole under a temporary name."""
+    path = Path(path)
+    temp = path.with_name(f"{path.stem}.{uuid.uuid4().hex[:8]}.tmp.npz")
+    with open(temp, "wb") as fh:
+        np.savez(fh, values=impostors.values, offsets=np.asarray(impostors.offsets, dtype=np.int64),
+                 classes=np.asarray(impostors.classes, dtype=str), test_values=test_d.values,
+                 test_probes=test_d.probe_classes, test_gallery=test_d.gallery_classes, test_valid=test_d.valid,
+                 test_ids=test_d.probe_ids)
+    os.replace(temp, path)
+
+
+def _load_shard_data(job: ShardJob, evaluation: bool):
+    from .types import DistanceMatrix
+
+    with np.load(job.cache, allow_pickle=False) as z:
+        impostors = ImpostorDistances(tuple(z["classes"].tolist()), z["values"], z["offsets"])
+        test_d = (DistanceMatrix(z["test_values"], z["test_probes"], z["test_gallery"], z["test_valid"], "distance",
+                                 z["test_ids"], source=f"{job.shard[-1]} (evaluation rows)") if evaluation else None)
+    return impostors, test_d
 
 
 def shard_data(job: ShardJob, evaluation: bool = True):
     """(training impostor distances, evaluation distances) of one shard; the evaluation distances
-    (transformed and checked) only when ``evaluation``, else None."""
+    (transformed and checked) only when ``evaluation``, else None. From the job's cache when it has one (the
+    same arrays: pass 0 computed them with a transform of the same parameters and fitted state), else read."""
+    if job.cache is not None:
+        return _load_shard_data(job, evaluation)
     split = job.dataset.read_shard(job.shard, job.offset)[0]
     train_d = job.transform.apply(split.train)
     test_d = job.transform.apply(split.test) if evaluation else None
@@ -131,16 +161,20 @@ class ShardRunner:
     """Maps a function over every shard's training impostor distances, on the run's executor.
 
     ``minimum`` and ``min_positive``: the smallest and the smallest positive training distance of all
-    shards (from the first pass); ``scratch``: a folder the workers share for temporary files."""
+    shards, ``n_train`` their number (from the first pass); ``scratch``: a folder the workers share for
+    temporary files."""
 
     def __init__(self, context, jobs: list[ShardJob], scratch: Path, minimum: float = np.inf,
-                 min_positive: float = np.inf):
+                 min_positive: float = np.inf, n_train: int = 0):
         self.context, self.jobs, self.scratch = context, jobs, scratch
-        self.minimum, self.min_positive = minimum, min_positive
+        self.minimum, self.min_positive, self.n_train = minimum, min_positive, n_train
 
-    def map(self, function: Callable, arg: Any = None, description: str | None = None) -> list:
-        """``[function(impostors_of_shard, arg, shard_index) for each shard]`` (function module-level)."""
-        return self.context.map(_on_shard, [(job, function, arg) for job in self.jobs], description=description,
+    def map(self, function: Callable, arg: Any = None, description: str | None = None,
+            only: list[int] | None = None) -> list:
+        """``[function(impostors_of_shard, arg, shard_index) for each shard]`` (function module-level); ``only``:
+        those shards' indices instead of every shard."""
+        jobs = self.jobs if only is None else [self.jobs[i] for i in only]
+        return self.context.map(_on_shard, [(job, function, arg) for job in jobs], description=description,
                                 unit="shards")
 
     def one(self, function: Callable, arg: Any) -> Any:
@@ -239,23 +273,71 @@ def _key_values(keys: np.ndarray) -> np.ndarray:
     return np.where(top, keys & ~np.uint64(1 << 63), ~keys).view(np.float64)
 
 
+#: pass 1 of :func:`lowest_moments` keeps each shard's lowest ``SAVE_MARGIN`` times the share of values the tail
+#: needs (completed to whole bins); a shard whose kept part ends below the pooled cut is read again (exact either way)
+SAVE_MARGIN = 2.0
+
+
+def _save_keys(path: Path, keys: np.ndarray) -> None:
+    """np.save through a temporary name: a task run again (a lost worker) replaces the file whole."""
+    temp = path.with_name(f"{path.stem}.{uuid.uuid4().hex[:8]}.tmp.npy")
+    np.save(temp, keys)
+    os.replace(temp, path)
+
+
+def _histogram_saved(impostors, arg, index):
+    """Pass 1 of :func:`lowest_moments` on one shard: the histogram of its values' order keys (bins, counts), and
+    its lowest ``SAVE_MARGIN`` x ``share`` of them as sorted order keys in a scratch file, completed to whole bins;
+    returns (bins, counts, path, the last bin saved whole)."""
+    values_fn, values_arg, share, prefix = arg
+    keys = np.sort(order_keys(np.asarray(values_fn(impostors, values_arg), dtype=np.float64)))
+    bins = keys >> np.uint64(_BIN_SHIFT)
+    starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]]) if keys.size else np.zeros(0, np.int64)
+    uniq, counts = bins[starts].astype(np.int64), np.diff(np.r_[starts, keys.size]).astype(np.int64)
+    through, end = (1 << (64 - _BIN_SHIFT)) - 1, keys.size
+    if keys.size:
+        n_save = int(min(keys.size, max(1, math.ceil(SAVE_MARGIN * share * keys.size))))
+        if n_save < keys.size:
+            through = int(bins[n_save - 1])
+            end = int(np.searchsorted(bins, np.uint64(through), side="right"))
+    path = Path(f"{prefix}-{index:05d}.npy")
+    _save_keys(path, keys[:end])
+    return uniq, counts, str(path), through
+
+
 def _below_cut_sorted(impostors, arg, index):
-    """Pass 2 of :func:`lowest_moments` on one shard: its values in the bins up to the cut, as order keys sorted,
-    and where each bucket's begin (the bucket of a key is the last bucket whose first bin is at or below its bin)."""
-    values_fn, values_arg, cut, first_bins, prefix = arg
+    """The second reading of :func:`lowest_moments` on a shard whose saved keys (pass 1) end below the cut: its
+    values in the bins up to the cut, as order keys sorted, replacing its scratch file."""
+    values_fn, values_arg, cut, prefix = arg
     keys = order_keys(np.asarray(values_fn(impostors, values_arg), dtype=np.float64))
     keys = np.sort(keys[(keys >> np.uint64(_BIN_SHIFT)) <= np.uint64(cut)])
-    starts = np.searchsorted(keys >> np.uint64(_BIN_SHIFT), np.asarray(first_bins, dtype=np.uint64))
     path = Path(f"{prefix}-{index:05d}.npy")
-    np.save(path, keys)
-    return str(path), np.r_[starts, keys.size].astype(np.int64)
+    _save_keys(path, keys)
+    return str(path), int(keys.size)
+
+
+def _read_keys(path: str, a: int, b: int) -> np.ndarray:
+    """Elements ``a:b`` of a 1-D .npy file, read (not memory-mapped: a mapping's touched pages, and the kernel's
+    fault-around of each, count in the worker's resident memory, and a bucket reads a little of every shard)."""
+    from numpy.lib import format as npformat
+
+    with open(path, "rb") as fh:
+        version = npformat.read_magic(fh)
+        header = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+        _, _, dtype = header(fh)
+        fh.seek(a * dtype.itemsize, os.SEEK_CUR)
+        keys = np.fromfile(fh, dtype=dtype, count=b - a)
+    if keys.size != b - a:
+        raise DataError(f"{path}: a scratch file of the run is shorter than its first pass wrote it; do not touch the "
+                        "run's staging folder while it runs")
+    return keys
 
 
 def _bucket(arg):
     """One bucket of the pooled lowest values (ranks ``first`` on), from every shard's sorted keys: its share of
     the sums below rank k, d_(k) and d_(0) when it holds them, and its part of the ``keep`` smallest (a file)."""
     pieces, first, k, keep, path = arg
-    keys = np.sort(np.concatenate([np.load(p, mmap_mode="r")[a:b] for p, a, b in pieces]))
+    keys = np.sort(np.concatenate([_read_keys(p, a, b) for p, a, b in pieces]))
     d = _key_values(keys)
     ranks = first + np.arange(d.size)
     low = ranks < k
@@ -280,37 +362,52 @@ def _bucket_bins(counts: np.ndarray, cut: int, size: int) -> tuple[np.ndarray, n
 def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k: Callable[[int], int],
                    keep: Callable[[int], int], name: str, bucket_values: int = BUCKET_VALUES) -> TailMoments:
     """:class:`TailMoments` of every shard's ``values_fn(impostors, values_arg)`` pooled: ``k(n_total)`` exceedances,
-    the ``keep(n_total)`` smallest kept. As :func:`lowest_sorted`, a histogram pass finds the bin holding the last
-    rank needed; then every shard writes its values up to that bin as sorted order keys, and tasks of about
-    ``bucket_values`` values each (consecutive bins) sort their bucket and sum it: no task holds the whole tail."""
-    hists = runner.map(_histogram, (values_fn, values_arg))
-    n_total = int(sum(int(c.sum()) for _, c in hists))
-    if n_total == 0:
-        raise DataError("no training impostor distances in any shard")
-    k_n, keep_n = int(k(n_total)), int(min(max(keep(n_total), 1), n_total))
-    want = int(min(max(k_n + 1, keep_n), n_total))
-    counts = np.zeros(1 << (64 - _BIN_SHIFT), dtype=np.int64)
-    for bins, c in hists:
-        np.add.at(counts, bins, c)
-    del hists
-    cut = int(np.searchsorted(np.cumsum(counts), want))
-    first_bins, first_ranks = _bucket_bins(counts, cut, bucket_values)
+    the ``keep(n_total)`` smallest kept. One pass over the shards: each computes its values once, returns their
+    histogram (of order keys, as :func:`lowest_sorted`) and writes its lowest ones, sorted, to a scratch file
+    (about twice the share the tail needs; a shard whose file ends below the pooled cut is read again for the
+    rest). Tasks of about ``bucket_values`` values each (consecutive bins) then take their bins from every file,
+    sort them and sum them: no task holds the whole tail, and no shard is read twice unless it must be."""
     prefix = str(runner.scratch / f".moments-{name}-{uuid.uuid4().hex[:8]}")
-    written = runner.map(_below_cut_sorted, (values_fn, values_arg, cut, first_bins, prefix))
-    kept_paths = [f"{prefix}-kept-{b:05d}.npy" for b in range(first_bins.size)]
+
+    # the share of its values each shard saves, from the run's count of training distances (the survey's, when the
+    # runner has it): a guess that only decides how often a shard is read twice, never the result
+    n_est = int(getattr(runner, "n_train", 0) or 0)
+    share = min(1.0, max(int(k(n_est)) + 1, int(keep(n_est))) / n_est) if n_est > 0 else 1.0
+    hists = runner.map(_histogram_saved, (values_fn, values_arg, share, prefix))
+    paths = [p for _, _, p, _ in hists]
+    kept_paths: list[str] = []
     try:
-        if sum(int(offsets[-1]) for _, offsets in written) != int(counts[:cut + 1].sum()):
-            raise DataError("the shards changed between two passes of the run (the lower-tail counts differ); "
-                            "do not write into the shards while a run reads them")
-        tasks = [([(p, int(o[b]), int(o[b + 1])) for p, o in written], int(first_ranks[b]), k_n, keep_n, kept_paths[b])
-                 for b in range(first_bins.size)]
+        n_total = int(sum(int(c.sum()) for _, c, _, _ in hists))
+        if n_total == 0:
+            raise DataError("no training impostor distances in any shard")
+        k_n, keep_n = int(k(n_total)), int(min(max(keep(n_total), 1), n_total))
+        counts = np.zeros(1 << (64 - _BIN_SHIFT), dtype=np.int64)
+        for bins, c, _, _ in hists:
+            np.add.at(counts, bins, c)
+        cut = int(np.searchsorted(np.cumsum(counts), min(max(k_n + 1, keep_n), n_total)))
+        first_bins, first_ranks = _bucket_bins(counts, cut, bucket_values)
+        # where each bucket begins in each shard's sorted keys (and where bins up to the cut end): its keys of lower
+        # bins come first, whether its file holds more (pass 1) or exactly those up to the cut (read again)
+        bounds = np.r_[first_bins, cut + 1]
+        offsets = [np.r_[0, np.cumsum(c)][np.searchsorted(b, bounds)] for b, c, _, _ in hists]
+        short = [i for i, (_, _, _, through) in enumerate(hists) if through < cut]
+        del hists
+        if short:
+            again = runner.map(_below_cut_sorted, (values_fn, values_arg, cut, prefix), only=short)
+            if any(n != int(offsets[i][-1]) for i, (_, n) in zip(short, again)):
+                raise DataError("the shards changed between two passes of the run (the lower-tail counts differ); "
+                                "do not write into the shards while a run reads them")
+        kept_paths = [f"{prefix}-kept-{b:05d}.npy" for b in range(first_bins.size)]
+        tasks = [([(p, int(o[b]), int(o[b + 1])) for p, o in zip(paths, offsets) if o[b + 1] > o[b]],
+                  int(first_ranks[b]), k_n, keep_n, kept_paths[b]) for b in range(first_bins.size)]
+        del offsets
         parts = runner.context.map(_bucket, tasks, description=f"{name}: pooled lower tail", unit="buckets")
         u = next(p["u"] for p in parts if p["u"] is not None)
         kept = np.concatenate([np.load(p["kept"]) for p in parts if p["kept"] is not None])
         return TailMoments(n_total, k_n, u, parts[0]["lowest"], float(sum(p["sum_low"] for p in parts)),
                            float(sum(p["sum_ranked"] for p in parts)), kept)
     finally:
-        for path in [p for p, _ in written] + kept_paths:
+        for path in paths + kept_paths:
             Path(path).unlink(missing_ok=True)
 
 

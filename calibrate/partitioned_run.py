@@ -6,19 +6,25 @@ shards and a picklable reader instead of matrices. Nothing proportional to the n
 reaches the main process; what it holds is per shard (counts, a 20-bit histogram) plus one 64-bit
 hash per class (to find a class in two shards) and the pooled lowest values that the fitted models
 keep (see below). Every pass is a ``context.map`` over the shards, so it runs on whatever executor
-the recipe names (serial, processes, dask); a worker re-reads its shard in every pass, so a task
-lost with a worker is simply run again (dask retries it on another worker).
+the recipe names (serial, processes, dask). A shard is read and parsed once, in pass 0, which saves its
+transformed training impostors and evaluation distances to a scratch file in the staging folder (which the
+workers share); the later passes load that file. Tasks keep nothing in a worker's memory between passes,
+so a task lost with a worker is simply run again (dask retries it on another worker).
 
 Passes:
 
 0. per shard: read, split (seeds continue across shards), fit the transform on the training
    impostors and report its fitted state (every shard must agree: a transform whose fit depends on
-   the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), count.
+   the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), check the
+   evaluation distances, count, and save the distances for the later passes (about 9 bytes per distance,
+   removed before the commit).
 1. per estimator, its reduction (:class:`PartitionedFitter.reduce`): per-class estimators need
    none; pooled quantities come from :func:`lowest_sorted`, an exact two-pass selection of the
    pooled lower tail (per-shard histograms of the values' order-preserving 64-bit keys, cut at the
    bin holding rank k; then only the values at or below the cut are written to scratch files and
-   one task sorts them). The k smallest values are bit for bit those of ``np.sort`` of all values.
+   one task sorts them), or :func:`lowest_moments` (auto's tail: one pass that also saves each
+   shard's lowest values, then buckets summed without gathering). The k smallest values are bit for
+   bit those of ``np.sort`` of all values.
 2. per shard: fit each estimator's part model (its classes, with the pooled state), write the
    shard's ``thresholds-partNNNNN.csv``, ``models-partNNNNN.csv``, ``calibration-partNNNNN.json``
    and ``classes-partNNNNN.json`` into the run's staging folder, and count false accepts, impostor
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +53,8 @@ from .artifact import artifact, dumps_artifact
 from .base import Transform, overrides
 from .errors import DataError, RecipeError
 from .outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
-from .partitioned import HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for, shard_data, write_staged
+from .partitioned import (HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
+                          save_shard_data, shard_data, write_staged)
 from .runs import RunResult
 from .stats import clopper_pearson  # the in-memory evaluation's interval
 from .types import ImpostorDistances, TargetResult
@@ -58,6 +66,10 @@ def _survey(job: ShardJob):
     transform = job.transform.fit(split.train.impostors_only())
     train_d = transform.apply(split.train)
     impostors = ImpostorDistances.from_matrix(train_d)
+    if job.cache is not None:  # what the later passes need, so that they do not read and parse the shard again
+        test_d = transform.apply(split.test)
+        test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
+        save_shard_data(job.cache, impostors, test_d)
     classes = [str(c) for c in impostors.classes]
     hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
                        for c in classes], dtype=np.int64)
@@ -135,11 +147,26 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
     survey the shards, reduce each estimator's pooled quantities, fit, write and evaluate per shard,
     then sum the counts and write the run's files."""
     spec, base = _sharded_transform(recipe, data, context)
+    cache = str(staged.dir / f".shard-{uuid.uuid4().hex[:8]}")
+    try:
+        return _run_passes(recipe, context, staged, data, times, spec, base, cache)
+    finally:
+        _remove_cache(cache, len(data.shards))
+
+
+def _remove_cache(cache: str, shards: int) -> None:
+    for i in range(shards):
+        Path(f"{cache}-{i:05d}.npz").unlink(missing_ok=True)
+
+
+def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str) -> Any:
     with times("survey shards"):
-        survey, offsets = _survey_shards(data, base, context)
+        survey, offsets = _survey_shards(data, base, context, cache)
     states = _one_transform_state(spec, data, survey)
     transform = spec.build().set_fitted_state(states) if states else base
-    jobs = [ShardJob(data.dataset, shard, int(off), i, transform)
+    # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
+    # and (checked above) the same fitted state, so its distances are these
+    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, f"{cache}-{i:05d}.npz")
             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     failed = sum(s["failed"] for s in survey)
     if failed:
@@ -150,7 +177,8 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
             context.note(note)
     n_classes = sum(s["classes"] for s in survey)
     n_train = sum(s["train"] for s in survey)
-    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey))
+    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey),
+                         n_train)
     fitters = {}
     for est_spec in recipe.estimators:
         with times(f"fit {est_spec.label} (pooled)"):
@@ -163,6 +191,7 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
     with times("fit, write and evaluate per shard"):
         parts = context.map(_finish_shard, [(job, plan) for job in jobs],
                             description=f"fitting and evaluating {len(jobs)} shards", unit="shards")
+    _remove_cache(cache, len(jobs))  # before the commit, which must find only the run's files
     results = _sum_counts(parts, list(fitters), recipe.targets, n_train)
     for p in parts:
         for name, size, sha in p["files"]:
@@ -210,8 +239,9 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
     return spec, base
 
 
-def _survey_shards(data: ShardedScores, base: Transform, context) -> tuple[list[dict], np.ndarray]:
-    """Each shard's survey (transform state, class hashes, counts, notes) and its column offset."""
+def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None) -> tuple[list[dict], np.ndarray]:
+    """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
+    each shard's distances are saved to ``{cache}-{index:05d}.npz`` for the later passes."""
     jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
     # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
     # the class counts of the shards before it; a shard's count does not depend on its offset
@@ -221,7 +251,8 @@ def _survey_shards(data: ShardedScores, base: Transform, context) -> tuple[list[
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     else:
         offsets = np.zeros(len(jobs0), dtype=int)
-    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base) for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else f"{cache}-{i:05d}.npz")
+             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     return context.map(_survey, jobs0, description="fitting the transform per shard", unit="shards"), offsets
 
 

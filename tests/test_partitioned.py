@@ -311,3 +311,42 @@ def test_a_killed_worker_without_retries_fails_the_run_with_nothing_complete(tmp
     assert read_manifest(out) is None
     assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
     assert _no_processes_left()
+
+
+def test_dictionary_encoded_labels_read_as_the_general_path(tmp_path):
+    # pyarrow writes repeated labels as dictionary columns; the shard reader decodes those from the dictionary
+    # (not row by row): codes and labels must be the general path's, whatever the dictionaries look like
+    from calibrate_builtins.datasets import score_shards as ss
+
+    def chunked(values, dictionaries):
+        chunks, at = [], 0
+        for d, n in dictionaries:
+            part = values[at:at + n]
+            at += n
+            chunks.append(pa.DictionaryArray.from_arrays(pa.array([d.index(v) for v in part], pa.int32()), pa.array(d)))
+        return pa.chunked_array(chunks)
+
+    claimed = ["b", "b", "a", "a", "c", "c"]
+    real = [1, 7, 1, 7, 1, 7]
+    probe = ["p1", "p2", "p1", "p2", "p1", "p2"]
+    columns = {"claimed_id": chunked(claimed, [(["x", "b", "a"], 4), (["c", "unused"], 2)]),   # two dictionaries, one unused
+               "real_id": pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array([0, 1, 0, 1, 0, 1], pa.int32()),
+                                                                           pa.array([1, 7]))]),  # numbers as labels
+               "test_label": chunked(probe, [(["p2", "p1"], 6)]),                                  # not in first-appearance order
+               "score": pa.chunked_array([pa.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])])}
+    table = pa.table(columns)
+    plain = pa.table({"claimed_id": claimed, "real_id": [str(r) for r in real], "test_label": probe,
+                      "score": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    pq.write_table(table, tmp_path / "dict.parquet", row_group_size=3)
+    pq.write_table(plain, tmp_path / "plain.parquet")
+    got = ss._parquet_rows(tmp_path / "dict.parquet", None)
+    want = ss._parquet_rows(tmp_path / "plain.parquet", None)
+    for name in ("claimed", "real", "probe", "scores"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    for name in ("claimed_labels", "real_labels", "probe_labels"):
+        assert getattr(got, name) == getattr(want, name), name
+    for col in (columns["claimed_id"], columns["real_id"], columns["test_label"]):  # several chunks and dictionaries
+        codes, labels = ss._dictionary_labels(col)
+        assert [labels[c] for c in codes] == [str(v) for v in col.to_pylist()]
+    repeated = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["a", "a"]))])
+    assert ss._dictionary_labels(repeated) is None  # the general path decides what a repeated label means

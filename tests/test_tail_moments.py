@@ -25,25 +25,31 @@ class _Context:
 class _Runner:
     """What lowest_moments uses of a ShardRunner: the shards' values mapped in this process, a scratch folder."""
 
-    def __init__(self, shards, scratch):
-        self.shards, self.scratch, self.context = shards, scratch, _Context()
+    def __init__(self, shards, scratch, n_train=0):
+        self.shards, self.scratch, self.context, self.n_train = shards, scratch, _Context(), n_train
+        self.reads = 0
 
-    def map(self, function, arg=None, description=None):
-        return [function(values, arg, i) for i, values in enumerate(self.shards)]
+    def map(self, function, arg=None, description=None, only=None):
+        indices = range(len(self.shards)) if only is None else only
+        self.reads += len(indices)
+        return [function(self.shards[i], arg, i) for i in indices]
 
 
 def _values(shard, arg):
     return shard
 
 
-def _moments(shards, tmp_path, bucket_values, keep=50):
-    return lowest_moments(_Runner(shards, tmp_path), _values, None, lambda n: exceedance_count(n, 0.1, 30),
-                          lambda n: keep, "t", bucket_values=bucket_values)
+def _moments(shards, tmp_path, bucket_values, keep=50, n_train=0):
+    runner = _Runner(shards, tmp_path, n_train)
+    m = lowest_moments(runner, _values, None, lambda n: exceedance_count(n, 0.1, 30), lambda n: keep, "t",
+                       bucket_values=bucket_values)
+    return m, runner.reads
 
 
-@pytest.mark.parametrize("case", ["normal", "ties", "uniform", "one-value shards"])
+@pytest.mark.parametrize("case", ["normal", "ties", "uniform", "one-value shards", "one low shard"])
 @pytest.mark.parametrize("bucket_values", [97, 1 << 22])
-def test_the_streamed_tail_is_the_in_memory_fit(tmp_path, case, bucket_values):
+@pytest.mark.parametrize("saved", ["all", "share"])
+def test_the_streamed_tail_is_the_in_memory_fit(tmp_path, case, bucket_values, saved):
     rng = np.random.default_rng(3)
     shards = [rng.standard_normal(n) for n in (4000, 2500, 6100)]
     if case == "ties":
@@ -52,9 +58,16 @@ def test_the_streamed_tail_is_the_in_memory_fit(tmp_path, case, bucket_values):
         shards = [rng.uniform(2.0, 3.0, s.size) for s in shards]
     elif case == "one-value shards":
         shards += [np.array([-0.5]), np.array([4.0])]
+    elif case == "one low shard":  # the pooled cut lies above what that shard saved in the first pass: read again
+        shards[1] = shards[1] - 3.0
     pooled = np.sort(np.concatenate(shards))
     ref, _ = fit_lower_tail(pooled, tail_fraction=0.1, min_exceedances=30)
-    m = _moments(shards, tmp_path, bucket_values)
+    # "all": each shard saves every value in the first pass; "share": about twice the tail's share (as a run does)
+    m, reads = _moments(shards, tmp_path, bucket_values, n_train=0 if saved == "all" else pooled.size)
+    if saved == "all" or case in ("normal", "ties", "uniform"):
+        assert reads == len(shards)  # one reading of every shard
+    elif case == "one low shard":
+        assert reads == len(shards) + 1  # and the low shard's second
     got = fit_lower_tail_moments(m.n_total, m.k, m.u, m.lowest, m.sum_low, m.sum_ranked)
     assert (got.u, got.p_u, got.k) == (ref.u, ref.p_u, ref.k)
     assert got.xi == pytest.approx(ref.xi, rel=RTOL, abs=1e-14)
@@ -67,7 +80,7 @@ def test_a_tail_of_ties_is_refused_as_in_memory(tmp_path):
     shards = [np.r_[np.zeros(200), np.arange(1.0, 101.0)], np.zeros(100)]
     with pytest.raises(DataError) as ref:
         fit_lower_tail(np.sort(np.concatenate(shards)), tail_fraction=0.1, min_exceedances=30)
-    m = _moments(shards, tmp_path, 50)
+    m, _ = _moments(shards, tmp_path, 50)
     with pytest.raises(DataError) as got:
         fit_lower_tail_moments(m.n_total, m.k, m.u, m.lowest, m.sum_low, m.sum_ranked)
     assert str(got.value) == str(ref.value)
