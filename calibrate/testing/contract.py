@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import inspect
 import re
 import textwrap
@@ -88,8 +89,10 @@ def role_of(cls: type, name: str, function) -> str | None:
                     "@typing.final (provided by the base class)")
 
 
+@functools.lru_cache(maxsize=None)
 def attribute_comments(cls: type) -> dict[str, str]:
-    """The ``#:`` comment lines above each annotated class attribute of ``cls``, joined."""
+    """The ``#:`` comment lines above each annotated class attribute of ``cls``, joined (read from its source
+    once per class and process: the kit checks every component against the same base classes)."""
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
     out = {}
