@@ -836,15 +836,6 @@ class Evaluator(Component, ABC):
                            "estimators"):
             return self._evaluate(data, context)
 
-    @optional
-    def prepare(self, plots: bool) -> None:
-        """Called once per run when its data are loaded, before anything is fitted (never by ``validate``), with
-        the recipe's ``plots`` setting: begin slow one-time work that needs no data, e.g. importing a plotting
-        library in a background thread, so that it overlaps the fitting (the load, often multi-threaded, is
-        left alone). It must not fail the run or change a
-        result (a failure shows when the work is needed). Default: nothing."""
-        return None
-
     @abstractmethod
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
         """Called once per run with every fold (fitted models, threshold tables, training and evaluation

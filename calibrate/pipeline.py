@@ -96,8 +96,6 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     dataset = recipe.data.build()
     with times("load data"):
         data = dataset.load(context)
-    for spec in recipe.evaluators:  # e.g. a plotting library imported while the estimators fit
-        spec.build().prepare(recipe.plots)
     if isinstance(data, ShardedScores):  # read, fitted and evaluated shard by shard on the workers
         return run_sharded(recipe, context, staged, data, times)
     raw_folds, hint = _raw_folds(recipe, dataset, data, context, times)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,27 +267,3 @@ def test_cdf_fits_are_drawn_on_the_similarity_score_axis(tmp_path):
     assert low > high and 0 <= high < low <= 1.0  # similarities, high to low
     fig.canvas.draw()
     assert all(t.get_text().endswith("%") for t in ax.yaxis.get_ticklabels() if t.get_text())
-
-
-def test_a_run_warms_matplotlib_up_once_before_loading_and_draws_the_same_pictures():
-    """fpr.prepare (a run calls it once its data are loaded) imports matplotlib in one background thread, only
-    when pictures are wanted; the pictures are the bytes a process without the warm-up draws."""
-    script = textwrap.dedent(f"""
-        import sys, threading
-        sys.path[:0] = {sys.path!r}
-        from calibrate_builtins.evaluators.fpr import FprEvaluator
-        FprEvaluator(plots=True).prepare(False)
-        FprEvaluator(plots=False).prepare(True)
-        assert "matplotlib" not in sys.modules and threading.active_count() == 1
-        FprEvaluator().prepare(True)
-        FprEvaluator().prepare(True)
-        from calibrate_builtins.evaluators import plots
-        assert len(plots._warming) == 1
-        plots._warming[0].join()
-        assert "matplotlib.figure" in sys.modules
-        from test_plots import rows
-        sys.stdout.buffer.write(plots.calibration_plot({{"a": rows([0.004, 0.002, 0.001, 0.0004])}}))
-        """)
-    warm = subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=Path(__file__).parent)
-    assert warm.returncode == 0, warm.stderr.decode()
-    assert warm.stdout == plots.calibration_plot({"a": rows([0.004, 0.002, 0.001, 0.0004])})

@@ -419,14 +419,6 @@ class FprEvaluator(Evaluator):
     def __init__(self, *, plots: bool = True):
         self.plots = plots
 
-    def prepare(self, plots: bool) -> None:
-        """With pictures to draw: matplotlib imported (and its fonts loaded) in a background thread while the
-        run fits and predicts (plots.warm_up)."""
-        if self.plots and plots:
-            from . import plots as drawing
-
-            drawing.warm_up()
-
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
         note_training_support(data.folds, data.targets, context)
         results = {}

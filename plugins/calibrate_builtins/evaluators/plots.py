@@ -22,7 +22,6 @@ and pyplot not at all: each figure is a plain ``Figure`` on the Agg canvas, free
 from __future__ import annotations
 
 import io
-import threading
 
 import numpy as np
 
@@ -36,33 +35,6 @@ ABOVE_NOTE = "above the axis (plotted at ceiling)"
 #: at most this many points per drawn curve (sorted values are subsampled evenly beyond it)
 MAX_POINTS = 600
 _MARKERS = "osDpXhP*d"  # no up/down triangles: those mark the floor and ceiling
-
-
-_WARM = threading.Lock()
-_warming: list[threading.Thread] = []
-
-
-def _warm() -> None:
-    try:
-        import scipy.special  # noqa: F401 (the DET and CDF axes' probit scale; the predicted interval uses it too)
-        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401 (what savefig uses)
-
-        fig = _new_figure(1.0, 1.0)
-        fig.add_subplot().set_title("warm-up")  # loads the font and lays out text once
-        _png(fig)
-    except Exception:  # pragma: no cover - the pictures themselves will say what is wrong
-        pass
-
-
-def warm_up() -> None:
-    """Import matplotlib and draw a tiny figure in a daemon thread, once per process: its import (0.4-1.5 s)
-    and first text layout then overlap the run's fitting and prediction, which spend much of their time in
-    numpy with the GIL released. make_plots waits for it to end before drawing."""
-    with _WARM:
-        if not _warming:
-            thread = threading.Thread(target=_warm, name="calibrate-plots-warm-up", daemon=True)
-            thread.start()
-            _warming.append(thread)
 
 
 def _new_figure(width: float, height: float):
@@ -411,8 +383,6 @@ def cdf_plot(data: EvaluationInput, n_classes: int = 4) -> bytes | None:
 
 
 def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]]) -> tuple[list[str], dict[str, bytes]]:
-    for thread in _warming:  # matplotlib is not thread-safe: the warm-up's drawing ends before ours starts
-        thread.join()
     files: dict[str, bytes] = {"calibration.png": calibration_plot(results)}
     lines = ["## Pictures", "", "![Achieved vs target FPR](calibration.png)", ""]
     cdf = cdf_plot(data)
