@@ -37,7 +37,7 @@ from calibrate.cli import app
 _COMMON = dict(deadline=None, database=None, print_blob=True,
                phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # no slow "explain" phase
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("calibrate-fuzz", max_examples=int(os.environ.get("CALIBRATE_FUZZ_EXAMPLES", 25)),
+settings.register_profile("calibrate-fuzz", max_examples=int(os.environ.get("CALIBRATE_FUZZ_EXAMPLES", 20)),
                           derandomize=True, **_COMMON)
 settings.register_profile("calibrate-fuzz-long", max_examples=int(os.environ.get("CALIBRATE_FUZZ_EXAMPLES", 2000)),
                           derandomize=False, **_COMMON)
