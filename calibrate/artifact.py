@@ -29,7 +29,6 @@ FORMAT_VERSION = 2
 ACCEPT_IF = {"similarity": "score >= t", "distance": "score <= t"}
 
 
-
 def fingerprint(impostors: ImpostorDistances) -> str:
     """SHA-256 of the training impostor distances per class (the order of classes, and of distances
     within a class, ignored)."""

@@ -463,9 +463,7 @@ class StagedOutput:
 
         names, self._unsynced = self._unsynced, []
         try:
-            if len(names) == 1:
-                sync(names[0])
-            elif names:
+            if names:
                 with ThreadPoolExecutor(min(len(names), 16)) as pool:
                     list(pool.map(sync, names))
         except OSError as exc:
@@ -710,8 +708,8 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
     """The saved calibration (format 2, read by ``calibrate.load``): every estimator's model, the
     fitted transform and the score direction, so that answers come in the data's own score units."""
     from .artifact import artifact, dumps_artifact, fingerprint
-    from .stats import saved_reach
     from .confidence import saved_entries
+    from .stats import saved_reach
     from .types import ImpostorDistances
 
     spec = recipe.transform_for(fold.kind)

@@ -202,10 +202,7 @@ def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple
     both = transform.apply(DistanceMatrix(train.values, train.probe_classes, train.gallery_classes,
                                           train.valid | test.valid, train.kind, train.probe_ids, train.gallery_ids,
                                           train.source))
-    return (DistanceMatrix(both.values, train.probe_classes, train.gallery_classes, train.valid, both.kind,
-                           train.probe_ids, train.gallery_ids, train.source),
-            DistanceMatrix(both.values, test.probe_classes, test.gallery_classes, test.valid, both.kind,
-                           test.probe_ids, test.gallery_ids, test.source))
+    return train.with_values(both.values, kind=both.kind), test.with_values(both.values, kind=both.kind)
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,

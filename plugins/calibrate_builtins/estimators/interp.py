@@ -17,10 +17,10 @@ import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.statecheck import field, flag, numbers
-from calibrate.stats import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values  # noqa: F401 (re-exported)
+from calibrate.stats import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values, saved_pool_count  # noqa: F401 (re-exported)
 from calibrate.types import ImpostorDistances
 
-from .pooled import PooledSortedModel, kept_count
+from .pooled import PooledSortedModel
 
 
 class _SortedModel(FittedModel):
@@ -71,10 +71,10 @@ class _SortedModel(FittedModel):
     def compact(self, reach: float) -> FittedModel:
         """A generic model saved keeps only its pooled distances' lowest ``ceil(reach N) + 1`` (a
         PooledSortedModel, as a sharded run's); a class-specific one keeps everything."""
-        if not self._shared or kept_count(self._values.size, [reach]) >= self._values.size:
+        kept = saved_pool_count(self._values.size, reach)
+        if not self._shared or kept >= self._values.size:
             return self
-        return PooledSortedModel(self.classes, self._values[:kept_count(self._values.size, [reach])].copy(),
-                                 self._values.size)
+        return PooledSortedModel(self.classes, self._values[:kept].copy(), self._values.size)
 
     def to_state(self) -> dict[str, Any]:
         return {"classes": list(self.classes), "values": self._values.tolist(),

@@ -62,9 +62,9 @@ from calibrate.standardise import (IQR_TO_SD, from_working, location_scale, loo_
                                    pooled_quantile, pooled_sorted, standardise, standardise_classes, to_working,
                                    working_offset)
 from calibrate.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
-from calibrate.stats import interpolate_rank, rank_values
+from calibrate.stats import interpolate_rank, rank_values, saved_pool_count
 
-from .pooled import check_reach, checked_pooled, kept_count
+from .pooled import check_reach, checked_pooled
 
 Family = Literal["gaussian", "lognormal"]
 FAMILIES = ("gaussian", "lognormal")
@@ -99,6 +99,8 @@ class ZnormModel(FittedModel):
         self.family, self.offset = family, float(offset)
         self.pooled_shape, self.predictive = bool(pooled_shape), bool(predictive)
         self.sorted_z = None if sorted_z is None else np.asarray(sorted_z, dtype=np.float64)
+        #: the pooled sample's size: every value is in ``sorted_z``, or (a saved or sharded model) its lowest
+        self.n_pooled = None if self.sorted_z is None else int(self.sorted_z.size)
         self.tail = None if tail is None else TailFit(**tail)
         self.min_tail_count = float(min_tail_count)
         if self.loc.shape != (len(self.classes),) or self.scale.shape != self.loc.shape:
@@ -110,15 +112,21 @@ class ZnormModel(FittedModel):
         if not (np.isfinite(self.offset) and self.offset >= 0):
             raise DataError(f"znorm model: offset {self.offset!r} must be a finite number >= 0")
 
+    def _quantile(self, targets: np.ndarray) -> np.ndarray:
+        """The pooled sample's interpolated quantile at rank e N, read from the values kept (pooled_quantile's)."""
+        return interpolate_rank(self.sorted_z, np.asarray(targets, dtype=np.float64) * self.n_pooled)
+
     def z_quantiles(self, targets: np.ndarray) -> np.ndarray:
-        """The pooled standardised-score quantile at each target (pooled_shape models)."""
+        """The pooled standardised-score quantile at each target (pooled_shape models); a target beyond what the
+        kept values reach (a saved model, pooled.check_reach) is refused."""
         targets = np.asarray(targets, dtype=np.float64)
-        emp = pooled_quantile(self.sorted_z, targets)
-        switch = self.min_tail_count / self.sorted_z.size
+        check_reach(targets, len(self.sorted_z), self.n_pooled, "auto")
+        emp = self._quantile(targets)
+        switch = self.min_tail_count / self.n_pooled
         if self.tail is None or self.tail.p_u <= switch:
             return emp
         # below the switch the GPD tail, capped by the empirical quantile at the switch: non-decreasing in e
-        at_switch = float(pooled_quantile(self.sorted_z, np.array([switch]))[0])
+        at_switch = float(self._quantile(np.array([switch]))[0])
         return np.where(targets < switch, np.minimum(self.tail.quantile(targets), at_switch), emp)
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -138,7 +146,7 @@ class ZnormModel(FittedModel):
         return monotone(from_working(y, self.family, self.offset), targets)
 
     def order_statistic_pool(self) -> int | None:
-        return int(self.sorted_z.size) if self.pooled_shape and self.sorted_z is not None else None
+        return self.n_pooled if self.pooled_shape else None
 
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``m_c + s_c z_(k)``, the k-th smallest pooled standardised score, mapped back to a distance; one
@@ -184,12 +192,11 @@ class ZnormModel(FittedModel):
         (a PooledZnormModel, as a sharded run's): every threshold up to ``reach`` reads nothing above them."""
         if not self.pooled_shape or type(self) is not ZnormModel:
             return self
-        n_pooled = int(self.sorted_z.size)
-        kept = kept_count(n_pooled, [reach])
-        if kept >= n_pooled:
+        kept = saved_pool_count(self.n_pooled, reach)
+        if kept >= self.n_pooled:
             return self
         return PooledZnormModel(self.classes, self.loc, self.scale, self.n, self.family, self.offset,
-                                self.sorted_z[:kept].copy(), n_pooled,
+                                self.sorted_z[:kept].copy(), self.n_pooled,
                                 None if self.tail is None else dict(self.tail.__dict__), self.min_tail_count)
 
     def to_state(self) -> dict[str, Any]:
@@ -334,23 +341,6 @@ class PooledZnormModel(ZnormModel):
         super().__init__(classes, loc, scale, n, family, offset, True, False, None, tail, min_tail_count)
         self.sorted_z = sorted_z  # possibly a read-only memory map of pooled-LABEL.npy
         self.n_pooled, self.pooled_file = int(n_pooled), pooled_file
-
-    def _quantile(self, targets: np.ndarray) -> np.ndarray:
-        return interpolate_rank(self.sorted_z, np.asarray(targets, dtype=np.float64) * self.n_pooled)
-
-    def z_quantiles(self, targets: np.ndarray) -> np.ndarray:
-        """ZnormModel.z_quantiles with the pooled size ``n_pooled`` (only the lowest values are kept)."""
-        targets = np.asarray(targets, dtype=np.float64)
-        check_reach(targets, len(self.sorted_z), self.n_pooled, "auto")
-        emp = self._quantile(targets)
-        switch = self.min_tail_count / self.n_pooled
-        if self.tail is None or self.tail.p_u <= switch:
-            return emp
-        at_switch = float(self._quantile(np.array([switch]))[0])
-        return np.where(targets < switch, np.minimum(self.tail.quantile(targets), at_switch), emp)
-
-    def order_statistic_pool(self) -> int | None:
-        return self.n_pooled  # ranks count in the whole pool; the kept lowest values hold the small ones
 
     def cdf(self, row: int, x: np.ndarray) -> np.ndarray | None:
         return None  # only the pooled lower tail is kept: no curve drawn
