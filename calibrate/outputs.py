@@ -654,7 +654,7 @@ def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
     """Stage every output file, then commit them as one file set (the caller discards on failure)."""
     with times("write outputs"):
         _stage_tables(staged, recipe, folds, evaluated)
-    timings = {"seconds": {k: round(v, 4) for k, v in times.seconds.items()}, "total": round(times.total(), 4)}
+    timings = times.as_dict()
     first = folds[0]
     sections = [s for res in evaluated for s in res.sections] + [timings_md(timings)]
     preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
@@ -669,10 +669,14 @@ def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
 def timings_md(timings: dict) -> str:
     """report.md's section of seconds per stage."""
     total = timings["total"]
-    lines = ["## Time per stage", "", f"Wall-clock seconds of this run ({total:.2f} s until the report was written).", "",
+    beside = timings.get("beside", [])
+    lines = ["## Time per stage", "", f"Wall-clock seconds of this run ({total:.2f} s until the report was written)."
+             + (" Stages marked *beside* ran in a second process while the stages after them ran in this one, so the "
+                "shares add up to more than 100%." if beside else ""), "",
              "| Stage | Seconds | Share |", "|---|---|---|"]
     for stage, seconds in timings["seconds"].items():
-        lines.append(f"| {stage} | {seconds:.3f} | {100 * seconds / total:.0f}% |" if total > 0 else f"| {stage} | {seconds:.3f} | |")
+        name = f"{stage} *beside*" if stage in beside else stage
+        lines.append(f"| {name} | {seconds:.3f} | {100 * seconds / total:.0f}% |" if total > 0 else f"| {name} | {seconds:.3f} | |")
     return "\n".join(lines)
 
 

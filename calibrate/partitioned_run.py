@@ -292,7 +292,7 @@ def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict
 def _write_sharded_reports(staged, recipe, results, notes: list[str], times, n_estimators: int, n_shards: int,
                            n_classes: int, n_train: int) -> None:
     """report.md and results.json of a partitioned run (the evaluation counts summed over the shards)."""
-    timings = {"seconds": {k: round(v, 4) for k, v in times.seconds.items()}, "total": round(times.total(), 4)}
+    timings = times.as_dict()
     preamble = (f"Recipe `{Path(recipe.source).name}`; {n_estimators} estimator(s); {n_classes} enrolled classes in "
                 f"{n_shards} shards (a partitioned run: thresholds and models per shard in thresholds-partNNNNN.csv "
                 "and models-partNNNNN.csv; the evaluation counts are summed over the shards).")

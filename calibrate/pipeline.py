@@ -12,10 +12,14 @@ summed over the folds. Score datasets provide their training and evaluation matr
 from __future__ import annotations
 
 import time
+import warnings
+import weakref
+from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
-from . import confidence, normalising, prediction, sanity
+from . import beside, confidence, normalising, prediction, sanity
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
 from .outputs import StagedOutput, write_outputs
@@ -62,6 +66,9 @@ def _run(recipe: Recipe, context: RunContext) -> RunResult:
     except BaseException:
         staged.discard()
         raise
+    finally:
+        for pending in PendingPredictions.of(context):  # unread only when the run failed: stopped
+            pending.close()
 
 
 def same_comparisons(train: DistanceMatrix, test: DistanceMatrix) -> bool:
@@ -114,6 +121,8 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         with times(f"evaluate {spec.label}"):
             evaluated.append(spec.build().evaluate(evaluation, context))
     results = _merge(evaluated)
+    for pending in PendingPredictions.of(context):  # read by no evaluator: its notes still belong to the run
+        pending._get()
     write_outputs(staged, recipe, folds, evaluated, results, context.notes, times)
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
 
@@ -183,7 +192,14 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
                 raise
         fitted.append((spec, estimator, time.perf_counter() - started))
     if recipe.prediction.enabled:
-        predict_stage(recipe, fitted, models, predictions, impostors, train_d, name, index, context, times)
+        if beside.available() and all(s.confidence is None and prediction.simulates(e) for s, e, _ in fitted):
+            # nothing before the evaluators' predicted columns reads it: computed beside the thresholds,
+            # the evaluation and its pictures, and waited for when first read (see PendingPredictions). Only
+            # simulated galleries (no refits, which use the run's executor), and no `confidence:` (whose
+            # thresholds are made from the prediction)
+            predictions = PendingPredictions(recipe, fitted, models, impostors, train_d, name, index, context, times)
+        else:
+            predict_stage(recipe, fitted, models, predictions, impostors, train_d, name, index, context, times)
     for spec, _, _ in fitted:
         if spec.confidence is not None and spec.label not in predictions:
             raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated galleries "
@@ -203,6 +219,68 @@ def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple
                                           train.valid | test.valid, train.kind, train.probe_ids, train.gallery_ids,
                                           train.source))
     return train.with_values(both.values, kind=both.kind), test.with_values(both.values, kind=both.kind)
+
+
+class PendingPredictions(Mapping):
+    """A fold's predictions (label -> calibrate.prediction.Prediction) computed by :func:`predict_stage` in a
+    process beside the run (calibrate.beside), started when the fold's models are fitted. The first read waits
+    for it; its notes then take their place in the run's notes where they would have been said in line (so
+    report.md reads the same either way) and its stage times join the run's (they overlap the stages run
+    meanwhile). An error in the prediction is raised at that read."""
+
+    def __init__(self, recipe: Recipe, fitted: list, models: dict, impostors: ImpostorDistances,
+                 train_d: DistanceMatrix, fold: str, fold_index: int, context: RunContext, times: StageTimes) -> None:
+        for earlier in self.of(context):  # one process beside the run at a time: an earlier fold's is waited for
+            earlier._get()
+        self._context, self._times, self._at = context, times, len(context.notes)
+        self._value: dict | None = None
+
+        def work():
+            # the child shows and says nothing, and uses none of the run's workers
+            quiet = replace(context, notes=[], reporter=None, progress=None, executor=None)
+            before = dict(times.seconds)
+            out: dict = {}
+            predict_stage(recipe, fitted, dict(models), out, impostors, train_d, fold, fold_index, quiet, times)
+            spent = {k: v - before.get(k, 0.0) for k, v in times.seconds.items() if v != before.get(k)}
+            return out, quiet.notes, spent
+
+        self._job = beside.start(work, f"the predicted FPR intervals of fold {fold!r}")
+        _PENDING.append(weakref.ref(self))
+
+    @staticmethod
+    def of(context: RunContext) -> list["PendingPredictions"]:
+        """The run's unread pending predictions, oldest first."""
+        _PENDING[:] = [ref for ref in _PENDING if ref() is not None and ref()._value is None and not ref()._job.closed]
+        return sorted((p for p in map(lambda ref: ref(), _PENDING) if p is not None and p._context is context),
+                      key=lambda p: p._at)
+
+    def _get(self) -> dict:
+        if self._value is None:
+            value, notes, spent = self._job.result()
+            self._context.notes[self._at:self._at] = notes
+            for note in notes:
+                warnings.warn(note, stacklevel=2)
+            for stage, seconds in spent.items():
+                self._times.add_beside(stage, seconds)
+            self._value = value
+        return self._value
+
+    def __getitem__(self, label: str):
+        return self._get()[label]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def close(self) -> None:
+        """Stop the child if its result is still unread (the run failed before reading it)."""
+        self._job.close()
+
+
+#: the unread pending predictions of the runs in progress, weakly (a Mapping compares by value: no hash)
+_PENDING: list = []
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,

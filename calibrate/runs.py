@@ -28,6 +28,8 @@ class StageTimes:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        #: stages that ran in a process beside the run's own (calibrate.beside), overlapping the stages after them
+        self.beside: list[str] = []
         self._start = time.perf_counter()
 
     @contextmanager
@@ -40,6 +42,19 @@ class StageTimes:
 
     def total(self) -> float:
         return time.perf_counter() - self._start
+
+    def add_beside(self, stage: str, seconds: float) -> None:
+        """Count ``seconds`` of ``stage`` that ran beside the run (see :attr:`beside`)."""
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+        if stage not in self.beside:
+            self.beside.append(stage)
+
+    def as_dict(self) -> dict:
+        """results.json's ``timings``: seconds per stage, the total so far, and the stages run beside (if any)."""
+        out: dict = {"seconds": {k: round(v, 4) for k, v in self.seconds.items()}, "total": round(self.total(), 4)}
+        if self.beside:
+            out["beside"] = list(self.beside)
+        return out
 
     def predicting(self) -> float:
         """Seconds spent in the prediction stages so far (not counted in the base of their budget)."""

@@ -114,13 +114,20 @@ def per_class_totals(folds: tuple[Fold, ...], counts: list[dict[str, np.ndarray]
 
 
 def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...], seed: int = 0) -> list[TargetResult]:
+    rows, attempts = measure_label(folds, label, targets, seed)
+    return add_predicted(rows, folds, label, attempts, targets)
+
+
+def measure_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...], seed: int = 0
+                  ) -> tuple[list[TargetResult], list[int]]:
+    """One estimator's results per target from the evaluation data alone (no predicted interval: the
+    folds' predictions are not read), and each fold's number of impostor attempts."""
     names = class_names(folds)
     counts = [fold_counts(f, label, names) for f in folds]
     class_fa, class_imp = per_class_totals(folds, counts, label)
     pair_targets = np.unique(np.concatenate([c["pairs"] for c in counts])) // (names.size * names.size)
     n_pairs = np.bincount(pair_targets, minlength=len(targets))
     n_train = float(np.mean([f.train.impostor_mask().sum() for f in folds]))
-    predicted = predicted_fields(folds, label, counts, targets)
     rows = []
     for k, target in enumerate(targets):
         fa = np.concatenate([c["fa"][k] for c in counts])
@@ -140,11 +147,20 @@ def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ..
                  "share_classes_over_10x": float(np.mean(scored > 10 * target)) if scored.size else float("nan"),
                  "ratio_boot_low": b_low / target, "ratio_boot_high": b_high / target,
                  "false_accept_pairs": int(n_pairs[k]), "training_support": target * n_train}
-        if predicted:
-            extra.update({key: value[k] for key, value in predicted.items()})
-            if n_imp and predicted["predicted_fpr_low"][k] is not None:
-                extra["predicted_covers"] = bool(predicted["predicted_fpr_low"][k] <= fpr <= predicted["predicted_fpr_high"][k])
         rows.append(TargetResult(target, fpr, fpr / target, n_fa, n_imp, (1 - ga / gen) if gen else None, extra))
+    return rows, [int(c["imp"][0].sum()) for c in counts]
+
+
+def add_predicted(rows: list[TargetResult], folds: tuple[Fold, ...], label: str, attempts: list[int],
+                  targets: tuple[float, ...]) -> list[TargetResult]:
+    """``rows`` (from :func:`measure_label`) with the predicted-interval fields added to each row's extra."""
+    predicted = predicted_fields(folds, label, attempts, targets)
+    if predicted:
+        for k, row in enumerate(rows):
+            row.extra.update({key: value[k] for key, value in predicted.items()})
+            if row.impostor_attempts and predicted["predicted_fpr_low"][k] is not None:
+                row.extra["predicted_covers"] = bool(predicted["predicted_fpr_low"][k] <= row.fpr
+                                                     <= predicted["predicted_fpr_high"][k])
     return rows
 
 
@@ -152,18 +168,18 @@ def _nones(values) -> list:
     return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64)]
 
 
-def predicted_fields(folds: tuple[Fold, ...], label: str, counts: list[dict[str, np.ndarray]],
+def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
                      targets: tuple[float, ...]) -> dict[str, list]:
     """The estimator's predicted FPR interval (from training data only, calibrate.prediction), per target:
     for the FPR measured on this evaluation's number of attempts (``predicted_fpr_low/high``; only the
     count of attempts is used, none of their outcomes) and for the long run
-    (``predicted_fpr_long_run_low/high``). Empty when the run predicted nothing."""
+    (``predicted_fpr_long_run_low/high``); ``attempts``: each fold's impostor attempts. Empty when the run
+    predicted nothing."""
     from calibrate.prediction import PREDICTED, column_quantile, combine, measured_interval
 
     preds = [f.predictions.get(label) for f in folds]
     if not preds or any(p is None for p in preds):
         return {}
-    attempts = [int(c["imp"][0].sum()) for c in counts]
     if sum(attempts) == 0:
         return {}
     level = preds[0].level
@@ -421,13 +437,22 @@ class FprEvaluator(Evaluator):
 
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
         note_training_support(data.folds, data.targets, context)
+        measured = {label: measure_label(data.folds, label, data.targets, context.seed) for label in data.labels}
+        pictures, files = [], {}
+        if self.plots and data.plots:
+            # drawn before the predicted intervals are read: they need only the measured rates, and a
+            # prediction computed beside the run (calibrate.beside) is meanwhile finishing on another core
+            from . import plots
+
+            with context.stage(f"fpr: drawing plots for {len(measured)} estimator(s)"):
+                pictures, files = plots.make_plots(data, {label: rows for label, (rows, _) in measured.items()})
         results = {}
-        for label in data.labels:  # inside Evaluator.evaluate's stage, which counts estimators
-            results[label] = evaluate_label(data.folds, label, data.targets, context.seed)
+        for label, (rows, attempts) in measured.items():  # inside Evaluator.evaluate's stage, which counts estimators
+            results[label] = add_predicted(rows, data.folds, label, attempts, data.targets)
             for note in unreachable_notes(data.folds, label, results[label]):
                 context.note(note)
             context.advance(1)
-        sections, files = [uncertainty_section(results)], {}
+        sections = [uncertainty_section(results)]
         said = predicted_section(results)
         if said:
             sections.insert(0, said)
@@ -436,10 +461,5 @@ class FprEvaluator(Evaluator):
             context.note(note)
         if warning:
             sections.insert(0, warning)
-        if self.plots and data.plots:
-            from . import plots
-
-            with context.stage(f"fpr: drawing plots for {len(results)} estimator(s)"):
-                pictures, files = plots.make_plots(data, results)
-            sections += pictures
+        sections += pictures
         return EvaluationResult("fpr", results, sections, files)
