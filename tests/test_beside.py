@@ -190,3 +190,68 @@ def test_a_failure_while_the_prediction_runs_stops_it(tmp_path, monkeypatch):
         _score_run(tmp_path, monkeypatch, True, "out")
     assert time.monotonic() - started < 30  # the child was stopped, not waited for
     assert not (tmp_path / "out").exists() and not multiprocessing.active_children()
+
+
+# --------------------------------------------------------------------------------------------
+# the fpr evaluator's pictures, drawn beside
+
+
+def _plotted_run(tmp_path, monkeypatch, enabled: bool, name: str):
+    return _score_run(tmp_path, monkeypatch, enabled, name, output={"dir": str(tmp_path / name), "plots": True})
+
+
+@forks
+def test_pictures_drawn_beside_are_the_bytes_drawn_in_line(tmp_path, monkeypatch):
+    from calibrate_builtins.evaluators import plots
+
+    where = tmp_path / "pids.txt"
+    real = plots.make_plots
+
+    def recording(*args, **kwargs):
+        with open(where, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "make_plots", recording)
+    _, a = _plotted_run(tmp_path, monkeypatch, False, "inline")
+    _, b = _plotted_run(tmp_path, monkeypatch, True, "beside")
+    pids = where.read_text().split()
+    assert pids[0] == str(os.getpid()) and pids[1] != str(os.getpid())
+    pngs = sorted(p.name for p in a.glob("*.png"))
+    assert {"calibration.png", "det.png"} <= set(pngs) and pngs == sorted(p.name for p in b.glob("*.png"))
+    for name in pngs:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    _same_files(a, b)
+    assert not multiprocessing.active_children()
+
+
+@forks
+def test_an_error_drawing_beside_is_raised_by_the_run(tmp_path, monkeypatch):
+    from calibrate_builtins.evaluators import plots
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug in a picture")
+
+    monkeypatch.setattr(plots, "make_plots", broken)
+    with pytest.raises(ValueError, match="a bug in a picture"):
+        _plotted_run(tmp_path, monkeypatch, True, "out")
+    assert not (tmp_path / "out").exists() and not multiprocessing.active_children()
+
+
+@forks
+def test_a_failure_while_the_pictures_are_drawn_stops_them(tmp_path, monkeypatch):
+    from calibrate_builtins.evaluators import plots
+
+    def slow(*args, **kwargs):
+        time.sleep(60)
+
+    def broken(*args, **kwargs):
+        raise DataError("the prediction is unusable")
+
+    monkeypatch.setattr(plots, "make_plots", slow)
+    monkeypatch.setattr(fpr, "add_predicted", broken)
+    started = time.monotonic()
+    with pytest.raises(DataError, match="unusable"):
+        _plotted_run(tmp_path, monkeypatch, True, "out")
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "out").exists() and not multiprocessing.active_children()
