@@ -197,6 +197,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
             # the evaluation and its pictures, and waited for when first read (see PendingPredictions). Only
             # simulated galleries (no refits, which use the run's executor), and no `confidence:` (whose
             # thresholds are made from the prediction)
+            impostors.sorted_within()  # the world's and the saved fingerprint's: sorted once, for both processes
             predictions = PendingPredictions(recipe, fitted, models, impostors, train_d, name, index, context, times)
         else:
             predict_stage(recipe, fitted, models, predictions, impostors, train_d, name, index, context, times)
