@@ -518,14 +518,18 @@ class StagedOutput:
             self._lock_fd = None
 
     def _remove_created(self) -> None:
-        for folder in self._created:
+        for k, folder in enumerate(self._created):
             try:
                 folder.rmdir()  # only if empty: another run may be using it
             except OSError:
-                break
+                self._created = self._created[k:]  # kept for a second discard (see discard)
+                return
         self._created = []
 
     def discard(self) -> None:
+        """Remove the staging folder and the folders this run created. May be called again: a run's pipeline
+        calls it again once its executor's workers have stopped (one still busy when the run failed may
+        have written into the staging folder after the first call)."""
         if self.dir.name != STAGING_PREFIX:
             shutil.rmtree(self.dir, ignore_errors=True)
         self._release()

@@ -49,18 +49,26 @@ def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResul
         context.seed = recipe.seed  # the recipe's seed holds whoever supplies the context
     if recipe.executor is None or context.executor is not None:
         return _run(recipe, context)
-    with recipe.executor.build() as executor:
-        context.executor = executor
-        try:
-            return _run(recipe, context)
-        finally:
-            context.executor = None
+    staging: list[StagedOutput] = []
+    try:
+        with recipe.executor.build() as executor:
+            context.executor = executor
+            try:
+                return _run(recipe, context, staging)
+            finally:
+                context.executor = None
+    except BaseException:
+        for staged in staging:  # again, now that the workers have stopped: one still busy when the run failed
+            staged.discard()    # (a shard's scratch file) may have written into the staging folder since
+        raise
 
 
-def _run(recipe: Recipe, context: RunContext) -> RunResult:
+def _run(recipe: Recipe, context: RunContext, staging: list | None = None) -> RunResult:
     # claimed before any work: a folder holding files calibrate would have to replace without
     # having written them is refused now, not after a long run
     staged = StagedOutput(recipe.output_dir)
+    if staging is not None:
+        staging.append(staged)
     try:
         return _run_stages(recipe, context, staged)
     except BaseException:

@@ -187,6 +187,31 @@ def test_failed_run_leaves_previous_result_intact_and_nothing_partial(tmp_path, 
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_a_worker_writing_during_the_discard_leaves_nothing(tmp_path, monkeypatch):
+    """A sharded run's worker may still be writing its scratch file into the staging folder when another
+    worker's death fails the run: the first removal then leaves that file (and so the folder) behind. The
+    pipeline removes the staging folder again once the executor has stopped its workers."""
+    import calibrate.outputs as outputs
+
+    values, probes, gallery = make_scores(seed=12)
+    csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
+    bad = score_recipe(csv_path, tmp_path / "fresh" / "out", estimators=({"plugin": "flaky"},))
+    real_rmtree, calls = outputs.shutil.rmtree, []
+
+    def raced(path, ignore_errors=False):
+        real_rmtree(path, ignore_errors=ignore_errors)
+        calls.append(path)
+        if len(calls) == 1:  # the worker's file arrived while the folder was being removed
+            path.mkdir()
+            (path / "scratch-late.npz").write_bytes(b"late")
+
+    monkeypatch.setattr(outputs.shutil, "rmtree", raced)
+    with pytest.raises(RuntimeError, match="failed while fitting"):
+        calibrate.run(write_recipe(tmp_path / "bad.yaml", bad), extra_plugins=(_Failing("fit"),))
+    assert len(calls) == 2 and calls[0] == calls[1]
+    assert not (tmp_path / "fresh").exists(), sorted(str(p) for p in (tmp_path / "fresh").rglob("*"))
+
+
 def test_thresholds_csv_values_survive_a_round_trip():
     from calibrate.outputs import thresholds_csv
     from calibrate.types import ThresholdTable
