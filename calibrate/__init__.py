@@ -62,7 +62,6 @@ PUBLIC_MODULES = (
     "calibrate.sanity",        # score-direction checks (AUC of genuine against impostor scores)
     "calibrate.statecheck",    # checks of a saved model's or transform's state (from_state, set_fitted_state)
     "calibrate.safefiles",     # files named by other files: plain names, regular files, .npy/.npz headers checked
-    "calibrate.beside",        # work in a forked process beside the run (Linux), e.g. an evaluator's pictures
     "calibrate.testing",       # the conformance kit for plugin authors
 )
 

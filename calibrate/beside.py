@@ -2,12 +2,11 @@
 
 A run's stages are mostly one core's work. Some of them depend on the fitted models but nothing after
 them depends on their result until late: the predicted FPR interval (:mod:`calibrate.prediction`) is read
-only by the evaluators' predicted columns and the outputs, and the fpr evaluator's pictures need only the
-measured rates. :func:`start` runs such a function in a child process forked from the run (the child sees
-the run's arrays as they are, copied only if written: nothing is pickled on the way in) and returns a
-:class:`Beside` whose :meth:`Beside.result` waits for the child and returns what the function returned
-(pickled back through a pipe), or raises what it raised. A plugin may use it for work of that kind; call
-:meth:`Beside.close` in a ``finally`` so that a failure of the run stops the child.
+only by the evaluators' predicted columns and the outputs, while the evaluation counts and the pictures
+need only the thresholds. :func:`start` runs such a function in a child process forked from the run (the
+child sees the run's arrays as they are, copied only if written: nothing is pickled on the way in) and
+returns a :class:`Beside` whose :meth:`Beside.result` waits for the child and returns what the function
+returned (pickled back through a pipe), or raises what it raised.
 
 Forking is used only where it is the platform's safe default (Linux: ``os.fork`` with the ``fork`` start
 method); elsewhere, or with ``CALIBRATE_BESIDE=0`` in the environment, or when :data:`ENABLED` is False,

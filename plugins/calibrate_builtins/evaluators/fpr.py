@@ -438,23 +438,20 @@ class FprEvaluator(Evaluator):
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
         note_training_support(data.folds, data.targets, context)
         measured = {label: measure_label(data.folds, label, data.targets, context.seed) for label in data.labels}
-        drawing = self._draw(data, {label: rows for label, (rows, _) in measured.items()}, context)
-        try:
-            results = {}
-            for label, (rows, attempts) in measured.items():  # inside Evaluator.evaluate's stage, counting estimators
-                results[label] = add_predicted(rows, data.folds, label, attempts, data.targets)
-                for note in unreachable_notes(data.folds, label, results[label]):
-                    context.note(note)
-                context.advance(1)
-            pictures, files = [], {}
-            if isinstance(drawing, _Drawn):
-                pictures, files = drawing.result()
-            elif drawing is not None:
-                with context.stage(f"fpr: the plots for {len(measured)} estimator(s), drawn beside"):
-                    pictures, files = drawing.result()
-        finally:
-            if drawing is not None:
-                drawing.close()
+        pictures, files = [], {}
+        if self.plots and data.plots:
+            # drawn before the predicted intervals are read: they need only the measured rates, and a
+            # prediction computed beside the run (calibrate.beside) is meanwhile finishing on another core
+            from . import plots
+
+            with context.stage(f"fpr: drawing plots for {len(measured)} estimator(s)"):
+                pictures, files = plots.make_plots(data, {label: rows for label, (rows, _) in measured.items()})
+        results = {}
+        for label, (rows, attempts) in measured.items():  # inside Evaluator.evaluate's stage, which counts estimators
+            results[label] = add_predicted(rows, data.folds, label, attempts, data.targets)
+            for note in unreachable_notes(data.folds, label, results[label]):
+                context.note(note)
+            context.advance(1)
         sections = [uncertainty_section(results)]
         said = predicted_section(results)
         if said:
@@ -466,31 +463,3 @@ class FprEvaluator(Evaluator):
             sections.insert(0, warning)
         sections += pictures
         return EvaluationResult("fpr", results, sections, files)
-
-    def _draw(self, data: EvaluationInput, measured: dict[str, list[TargetResult]], context: RunContext):
-        """The pictures (report.md's lines, file name -> PNG), or None when off: drawn in a process beside the
-        run where calibrate.beside can fork (they need only the measured rates, not the predicted intervals,
-        which may meanwhile be finishing in another), else here; ``.result()`` gives them."""
-        if not (self.plots and data.plots):
-            return None
-        from calibrate import beside
-
-        from . import plots
-
-        if beside.available():
-            return beside.start(lambda: plots.make_plots(data, measured), "the fpr evaluator's pictures")
-        with context.stage(f"fpr: drawing plots for {len(measured)} estimator(s)"):
-            return _Drawn(plots.make_plots(data, measured))
-
-
-class _Drawn:
-    """Pictures drawn in line, with the interface of a calibrate.beside job."""
-
-    def __init__(self, value) -> None:
-        self.value = value
-
-    def result(self):
-        return self.value
-
-    def close(self) -> None:
-        pass
