@@ -88,6 +88,8 @@ class RunContext:
     executor: Any = None
     reporter: Any = None
     _stages: list = field(default_factory=list, init=False, repr=False, compare=False)
+    #: the run's work in progress beside it (calibrate.pipeline.PendingPredictions), oldest first
+    _beside: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     @contextmanager
     def stage(self, description: str, total: float | None = None, unit: str = "") -> Iterator[Task]:

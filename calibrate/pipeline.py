@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 import warnings
-import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -254,14 +253,13 @@ class PendingPredictions(Mapping):
             return out, quiet.notes, spent
 
         self._job = beside.start(work, f"the predicted FPR intervals of fold {fold!r}")
-        _PENDING.append(weakref.ref(self))
+        context._beside.append(self)
 
     @staticmethod
     def of(context: RunContext) -> list["PendingPredictions"]:
-        """The run's unread pending predictions, oldest first."""
-        _PENDING[:] = [ref for ref in _PENDING if ref() is not None and ref()._value is None and not ref()._job.closed]
-        return sorted((p for p in map(lambda ref: ref(), _PENDING) if p is not None and p._context is context),
-                      key=lambda p: p._at)
+        """The run's unread pending predictions, oldest first (those read or stopped are forgotten)."""
+        context._beside[:] = [p for p in context._beside if not p._job.closed]
+        return list(context._beside)
 
     def _get(self) -> dict:
         if self._value is None:
@@ -286,10 +284,6 @@ class PendingPredictions(Mapping):
     def close(self) -> None:
         """Stop the child if its result is still unread (the run failed before reading it)."""
         self._job.close()
-
-
-#: the unread pending predictions of the runs in progress, weakly (a Mapping compares by value: no hash)
-_PENDING: list = []
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,
