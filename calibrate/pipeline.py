@@ -248,7 +248,7 @@ class PendingPredictions(Mapping):
             quiet = replace(context, notes=[], reporter=None, progress=None, executor=None)
             before = dict(times.seconds)
             out: dict = {}
-            predict_stage(recipe, fitted, dict(models), out, impostors, train_d, fold, fold_index, quiet, times)
+            predict_stage(recipe, fitted, models, out, impostors, train_d, fold, fold_index, quiet, times)
             spent = {k: v - before.get(k, 0.0) for k, v in times.seconds.items() if v != before.get(k)}
             return out, quiet.notes, spent
 
@@ -410,7 +410,7 @@ def repeated_score_hint(train: DistanceMatrix, missing: float | None) -> str | N
         value = float(lowest[columns[0]])
         where = (f"Every training score of {len(columns)} gallery class(es) ({', '.join(map(str, train.gallery_classes[columns][:3]))}"
                  f"{' ...' if len(columns) > 3 else ''}) is {value:g}")
-    elif k is not None and count / values.size >= REPEATED_SHARE and count > 1:
+    elif k is not None and count > 1:  # (_extreme_mode says k only at a share of REPEATED_SHARE or more)
         where = (f"{count} of the {values.size} training impostor scores ({100 * count / values.size:.3g}%) equal "
                  f"{value:g}, the {'smallest' if k == 0 else 'largest'} score")
     else:

@@ -54,6 +54,16 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+def _once(obj, name: str, compute):
+    """``compute()``, kept on the frozen dataclass ``obj`` as ``name`` the first time it is asked for (the
+    inputs are read-only arrays, so the result never goes stale)."""
+    value = obj.__dict__.get(name)
+    if value is None:
+        value = compute()
+        object.__setattr__(obj, name, value)
+    return value
+
+
 @dataclass(frozen=True)
 class PatternSet:
     """Samples (rows of ``X``) with the class and the image set each belongs to.
@@ -153,22 +163,20 @@ class DistanceMatrix:
     def _class_codes(self) -> tuple[np.ndarray, np.ndarray]:
         """Integer codes of the probe and gallery classes (one table for both), computed once: masks compare
         integers, not fixed-width strings (whose cost grows with the longest label)."""
-        codes = self.__dict__.get("_codes")
-        if codes is None:
+        def codes():
             p = self.probe_classes.size
             _, inverse = np.unique(np.concatenate([self.probe_classes, self.gallery_classes]), return_inverse=True)
-            codes = (inverse[:p].astype(np.int64), inverse[p:].astype(np.int64))
-            object.__setattr__(self, "_codes", codes)
-        return codes
+            return inverse[:p].astype(np.int64), inverse[p:].astype(np.int64)
+
+        return _once(self, "_codes", codes)
 
     def impostor_mask(self) -> np.ndarray:
         """The valid comparisons of a probe with another class's gallery column (read-only, computed once)."""
-        mask = self.__dict__.get("_impostor_mask")
-        if mask is None:
+        def mask():
             p, g = self._class_codes()
-            mask = _readonly(self.valid & (p[:, None] != g[None, :]))
-            object.__setattr__(self, "_impostor_mask", mask)
-        return mask
+            return _readonly(self.valid & (p[:, None] != g[None, :]))
+
+        return _once(self, "_impostor_mask", mask)
 
     def genuine_mask(self) -> np.ndarray:
         p, g = self._class_codes()
@@ -258,11 +266,7 @@ class ImpostorDistances:
         original order. Classes of one size are sorted together as the rows of one 2-D array: a loop over
         the distinct sizes (at most sqrt(2 N) of them), none over classes, and no sort of all N values
         by class and value (which costs several times more). Computed once (read-only)."""
-        cached = self.__dict__.get("_sorted_within")
-        if cached is None:
-            cached = _readonly(self._sort_within())
-            object.__setattr__(self, "_sorted_within", cached)
-        return cached
+        return _once(self, "_sorted_within", lambda: _readonly(self._sort_within()))
 
     def _sort_within(self) -> np.ndarray:
         counts = np.diff(self.offsets)
