@@ -60,6 +60,7 @@ PUBLIC_MODULES = (
     "calibrate.formatting",    # how rates read in reports
     "calibrate.partitioned",   # sharded data: ShardedScores, PartitionedFitter, lowest_sorted, write_staged
     "calibrate.sanity",        # score-direction checks (AUC of genuine against impostor scores)
+    "calibrate.verification",  # one pooled threshold, FNR at equal FPR, EER/AUC/d'/DET, per-class spread, groups
     "calibrate.statecheck",    # checks of a saved model's or transform's state (from_state, set_fitted_state)
     "calibrate.safefiles",     # files named by other files: plain names, regular files, .npy/.npz headers checked
     "calibrate.testing",       # the conformance kit for plugin authors

@@ -41,8 +41,8 @@ import numpy as np
 
 from .errors import DataError, ParameterError
 from .progress import NULL_TASK, Task
-from .types import (CohortScores, DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, SetCollection,
-                    ThresholdTable)
+from .types import (CohortScores, DistanceMatrix, EvaluationResult, GroupLabels, ImpostorDistances, PatternSet,
+                    SetCollection, ThresholdTable)
 
 if TYPE_CHECKING:
     from .partitioned import PartitionedFitter
@@ -87,6 +87,8 @@ class RunContext:
     seed: int = 0
     executor: Any = None
     reporter: Any = None
+    #: the run's clock of stages (calibrate.runs.StageTimes), set by the pipeline: :meth:`timed` adds to it
+    clock: Any = None
     _stages: list = field(default_factory=list, init=False, repr=False, compare=False)
     #: the run's work in progress beside it (calibrate.pipeline.PendingPredictions), oldest first
     _beside: list = field(default_factory=list, init=False, repr=False, compare=False)
@@ -113,6 +115,17 @@ class RunContext:
             if task in self._stages:
                 self._stages.remove(task)
             task.finish(ok)
+
+    @contextmanager
+    def timed(self, part: str) -> Iterator[None]:
+        """Count the block's wall-clock seconds in the run's timings (results.json, report.md) as ``part``, a part of
+        the pipeline stage that is open around it (e.g. ``fpr: genuine cost and groups`` within ``evaluate fpr``), so
+        that what a component adds to a run is stated beside the run's time. Nothing when no clock is set."""
+        if self.clock is None:
+            yield
+            return
+        with self.clock.part(part):
+            yield
 
     def advance(self, n: float = 1) -> None:
         """Advance the innermost open stage by ``n`` items (nothing when no stage is open)."""
@@ -354,6 +367,9 @@ class ScoreSplit:
     #: for datasets that read cohort files (``Dataset.cohort_sides``); None: the rest of the gallery serves
     train_cohort: CohortScores | None = None
     test_cohort: CohortScores | None = None
+    #: the demographic group of the classes, when the dataset knows it (a recipe's ``data: {groups: FILE}``
+    #: replaces it); None: no groups unless the recipe names a file
+    groups: GroupLabels | None = None
 
 
 class Distance(Component, ABC):
@@ -810,6 +826,16 @@ class Fold:
     #: the fitted normaliser (calibrate.cohort.FittedNormalization) when the recipe has ``normalizer:``:
     #: ``train`` and ``test`` then hold normalised distances exp(z), and thresholds are in those units
     normalization: Any = None
+    #: the evaluation attempts as the dataset (or the distance stage) gave them: the matcher's own scores of kind
+    #: ``kind``, before the transform and any normaliser, same entries as ``test``. One pooled threshold, the
+    #: baseline every estimator is judged against, is set on them. None: ``test`` stands for them
+    raw_test: DistanceMatrix | None = None
+
+    def matcher_distances(self) -> np.ndarray:
+        """The evaluation attempts on the matcher's own scale, oriented as distances (lower = more alike: similarity
+        scores negated, exactly), shaped as ``test``: ``raw_test``'s, else ``test``'s values."""
+        raw = self.raw_test if self.raw_test is not None else self.test
+        return -raw.values if raw.kind == "similarity" else raw.values
 
 
 @dataclass(frozen=True)
@@ -819,6 +845,9 @@ class EvaluationInput:
     folds: tuple[Fold, ...]
     targets: tuple[float, ...]
     plots: bool = True
+    #: the demographic group of the enrolled classes and of the probes' real classes, when the recipe or the
+    #: dataset gives them (calibrate.types.GroupLabels); None: no group figures
+    groups: GroupLabels | None = None
 
     @property
     def labels(self) -> list[str]:

@@ -73,6 +73,11 @@ def run(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML f
     for label, rows in result.results.items():
         ratios = ", ".join(f"{100 * r.target_fpr:g}%: {r.ratio:.2f}" for r in rows)
         typer.echo(f"{label}: achieved/target FPR {ratios}")
+        costs = [r for r in rows if r.fnr is not None and r.fnr_one_threshold is not None]
+        if costs:
+            said = ", ".join(f"{100 * r.target_fpr:g}%: {100 * r.fnr:.3g}% ({100 * r.fnr_one_threshold:.3g}%)"
+                             for r in costs)
+            typer.echo(f"{label}: FNR (one pooled threshold at the same FPR) {said}")
     typer.echo(f"wrote {result.out_dir}")
 
 
@@ -205,46 +210,71 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
            score_column: Optional[str] = typer.Option(None, "--score-column", help="CSV: header of the score."),
            missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help="Marker of failed comparisons: not decided, counted."),
            cohort: Optional[Path] = typer.Option(None, "--cohort", help="A normalised calibration: the probes' cohort "
-                                                 "scores, bob's T-norm file (T-models x probes), in a score list's format.")) -> None:
+                                                 "scores, bob's T-norm file (T-models x probes), in a score list's format."),
+           groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help="Groups of the classes: a CSV with "
+                                                 "a header `class,group`; adds a `group` column (the claimed class's) and "
+                                                 "a summary line per group.")) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
-    (claimed, real, probe, score, threshold, accept). A normalised calibration's threshold is on the
-    normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
+    (claimed, real, probe, score, threshold, accept; with --groups, the claimed class's group). A normalised
+    calibration's threshold is on the normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
     import numpy as np
 
     from .api import load
     from .assess import absent_note
-    from .cli_scores import check_options, cli_number, read_attempts
+    from .cli_scores import _check_groups, check_options, cli_number, read_attempts, read_groups_option
     from .errors import CalibrateError
     from .userfiles import check_target, write_user_file
 
+    inputs = tuple(p for p in (artifact, scores, cohort, groups) if p is not None)
     try:
         fpr, missing = cli_number(fpr, "--fpr"), cli_number(missing, "--missing")
         check_options(fmt)
-        check_target(out, (artifact, scores))  # before any work: never replace an input (S9)
+        check_target(out, inputs)  # before any work: never replace an input (S9)
         if unknown not in ("error", "reject", "skip"):
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
+        labels = read_groups_option(groups)
         cal = load(artifact, estimator)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
+        group_notes = _check_groups(labels, claimed, real)
         decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
-                                                 missing)
-        written = write_user_file(out, table, inputs=(artifact, scores))
+                                                 missing, labels)
+        written = write_user_file(out, table, inputs=inputs)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
-    summary = _accept_summary(decided[rows], (claimed == real)[rows], int((~known).sum()), unknown, failed, missing)
+    for note in group_notes:
+        typer.echo(f"note: {note}", err=True)
+    genuine = (claimed == real)[rows]
+    summary = _accept_summary(decided[rows], genuine, int((~known).sum()), unknown, failed, missing)
     normalised = getattr(cal, "normalization", None)
     rule = cal.accept_if if normalised is None else f"{normalised.plugin}-normalised z <= t"
     typer.echo(f"{summary} (accept if {rule}, FPR target {fpr:g}); wrote {written}", err=str(out) == "-")
+    if labels is not None:
+        claimed_groups = labels.codes(claimed[rows])
+        probe_groups = labels.codes(real[rows])
+        from .types import UNLABELLED
+
+        for k, name in enumerate(list(labels.names) + [UNLABELLED]):
+            mine = claimed_groups == k
+            if not mine.any():
+                continue
+            same = mine & ~genuine & (probe_groups == k)
+            said = _accept_summary(decided[rows][mine], genuine[mine], 0, unknown, 0, None)
+            if k < len(labels.names):
+                said += (f"; same-group impostor attempts {int(same.sum())}, false accepts "
+                         f"{int(decided[rows][same].sum())}")
+            typer.echo(f"group {name}: {said}", err=str(out) == "-")
     absent = absent_note(cal, np.unique(claimed[known].astype(str)), str(scores))
     if absent:
         typer.echo(f"note: {absent}", err=True)
 
 
 def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unknown: str, cohort: Path | None,
-               missing: float | None):
+               missing: float | None, labels=None):
     """(decision per attempt, whether its class is calibrated, the rows written, the CSV's bytes); attempts
-    claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip)."""
+    claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip); with
+    ``labels`` (calibrate.types.GroupLabels), a last column with the claimed class's group."""
     import csv
     import io
 
@@ -264,12 +294,17 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
     rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"])
+    w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"]
+               + (["group"] if labels is not None else []))
+    group_of = dict(zip(labels.classes, labels.groups)) if labels is not None else {}
+    from .types import UNLABELLED
+
     for i in rows.tolist():
         c = claimed[i]
         t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
         w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
-                                                                                "1" if decided[i] else "0"])
+                                                                                "1" if decided[i] else "0"]
+                   + ([group_of.get(str(c), UNLABELLED)] if labels is not None else []))
     return decided, known, rows, buf.getvalue().encode("utf-8")
 
 

@@ -139,6 +139,114 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> li
     return out
 
 
+_GROUPS_HELP = "Groups of the classes: a CSV with a header `class,group` (probes belong to their real class's group)."
+
+
+def read_groups_option(path: Path | None):
+    """--groups FILE read and checked (calibrate.groups), or None."""
+    if path is None:
+        return None
+    from .groups import read_groups
+
+    return read_groups(path)
+
+
+def _check_groups(labels, claimed, real) -> list[str]:
+    if labels is None:
+        return []
+    import numpy as np
+
+    from .groups import check_against
+
+    return check_against(labels, np.unique(claimed), np.unique(real))
+
+
+def _clean(value):
+    """JSON-ready: non-finite floats as null, numpy scalars as numbers."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def det_csv(thresholds, fmr, fnmr) -> bytes:
+    """det.csv's bytes: ``fpr,fnr,score_threshold`` per row."""
+    lines = ["fpr,fnr,score_threshold"]
+    for t, f, n in zip(thresholds.tolist(), fmr.tolist(), fnmr.tolist()):
+        lines.append(f"{f!r},{n!r},{t!r}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.3g}%"
+
+
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def cost_lines(label: str, rows) -> list[str]:
+    """What the calibration costs genuine users against one pooled threshold, where beyond counting noise."""
+    out = []
+    for worse in (True, False):
+        hits = [r for r in rows if r.fnr_paired and r.fnr_paired["beyond_noise"]
+                and (r.fnr_paired["extra_rejects_per_1000"] > 0) == worse]
+        if hits:
+            out.append(f"{label} turns away {'more' if worse else 'fewer'} genuine users than one pooled threshold "
+                       "admitting the same share of impostors, beyond counting noise: " + "; ".join(
+                           f"at {100 * r.target_fpr:g}%: FNR {_pct(r.fnr)} against {_pct(r.fnr_one_threshold)}, "
+                           f"{abs(r.fnr_paired['extra_rejects_per_1000']):.3g} {'more' if worse else 'fewer'} per 1,000 "
+                           f"genuine attempts (McNemar {_p(r.fnr_paired['p_value'])})" for r in hits))
+    if not out and any(r.fnr_paired for r in rows):
+        out.append(f"{label}: within counting noise of one pooled threshold at the same FPR at every target (McNemar)")
+    return out
+
+
+def verification_line(metrics: dict, source: str) -> str:
+    if not metrics["genuine_attempts"] or not metrics["impostor_attempts"]:
+        return f"verification: {source} needs both genuine and impostor attempts for EER, AUC and the DET"
+    at = ", ".join(f"{100 * float(f):g}%: {_pct(v) if v is not None else 'n/a (too few impostor attempts)'}"
+                   for f, v in metrics["fnmr_at_fmr"].items())
+    threshold = metrics["eer_score_threshold"]
+    return (f"verification (one pooled threshold on {source}): EER {_pct(metrics['eer'])}"
+            + (f" at score {threshold:.6g}" if threshold is not None else "")
+            + f", AUC {metrics['auc']:.5f}, d' {metrics['d_prime']:.3g}; FNMR at FMR {at}; FNMR at FMR 0: "
+              f"{_pct(metrics['fnmr_at_zero_fmr'])}")
+
+
+def _ratio(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def group_lines(rows, names) -> list[str]:
+    """Per target: each group's same-group FMR as a ratio to the target [95% interval] and FNMR, then the max/min
+    ratios of the calibration and of one pooled threshold at the same overall FPR."""
+    out = []
+    for r in rows:
+        if not r.groups:
+            continue
+        cells = []
+        for name in names:
+            g = r.groups.get(name, {})
+            same = ("n/a" if g.get("fmr_same_group") is None else
+                    f"{g['fmr_same_group'] / r.target_fpr:.2f} [{g['fmr_same_group_ci_low'] / r.target_fpr:.2f}, "
+                    f"{g['fmr_same_group_ci_high'] / r.target_fpr:.2f}]")
+            cells.append(f"{name}: same-group FMR/target {same}, FNMR {_pct(g.get('fnmr'))}")
+        ref = r.one_threshold or {}
+        out.append(f"{100 * r.target_fpr:g}% | " + " | ".join(cells)
+                   + f" | same-group FMR max/min {_ratio(r.fmr_same_group_max_over_min)} (one threshold "
+                     f"{_ratio(ref.get('fmr_same_group_max_over_min'))}), FNMR max/min {_ratio(r.fnmr_max_over_min)} "
+                     f"(one threshold {_ratio(ref.get('fnmr_max_over_min'))})")
+    return out
+
+
 def _targets(fpr: list[str] | None) -> tuple[float, ...]:
     return cli_targets(fpr) or DEFAULT_FPRS
 
@@ -157,7 +265,10 @@ def fit_command(
         real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
         score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
         missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help=_MISSING_HELP),
-        seed: int = typer.Option(0, "--seed", help="Seed of the predicted intervals' simulations.")) -> None:
+        seed: int = typer.Option(0, "--seed", help="Seed of the predicted intervals' simulations."),
+        groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Prints each "
+                                              "group's same-group FMR and FNMR on the training comparisons (in-sample); "
+                                              "the calibration does not keep the groups.")) -> None:
     """Fit thresholds on every comparison of one score file and save the calibration."""
     import warnings
 
@@ -169,8 +280,10 @@ def fit_command(
         check_options(fmt, seed)
         missing = cli_number(missing, "--missing")
         targets = _targets(fpr)
-        check_target(out, (scores,))  # before the fit: never replace the training data (S9)
+        check_target(out, (scores,) + ((groups,) if groups is not None else ()))  # never replace an input (S9)
+        labels = read_groups_option(groups)
         claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
+        group_notes = _check_groups(labels, claimed, real)
         if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
             genuine = claimed == real
             check_direction(values[genuine], values[~genuine], kind, str(scores),
@@ -179,17 +292,31 @@ def fit_command(
             warnings.simplefilter("always")
             cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
                       predict=predict, seed=seed)
+        in_sample = None
+        if labels is not None:
+            from .assess import assess, known_classes
+
+            known = known_classes(cal, claimed)
+            in_sample = assess(cal, claimed[known], real[known], values[known], targets, groups=labels)
         cal.save(out)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
     for w in caught:
         typer.echo(f"note: {' '.join(str(w.message).split())}", err=True)
+    for note in group_notes:
+        typer.echo(f"note: {note}", err=True)
     genuine = int((claimed == real).sum())
     extra = f", {failed} failed comparison(s) left out" if failed else ""
+    to_stdout = str(out) == "-"
     typer.echo(f"fitted {cal.label} on {values.size - genuine} impostor comparisons of {len(cal)} classes "
                f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote "
-               f"{'standard output' if str(out) == '-' else out}", err=str(out) == "-")
+               f"{'standard output' if to_stdout else out}", err=to_stdout)
+    if in_sample is not None:
+        typer.echo(f"groups from {labels.source}, on the training comparisons (in-sample: expect the evaluation's "
+                   "figures to differ):", err=to_stdout)
+        for line in group_lines(in_sample, labels.names):
+            typer.echo(line, err=to_stdout)
 
 
 @app.command("evaluate")
@@ -205,27 +332,45 @@ def evaluate_command(
         score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
         missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help=_MISSING_HELP),
         cohort: Optional[Path] = typer.Option(None, "--cohort", help=_COHORT_HELP),
+        groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Adds each "
+                                              "group's same-group FMR and FNMR, and their max/min across groups."),
+        det: Optional[str] = typer.Option(None, "--det", metavar="FILE", help="Write the DET of the file's scores with "
+                                          "one pooled threshold (CSV: fpr,fnr,score_threshold; at most 10,000 rows, "
+                                          "spaced on the probit scale)."),
         as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
     """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
-    another score file; attempts claiming classes the calibration does not hold are left out and counted."""
+    another score file, the FNR of one pooled threshold at the same FPR (and whether the calibration costs
+    more genuine users beyond counting noise), the file's EER, AUC, d' and FNMR at fixed FMRs, and with
+    --groups the figures per group; attempts claiming classes the calibration does not hold are left out
+    and counted."""
     from .api import load
     import numpy as np
 
-    from .assess import absent_note, assess, known_classes
+    from .assess import absent_note, assess, known_classes, verification
+    from .userfiles import check_target, write_user_file
 
     try:
         check_options(fmt)
         missing = cli_number(missing, "--missing")
         fpr = cli_targets(fpr)
+        if det is not None:
+            check_target(det, tuple(p for p in (artifact, scores, cohort, groups) if p is not None))
+        labels = read_groups_option(groups)
         cal = load(artifact, estimator)
         check_cohort_flag(cal, cohort)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
+        group_notes = _check_groups(labels, claimed, real)
         known = known_classes(cal, claimed)
         targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
         cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
                                                              claimed[known], real[known], missing)
-        rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts)
+        rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts,
+                      groups=labels)
+        metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
+        if det is not None:
+            written = write_user_file(det, det_csv(*curve), inputs=tuple(p for p in (artifact, scores, cohort, groups)
+                                                                            if p is not None))
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
@@ -233,11 +378,15 @@ def evaluate_command(
     present = np.unique(claimed[known].astype(str))
     absent = absent_note(cal, present, str(scores))
     if as_json:
-        typer.echo(json.dumps({"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
-                               "enrolled_classes": len(cal),
-                               "classes_judged": int(present.size),
-                               "failed_comparisons": failed, "targets": [r.as_dict() for r in rows]}))
+        doc = {"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
+               "enrolled_classes": len(cal), "classes_judged": int(present.size), "failed_comparisons": failed,
+               "accept_if": cal.accept_if, "targets": [r.as_dict() for r in rows], "verification": metrics}
+        if labels is not None:
+            doc["groups"] = {"source": labels.source, "names": list(labels.names)}
+        typer.echo(json.dumps(_clean(doc)))
         return
+    for note in group_notes:
+        typer.echo(f"note: {note}", err=True)
     if absent:
         typer.echo(f"note: {absent}", err=True)
     if unknown:
@@ -246,12 +395,24 @@ def evaluate_command(
         typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
     rule = cal.accept_if if getattr(cal, "normalization", None) is None else f"{cal.normalization.plugin}-normalised z <= t"
     typer.echo(f"{cal.label} on {scores}: accept if {rule}")
-    typer.echo("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | predicted FPR")
+    typer.echo("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | one pooled "
+               "threshold's FNR at the same FPR (FNR cost) | predicted FPR")
     for r in rows:
         achieved = "n/a" if r.fpr is None else f"{100 * r.fpr:.3g}% ({100 * r.fpr_ci_low:.3g}-{100 * r.fpr_ci_high:.3g}%)"
         ratio = "n/a" if r.ratio is None else f"{r.ratio:.2f}"
         fnr = "n/a" if r.fnr is None else f"{100 * r.fnr:.3g}%"
+        one = "n/a" if r.fnr_one_threshold is None else (
+            f"{100 * r.fnr_one_threshold:.3g}% ({'n/a' if r.fnr_cost is None else f'{r.fnr_cost:.2f}x'})")
         predicted = ("-" if r.predicted_fpr_low is None
                      else f"{100 * r.predicted_fpr_low:.3g}-{100 * r.predicted_fpr_high:.3g}%")
         typer.echo(f"{100 * r.target_fpr:g}% | {achieved} | {ratio} | {r.false_accepts} / {r.impostor_attempts} | "
-                   f"{fnr} | {predicted}")
+                   f"{fnr} | {one} | {predicted}")
+    for line in cost_lines(cal.label, rows):
+        typer.echo(line)
+    typer.echo(verification_line(metrics, str(scores)))
+    if labels is not None:
+        typer.echo(f"groups from {labels.source}:")
+        for line in group_lines(rows, labels.names):
+            typer.echo(line)
+    if det is not None:
+        typer.echo(f"wrote the DET to {written}", err=written == "standard output")

@@ -86,7 +86,7 @@ JOURNAL = ".journal.json"
 #: a journal or a manifest lists a run's file names and their records: far below this
 MAX_DOC_BYTES = 64 << 20
 #: names every run may write; a file of one of these names that no manifest claims blocks a run
-CONTRACT_NAMES = ("thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", MANIFEST)
+CONTRACT_NAMES = ("thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", "det.csv", MANIFEST)
 
 
 class OutputError(CalibrateError):
@@ -620,17 +620,23 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
     lines = [f"# {title}", ""]
     if preamble:
         lines += [preamble, ""]
-    lines += ["## Achieved vs target false positive rate", "",
-              "Achieved FPR on the evaluation (unseen) impostor attempts and its ratio to the target; "
-              "1.0 is perfect, above 1 admits more intruders than promised.", ""]
-    head = "| Target FPR | " + " | ".join(f"{l} FPR | {l} ratio" for l in labels) + " |"
-    lines += [head, "|" + "---|" * (1 + 2 * len(labels))]
+    lines += ["## Achieved vs target false positive rate, and what it costs genuine users", "",
+              "Achieved FPR on the evaluation (unseen) impostor attempts and its ratio to the target (1.0 is perfect, "
+              "above 1 admits more intruders than promised); the FNR (genuine attempts rejected) and, in brackets, the "
+              "FNR of one pooled threshold admitting the same share of these impostor attempts; FNR cost is their "
+              "ratio (above 1: more genuine users turned away than one threshold for everyone would at that FPR).", ""]
+    head = "| Target FPR | " + " | ".join(f"{l} FPR | {l} ratio | {l} FNR (one threshold) | {l} FNR cost"
+                                         for l in labels) + " |"
+    lines += [head, "|" + "---|" * (1 + 4 * len(labels))]
     targets = [r.target_fpr for r in results[labels[0]]] if labels else []
     for k, t in enumerate(targets):
         cells = []
         for l in labels:
             r = results[l][k]
-            cells += [format_pct(r.fpr), f"{r.ratio:.2f}"]
+            cost = r.fnr_cost
+            cells += [format_pct(r.fpr), f"{r.ratio:.2f}",
+                      format_pct(r.fnr) + ("" if r.fnr_one_threshold is None else f" ({format_pct(r.fnr_one_threshold)})"),
+                      "n/a" if cost is None else f"{cost:.2f}x"]
         lines.append(f"| {100 * t:.3g}% | " + " | ".join(cells) + " |")
     lines.append("")
     for section in sections:
@@ -665,8 +671,15 @@ def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evalu
                 f"{first.train.shape[1]} enrolled classes; "
                 f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
     staged.write_text("report.md", report_md("Calibration report", results, sections, notes, preamble))
+    summary: dict = {}
+    for res in evaluated:
+        for key, value in res.summary.items():
+            if key in summary or key in ("estimators", "recipe", "versions", "notes", "timings"):
+                raise CalibrateError(f"evaluator {res.evaluator!r} reports {key!r} for the whole run, which another "
+                                     "part of results.json already holds; use only one FPR evaluator")
+            summary[key] = value
     staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
-                                                   {"notes": notes, "timings": timings}))
+                                                   {**summary, "notes": notes, "timings": timings}))
     staged.commit()
 
 
@@ -674,12 +687,16 @@ def timings_md(timings: dict) -> str:
     """report.md's section of seconds per stage."""
     total = timings["total"]
     beside = timings.get("beside", [])
+    within = timings.get("within", {})
     lines = ["## Time per stage", "", f"Wall-clock seconds of this run ({total:.2f} s until the report was written)."
              + (" Stages marked *beside* ran in a second process while the stages after them ran in this one, so the "
-                "shares add up to more than 100%." if beside else ""), "",
+                "shares add up to more than 100%." if beside else "")
+             + (" A part *within* a stage is counted in that stage's seconds too." if within else ""), "",
              "| Stage | Seconds | Share |", "|---|---|---|"]
     for stage, seconds in timings["seconds"].items():
         name = f"{stage} *beside*" if stage in beside else stage
+        if stage in within:
+            name = f"{stage} (*within* {within[stage]})"
         lines.append(f"| {name} | {seconds:.3f} | {100 * seconds / total:.0f}% |" if total > 0 else f"| {name} | {seconds:.3f} | |")
     return "\n".join(lines)
 

@@ -21,13 +21,14 @@ import numpy as np
 from . import beside, confidence, normalising, prediction, sanity
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
+from .groups import check_against
 from .outputs import StagedOutput, write_outputs
 from .partitioned import ShardedScores
 from .partitioned_run import run_sharded
 from .protocol import pattern_folds
 from .recipe import Recipe
 from .runs import RunResult, StageTimes
-from .types import DistanceMatrix, EvaluationResult, ImpostorDistances, PatternSet, TargetResult
+from .types import DistanceMatrix, EvaluationResult, GroupLabels, ImpostorDistances, PatternSet, TargetResult
 
 
 def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
@@ -107,6 +108,7 @@ def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext)
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
     """load -> (distances) -> transform -> estimators -> (prediction) -> evaluators -> outputs."""
     times = StageTimes()
+    context.clock = times  # components count their parts of a stage (RunContext.timed)
     dataset = recipe.data.build()
     with times("load data"):
         data = dataset.load(context)
@@ -120,9 +122,10 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         context.note(said)
     folds: list[Fold] = []
     cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
+    groups = run_groups(recipe, data, raw_folds, context)
     for name, train, test in raw_folds:
         folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times, cohorts))
-    evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots)
+    evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots, groups)
     evaluated = []
     for spec in recipe.evaluators:
         with times(f"evaluate {spec.label}"):
@@ -132,6 +135,23 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
         pending._get()
     write_outputs(staged, recipe, folds, evaluated, results, context.notes, times)
     return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
+
+
+def run_groups(recipe: Recipe, data, raw_folds: list, context: RunContext) -> GroupLabels | None:
+    """The run's demographic groups: the recipe's groups file (``data: {groups: FILE}``) or else the dataset's own
+    (``ScoreSplit.groups``), checked against the classes of the data (calibrate.groups); None without either."""
+    own = data.groups if isinstance(data, ScoreSplit) else None
+    groups = recipe.groups if recipe.groups is not None else own
+    if groups is None:
+        return None
+    if recipe.groups is not None and own is not None:
+        context.note(f"the recipe's groups file {recipe.groups.source} replaces the groups the dataset gives")
+    enrolled = np.unique(np.concatenate([np.asarray(test.gallery_classes) for _, _, test in raw_folds]))
+    probes = np.unique(np.concatenate([np.asarray(m.probe_classes) for _, train, test in raw_folds
+                                       for m in (train, test)]))
+    for note in check_against(groups, enrolled, probes):
+        context.note(note)
+    return groups
 
 
 def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageTimes) -> tuple[list, str | None]:
@@ -214,7 +234,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
                             "of the predicted interval, which could not be made (see the notes)")
         tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
     return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions,
-                normalization=normalization)
+                normalization=normalization, raw_test=test)
 
 
 def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple[DistanceMatrix, DistanceMatrix]:

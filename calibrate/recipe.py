@@ -4,6 +4,7 @@ A recipe::
 
     version: 1
     data: {plugin: score-matrix, path: scores.csv, kind: similarity, missing: -1}
+                                           # `groups: groups.csv` under data: (any dataset): class,group per line
     distance: {plugin: euclidean}          # only for pattern datasets
     transform: {plugin: similarity-to-distance}
     normalizer: {plugin: snorm}            # optional: Z/T/S/AS-norm with cohort scores (docs/normalisation.md)
@@ -29,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ParameterError, RecipeError
+from .errors import DataError, ParameterError, RecipeError
+from .groups import read_groups
 from .params import coerce
+from .types import GroupLabels
 from .confidence import check_confidence
 from .normalising import check_normalizer
 from .prediction import PredictionSettings
@@ -105,6 +108,8 @@ class Recipe:
     prediction: PredictionSettings = field(default_factory=PredictionSettings)
     #: the normaliser stage (``normalizer:``, calibrate.normalising), or None: distances go to the estimators as they are
     normalizer: ComponentSpec | None = None
+    #: the demographic groups of the classes (``data: {groups: FILE}``, calibrate.groups), or None
+    groups: GroupLabels | None = None
 
     def transform_for(self, kind: str) -> ComponentSpec:
         """The recipe's transform, or the default for data of this ``kind`` (distance or similarity)."""
@@ -192,8 +197,14 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     problem is a RecipeError naming the field. Components are built (their constructors validate) but do no work."""
     base_dir = Path(base_dir or Path.cwd())
     _check_top_level(raw, registry, source)
-    data = _component(registry, "datasets", raw["data"], "data", source, base_dir)
+    data_raw, groups = _data_groups(raw["data"], source, base_dir)
+    data = _component(registry, "datasets", data_raw, "data", source, base_dir)
     dataset = data.build()
+    if groups is not None and dataset.sharded:
+        raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and a sharded run does not compute the "
+                          "figures per group yet (they need every shard's evaluation attempts together); remove "
+                          "`groups:` or read the scores whole (e.g. `plugin: score-list`)", source=source,
+                          where="data.groups")
     defaults: list[str] = [] if "version" in raw else [
         f"no `version:` given: read as version {RECIPE_VERSION}; write `version: {RECIPE_VERSION}` (README: recipes need it)"]
     distance = _distance(raw, registry, data, dataset, defaults, source, base_dir)
@@ -216,7 +227,22 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                   output_dir=out_dir, plots=output.get("plots", True),
                   save_calibration=output.get("save_calibration", True), seed=seed, executor=executor, raw=raw,
                   default_transforms=default_transforms, defaults=tuple(defaults), prediction=prediction,
-                  normalizer=normalizer)
+                  normalizer=normalizer, groups=groups)
+
+
+def _data_groups(entry: Any, source: str, base_dir: Path) -> tuple[Any, GroupLabels | None]:
+    """``data:`` without its ``groups:`` key (the core's, for every dataset), and the groups file it names, read and
+    checked (calibrate.groups), or None."""
+    if not isinstance(entry, dict) or "groups" not in entry:
+        return entry, None
+    rest = {k: v for k, v in entry.items() if k != "groups"}
+    try:
+        path = coerce(entry["groups"], Path, "data.groups", base_dir)
+        return rest, read_groups(path)
+    except (ParameterError, DataError) as exc:
+        message = str(exc).removeprefix("data.groups: ")
+        raise RecipeError(f"{message} (`groups:` names a CSV file with a header `class,group`)", source=source,
+                          where="data.groups") from None
 
 
 def _check_top_level(raw: Any, registry: Registry, source: str) -> None:

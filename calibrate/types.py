@@ -307,7 +307,13 @@ class ThresholdTable:
 
 @dataclass(frozen=True)
 class TargetResult:
-    """How one estimator did at one target FPR on the evaluation data."""
+    """How one estimator did at one target FPR on the evaluation data.
+
+    Judged on both axes: ``ratio`` (achieved FPR / target) and ``fnr`` against ``fnr_one_threshold``, the FNR
+    of the one pooled threshold (the same for every class) that admits the same share of this evaluation's
+    impostor attempts as the estimator did (calibrate.verification.one_threshold; None when not measured);
+    ``fnr_cost`` is their ratio (above 1: the estimator turns away more genuine users than one threshold
+    would at the FPR it achieved)."""
 
     target_fpr: float
     fpr: float
@@ -316,11 +322,19 @@ class TargetResult:
     impostor_attempts: int
     fnr: float | None
     extra: dict = field(default_factory=dict)
+    fnr_one_threshold: float | None = None
+
+    @property
+    def fnr_cost(self) -> float | None:
+        """``fnr / fnr_one_threshold``; None when either is unknown or one threshold rejects no genuine attempt."""
+        if self.fnr is None or self.fnr_one_threshold is None or not self.fnr_one_threshold > 0:
+            return None
+        return self.fnr / self.fnr_one_threshold
 
     def as_dict(self) -> dict:
         out = {"target_fpr": self.target_fpr, "fpr": self.fpr, "ratio": self.ratio,
                "false_accepts": self.false_accepts, "impostor_attempts": self.impostor_attempts,
-               "fnr": self.fnr}
+               "fnr": self.fnr, "fnr_one_threshold": self.fnr_one_threshold, "fnr_cost": self.fnr_cost}
         out.update(self.extra)
         return out
 
@@ -328,12 +342,75 @@ class TargetResult:
 @dataclass(frozen=True)
 class EvaluationResult:
     """What one evaluator found: per estimator label, one result per target; optional report
-    sections (markdown) and files (name -> bytes) to write beside report.md."""
+    sections (markdown) and files (name -> bytes) to write beside report.md; ``summary``: figures of
+    the run as a whole (e.g. ``verification``), each key a top-level entry of results.json."""
 
     evaluator: str
     estimators: dict[str, list[TargetResult]] = field(default_factory=dict)
     sections: list[str] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+
+
+#: the group of a class that a groups file does not name
+UNLABELLED = "unlabelled"
+#: the most distinct groups one groups file may name (a report table per group beyond it is unreadable)
+MAX_GROUPS = 100
+
+
+@dataclass(frozen=True)
+class GroupLabels:
+    """The demographic group of classes (ISO/IEC 19795-10): of each enrolled class, and of each probe through
+    its real class. ``classes[i]`` is in group ``groups[i]``; a class not listed is :data:`UNLABELLED`.
+
+    Read by the core from a recipe's ``data: {groups: FILE}`` (CSV with header ``class,group``) or the
+    commands' ``--groups FILE``, or given by a dataset (``ScoreSplit.groups``)."""
+
+    classes: tuple[str, ...]
+    groups: tuple[str, ...]
+    source: str = "<memory>"
+
+    def __post_init__(self):
+        classes = tuple(str(c) for c in self.classes)
+        groups = tuple(str(g) for g in self.groups)
+        if len(classes) != len(groups):
+            raise DataError(f"{self.source}: {len(classes)} classes but {len(groups)} groups")
+        if len(set(classes)) != len(classes):
+            seen: set[str] = set()
+            dup = next(c for c in classes if c in seen or seen.add(c))
+            raise DataError(f"{self.source}: class {dup[:60]!r} is listed twice; give each class one group")
+        bad = next((g for g in groups if not g or g == UNLABELLED or "\0" in g), None)
+        if bad is not None:
+            why = "is reserved for classes without a group" if bad == UNLABELLED else "is not a group name"
+            raise DataError(f"{self.source}: group {bad[:60]!r} {why}; name the groups otherwise")
+        if len(set(groups)) > MAX_GROUPS:
+            raise DataError(f"{self.source}: {len(set(groups)):,} distinct groups; at most {MAX_GROUPS} can be "
+                            "reported (a group is a demographic category such as a sex or an age band, not a class)")
+        object.__setattr__(self, "classes", classes)
+        object.__setattr__(self, "groups", groups)
+
+    @classmethod
+    def from_mapping(cls, mapping, source: str = "<memory>") -> "GroupLabels":
+        items = list(dict(mapping).items())
+        return cls(tuple(c for c, _ in items), tuple(g for _, g in items), source)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The distinct groups, sorted (:data:`UNLABELLED` is never one)."""
+        return tuple(sorted(set(self.groups)))
+
+    def group_of(self, cls: str) -> str:
+        return dict(zip(self.classes, self.groups)).get(str(cls), UNLABELLED)
+
+    def codes(self, classes) -> np.ndarray:
+        """Each of ``classes``' index into :attr:`names`; ``len(names)`` for a class without a group."""
+        names = self.names
+        index = {g: k for k, g in enumerate(names)}
+        of = {c: index[g] for c, g in zip(self.classes, self.groups)}
+        arr = np.asarray(classes).astype(str)
+        unique, inverse = np.unique(arr, return_inverse=True)
+        table = np.array([of.get(u, len(names)) for u in unique.tolist()], dtype=np.int64)
+        return table[inverse].reshape(arr.shape) if unique.size else np.zeros(arr.shape, dtype=np.int64)
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,10 @@ def test_run_ok_prints_ratios_and_writes_outputs(score_setup):
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
     assert lines[0].startswith("generic-interp: achieved/target FPR 5%: ")
-    assert lines[1].startswith("class-interp: achieved/target FPR 5%: ")
+    # the other side of every threshold: its FNR beside one pooled threshold's at the same achieved FPR
+    assert lines[1].startswith("generic-interp: FNR (one pooled threshold at the same FPR) 5%: ")
+    assert lines[2].startswith("class-interp: achieved/target FPR 5%: ")
+    assert lines[3].startswith("class-interp: FNR (one pooled threshold at the same FPR) 5%: ")
     assert lines[-1] == f"wrote {(tmp / 'other').resolve()}"
     assert (tmp / "other" / "thresholds.csv").exists() and not (tmp / "out").exists()
 

@@ -100,6 +100,8 @@ SPECIAL: dict[tuple[str, str], dict] = {
                                          "make_params": lambda tmp: {}},
     ("datasets", "synthetic-impostors"): {"params": {"classes": 6, "train": 20, "test": 10},
                                           "make_params": lambda tmp: {}},
+    ("datasets", "synthetic-groups"): {"params": {"classes": 8, "group_shares": [0.5, 0.5]},
+                                       "make_params": lambda tmp: {}},
     ("datasets", "image-sets"): {"make_params": _image_tree},
     ("datasets", "extended-yale-b"): {"make_params": _yale_tree},
     ("executors", "processes"): {"params": {"workers": 1}},

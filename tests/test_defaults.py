@@ -64,6 +64,8 @@ def data_for(name: str, tmp_path) -> dict:
         return {"plugin": name, "path": str(tmp_path / "shards"), "kind": "distance"}
     if name == "synthetic-impostors":
         return {"plugin": name, "classes": 20, "train": 200, "test": 200}
+    if name == "synthetic-groups":
+        return {"plugin": name, "classes": 40}
     if name == "synthetic-patterns":
         return {"plugin": name, "classes": 12}
     if name == "npz-patterns":

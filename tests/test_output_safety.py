@@ -26,7 +26,7 @@ from calibrate.outputs import MANIFEST, STAGING_PREFIX, OutputError, StagedOutpu
 
 from calibrate_test_helpers import invoke_cli, make_scores, score_recipe, write_recipe, write_scores
 
-OUTPUTS = {"thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", MANIFEST}
+OUTPUTS = {"thresholds.csv", "results.json", "report.md", "models.csv", "calibration.json", "det.csv", MANIFEST}
 
 
 def user_files(folder: Path) -> dict[str, tuple[bytes, int]]:

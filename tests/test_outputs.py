@@ -71,26 +71,33 @@ def test_stage_timings_in_results_and_report(finished):
     # both estimators have a vectorised simulation: they are predicted together, on shared galleries
     assert list(seconds) == ["load data", "check scores", "transform", "fit generic-interp", "fit class-interp",
                              "predict: reference world", "predict generic-interp, class-interp", "evaluate fpr",
-                             "write outputs"]
+                             "fpr: genuine cost and groups", "write outputs"]
     assert all(v >= 0 for v in seconds.values())
+    # a part of a stage (RunContext.timed) is counted within it: its seconds are in the stage's too
+    within = doc["timings"]["within"]
+    assert within == {"fpr: genuine cost and groups": "evaluate fpr"}
+    assert seconds["fpr: genuine cost and groups"] <= seconds["evaluate fpr"]
     # stages run beside the others (the predicted intervals, calibrate.beside) overlap them; the rest add up
     beside = doc["timings"].get("beside", [])
     assert set(beside) <= {"predict: reference world", "predict generic-interp, class-interp"}
-    assert sum(v for k, v in seconds.items() if k not in beside) <= doc["timings"]["total"] + 1e-3
+    assert sum(v for k, v in seconds.items() if k not in beside and k not in within) <= doc["timings"]["total"] + 1e-3
     assert all(seconds[k] <= doc["timings"]["total"] + 1e-3 for k in beside)
     assert seconds == pytest.approx(result.timings, abs=1e-4)
     report = (tmp / "out" / "report.md").read_text(encoding="utf-8")
     section = report.split("## Time per stage", 1)[1]
     for stage in seconds:
-        assert f"| {stage}{' *beside*' if stage in beside else ''} | {seconds[stage]:.3f} |" in section
+        name = f"{stage} (*within* {within[stage]})" if stage in within else stage
+        assert f"| {name}{' *beside*' if stage in beside else ''} | {seconds[stage]:.3f} |" in section
 
 
 def test_report_has_one_row_per_target(finished):
     tmp, result = finished
     report = (tmp / "out" / "report.md").read_text(encoding="utf-8")
     lines = report.splitlines()
-    head = lines.index("| Target FPR | generic-interp FPR | generic-interp ratio | class-interp FPR | class-interp ratio |")
-    assert lines[head + 1] == "|---|---|---|---|---|"
+    head = lines.index("| Target FPR | generic-interp FPR | generic-interp ratio | generic-interp FNR (one threshold) | "
+                       "generic-interp FNR cost | class-interp FPR | class-interp ratio | class-interp FNR (one threshold) | "
+                       "class-interp FNR cost |")
+    assert lines[head + 1] == "|" + "---|" * 9
     rows = []
     for line in lines[head + 2:]:
         if not line.startswith("|"):
@@ -101,8 +108,10 @@ def test_report_has_one_row_per_target(finished):
         cells = [c.strip() for c in row.strip("|").split("|")]
         for j, label in enumerate(("generic-interp", "class-interp")):
             r = result.results[label][k]
-            assert cells[1 + 2 * j] == f"{100 * r.fpr:.3f}%"
-            assert cells[2 + 2 * j] == f"{r.ratio:.2f}"
+            assert cells[1 + 4 * j] == f"{100 * r.fpr:.3f}%"
+            assert cells[2 + 4 * j] == f"{r.ratio:.2f}"
+            assert cells[3 + 4 * j] == f"{100 * r.fnr:.3f}% ({100 * r.fnr_one_threshold:.3f}%)"
+            assert cells[4 + 4 * j] == ("n/a" if r.fnr_cost is None else f"{r.fnr_cost:.2f}x")
 
 
 # ---- atomicity --------------------------------------------------------------------------------

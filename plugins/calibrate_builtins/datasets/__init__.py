@@ -12,6 +12,7 @@ def calibrate_register_datasets(register: RegisterDataset) -> None:
     from .score_list import ScoreListDataset
     from .score_matrix import ScoreMatrixDataset
     from .score_shards import ScoreShards
+    from .synthetic_groups import SyntheticGroups
     from .synthetic_impostors import SyntheticImpostors
     from .synthetic_patterns import SyntheticPatterns
 
@@ -21,5 +22,6 @@ def calibrate_register_datasets(register: RegisterDataset) -> None:
     register("score-shards", ScoreShards)
     register("synthetic-patterns", SyntheticPatterns)
     register("synthetic-impostors", SyntheticImpostors)
+    register("synthetic-groups", SyntheticGroups)
     register("image-sets", ImageSets)
     register("extended-yale-b", ExtendedYaleB)

@@ -23,6 +23,8 @@ query sets). So each row also carries
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
@@ -70,7 +72,9 @@ def class_names(folds: tuple[Fold, ...]) -> np.ndarray:
 def fold_counts(fold: Fold, label: str, names: np.ndarray) -> dict[str, np.ndarray]:
     """Per target (rows) and enrolled class (columns): false accepts, impostor attempts, genuine; and
     ``pairs``: one int64 key per false accept, ``target * M^2 + lo * M + hi`` with ``lo <= hi`` the
-    codes (indices into ``names``, M of them) of its probe and enrolled classes.
+    codes (indices into ``names``, M of them) of its probe and enrolled classes; ``fa_at``: (target, row,
+    column) of every false accept; ``gen_accept``: whether each genuine attempt (in the order of
+    ``np.nonzero(test.genuine_mask())``) is accepted, per target (targets x genuine attempts).
 
     One pass over the matrix finds the impostor attempts at or below their class's largest threshold
     (the only ones any target can accept: a few in a thousand at low targets); only those, and the
@@ -87,7 +91,8 @@ def fold_counts(fold: Fold, label: str, names: np.ndarray) -> dict[str, np.ndarr
     k, hit = np.nonzero((test.values[rows, cols][:, None] <= tau[cols]).T)  # false accepts, target by target
     rows, cols = rows[hit], cols[hit]
     g_rows, g_cols = np.nonzero(gen)
-    g_k, g_hit = np.nonzero((test.values[g_rows, g_cols][:, None] <= tau[g_cols]).T)
+    gen_accept = (test.values[g_rows, g_cols][:, None] <= tau[g_cols]).T
+    g_k, g_hit = np.nonzero(gen_accept)
     a = np.searchsorted(names, np.asarray(test.probe_classes).astype(str))[rows].astype(np.int64)
     b = np.searchsorted(names, np.asarray(test.gallery_classes).astype(str))[cols].astype(np.int64)
     m = np.int64(names.size)
@@ -98,7 +103,8 @@ def fold_counts(fold: Fold, label: str, names: np.ndarray) -> dict[str, np.ndarr
 
     return {"fa": per_target(k, cols), "imp": np.broadcast_to(imp.sum(axis=0), (n_targets, n_gallery)),
             "ga": per_target(g_k, g_cols[g_hit]), "gen": np.broadcast_to(gen.sum(axis=0), (n_targets, n_gallery)),
-            "pairs": k.astype(np.int64) * m * m + np.minimum(a, b) * m + np.maximum(a, b)}
+            "pairs": k.astype(np.int64) * m * m + np.minimum(a, b) * m + np.maximum(a, b),
+            "fa_at": (k, rows, cols), "gen_accept": gen_accept}
 
 
 def per_class_totals(folds: tuple[Fold, ...], counts: list[dict[str, np.ndarray]], label: str
@@ -114,14 +120,27 @@ def per_class_totals(folds: tuple[Fold, ...], counts: list[dict[str, np.ndarray]
 
 
 def evaluate_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...], seed: int = 0) -> list[TargetResult]:
-    rows, attempts = measure_label(folds, label, targets, seed)
-    return add_predicted(rows, folds, label, attempts, targets)
+    measured = measure_label(folds, label, targets, seed)
+    return add_predicted(measured.rows, folds, label, measured.attempts, targets)
 
 
-def measure_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...], seed: int = 0
-                  ) -> tuple[list[TargetResult], list[int]]:
+@dataclass
+class Measured:
+    """One estimator's results per target from the evaluation data (``rows``), each fold's number of impostor
+    attempts (``attempts``), and what the genuine-cost figures read: each fold's counts (:func:`fold_counts`:
+    false accepts with their places, the genuine decisions), and the false accepts and impostor attempts of
+    every (fold, enrolled class) unit per target (``unit_fa``, ``unit_imp``: targets x units)."""
+
+    rows: list[TargetResult]
+    attempts: list[int]
+    counts: list[dict]
+    unit_fa: np.ndarray
+    unit_imp: np.ndarray
+
+
+def measure_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...], seed: int = 0) -> Measured:
     """One estimator's results per target from the evaluation data alone (no predicted interval: the
-    folds' predictions are not read), and each fold's number of impostor attempts."""
+    folds' predictions are not read); see :class:`Measured`."""
     names = class_names(folds)
     counts = [fold_counts(f, label, names) for f in folds]
     class_fa, class_imp = per_class_totals(folds, counts, label)
@@ -148,7 +167,9 @@ def measure_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...
                  "ratio_boot_low": b_low / target, "ratio_boot_high": b_high / target,
                  "false_accept_pairs": int(n_pairs[k]), "training_support": target * n_train}
         rows.append(TargetResult(target, fpr, fpr / target, n_fa, n_imp, (1 - ga / gen) if gen else None, extra))
-    return rows, [int(c["imp"][0].sum()) for c in counts]
+    unit_fa = np.concatenate([c["fa"] for c in counts], axis=1)
+    unit_imp = np.concatenate([c["imp"] for c in counts], axis=1)
+    return Measured(rows, [int(c["imp"][0].sum()) for c in counts], counts, unit_fa, unit_imp)
 
 
 def add_predicted(rows: list[TargetResult], folds: tuple[Fold, ...], label: str, attempts: list[int],
@@ -426,6 +447,20 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
     return "\n".join(lines)
 
 
+def groups_summary(pool) -> dict:
+    """results.json's ``groups``: where they came from, their names and how many enrolled classes each holds."""
+    from calibrate.types import UNLABELLED
+
+    groups = pool.groups
+    names = list(groups.names)
+    counts = {name: int(n) for name, n in zip(names + [UNLABELLED], pool.group_classes.tolist())}
+    if not counts.get(UNLABELLED):
+        counts.pop(UNLABELLED, None)
+    return {"source": groups.source, "names": names, "classes": counts,
+            "impostor_attempts_same_group": {name: int(pool.group_impostors[k, k]) for k, name in enumerate(names)},
+            "genuine_attempts": {name: int(pool.group_genuine[k]) for k, name in enumerate(names)}}
+
+
 class FprEvaluator(Evaluator):
     """Achieved FPR, its ratio to the target, Clopper-Pearson interval, per-class spread, FNR.
 
@@ -436,30 +471,52 @@ class FprEvaluator(Evaluator):
         self.plots = plots
 
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
+        from . import costs, groups
+
         note_training_support(data.folds, data.targets, context)
         measured = {label: measure_label(data.folds, label, data.targets, context.seed) for label in data.labels}
-        pictures, files = [], {}
+        with context.timed("fpr: genuine cost and groups"):
+            pool = costs.pool_attempts(data)
+            rows_of = costs.add_costs(measured, pool, data.targets)
+            summary, files = {}, {}
+            if pool.pooled.n_impostors and pool.pooled.n_genuine:
+                summary["verification"], files["det.csv"] = costs.verification_summary(pool, data.targets, rows_of)
+            if data.groups is not None:
+                summary["groups"] = groups_summary(pool)
+        pictures = []
         if self.plots and data.plots:
             # drawn before the predicted intervals are read: they need only the measured rates, and a
             # prediction computed beside the run (calibrate.beside) is meanwhile finishing on another core
             from . import plots
 
             with context.stage(f"fpr: drawing plots for {len(measured)} estimator(s)"):
-                pictures, files = plots.make_plots(data, {label: rows for label, (rows, _) in measured.items()})
+                pictures, drawn = plots.make_plots(data, rows_of, pool.pooled)
+                files.update(drawn)
+                if data.groups is not None:
+                    png = groups.groups_plot(rows_of, list(summary["groups"]["names"]))
+                    if png is not None:
+                        files["groups.png"] = png
         results = {}
-        for label, (rows, attempts) in measured.items():  # inside Evaluator.evaluate's stage, which counts estimators
-            results[label] = add_predicted(rows, data.folds, label, attempts, data.targets)
+        for label, m in measured.items():  # inside Evaluator.evaluate's stage, which counts estimators
+            results[label] = add_predicted(rows_of[label], data.folds, label, m.attempts, data.targets)
             for note in unreachable_notes(data.folds, label, results[label]):
                 context.note(note)
             context.advance(1)
-        sections = [uncertainty_section(results)]
+        sections = [costs.cost_section(results)]
         said = predicted_section(results)
         if said:
-            sections.insert(0, said)
+            sections.append(said)
+        if "verification" in summary:
+            sections.append(costs.verification_section(summary["verification"], data.targets))
+        if data.groups is not None:
+            said = groups.group_section(results, summary["groups"], picture="groups.png" in files)
+            if said:
+                sections.append(said)
+        sections.append(uncertainty_section(results))
         loud, warning = off_band(results)
-        for note in loud:
+        for note in loud + costs.cost_notes(results) + groups.widening_notes(results):
             context.note(note)
         if warning:
             sections.insert(0, warning)
         sections += pictures
-        return EvaluationResult("fpr", results, sections, files)
+        return EvaluationResult("fpr", results, sections, files, summary)

@@ -187,14 +187,19 @@ def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
 # det.png
 
 
-def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None):
-    """DET curve of the scores on the first fold's evaluation data with each estimator's operating points,
-    or None without both kinds of attempt."""
+def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None, pooled=None):
+    """DET curve of one pooled threshold on the evaluation attempts (``pooled``: calibrate.verification.PooledScores
+    of every fold on the matcher's own scale; default: the first fold's evaluation matrix) with each estimator's
+    operating points, or None without both kinds of attempt."""
     from scipy.special import ndtr, ndtri  # the normal CDF and its inverse, without importing scipy.stats
 
-    test = data.folds[0].test
-    imp = np.sort(test.values[test.impostor_mask()])
-    gen = np.sort(test.values[test.genuine_mask()])
+    if pooled is not None:
+        imp, gen = pooled.impostors, pooled.genuine
+    else:
+        fold = data.folds[0]
+        values = fold.matcher_distances()
+        imp = np.sort(values[fold.test.impostor_mask()])
+        gen = np.sort(values[fold.test.genuine_mask()])
     if imp.size == 0 or gen.size == 0:
         return None
     ni, ng = imp.size, gen.size
@@ -250,15 +255,16 @@ def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | N
     ax.set_xlabel("false accept rate (FPR), probit scale; dotted: the target FPRs")
     ax.set_ylabel("false reject rate (FNR), probit scale")
     kind = data.folds[0].kind
-    ax.set_title(f"DET on the evaluation data ({kind} scores, {data.folds[0].name})", fontsize=10)
+    where = data.folds[0].name if pooled is None or len(data.folds) == 1 else f"{len(data.folds)} folds pooled"
+    ax.set_title(f"DET on the evaluation data ({kind} scores, {where})", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
     fig.subplots_adjust(left=0.16, right=0.96, bottom=0.12, top=0.92)
     return fig
 
 
-def det_plot(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None) -> bytes | None:
-    fig = det_figure(data, results)
+def det_plot(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None, pooled=None) -> bytes | None:
+    fig = det_figure(data, results, pooled)
     return None if fig is None else _png(fig)
 
 
@@ -380,14 +386,15 @@ def cdf_plot(data: EvaluationInput, n_classes: int = 4) -> bytes | None:
     return None if fig is None else _png(fig)
 
 
-def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]]) -> tuple[list[str], dict[str, bytes]]:
+def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]], pooled=None
+               ) -> tuple[list[str], dict[str, bytes]]:
     files: dict[str, bytes] = {"calibration.png": calibration_plot(results)}
     lines = ["## Pictures", "", "![Achieved vs target FPR](calibration.png)", ""]
     cdf = cdf_plot(data)
     if cdf is not None:
         files["cdf-fits.png"] = cdf
         lines += ["![Lower tail of the empirical and fitted CDF for a few classes, thresholds marked](cdf-fits.png)", ""]
-    det = det_plot(data, results)
+    det = det_plot(data, results, pooled)
     if det is not None:
         files["det.png"] = det
         lines += ["![DET curve of the scores on the evaluation data, each estimator's operating points marked](det.png)", ""]
