@@ -831,11 +831,11 @@ class Fold:
     #: baseline every estimator is judged against, is set on them. None: ``test`` stands for them
     raw_test: DistanceMatrix | None = None
 
-    def matcher_distances(self) -> np.ndarray:
-        """The evaluation attempts on the matcher's own scale, oriented as distances (lower = more alike: similarity
-        scores negated, exactly), shaped as ``test``: ``raw_test``'s, else ``test``'s values."""
+    def matcher_scores(self) -> tuple[np.ndarray, float]:
+        """(the evaluation attempts on the matcher's own scale, shaped as ``test``: ``raw_test``'s values, else
+        ``test``'s; the sign that orients them as distances: -1 for similarity scores, whose negation is exact)."""
         raw = self.raw_test if self.raw_test is not None else self.test
-        return -raw.values if raw.kind == "similarity" else raw.values
+        return raw.values, (-1.0 if raw.kind == "similarity" else 1.0)
 
 
 @dataclass(frozen=True)

@@ -231,6 +231,11 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
                      "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
                      "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
                      "classes in one piece to see how far the thresholds can be trusted")
+    context.note("a sharded run does not yet judge its thresholds against one pooled threshold (results.json's "
+                 "fnr_one_threshold and fnr_cost are null) nor give the verification figures (EER, AUC, det.csv): "
+                 "they need the order statistics of every shard's evaluation scores together. Calibrate a sample of "
+                 "the classes in one piece (or `calibrate evaluate` a part's calibration on its scores) to see what "
+                 "the thresholds cost genuine users")
     for note in recipe.defaults:
         context.note(note)
     said = recipe.default_note(data.kind)

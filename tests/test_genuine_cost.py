@@ -293,3 +293,74 @@ def test_a_sharded_recipe_with_groups_is_refused_at_validation(tmp_path):
                                                                        "groups": "g.csv", "kind": "distance"}})
     done = invoke_cli("validate", str(recipe))
     assert done.returncode == 2 and "data.groups" in done.stderr and "sharded" in done.stderr
+
+
+def test_folds_are_pooled_for_the_one_threshold_on_the_raw_scores():
+    """Rotating enrollment: one threshold over every fold's attempts, read at the estimator's summed false accepts."""
+    from calibrate.base import EvaluationInput, Fold
+    from calibrate.types import DistanceMatrix, ImpostorDistances, ThresholdTable
+    from calibrate_builtins.estimators.interp import GenericInterp
+    from calibrate_builtins.evaluators.fpr import FprEvaluator
+
+    folds = []
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        classes = [f"c{i}" for i in range(12)]
+        probes = np.repeat(classes, 4)
+        values = np.round(rng.gamma(4.0, 1.0, (probes.size, 12)), 1)
+        values[probes[:, None] == np.array(classes)[None, :]] = np.round(rng.gamma(1.5, 0.6, probes.size), 1)
+        test = DistanceMatrix(values, probes, np.array(classes), source="test")
+        train = DistanceMatrix(rng.gamma(4.0, 1.0, (12, 12)), np.array(classes), np.array(classes), source="train")
+        taus = np.sort(rng.uniform(0.5, 2.0, (12, 2)), axis=1)[:, ::-1]
+        model = GenericInterp().fit(ImpostorDistances.from_matrix(train))
+        folds.append(Fold(f"f{seed}", train, test, {"est": model}, {"est": ThresholdTable("est", tuple(classes),
+                                                                                          (0.05, 0.01), taus)}))
+    result = FprEvaluator(plots=False).evaluate(EvaluationInput(tuple(folds), (0.05, 0.01), plots=False))
+    imp = np.concatenate([f.test.values[f.test.impostor_mask()] for f in folds])
+    gen = np.concatenate([f.test.values[f.test.genuine_mask()] for f in folds])
+    for row in result.estimators["est"]:
+        # brute force on distances (accept d <= t): negate to reuse the similarity helper
+        fnr, _, _ = one_threshold_fnr(-imp, -gen, row.false_accepts)
+        assert row.fnr_one_threshold == pytest.approx(fnr, abs=1e-12)
+    assert result.summary["verification"]["impostor_attempts"] == imp.size
+
+
+def test_a_normalised_run_is_judged_against_one_threshold_on_the_raw_scores(tmp_path):
+    dev, ev = score_list(tmp_path / "dev.csv", 3), score_list(tmp_path / "eval.csv", 4)
+    recipe = {"version": 1, "data": {"plugin": "score-list", "train": str(dev), "test": str(ev)},
+              "normalizer": {"plugin": "znorm"}, "estimators": [{"plugin": "generic-interp"}],
+              "evaluation": {"targets": [0.05, 0.02], "prediction": False}, "output": {"dir": str(tmp_path / "out"),
+                                                                                       "plots": False}}
+    done = invoke_cli("run", str(write_recipe(tmp_path / "r.yaml", recipe)), "-q")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    claimed, real, scores = read_list(ev)
+    genuine = claimed == real
+    for row in doc["estimators"]["generic-interp"]["targets"]:
+        fnr, _, t = one_threshold_fnr(scores[~genuine], scores[genuine], row["false_accepts"])
+        assert row["fnr_one_threshold"] == pytest.approx(fnr, abs=1e-12)
+        assert row["one_threshold"]["score_threshold"] <= t
+    assert doc["verification"]["eer"] == pytest.approx(brute_eer(scores[~genuine], scores[genuine]), abs=1e-12)
+
+
+def test_the_synthetic_groups_family_has_the_structure_it_promises():
+    from calibrate.base import RunContext
+    from calibrate_builtins.datasets.synthetic_groups import SyntheticGroups
+
+    for genuine in ("follows", "fixed"):
+        split = SyntheticGroups(classes=120, group_shares=[0.7, 0.3], train_probes=2, test_probes=2, class_spread=1.0,
+                                genuine=genuine, seed=3).load(RunContext())
+        test, labels = split.test, split.groups
+        assert labels.names == ("g1", "g2") and labels.groups.count("g2") == 36
+        g_probe, g_class = labels.codes(test.probe_classes), labels.codes(test.gallery_classes)
+        imp = test.impostor_mask()
+        same = imp & (g_probe[:, None] == g_class[None, :])
+        # same-group impostors score closer (higher) than other-group ones, by within_group (1.5 sd of 0.1)
+        gap = test.values[same].mean() - test.values[imp & ~same].mean()
+        assert gap == pytest.approx(0.15, abs=0.02)
+        # a class's genuine scores follow its impostor location, or do not
+        location = np.array([test.values[imp[:, j], j].mean() for j in range(test.shape[1])])
+        gen = test.genuine_mask()
+        genuine_mean = np.array([test.values[gen[:, j], j].mean() for j in range(test.shape[1])])
+        r = np.corrcoef(location, genuine_mean)[0, 1]
+        assert (r > 0.5) if genuine == "follows" else (abs(r) < 0.3), (genuine, r)

@@ -36,9 +36,10 @@ from calibrate.verification import (STANDARD_FMRS, GroupCounts, PooledScores, cl
 
 @dataclass
 class FoldAttempts:
-    """One fold's evaluation attempts on the matcher's own scale, oriented as distances."""
+    """One fold's evaluation attempts on the matcher's own scale (``gen_values`` oriented as distances)."""
 
-    values: np.ndarray          # probes x enrolled classes (Fold.matcher_distances)
+    values: np.ndarray          # probes x enrolled classes, the matcher's own scores (Fold.matcher_scores)
+    sign: float                 # -1 for similarities: sign * values are distances
     impostor: np.ndarray        # the impostor mask (the same entries in every scale)
     gen_rows: np.ndarray
     gen_cols: np.ndarray
@@ -83,11 +84,14 @@ def pool_attempts(data: EvaluationInput) -> Pool:
     g_gen = np.zeros(n_groups, dtype=np.int64) if groups is not None else None
     enrolled: dict[str, int] = {}
     for fold in data.folds:
-        values = fold.matcher_distances()
+        values, sign = fold.matcher_scores()
         imp = fold.test.impostor_mask()
         gen_rows, gen_cols = np.nonzero(fold.test.genuine_mask())
-        gen_values = values[gen_rows, gen_cols]
-        imp_parts.append(values[imp])
+        gen_values = sign * values[gen_rows, gen_cols]
+        part = values[imp]
+        if sign < 0:
+            np.negative(part, out=part)  # in place: no second copy of millions of scores
+        imp_parts.append(part)
         gen_parts.append(gen_values)
         probe_groups = class_groups = None
         if groups is not None:
@@ -99,8 +103,8 @@ def pool_attempts(data: EvaluationInput) -> Pool:
             g_gen += np.bincount(class_groups[gen_cols], minlength=n_groups)
             for c, code in zip(fold.test.gallery_classes.tolist(), class_groups.tolist()):
                 enrolled[c] = code
-        folds.append(FoldAttempts(values, imp, gen_rows, gen_cols, gen_values, probe_groups, class_groups))
-    imp_all = np.concatenate(imp_parts)
+        folds.append(FoldAttempts(values, sign, imp, gen_rows, gen_cols, gen_values, probe_groups, class_groups))
+    imp_all = imp_parts[0] if len(imp_parts) == 1 else np.concatenate(imp_parts)
     imp_all.sort()  # sorted in place: the copy values[imp] made is this pool's own
     gen_all = np.concatenate(gen_parts)
     gen_all.sort()
@@ -131,8 +135,9 @@ def add_costs(measured: dict, pool: Pool, targets: tuple[float, ...]) -> dict[st
     # the impostor entries any reference threshold accepts, once per fold: (column, probe row, value), by value
     candidates = []
     for fa in pool.folds:
-        rows, cols = np.nonzero(fa.impostor & (fa.values <= reach))
-        vals = fa.values[rows, cols]
+        within = fa.values <= reach if fa.sign > 0 else fa.values >= -reach
+        rows, cols = np.nonzero(fa.impostor & within)
+        vals = fa.sign * fa.values[rows, cols]
         order = np.argsort(vals, kind="stable")
         candidates.append((rows[order], cols[order], vals[order]))
     scores = {label: pool.scores(ts) for label, ts in thresholds.items()}

@@ -373,23 +373,41 @@ def uncertainty_section(results: dict[str, list[TargetResult]]) -> str:
               "accepts out of impostor attempts and how many distinct class pairs they come from; the training "
               "support (target x training impostor distances: how many training distances an on-target threshold "
               "has below it; under about 10 every estimator extrapolates); the share of enrolled classes whose own "
-              "FPR exceeds 2x and 10x the target; the FNR.", "",
+              "FPR exceeds 2x and 10x the target, and in brackets the share binomial noise alone gives when every "
+              "class has the same FPR (with a few hundred attempts a class exceeds 2x often by chance: only the excess "
+              "is unequal treatment); the dispersion of false accepts over classes (Pearson's chi-square over degrees "
+              "of freedom: about 1 when every class has the same FPR, larger when some attract far more) and the "
+              "share of all false accepts held by the 5% of classes with most, each beside one pooled threshold's at "
+              "the same FPR; the FNR.", "",
               "| Estimator | Target FPR | Ratio [Clopper-Pearson] | Class bootstrap | False accepts / attempts "
-              "(class pairs) | Training support | Classes > 2x | Classes > 10x | FNR |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "(class pairs) | Training support | Classes > 2x (noise alone) | Classes > 10x (noise alone) | "
+              "Dispersion (one threshold) | Top 5% of classes hold (one threshold) | FNR |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     nan = float("nan")
     for l in labels:
         for r in results[l]:
             e = r.extra
+            one = e.get("one_threshold", {})
             ci = f"{r.ratio:.2f} [{e.get('ratio_ci_low', nan):.2f}, {e.get('ratio_ci_high', nan):.2f}]"
             boot = f"[{e.get('ratio_boot_low', nan):.2f}, {e.get('ratio_boot_high', nan):.2f}]"
             pairs = f" ({e['false_accept_pairs']})" if "false_accept_pairs" in e else ""
             lines.append(f"| {l} | {100 * r.target_fpr:.3g}% | {ci} | {boot} | {r.false_accepts} / {r.impostor_attempts}"
                          f"{pairs} | {format_count(e.get('training_support'))} | "
-                         f"{100 * e.get('share_classes_over_2x', nan):.1f}% | "
-                         f"{100 * e.get('share_classes_over_10x', nan):.1f}% | {format_pct(r.fnr)} |")
+                         f"{_share(e.get('share_classes_over_2x'))} ({_share(e.get('share_classes_over_2x_noise'))}) | "
+                         f"{_share(e.get('share_classes_over_10x'))} ({_share(e.get('share_classes_over_10x_noise'))}) | "
+                         f"{_num(e.get('fa_dispersion'))} ({_num(one.get('fa_dispersion'))}) | "
+                         f"{_share(e.get('fa_share_top_classes'), 0)} ({_share(one.get('fa_share_top_classes'), 0)}) | "
+                         f"{format_pct(r.fnr)} |")
     lines.append("")
     return "\n".join(lines)
+
+
+def _share(x: float | None, digits: int = 1) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.{digits}f}%"
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
 
 
 def _pct3(rate: float) -> str:

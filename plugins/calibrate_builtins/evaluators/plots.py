@@ -197,9 +197,9 @@ def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | N
         imp, gen = pooled.impostors, pooled.genuine
     else:
         fold = data.folds[0]
-        values = fold.matcher_distances()
-        imp = np.sort(values[fold.test.impostor_mask()])
-        gen = np.sort(values[fold.test.genuine_mask()])
+        values, sign = fold.matcher_scores()
+        imp = np.sort(sign * values[fold.test.impostor_mask()])
+        gen = np.sort(sign * values[fold.test.genuine_mask()])
     if imp.size == 0 or gen.size == 0:
         return None
     ni, ng = imp.size, gen.size
