@@ -105,15 +105,17 @@ def _checked(claimed, real, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 class _Groups:
     """The attempts' group codes and the counts that do not depend on any decision."""
 
-    def __init__(self, groups: GroupLabels, c: np.ndarray, r: np.ndarray, genuine: np.ndarray):
+    def __init__(self, groups: GroupLabels, classes: np.ndarray, codes: np.ndarray, r: np.ndarray, genuine: np.ndarray):
         self.names = groups.names
         self.n = len(self.names) + 1
-        self.claimed, self.probe = groups.codes(c), groups.codes(r)
+        of_class = groups.codes(classes)  # per distinct claimed class, then per attempt: one lookup per class
+        self.claimed = of_class[codes]
+        ur, r_codes = np.unique(r, return_inverse=True)
+        self.probe = groups.codes(ur)[r_codes]
         self.impostors = self.pairs(~genuine)
         self.genuine_mask = genuine
         self.genuine = np.bincount(self.claimed[genuine], minlength=self.n)
-        uc, first = np.unique(c, return_index=True)
-        self.classes = np.bincount(self.claimed[first], minlength=self.n)
+        self.classes = np.bincount(of_class, minlength=self.n)
 
     def pairs(self, mask: np.ndarray) -> np.ndarray:
         return np.bincount(self.claimed[mask] * self.n + self.probe[mask], minlength=self.n * self.n).reshape(self.n,
@@ -149,7 +151,7 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
     pooled = PooledScores.of(d[~genuine], d[genuine])
     uc, codes = np.unique(c, return_inverse=True)
     unit_imp = np.bincount(codes[~genuine], minlength=uc.size)
-    by_group = _Groups(groups, c, r, genuine) if groups is not None and s.size else None
+    by_group = _Groups(groups, uc, codes, r, genuine) if groups is not None and s.size else None
     out = []
     for target in targets:
         cohort = {} if probe_cohort_scores is None else {"probe_cohort_scores": probe_cohort_scores}

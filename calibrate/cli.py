@@ -91,8 +91,13 @@ def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe Y
     except Exception as exc:  # noqa: BLE001
         _fail(exc, recipe)
         return
+    groups = ""
+    if parsed.groups is not None:
+        names = parsed.groups.names
+        groups = (f"; groups {', '.join(names[:8])}{' ...' if len(names) > 8 else ''} for "
+                  f"{len(parsed.groups.classes):,} classes from {parsed.groups.source}")
     typer.echo(f"{recipe}: ok ({parsed.data.info.name}, {len(parsed.estimators)} estimator(s), "
-               f"targets {', '.join(f'{t:g}' for t in parsed.targets)}; data files: format checked on their "
+               f"targets {', '.join(f'{t:g}' for t in parsed.targets)}{groups}; data files: format checked on their "
                "first lines, the rest is read by `run`)")
 
 

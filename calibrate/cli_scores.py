@@ -354,6 +354,10 @@ def evaluate_command(
         missing = cli_number(missing, "--missing")
         fpr = cli_targets(fpr)
         if det is not None:
+            if det == "-" and as_json:
+                from .errors import ParameterError
+
+                raise ParameterError("--det - and --json would both write to standard output; give --det a file name")
             check_target(det, tuple(p for p in (artifact, scores, cohort, groups) if p is not None))
         labels = read_groups_option(groups)
         cal = load(artifact, estimator)

@@ -260,6 +260,8 @@ def test_accept_writes_each_attempts_group(grouped_run):
     ("class,group\nnobody,F\n", r"none of its 1 classes .* is a class of the data"),
     ("", r"the groups file is empty"),
     (b"class,group\n\xff\xfe,F\n", r"not UTF-8"),
+    ("class,group\n" + "".join(f"x{k},g{k}\n" for k in range(101)), r"101 distinct groups; at most 100"),
+    ("class,group\nc00,F\nc01\n", r"line 3 has 1 field\(s\) but the header names 2"),
 ])
 def test_a_bad_groups_file_is_one_clear_error_naming_the_place(tmp_path, text, match):
     dev, ev = score_list(tmp_path / "dev.csv", 1, n_classes=6, probes=2), score_list(tmp_path / "ev.csv", 2, n_classes=6,
@@ -364,3 +366,43 @@ def test_the_synthetic_groups_family_has_the_structure_it_promises():
         genuine_mean = np.array([test.values[gen[:, j], j].mean() for j in range(test.shape[1])])
         r = np.corrcoef(location, genuine_mean)[0, 1]
         assert (r > 0.5) if genuine == "follows" else (abs(r) < 0.3), (genuine, r)
+
+
+def test_a_groups_file_with_a_bom_crlf_quotes_and_extra_columns_reads_as_meant(tmp_path):
+    from calibrate.groups import read_groups
+
+    path = tmp_path / "g.csv"
+    path.write_bytes('\ufeffid,group,class\r\n1,F,"Doe, Jane"\r\n2,M,c01\r\n\r\n3,M,c01\r\n'.encode("utf-8"))
+    labels = read_groups(path)
+    assert dict(zip(labels.classes, labels.groups)) == {"Doe, Jane": "F", "c01": "M"}
+    assert labels.names == ("F", "M")
+    assert labels.codes(["c01", "Doe, Jane", "nobody"]).tolist() == [1, 0, 2]
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(Exception, match="not a regular file"):
+        read_groups(tmp_path / "folder.csv")
+
+
+def test_validate_names_the_groups_it_read(tmp_path):
+    groups_file(tmp_path / "g.csv")
+    recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "data": {"plugin": "synthetic-groups", "classes": 24,
+                                                                       "groups": "g.csv"}})
+    done = invoke_cli("validate", str(recipe))
+    assert done.returncode == 0, done.stderr
+    assert "groups F, M for 22 classes from" in done.stdout
+
+
+def test_look_alikes_score_near_whatever_the_class_location():
+    """With look-alikes the bulk of a class's impostors follows its location but its nearest impostors do not."""
+    from calibrate.base import RunContext
+    from calibrate_builtins.datasets.synthetic_groups import SyntheticGroups
+
+    split = SyntheticGroups(classes=200, group_shares=[1.0], train_probes=4, test_probes=1, class_spread=1.0,
+                            look_alikes=0.05, look_alike_level=2.5, genuine="fixed", seed=5).load(RunContext())
+    train = split.train
+    imp = train.impostor_mask()
+    columns = [train.values[imp[:, j], j] for j in range(train.shape[1])]
+    median = np.array([np.median(c) for c in columns])
+    top = np.array([np.quantile(c, 0.99) for c in columns])
+    # the bulk moves by the class location (sd 1.0 in units of 0.1); the top 1% moves less than half as much
+    assert np.std(median) / 0.1 == pytest.approx(1.0, abs=0.2)
+    assert np.std(top) < 0.5 * np.std(median)

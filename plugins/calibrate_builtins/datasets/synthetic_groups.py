@@ -14,7 +14,11 @@ Generation (similarity scores, higher = more alike; ``numpy.random.default_rng(s
   score high against everyone); ``train_probes`` and ``test_probes`` probes of every class, each compared with
   every enrolled class;
 * impostor score: ``0.1 * (a_claimed + b_probe + within_group * [same group] + e)``, ``e ~ N(0, 1)``;
-* genuine score: ``0.1 * (separation + b_probe + e)``, plus ``0.1 * a_claimed`` with ``genuine: follows``.
+* genuine score: ``0.1 * (separation + b_probe + e)``, plus ``0.1 * a_claimed`` with ``genuine: follows``;
+* ``look_alikes``: that share of the impostor comparisons are look-alikes instead, scoring
+  ``0.1 * (look_alike_level + b_probe + within_group * [same group] + e)`` whatever the claimed class's location:
+  the bulk of a class's impostors moves with its location, its nearest impostors do not (as deep face embeddings
+  show: a class far from the crowd still has its few look-alikes).
 
 The groups come with the data (``ScoreSplit.groups``); a recipe's ``data: {groups: FILE}`` replaces them.
 """
@@ -47,6 +51,8 @@ class SyntheticGroups(Dataset):
     :param class_spread: standard deviation of the classes' impostor locations.
     :param probe_spread: standard deviation of the probes' locations.
     :param separation: mean genuine score above the mean other-group impostor score, in standard deviations.
+    :param look_alikes: share of impostor comparisons that are look-alikes, whose scores ignore the class's location.
+    :param look_alike_level: mean look-alike score above the mean other-group impostor score, in standard deviations.
     :param seed: random seed.
     """
 
@@ -55,7 +61,8 @@ class SyntheticGroups(Dataset):
     def __init__(self, *, classes: int = 300, group_shares: list[float] = [0.75, 0.25],  # noqa: B006 (never mutated)
                  train_probes: int = 2, test_probes: int = 2, within_group: float | list[float] = 1.5,
                  genuine: Literal["follows", "fixed"] = "follows", class_spread: float = 0.5,
-                 probe_spread: float = 0.3, separation: float = 6.0, seed: int = 0):
+                 probe_spread: float = 0.3, separation: float = 6.0, look_alikes: float = 0.0,
+                 look_alike_level: float = 2.5, seed: int = 0):
         for name, value, low in (("classes", classes, 2), ("train_probes", train_probes, 1),
                                  ("test_probes", test_probes, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -76,6 +83,8 @@ class SyntheticGroups(Dataset):
         for name, value in (("class_spread", class_spread), ("probe_spread", probe_spread)):
             if not value >= 0:
                 raise ParameterError(f"{name} must be >= 0, got {value!r}")
+        if not 0.0 <= look_alikes < 1.0:
+            raise ParameterError(f"look_alikes must be a share in [0, 1), got {look_alikes!r}")
         if seed < 0:
             raise ParameterError(f"seed must be a non-negative integer, got {seed}")
         if classes * classes * (train_probes + test_probes) > MAX_VALUES:
@@ -85,7 +94,7 @@ class SyntheticGroups(Dataset):
         self.classes, self.group_shares, self.train_probes = classes, group_shares, train_probes
         self.test_probes = test_probes
         self.within_group, self.genuine, self.class_spread, self.probe_spread = within_group, genuine, class_spread, probe_spread
-        self.separation, self.seed = separation, seed
+        self.separation, self.look_alikes, self.look_alike_level, self.seed = separation, look_alikes, look_alike_level, seed
         self._counts, self._within = counts, np.asarray(within, dtype=np.float64)
 
     def output_kind(self) -> str:
@@ -97,7 +106,10 @@ class SyntheticGroups(Dataset):
         probe_class = np.repeat(np.arange(n), per_class)
         b = rng.normal(0.0, self.probe_spread, probe_class.size)
         same = group[probe_class][:, None] == group[None, :]
-        values = a[None, :] + b[:, None] + rng.standard_normal((probe_class.size, n))
+        location = a[None, :]
+        if self.look_alikes > 0:
+            location = np.where(rng.random((probe_class.size, n)) < self.look_alikes, self.look_alike_level, location)
+        values = location + b[:, None] + rng.standard_normal((probe_class.size, n))
         values += np.where(same, self._within[group][None, :], 0.0)
         rows = np.arange(probe_class.size)
         genuine = self.separation + b + rng.standard_normal(probe_class.size)
