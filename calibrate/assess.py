@@ -22,7 +22,7 @@ from .errors import CalibrationError
 from .stats import clopper_pearson
 from .types import GroupLabels
 from .verification import (STANDARD_FMRS, GroupCounts, PooledScores, class_spread, d_prime, det_rows, group_figures,
-                           one_threshold, paired_fnr, verification_metrics)
+                           one_threshold, paired_fields, paired_fnr, verification_metrics)
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Assessment:
     #: fpr, fnr, and how its false accepts spread over classes (and groups)
     one_threshold: dict | None = None
     #: how the false accepts spread over the claimed classes (calibrate.verification.class_spread, and the observed
-    #: shares of classes over 2x and 10x the target)
+    #: shares of classes over 2x and 10x the target); in ``as_dict`` its keys sit in the row, as in results.json
     spread: dict = field(default_factory=dict)
     #: with groups: per group figures (calibrate.verification.group_figures), and the max/min ratios
     groups: dict | None = None
@@ -60,7 +60,9 @@ class Assessment:
     fnmr_max_over_min: float | None = None
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.update(out.pop("spread"))
+        return out
 
 
 def known_classes(cal, claimed: np.ndarray) -> np.ndarray:
@@ -168,6 +170,8 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
             except CalibrationError:  # predicted at other targets only, or not at this one
                 pass
         extra: dict = {}
+        if by_group is not None:
+            extra.update(by_group.figures(accepted))
         if n_imp:
             ref = one_threshold(pooled, fa)
             ref_accept = d <= ref.threshold
@@ -180,17 +184,11 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
             reference.update({"fa_dispersion": ref_spread["fa_dispersion"],
                               "fa_share_top_classes": ref_spread["fa_share_top_classes"]})
             if n_gen:
-                paired = paired_fnr(accepted[genuine], ref_accept[genuine])
-                extra["fnr_paired"] = {"rejected_only_by_estimator": paired.worse,
-                                       "rejected_only_by_one_threshold": paired.better,
-                                       "extra_rejects_per_1000": paired.per_1000, "p_value": paired.p_value,
-                                       "beyond_noise": paired.beyond_noise()}
+                extra["fnr_paired"] = paired_fields(paired_fnr(accepted[genuine], ref_accept[genuine]), fa, ref)
                 extra["fnr_one_threshold"] = ref.fnr
                 extra["fnr_cost"] = (fr / n_gen) / ref.fnr if ref.fnr else None
             if by_group is not None:
-                mine, theirs = by_group.figures(accepted), by_group.figures(ref_accept)
-                extra.update(mine)
-                reference.update(theirs)
+                reference.update(by_group.figures(ref_accept))
             extra["one_threshold"] = reference
         out.append(Assessment(float(target), n_imp, fa, fpr, None if fpr is None else fpr / target, low, high,
                               n_gen, fr, fr / n_gen if n_gen else None, p_low, p_high, **extra))

@@ -195,6 +195,10 @@ def _p(p: float) -> str:
 def cost_lines(label: str, rows) -> list[str]:
     """What the calibration costs genuine users against one pooled threshold, where beyond counting noise."""
     out = []
+    apart = [r for r in rows if r.fnr_paired and not r.fnr_paired["same_fpr"]]
+    if apart:
+        out.append(f"{label} at {', '.join(f'{100 * r.target_fpr:g}%' for r in apart)}: one pooled threshold cannot admit "
+                   "the same share of impostors (their scores tie there), so no verdict on genuine users is given")
     for worse in (True, False):
         hits = [r for r in rows if r.fnr_paired and r.fnr_paired["beyond_noise"]
                 and (r.fnr_paired["extra_rejects_per_1000"] > 0) == worse]
@@ -204,8 +208,10 @@ def cost_lines(label: str, rows) -> list[str]:
                            f"at {100 * r.target_fpr:g}%: FNR {_pct(r.fnr)} against {_pct(r.fnr_one_threshold)}, "
                            f"{abs(r.fnr_paired['extra_rejects_per_1000']):.3g} {'more' if worse else 'fewer'} per 1,000 "
                            f"genuine attempts (McNemar {_p(r.fnr_paired['p_value'])})" for r in hits))
-    if not out and any(r.fnr_paired for r in rows):
-        out.append(f"{label}: within counting noise of one pooled threshold at the same FPR at every target (McNemar)")
+    if not any(r.fnr_paired and r.fnr_paired["beyond_noise"] for r in rows) \
+            and any(r.fnr_paired and r.fnr_paired["same_fpr"] for r in rows):
+        out.append(f"{label}: within counting noise of one pooled threshold at the same FPR at every target compared "
+                   "(McNemar)")
     return out
 
 
@@ -372,7 +378,8 @@ def evaluate_command(
         rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts,
                       groups=labels)
         metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
-        if det is not None:
+        written = None
+        if det is not None and metrics["genuine_attempts"] and metrics["impostor_attempts"]:
             written = write_user_file(det, det_csv(*curve), inputs=tuple(p for p in (artifact, scores, cohort, groups)
                                                                             if p is not None))
     except Exception as exc:  # noqa: BLE001
@@ -397,26 +404,35 @@ def evaluate_command(
         typer.echo(f"note: {unknown} attempt(s) claim classes the calibration does not hold; left out", err=True)
     if failed:
         typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
+    if det is not None and written is None:
+        typer.echo(f"note: no DET written: {scores} needs both genuine and impostor attempts for one", err=True)
+    side = written == "standard output"  # the DET went to standard output: the table goes to standard error
+
+    def say(line: str) -> None:
+        typer.echo(line, err=side)
+
     rule = cal.accept_if if getattr(cal, "normalization", None) is None else f"{cal.normalization.plugin}-normalised z <= t"
-    typer.echo(f"{cal.label} on {scores}: accept if {rule}")
-    typer.echo("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | one pooled "
-               "threshold's FNR at the same FPR (FNR cost) | predicted FPR")
+    say(f"{cal.label} on {scores}: accept if {rule}")
+    say("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | one pooled "
+        "threshold's FNR at the same FPR (FNR cost) | predicted FPR")
+    from .verification import cost_words
+
     for r in rows:
         achieved = "n/a" if r.fpr is None else f"{100 * r.fpr:.3g}% ({100 * r.fpr_ci_low:.3g}-{100 * r.fpr_ci_high:.3g}%)"
         ratio = "n/a" if r.ratio is None else f"{r.ratio:.2f}"
         fnr = "n/a" if r.fnr is None else f"{100 * r.fnr:.3g}%"
-        one = "n/a" if r.fnr_one_threshold is None else (
-            f"{100 * r.fnr_one_threshold:.3g}% ({'n/a' if r.fnr_cost is None else f'{r.fnr_cost:.2f}x'})")
+        one = ("n/a" if r.fnr_one_threshold is None
+               else f"{100 * r.fnr_one_threshold:.3g}% ({cost_words(r.fnr, r.fnr_one_threshold)})")
         predicted = ("-" if r.predicted_fpr_low is None
                      else f"{100 * r.predicted_fpr_low:.3g}-{100 * r.predicted_fpr_high:.3g}%")
-        typer.echo(f"{100 * r.target_fpr:g}% | {achieved} | {ratio} | {r.false_accepts} / {r.impostor_attempts} | "
-                   f"{fnr} | {one} | {predicted}")
+        say(f"{100 * r.target_fpr:g}% | {achieved} | {ratio} | {r.false_accepts} / {r.impostor_attempts} | "
+            f"{fnr} | {one} | {predicted}")
     for line in cost_lines(cal.label, rows):
-        typer.echo(line)
-    typer.echo(verification_line(metrics, str(scores)))
+        say(line)
+    say(verification_line(metrics, str(scores)))
     if labels is not None:
-        typer.echo(f"groups from {labels.source}:")
+        say(f"groups from {labels.source}:")
         for line in group_lines(rows, labels.names):
-            typer.echo(line)
-    if det is not None:
-        typer.echo(f"wrote the DET to {written}", err=written == "standard output")
+            say(line)
+    if written is not None:
+        typer.echo(f"wrote the DET to {written}", err=True)

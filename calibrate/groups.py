@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import DataError
 from .safefiles import label_problem, memory_budget, regular_file
-from .types import UNLABELLED, GroupLabels
+from .types import UNLABELLED, GroupLabels, group_problem
 
 _FIX = "give a CSV file with a header line `class,group` and one class per line"
 
@@ -72,9 +72,9 @@ def read_groups(path: str | Path) -> GroupLabels:
             if group == UNLABELLED:
                 raise DataError(f"{path}: line {line}: `{UNLABELLED}` is the name given to classes without a group; "
                                 "leave such classes out of the file")
-            if len(group) > 200:
-                raise DataError(f"{path}: line {line}: group {group[:40]!r}... is {len(group):,} characters long (at most "
-                                "200); name groups briefly")
+            problem = group_problem(group)
+            if problem is not None:
+                raise DataError(f"{path}: line {line}: group {group[:40]!r} {problem}")
             if cls in seen and seen[cls][0] != group:
                 raise DataError(f"{path}: class {cls[:60]!r} is in group {seen[cls][0]!r} on line {seen[cls][1]} and in "
                                 f"{group!r} on line {line}; give each class one group")

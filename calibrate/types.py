@@ -358,6 +358,23 @@ UNLABELLED = "unlabelled"
 MAX_GROUPS = 100
 
 
+#: the longest group name (a report table's column header)
+MAX_GROUP_NAME = 200
+
+
+def group_problem(name: str) -> str | None:
+    """What is wrong with a group name (None when it is fine): it names a report's columns and a picture's legend."""
+    if not name:
+        return "is empty; name every group"
+    if name == UNLABELLED:
+        return "is the name given to classes without a group; leave such classes out of the groups file"
+    if len(name) > MAX_GROUP_NAME:
+        return f"is {len(name):,} characters long (at most {MAX_GROUP_NAME}); name groups briefly"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "holds a control character (a line break, a tab, NUL); name groups with printable text"
+    return None
+
+
 @dataclass(frozen=True)
 class GroupLabels:
     """The demographic group of classes (ISO/IEC 19795-10): of each enrolled class, and of each probe through
@@ -379,10 +396,10 @@ class GroupLabels:
             seen: set[str] = set()
             dup = next(c for c in classes if c in seen or seen.add(c))
             raise DataError(f"{self.source}: class {dup[:60]!r} is listed twice; give each class one group")
-        bad = next((g for g in groups if not g or g == UNLABELLED or "\0" in g), None)
-        if bad is not None:
-            why = "is reserved for classes without a group" if bad == UNLABELLED else "is not a group name"
-            raise DataError(f"{self.source}: group {bad[:60]!r} {why}; name the groups otherwise")
+        for g in set(groups):
+            problem = group_problem(g)
+            if problem is not None:
+                raise DataError(f"{self.source}: group {g[:60]!r} {problem}")
         if len(set(groups)) > MAX_GROUPS:
             raise DataError(f"{self.source}: {len(set(groups)):,} distinct groups; at most {MAX_GROUPS} can be "
                             "reported (a group is a demographic category such as a sex or an age band, not a class)")

@@ -15,7 +15,8 @@ same thing about the same attempts:
   noise alone would give under one common FPR.
 * :func:`group_figures` and :func:`widening`: per demographic group (ISO/IEC 19795-10), the FMR over
   same-group impostor attempts, the FMR over all of a group's impostor attempts and the FNMR, with
-  Clopper-Pearson intervals; whether one set of thresholds widens the differential beyond another's.
+  Clopper-Pearson intervals; whether one set of thresholds widens the differential beyond another's (the log
+  max/min ratios over 2 standard errors apart, one-sided).
 
 Convention: scores are *distances* and an attempt is accepted when ``d <= t``. Callers with similarity
 scores pass them negated (exact in floating point), and thresholds back negated.
@@ -39,8 +40,11 @@ from .stats import clopper_pearson
 STANDARD_FMRS = (0.01, 0.001, 0.0001)
 #: the most rows a DET table holds (det.csv)
 DET_ROWS = 10_000
-#: two-sided level of the paired comparison and of the widening test: "beyond counting noise" below it
+#: two-sided level of the paired comparison (McNemar's exact test): "beyond counting noise" below it
 NOISE_LEVEL = 0.05
+#: one threshold that admits fewer than this share of an estimator's false accepts (impostor scores tie at the
+#: reference point, so no single threshold reaches the estimator's FPR) is not compared with it
+SAME_FPR_SHARE = 0.5
 #: the group of a class without one in a groups file
 UNLABELLED = "unlabelled"
 
@@ -181,6 +185,26 @@ class PairedComparison:
         return self.worse + self.better > 0 and self.p_value < level
 
 
+def cost_words(fnr: float | None, fnr_one: float | None) -> str:
+    """The FNR cost as report.md and ``calibrate evaluate`` write it."""
+    if fnr is None or fnr_one is None:
+        return "n/a"
+    if fnr_one > 0:
+        return f"{fnr / fnr_one:.2f}x"
+    return "n/a (one threshold rejects none)" if fnr > 0 else "1 (neither rejects any)"
+
+
+def paired_fields(paired: PairedComparison, false_accepts: int, reference: OneThreshold) -> dict:
+    """results.json's ``fnr_paired`` (and ``calibrate evaluate``'s): the discordant genuine attempts, the extra rejects
+    per 1,000, McNemar's p-value, ``same_fpr`` (False when impostor scores tie where one threshold would reach the
+    estimator's false accepts and it admits fewer than :data:`SAME_FPR_SHARE` of them: the two are then not at one
+    FPR) and ``beyond_noise`` (p < 0.05 at the same FPR: the verdict a report states in words)."""
+    same = reference.false_accepts >= SAME_FPR_SHARE * false_accepts
+    return {"rejected_only_by_estimator": paired.worse, "rejected_only_by_one_threshold": paired.better,
+            "extra_rejects_per_1000": paired.per_1000, "p_value": paired.p_value, "same_fpr": bool(same),
+            "beyond_noise": bool(same and paired.beyond_noise())}
+
+
 def paired_fnr(estimator_accepts, other_accepts) -> PairedComparison:
     """Compare two decisions on the same genuine attempts (boolean arrays in one order)."""
     a = np.asarray(estimator_accepts, dtype=bool)
@@ -190,12 +214,19 @@ def paired_fnr(estimator_accepts, other_accepts) -> PairedComparison:
     return PairedComparison(int(np.count_nonzero(~a & b)), int(np.count_nonzero(a & ~b)), int(a.size))
 
 
+def _scaled_gap(pooled: PooledScores, t: float) -> int:
+    """(FNMR - FMR) x (genuine attempts x impostor attempts) at ``t``, exactly, as an integer: rejected genuine x
+    impostors - accepted impostors x genuine (float rates would let rounding decide exact ties)."""
+    rejected = pooled.n_genuine - int(pooled.accepted_genuine(t))
+    return rejected * pooled.n_impostors - int(pooled.accepted_impostors(t)) * pooled.n_genuine
+
+
 def _last_at_least(values: np.ndarray, pooled: PooledScores) -> int:
     """The last index i of ``values`` (sorted) with FNMR(values[i]) >= FMR(values[i]), or -1."""
     lo, hi = 0, values.size  # FNMR - FMR is non-increasing in the threshold: binary search its sign
     while lo < hi:
         mid = (lo + hi) // 2
-        if pooled.fnmr(values[mid]) >= pooled.fmr(values[mid]):
+        if _scaled_gap(pooled, float(values[mid])) >= 0:
             lo = mid + 1
         else:
             hi = mid
@@ -203,10 +234,10 @@ def _last_at_least(values: np.ndarray, pooled: PooledScores) -> int:
 
 
 def eer(pooled: PooledScores) -> tuple[float, float]:
-    """(EER, its threshold): at the threshold where FMR and FNMR are closest (bob.measure's rule; on a tie,
+    """(EER, its threshold): at the threshold where FMR and FNMR are closest (bob.measure's rule; on an exact tie,
     the stricter one), the mean of the two. Candidates are the attempts' own scores and -inf (nothing
     accepted); FNMR - FMR is a non-increasing step function, so the closest pair lies on either side of
-    its change of sign, found by binary search."""
+    its change of sign, found by binary search. Gaps are compared in integers (:func:`_scaled_gap`)."""
     if pooled.n_impostors == 0 or pooled.n_genuine == 0:
         return float("nan"), float("nan")
     candidates_low, candidates_high = [-math.inf], []
@@ -217,8 +248,8 @@ def eer(pooled: PooledScores) -> tuple[float, float]:
         if i + 1 < values.size:
             candidates_high.append(float(values[i + 1]))
     picks = [max(candidates_low)] + ([min(candidates_high)] if candidates_high else [])
-    gaps = [abs(float(pooled.fnmr(t)) - float(pooled.fmr(t))) for t in picks]
-    best = picks[int(np.argmin(gaps))]  # argmin takes the first: the stricter threshold on a tie
+    gaps = [abs(_scaled_gap(pooled, t)) for t in picks]
+    best = picks[0] if len(picks) == 1 or gaps[0] <= gaps[1] else picks[1]  # the stricter threshold on a tie
     return (float(pooled.fmr(best)) + float(pooled.fnmr(best))) / 2.0, best
 
 

@@ -262,6 +262,7 @@ def test_accept_writes_each_attempts_group(grouped_run):
     (b"class,group\n\xff\xfe,F\n", r"not UTF-8"),
     ("class,group\n" + "".join(f"x{k},g{k}\n" for k in range(101)), r"101 distinct groups; at most 100"),
     ("class,group\nc00,F\nc01\n", r"line 3 has 1 field\(s\) but the header names 2"),
+    ('class,group\nc00,"F\nM"\n', r"holds a control character"),
 ])
 def test_a_bad_groups_file_is_one_clear_error_naming_the_place(tmp_path, text, match):
     dev, ev = score_list(tmp_path / "dev.csv", 1, n_classes=6, probes=2), score_list(tmp_path / "ev.csv", 2, n_classes=6,
@@ -406,3 +407,29 @@ def test_look_alikes_score_near_whatever_the_class_location():
     # the bulk moves by the class location (sd 1.0 in units of 0.1); the top 1% moves less than half as much
     assert np.std(median) / 0.1 == pytest.approx(1.0, abs=0.2)
     assert np.std(top) < 0.5 * np.std(median)
+
+
+def test_many_groups_and_names_matplotlib_would_read_as_formulas_draw_and_report(tmp_path):
+    """Up to the 100 groups a file may name, and names with `$`, `_`, `^` or `|`: a picture and readable tables."""
+    names = [f"${k}_x^$" if k % 3 == 0 else f"g|{k}" for k in range(36)]
+    lines = ["class,group"] + [f'c{k:03d},"{names[k % 36]}"' for k in range(144)]
+    (tmp_path / "g.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    recipe = write_recipe(tmp_path / "r.yaml", {
+        "version": 1, "data": {"plugin": "synthetic-groups", "classes": 144, "groups": "g.csv"},
+        "estimators": [{"plugin": "generic-interp"}, {"plugin": "class-interp"}],
+        "evaluation": {"targets": [0.05, 0.01], "prediction": False}, "output": {"dir": str(tmp_path / "out")}})
+    done = invoke_cli("run", str(recipe), "-q")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "groups.png").stat().st_size > 1000
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "g\\|1: same-group FMR / target" in report
+
+
+def test_evaluate_det_to_standard_output_moves_the_table_to_standard_error(grouped_run):
+    tmp, _, _ = grouped_run
+    done = invoke_cli("evaluate", str(tmp / "out"), str(tmp / "eval.csv"), "--estimator", "generic-interp",
+                      "--det", "-")
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.strip().splitlines()
+    assert rows[0] == "fpr,fnr,score_threshold" and all(len(r.split(",")) == 3 for r in rows)
+    assert "one pooled threshold's FNR at the same FPR" in done.stderr

@@ -158,3 +158,32 @@ def test_group_figures_against_a_direct_count_and_the_widening_test():
     assert beyond and z > 2
     z_same, beyond_same = v.widening(got["groups"], got["groups"])
     assert z_same == pytest.approx(0.0) and not beyond_same
+
+
+def test_eer_breaks_exact_ties_toward_the_stricter_threshold_by_exact_arithmetic():
+    """Ties in |FMR - FNMR| are decided in integers, not by float rounding (fractions as the reference)."""
+    from fractions import Fraction
+
+    imp, gen = np.array([0, 0, 2, 2, 3, 4, 4, 4, 5.0]), np.array([0, 0, 1, 1, 3, 3.0])
+    rate, threshold = v.eer(v.PooledScores.of(imp, gen))
+    assert threshold == 1.0 and rate == pytest.approx((Fraction(2, 9) + Fraction(1, 3)) / 2, abs=1e-15)
+    rng = np.random.default_rng(21)
+    for _ in range(300):
+        imp = rng.integers(0, 8, rng.integers(1, 12)).astype(float)
+        gen = rng.integers(0, 6, rng.integers(1, 9)).astype(float)
+        grid = candidates(imp, gen)
+        exact = [(abs(Fraction(int(np.sum(gen > t)), gen.size) - Fraction(int(np.sum(imp <= t)), imp.size)), t)
+                 for t in grid]
+        best = min(exact, key=lambda g: g[0])[1]  # the first (strictest) of exactly equal gaps
+        assert v.eer(v.PooledScores.of(imp, gen))[1] == best, (imp, gen)
+
+
+def test_paired_fields_withhold_a_verdict_where_ties_keep_one_threshold_from_the_same_fpr():
+    paired = v.PairedComparison(worse=0, better=900, genuine_attempts=1000)
+    tied = v.OneThreshold(threshold=-1.0, false_accepts=0, impostor_attempts=5000, genuine_accepted=0,
+                          genuine_attempts=1000)
+    said = v.paired_fields(paired, 243, tied)
+    assert not said["same_fpr"] and not said["beyond_noise"] and said["p_value"] < 1e-6
+    near = v.OneThreshold(threshold=1.0, false_accepts=240, impostor_attempts=5000, genuine_accepted=0,
+                          genuine_attempts=1000)
+    assert v.paired_fields(paired, 243, near)["beyond_noise"]

@@ -30,8 +30,9 @@ import numpy as np
 
 from calibrate.base import EvaluationInput, Fold
 from calibrate.types import GroupLabels, TargetResult
-from calibrate.verification import (STANDARD_FMRS, GroupCounts, PooledScores, class_spread, d_prime, det_rows,
-                                    group_figures, loosest_below, paired_fnr, verification_metrics)
+from calibrate.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
+                                    d_prime, det_rows, group_figures, loosest_below, paired_fields, paired_fnr,
+                                    verification_metrics)
 
 
 @dataclass
@@ -179,16 +180,13 @@ def add_costs(measured: dict, pool: Pool, targets: tuple[float, ...]) -> dict[st
             ref_spread = class_spread(np.concatenate(unit_fa), m.unit_imp[k], row.target_fpr)
             extra.update({key: spread[key] for key in ("share_classes_over_2x_noise", "share_classes_over_10x_noise",
                                                         "fa_dispersion", "fa_share_top_classes")})
-            reference = {"threshold": t if math.isfinite(t) else None, "score_threshold": scores[label][k],
+            reference = {"score_threshold": scores[label][k],
                          "false_accepts": ref_fa, "fpr": ref_fa / row.impostor_attempts, "fnr": ref_fnr,
                          "fa_dispersion": ref_spread["fa_dispersion"],
                          "fa_share_top_classes": ref_spread["fa_share_top_classes"]}
             if n_gen:
-                paired = paired_fnr(est_gen, ref_gen)
-                extra["fnr_paired"] = {"rejected_only_by_estimator": paired.worse,
-                                       "rejected_only_by_one_threshold": paired.better,
-                                       "extra_rejects_per_1000": paired.per_1000, "p_value": paired.p_value,
-                                       "beyond_noise": paired.beyond_noise()}
+                extra["fnr_paired"] = paired_fields(paired_fnr(est_gen, ref_gen), row.false_accepts,
+                                                    OneThreshold(t, ref_fa, row.impostor_attempts, 0, 0))
             if n_groups:
                 mine = group_figures(_group_counts(pool, est_pairs, est_rej))
                 theirs = group_figures(_group_counts(pool, ref_pairs, ref_rej))
@@ -208,8 +206,8 @@ def verification_summary(pool: Pool, targets: tuple[float, ...], results: dict[s
     pooled = pool.pooled
     fmrs = tuple(STANDARD_FMRS) + tuple(t for t in sorted(targets, reverse=True) if t not in STANDARD_FMRS)
     metrics = verification_metrics(pooled, fmrs)
-    extra = [r.extra["one_threshold"]["threshold"] for rows in results.values() for r in rows
-             if r.extra.get("one_threshold", {}).get("threshold") is not None]
+    extra = [loosest_below(pooled, r.false_accepts) for rows in results.values() for r in rows
+             if r.impostor_attempts and r.fnr_one_threshold is not None]
     t, fmr, fnmr = det_rows(pooled, extra=extra)
     metrics["eer_score_threshold"] = pool.scores([metrics.pop("eer_threshold")])[0]
     metrics["d_prime"] = d_prime(pooled.genuine, pooled.impostors)  # |difference|: the sign of the scale is moot
@@ -231,17 +229,14 @@ def _pct(rate: float | None) -> str:
 
 
 def _cost(row: TargetResult) -> str:
-    cost = row.fnr_cost
-    if cost is not None:
-        return f"{cost:.2f}x"
-    if row.fnr is not None and row.fnr_one_threshold == 0.0:
-        return "n/a (one threshold rejects none)" if row.fnr > 0 else "1 (neither rejects any)"
-    return "n/a"
+    return cost_words(row.fnr, row.fnr_one_threshold)
 
 
 def _verdict(paired: dict | None) -> str:
     if not paired:
         return "n/a"
+    if not paired.get("same_fpr", True):
+        return "not at the same FPR (impostor scores tie there)"
     if paired["rejected_only_by_estimator"] + paired["rejected_only_by_one_threshold"] == 0:
         return "the same genuine attempts"
     if not paired["beyond_noise"]:
@@ -255,8 +250,8 @@ def _said(label: str, rows: list[TargetResult], worse: bool) -> str:
         pr = r.extra["fnr_paired"]
         parts.append(f"at {100 * r.target_fpr:.3g}% it rejects {_pct(r.fnr)} of genuine attempts against "
                      f"{_pct(r.fnr_one_threshold)} for one threshold, {abs(pr['extra_rejects_per_1000']):.3g} "
-                     f"{'more' if worse else 'fewer'} per 1,000 ({pr['rejected_only_by_estimator']} rejected by {label} only, "
-                     f"{pr['rejected_only_by_one_threshold']} by the one threshold only; McNemar {_p(pr['p_value'])})")
+                     f"{'more' if worse else 'fewer'} per 1,000 ({pr['rejected_only_by_estimator']:,} rejected by {label} only, "
+                     f"{pr['rejected_only_by_one_threshold']:,} by the one threshold only; McNemar {_p(pr['p_value'])})")
     return "; ".join(parts)
 
 
@@ -271,7 +266,8 @@ def paired_rows(rows: list[TargetResult], worse: bool) -> list[TargetResult]:
 
 
 def cost_notes(results: dict[str, list[TargetResult]]) -> list[str]:
-    """One run note per estimator that turns away more genuine users than one pooled threshold, beyond noise."""
+    """One run note per estimator that turns away more genuine users than one pooled threshold, beyond noise (at the
+    same FPR)."""
     notes = []
     for label, rows in results.items():
         worse = paired_rows(rows, True)
@@ -298,7 +294,8 @@ def cost_section(results: dict[str, list[TargetResult]]) -> str | None:
              "give in one line. FNR cost = FNR / one threshold's FNR: above 1 the estimator turns away more genuine "
              "users than one threshold would at the FPR it achieved. The paired test compares the two on the same "
              "genuine attempts (McNemar's exact test on those only one of them rejects); a difference with p >= 0.05 "
-             "is within counting noise.", "",
+             "is within counting noise. Where impostor scores tie so that one threshold cannot come within half of "
+             "the estimator's false accepts, the two are not at the same FPR and no verdict is given.", "",
              "| Estimator | Target FPR | Achieved FPR | FNR | One threshold's FNR | FNR cost | More rejects per 1,000 "
              "genuine attempts | Paired test |", "|---|---|---|---|---|---|---|---|"]
     for label, r in measured:
@@ -314,10 +311,16 @@ def cost_section(results: dict[str, list[TargetResult]]) -> str | None:
             lines.append(f"- **{label} costs genuine users** beyond counting noise: {_said(label, worse, True)}.")
         if better:
             lines.append(f"- **{label} saves genuine users** beyond counting noise: {_said(label, better, False)}.")
-        if not worse and not better and any(r.extra.get("fnr_paired") for r in rows):
+        if not worse and not better and any(r.extra.get("fnr_paired", {}).get("same_fpr") for r in rows):
             calm.append(label)
+        apart = [r for r in rows if r.extra.get("fnr_paired") and not r.extra["fnr_paired"]["same_fpr"]]
+        if apart:
+            lines.append(f"- **{label}** at {', '.join(f'{100 * r.target_fpr:.3g}%' for r in apart)}: one threshold "
+                         "cannot admit the same share of impostors (their scores tie there; it admits "
+                         + ", ".join(f"{r.extra['one_threshold']['false_accepts']:,} of {r.false_accepts:,}" for r in apart)
+                         + " of the estimator's false accepts), so no verdict on genuine users is given there.")
     if calm:
-        lines.append(f"- Within counting noise of one threshold at every target: {', '.join(calm)}.")
+        lines.append(f"- Within counting noise of one threshold at every target compared: {', '.join(calm)}.")
     lines.append("")
     return "\n".join(lines)
 

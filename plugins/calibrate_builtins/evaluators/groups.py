@@ -38,6 +38,11 @@ def _fnmr_cell(g: dict) -> str:
             f"({g['false_rejects']}/{g['genuine_attempts']:,})")
 
 
+def _md(name: str) -> str:
+    """A group name inside a markdown table cell."""
+    return name.replace("|", "\\|")
+
+
 def _spread(x: float | None, fallback: str) -> str:
     return fallback if x is None else f"{x:.2f}"
 
@@ -78,7 +83,7 @@ def group_section(results: dict[str, list[TargetResult]], summary: dict, picture
     if not rows:
         return None
     names = [n for n in summary["names"]]
-    sizes = ", ".join(f"{n} {summary['classes'].get(n, 0):,} classes" for n in names)
+    sizes = ", ".join(f"{_md(n)} {summary['classes'].get(n, 0):,} classes" for n in names)
     unl = summary["classes"].get(UNLABELLED, 0)
     lines = ["## Demographic groups", "",
              f"Groups from {summary['source']}: {sizes}" + (f" ({unl:,} enrolled classes without a group, reported as "
@@ -88,7 +93,7 @@ def group_section(results: dict[str, list[TargetResult]], summary: dict, picture
              "Clopper-Pearson interval and the counts; then the FNMR. The max/min columns compare the groups "
              "(labelled groups only), for the estimator and for one pooled threshold at the same overall FPR; n/a "
              "when a group had none. Every group's FMR over all its impostor attempts is in results.json (`groups`).",
-             "", "| Estimator | Target FPR | " + " | ".join(f"{n}: same-group FMR / target" for n in names)
+             "", "| Estimator | Target FPR | " + " | ".join(f"{_md(n)}: same-group FMR / target" for n in names)
              + " | max/min | one threshold's max/min |", "|---|---|" + "---|" * (len(names) + 2)]
     for label, r in rows:
         g, ref = r.extra["groups"], r.extra["one_threshold"]["groups"]
@@ -96,7 +101,7 @@ def group_section(results: dict[str, list[TargetResult]], summary: dict, picture
         lines.append(f"| {label} | {100 * r.target_fpr:.3g}% | " + " | ".join(cells) + " | "
                      f"{_spread(r.extra.get('fmr_same_group_max_over_min'), _zero_note(g, 'fmr_same_group'))} | "
                      f"{_spread(r.extra['one_threshold'].get('fmr_same_group_max_over_min'), _zero_note(ref, 'fmr_same_group'))} |")
-    lines += ["", "| Estimator | Target FPR | " + " | ".join(f"{n}: FNMR" for n in names)
+    lines += ["", "| Estimator | Target FPR | " + " | ".join(f"{_md(n)}: FNMR" for n in names)
               + " | max/min | one threshold's max/min |", "|---|---|" + "---|" * (len(names) + 2)]
     for label, r in rows:
         g, ref = r.extra["groups"], r.extra["one_threshold"]["groups"]
@@ -124,20 +129,41 @@ def group_section(results: dict[str, list[TargetResult]], summary: dict, picture
     return "\n".join(lines)
 
 
+def _colours(n: int) -> list:
+    from matplotlib import colormaps
+
+    if n <= 10:
+        return list(colormaps["tab10"].colors)
+    if n <= 20:
+        return list(colormaps["tab20"].colors)
+    return [colormaps["turbo"](x) for x in np.linspace(0.05, 0.95, n)]
+
+
+def _text(name: str) -> str:
+    """A group name as matplotlib draws it literally (a `$` would start mathtext)."""
+    return name.replace("$", r"\$")
+
+
 def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
     """One panel per estimator: each group's same-group FMR (with its 95% interval) against the target, solid, and
     one pooled threshold's at the same overall FPR, dashed; the diagonal is on target. None without groups."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     labels = [l for l, rows in results.items() if any(r.extra.get("groups") for r in rows)]
     if not labels:
         return None
     cols = min(3, len(labels))
     n_rows = math.ceil(len(labels) / cols)
-    fig = Figure(figsize=(3.6 * cols, 3.3 * n_rows + 0.6), dpi=100)
-    from matplotlib import colormaps
-
-    colours = colormaps["tab10"].colors
+    colours = _colours(len(names))
+    legend = [Line2D([], [], color=colours[k], marker="o", ms=4, label=_text(name)) for k, name in enumerate(names)]
+    legend += [Line2D([], [], color="0.3", ls="-", label="the estimator"),
+               Line2D([], [], color="0.3", ls="--", marker="x", ms=4, label="one pooled threshold, same FPR"),
+               Line2D([], [], color="0.6", ls=":", label="on target")]
+    ncol = min(6, len(legend))
+    legend_rows = math.ceil(len(legend) / ncol)
+    height = 3.2 * n_rows + 0.9 + 0.2 * legend_rows  # inches: panels, titles and axis labels, then the legend
+    fig = Figure(figsize=(3.6 * cols, height), dpi=100)
     targets = sorted({r.target_fpr for rows in results.values() for r in rows})
     lo_t, hi_t = min(targets), max(targets)
     values = [g[k] for rows in results.values() for r in rows if r.extra.get("groups")
@@ -149,10 +175,10 @@ def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
         ax = fig.add_subplot(n_rows, cols, i + 1)
         rows = [r for r in results[label] if r.extra.get("groups")]
         t = np.array([r.target_fpr for r in rows])
-        ax.plot([floor, ceiling], [floor, ceiling], color="0.6", lw=0.8, ls=":", label="on target")
+        ax.plot([floor, ceiling], [floor, ceiling], color="0.6", lw=0.8, ls=":")
         for k, name in enumerate(names):
-            colour = colours[k % len(colours)]
-            for source, style, suffix in (("groups", "-", ""), ("one", "--", " (one threshold)")):
+            colour = colours[k]
+            for source in ("groups", "one"):
                 got = [(r.extra["groups"] if source == "groups" else r.extra["one_threshold"]["groups"]).get(name, {})
                        for r in rows]
                 y = np.array([g.get("fmr_same_group") if g.get("fmr_same_group") is not None else np.nan for g in got])
@@ -162,10 +188,9 @@ def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
                     hi = np.array([g.get("fmr_same_group_ci_high") or 0.0 for g in got])
                     err = [np.clip(shown - np.clip(lo, floor, ceiling), 0, None),
                            np.clip(np.clip(hi, floor, ceiling) - shown, 0, None)]
-                    ax.errorbar(t, shown, yerr=err, color=colour, ls=style, marker="o", ms=4, capsize=2,
-                                label=f"{name}{suffix}")
+                    ax.errorbar(t, shown, yerr=err, color=colour, ls="-", marker="o", ms=4, capsize=2)
                 else:
-                    ax.plot(t * 1.04, shown, color=colour, ls=style, marker="x", ms=4, label=f"{name}{suffix}")
+                    ax.plot(t * 1.04, shown, color=colour, ls="--", marker="x", ms=4)
         ax.set_xscale("log")
         ax.set_yscale("log")
         _percent_axis(ax.xaxis)
@@ -178,12 +203,11 @@ def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
         ax.grid(True, which="major", alpha=0.3)
         if i % cols == 0:
             ax.set_ylabel("same-group FMR (evaluation)", fontsize=8)
-    handles, texts = fig.axes[0].get_legend_handles_labels()
-    fig.legend(handles, texts, loc="lower center", ncol=min(4, len(texts)), fontsize=7, frameon=False)
+    fig.legend(handles=legend, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
     fig.suptitle("Same-group FMR per group: solid, the estimator (95% intervals); dashed, one pooled threshold at the "
                  "same overall FPR", fontsize=8)
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.9, wspace=0.3, hspace=0.45,
-                        bottom=0.12 + 0.05 * math.ceil(len(texts) / 4))
+    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / height, wspace=0.3, hspace=0.45,
+                        bottom=(0.55 + 0.2 * legend_rows) / height)
     return fig
 
 
