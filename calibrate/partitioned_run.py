@@ -53,8 +53,8 @@ from .artifact import artifact, dumps_artifact
 from .base import Transform, overrides
 from .errors import DataError, RecipeError
 from .outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
-from .partitioned import (HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
-                          save_shard_data, shard_data, write_staged)
+from .partitioned import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
+                          order_keys, save_shard_data, shard_data, write_staged)
 from .runs import RunResult
 from .stats import clopper_pearson  # the in-memory evaluation's interval
 from .types import ImpostorDistances, TargetResult
@@ -88,6 +88,7 @@ def _finish_shard(item):
     folder = Path(plan["staging"])
     tables, rows, states, counts = [], [], {}, {}
     imp, gen = test_d.impostor_mask(), test_d.genuine_mask()
+    gen_rows, gen_cols = np.nonzero(gen)
     index = {c: i for i, c in enumerate(impostors.classes)}
     order = np.array([index[c] for c in test_d.gallery_classes.tolist()], dtype=np.int64)
     targets = np.asarray(plan["targets"])
@@ -106,7 +107,8 @@ def _finish_shard(item):
         counts[label] = {"fa": fa.sum(axis=0), "imp": np.full(targets.size, int(n_imp.sum())),
                          "ga": (accept & gen[:, :, None]).sum(axis=(0, 1)), "gen": np.full(targets.size, int(gen.sum())),
                          "scored": int(scored.sum()), "over2": (rate > 2 * targets).sum(axis=0),
-                         "over10": (rate > 10 * targets).sum(axis=0)}
+                         "over10": (rate > 10 * targets).sum(axis=0),
+                         "gen_accept": accept[gen_rows, gen_cols, :].T}  # (targets, genuine attempts)
     files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
              write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
     if rows:
@@ -116,7 +118,86 @@ def _finish_shard(item):
                        transform_params=plan["transform_params"], transform_state=job.transform.fitted_state(),
                        targets=plan["targets"], fingerprint="", versions={}, estimators=states)
         files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
-    return {"counts": counts, "files": files, "train": int(impostors.values.size)}
+    bins, per_bin = np.unique(order_keys(test_d.values[imp]) >> np.uint64(_BIN_SHIFT), return_counts=True)
+    return {"counts": counts, "files": files, "train": int(impostors.values.size),
+            "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin)}
+
+
+# ---- one pooled threshold at each estimator's achieved FPR, over every shard's evaluation impostors -----------
+
+def _evaluation_below(item):
+    """Pass 3: a shard's evaluation impostor distances whose order-key bin is at most ``cut``, to a scratch file."""
+    job, cut, prefix = item
+    test_d = shard_data(job)[1]
+    values = test_d.values[test_d.impostor_mask()]
+    kept = values[(order_keys(values) >> np.uint64(_BIN_SHIFT)) <= np.uint64(cut)]
+    path = f"{prefix}-{job.index:05d}.npy"
+    np.save(path, kept)
+    return path, int(kept.size)
+
+
+def _ranked(arg):
+    """The pooled values at 0-based ``ranks`` (each a distance, or inf past the end) and how many values lie strictly
+    below each: one task reading what pass 3 wrote."""
+    paths, ranks, below = arg
+    values = np.sort(np.concatenate([np.load(p) for p in paths])) if paths else np.empty(0)
+    at = [float(values[r - below]) if r - below < values.size else float("inf") for r in ranks]
+    return at, [below + int(np.searchsorted(values, v, side="left")) if np.isfinite(v) else None for v in at]
+
+
+def _one_threshold_references(context, jobs: list, parts: list[dict], results: dict, scratch: Path, transform,
+                              kind: str) -> dict:
+    """Each estimator's rows with ``fnr_one_threshold``, ``fnr_paired`` and ``one_threshold`` (as an in-memory run
+    has them, calibrate.verification): the loosest single threshold admitting no more of the pooled evaluation
+    impostors than the estimator did, found exactly from per-shard histograms of their order keys and one pass that
+    gathers the values up to the bin of the largest rank needed; the genuine attempts' decisions come back with the
+    counts of the last pass."""
+    from dataclasses import replace
+
+    from .verification import OneThreshold, paired_fields, paired_fnr
+
+    hist = {}
+    for p in parts:
+        for b, c in zip(*p["imp_hist"]):
+            hist[int(b)] = hist.get(int(b), 0) + int(c)
+    n_total = sum(hist.values())
+    gen_values = np.concatenate([p["gen_values"] for p in parts])
+    if not n_total or not gen_values.size:
+        return results
+    ranks = sorted({r.false_accepts for rows in results.values() for r in rows if r.false_accepts < n_total})
+    found = {}
+    if ranks:
+        bins = np.array(sorted(hist), dtype=np.int64)
+        cumulative = np.cumsum([hist[int(b)] for b in bins])
+        cut = int(bins[np.searchsorted(cumulative, ranks[-1] + 1)])  # the bin holding the largest rank needed
+        prefix = str(scratch / f".one-threshold-{uuid.uuid4().hex[:8]}")
+        written = context.map(_evaluation_below, [(job, cut, prefix) for job in jobs])
+        try:
+            at, admitted = context.map(_ranked, [([p for p, n in written if n], ranks, 0)])[0]
+        finally:
+            for path, _ in written:
+                Path(path).unlink(missing_ok=True)
+        found = dict(zip(ranks, zip(at, admitted)))
+    out = {}
+    for label, rows in results.items():
+        new = []
+        for k, row in enumerate(rows):
+            v, admitted = found.get(row.false_accepts, (float("inf"), n_total))
+            t = float(np.nextafter(v, -np.inf)) if np.isfinite(v) else float("inf")
+            ref_accept = gen_values <= t
+            est_accept = np.concatenate([p["counts"][label]["gen_accept"][k] for p in parts])
+            ref = OneThreshold(t, int(admitted), n_total, int(ref_accept.sum()), int(gen_values.size))
+            score = None
+            if np.isfinite(t):
+                scores = transform.score_thresholds(np.array([t]), kind)
+                score = None if scores is None else float(scores[0])
+            extra = dict(row.extra)
+            extra["fnr_paired"] = paired_fields(paired_fnr(est_accept, ref_accept), row.false_accepts, ref)
+            extra["one_threshold"] = {"score_threshold": score, "false_accepts": ref.false_accepts, "fpr": ref.fpr,
+                                      "fnr": ref.fnr}
+            new.append(replace(row, extra=extra, fnr_one_threshold=ref.fnr))
+        out[label] = new
+    return out
 
 
 def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...], n_train: int) -> dict[str, list[TargetResult]]:
@@ -191,8 +272,10 @@ def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base:
     with times("fit, write and evaluate per shard"):
         parts = context.map(_finish_shard, [(job, plan) for job in jobs],
                             description=f"fitting and evaluating {len(jobs)} shards", unit="shards")
-    _remove_cache(cache, len(jobs))  # before the commit, which must find only the run's files
     results = _sum_counts(parts, list(fitters), recipe.targets, n_train)
+    with times("one pooled threshold at each achieved FPR"):
+        results = _one_threshold_references(context, jobs, parts, results, staged.dir, transform, data.kind)
+    _remove_cache(cache, len(jobs))  # before the commit, which must find only the run's files
     for p in parts:
         for name, size, sha in p["files"]:
             staged.adopt(name, size, sha)
@@ -231,11 +314,11 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
                      "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
                      "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
                      "classes in one piece to see how far the thresholds can be trusted")
-    context.note("a sharded run does not yet judge its thresholds against one pooled threshold (results.json's "
-                 "fnr_one_threshold and fnr_cost are null) nor give the verification figures (EER, AUC, det.csv): "
-                 "they need the order statistics of every shard's evaluation scores together. Calibrate a sample of "
-                 "the classes in one piece (or `calibrate evaluate` a part's calibration on its scores) to see what "
-                 "the thresholds cost genuine users")
+    context.note("a sharded run judges each threshold against one pooled threshold at the same FPR (fnr_one_threshold, "
+                 "fnr_paired) on the transformed evaluation distances, but does not yet give the verification figures "
+                 "(EER, AUC, d', det.csv), the spread of the one threshold's false accepts over classes, or figures per "
+                 "group: they need every shard's evaluation scores together. Run a sample of the classes in one piece "
+                 "for them")
     for note in recipe.defaults:
         context.note(note)
     said = recipe.default_note(data.kind)

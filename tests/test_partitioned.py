@@ -85,6 +85,11 @@ def assert_same_as_in_memory(tmp: Path, sharded, memory) -> None:
             for key in ("fpr_ci_low", "fpr_ci_high", "share_classes_over_2x", "share_classes_over_10x",
                         "training_support", "genuine_attempts"):
                 assert x.extra[key] == pytest.approx(y.extra[key], rel=1e-9), (label, key)
+            # the other side: one pooled threshold over every shard's evaluation impostors at the same share
+            assert x.fnr_one_threshold == pytest.approx(y.fnr_one_threshold, rel=RTOL), label
+            assert x.extra["fnr_paired"] == y.extra["fnr_paired"], label
+            for key in ("false_accepts", "fpr", "fnr", "score_threshold"):
+                assert x.extra["one_threshold"][key] == pytest.approx(y.extra["one_threshold"][key], rel=RTOL), key
 
 
 @pytest.mark.parametrize("parquet", [True, False], ids=["parquet", "score-list"])
