@@ -28,7 +28,7 @@ from .artifact import ACCEPT_IF, artifact, dumps_artifact, fingerprint, package_
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
-from .prediction import PredictionSettings, as_array, build_world, measured_interval
+from .prediction import PredictionSettings, as_array, build_worlds, choose_world, measured_interval
 from .sanity import check_direction
 from .safefiles import refuse_bad_labels
 from .scorefiles import strict_floats
@@ -541,9 +541,9 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         label = f"{label}-c{100 * confidence:g}"
     if predict or confidence is not None:
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
+        world = choose_world(build_worlds(impostors, dist), impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
-                                         seed=[int(seed)], context=RunContext(), world=build_world(impostors, dist),
-                                         fit_seconds=fit_seconds)
+                                         seed=[int(seed)], context=RunContext(), world=world, fit_seconds=fit_seconds)
         saved = predicted.saved(model.classes)
     _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,

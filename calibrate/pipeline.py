@@ -313,20 +313,23 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
     simulation share one set of simulated galleries; the others are refitted within the time budget."""
     with times("predict: reference world"):
         try:
-            world = prediction.build_world(impostors, train_d)
+            worlds = prediction.build_worlds(impostors, train_d)
         except DataError as exc:  # the thresholds stand without it: said once, not fatal
             context.note(f"no predicted FPR intervals on fold {fold!r}: {exc}")
             return
-    if world.rejected:
-        context.note(f"predicted FPR intervals, fold {fold!r}: the world's tail was refitted as "
-                     f"{world.tail_model!r}: " + "; ".join(world.rejected))
     together = [(s, e) for s, e, _ in fitted if s.confidence is None and prediction.simulates(e)]
+    used = {prediction.choose_world(worlds, impostors, models[s.label], recipe.targets).structure: None
+            for s, _, _ in fitted}
+    for world in worlds.values():
+        if world.rejected and world.structure in used:
+            context.note(f"predicted FPR intervals, fold {fold!r}: the {world.structure} world's tail was refitted as "
+                         f"{world.tail_model!r}: " + "; ".join(world.rejected))
     if together:
         with times("predict " + ", ".join(s.label for s, _ in together)):
             try:
-                done = prediction.predict_together([e for _, e in together], [models[s.label] for s, _ in together],
-                                                   impostors, recipe.targets, settings=recipe.prediction,
-                                                   seed=[recipe.seed, fold_index], world=world)
+                done = prediction.predict_in_worlds([e for _, e in together], [models[s.label] for s, _ in together],
+                                                    impostors, recipe.targets, settings=recipe.prediction,
+                                                    seed=[recipe.seed, fold_index], worlds=worlds)
             except DataError as exc:
                 context.note(f"{', '.join(s.label for s, _ in together)}: no predicted FPR interval ({exc})")
                 done = [None] * len(together)
@@ -338,6 +341,7 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
             continue
         with times(f"predict {spec.label}"):
             try:
+                world = prediction.choose_world(worlds, impostors, models[spec.label], recipe.targets)
                 models[spec.label], predicted = confidence.predict_model(
                     models[spec.label], estimator, impostors, recipe.targets, spec.confidence,
                     settings=recipe.prediction, seed=[recipe.seed, fold_index, index], context=context, world=world,

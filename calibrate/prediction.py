@@ -25,7 +25,11 @@ distances lie below the thresholds, the world's FPR must lie in the 99.9% binomi
 training FPR, widened 1.5-fold for the bias of counting at thresholds fitted to those very
 distances (``fits``), or the target gets no interval (``contradicted``: "the model does not fit
 these training scores at this target"). Below 10 the world's tail speaks (``tail``), and only if it
-passed its own check against the pooled scores (else ``tail-unfit``, no interval).
+passed its own check against the pooled scores (else ``tail-unfit``, no interval) and its expected count
+of training distances below the thresholds agrees with the observed one both ways (the 99.9% Poisson band,
+widened 1.5-fold; else ``contradicted``: a world that predicts hundreds where there is one is wrong at any
+support). Each estimator is judged in the world that fits its thresholds best (:func:`choose_world`:
+calibrate.world.WORLDS, classes located by the bulk of their impostors or at their nearest ones).
 
 That interval is for the long-run FPR (infinitely many new attempts). An evaluation counts false
 accepts among a finite number n of attempts, which adds binomial noise; :func:`measured_interval`
@@ -67,11 +71,16 @@ STATUS = {"fits": "the world matches the training distances at these thresholds 
           "tail": "fewer than 10 training distances lie below these thresholds: the world's tail, checked against "
                   "the pooled training scores, predicts there",
           "contradicted": "no prediction: the model does not fit these training scores at this target (its FPR at "
-                          "these thresholds lies outside the 99.9% binomial band of the training FPR, widened 1.5-fold)",
+                          "these thresholds lies outside the 99.9% binomial band of the training FPR, widened 1.5-fold; "
+                          "where fewer than 10 training distances lie below them, its expected count outside the 99.9% "
+                          "Poisson band of theirs)",
           "tail-unfit": "no prediction: the model does not fit these training scores at this target (its tail "
                         "failed the check against the pooled training scores, and these thresholds lie in it)"}
 #: the statuses that give an interval
 PREDICTED = ("fits", "tail")
+#: the reference worlds (calibrate.world.WORLDS), in words
+WORLD_WORDS = {"bulk": "auto's model (classes located by the bulk of their impostors)",
+               "anchored": "the anchored model (classes located at their nearest impostors)"}
 
 
 @dataclass(frozen=True)
@@ -144,9 +153,10 @@ class Prediction:
     #: per target, the world's check (a key of STATUS) and its figures (calibrate.world.training_check)
     status: tuple[str, ...] = ()
     checks: list[dict] = field(default_factory=list)
-    #: "vectorised" (Estimator.simulate) or "refits"; the world's tail model
+    #: "vectorised" (Estimator.simulate) or "refits"; the world's tail model and structure (calibrate.world.WORLDS)
     simulation: str = "refits"
     tail_model: str = ""
+    world: str = "bulk"
     #: when the time budget cut the refits short, how many ran (in words; "" otherwise)
     budget_note: str = ""
 
@@ -170,7 +180,8 @@ class Prediction:
         out: dict[str, Any] = {"level": self.level, "simulated_galleries": int(self.replicates.shape[0]),
                                "simulation": self.simulation, "targets": self.targets.tolist(),
                                "predicted_fpr_low": _nones(low), "predicted_fpr_high": _nones(high),
-                               "world": f"auto's model with a {self.tail_model or 'GPD'} lower tail (calibrate.world)"}
+                               "world": f"{WORLD_WORDS.get(self.world, self.world)} with a {self.tail_model or 'GPD'} "
+                                        "lower tail (calibrate.world)", "world_structure": self.world}
         if self.status:
             out["prediction_status"] = list(self.status)
             out["world_check"] = [_jsonable_check(c) for c in self.checks]
@@ -328,6 +339,7 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
         pred = _refitted(estimator, world, t, settings, seed, context, name, None, None, confidence=confidence,
                          ranks=ranks)
     pred.tail_model = getattr(world, "tail_model", "")
+    pred.world = getattr(world, "structure", "bulk")
     if model is not None:
         check_prediction(pred, world, impostors, model)
     return pred
@@ -348,6 +360,7 @@ def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], i
     out = _simulated(list(estimators), world, t, settings, seed)
     for pred, model in zip(out, models):
         pred.tail_model = getattr(world, "tail_model", "")
+        pred.world = getattr(world, "structure", "bulk")
         check_prediction(pred, world, impostors, model)
     return out
 
@@ -526,13 +539,68 @@ def check_prediction(pred: Prediction, world: Any, impostors: Any, model: Fitted
                 setattr(pred, name, arr)
 
 
-def build_world(impostors: Any, train: Any = None) -> Any:
+def build_world(impostors: Any, train: Any = None, structure: str = "bulk") -> Any:
     """The reference world fitted to the training distances (calibrate.world);
     ``train``: the training DistanceMatrix they come from, whose symmetric pairs the world keeps."""
     from .world import build_world as build, pair_slots
 
     slots = None if train is None else pair_slots(train.values, train.impostor_mask())
-    return build(impostors, slots)
+    return build(impostors, slots, structure)
+
+
+def build_worlds(impostors: Any, train: Any = None) -> dict[str, Any]:
+    """Every reference world (calibrate.world.WORLDS) fitted to the training distances, by structure; a world that
+    cannot be built is left out (a DataError when none can)."""
+    from .world import WORLDS
+
+    worlds, first_error = {}, None
+    for structure in WORLDS:
+        try:
+            worlds[structure] = build_world(impostors, train, structure)
+        except DataError as exc:
+            first_error = first_error or exc
+    if not worlds:
+        raise first_error
+    return worlds
+
+
+def choose_world(worlds: dict[str, Any], impostors: Any, model: FittedModel, targets: Sequence[float]) -> Any:
+    """The world an estimator is predicted in: the one that agrees with the training distances at the estimator's
+    own thresholds at most targets (calibrate.world.training_check; a contradicted target counts against), the
+    first of calibrate.world.WORLDS on a tie. So the world follows the estimator: a model that locates classes by
+    their bulk is judged in the bulk world where that world fits it, one whose thresholds follow each class's
+    nearest impostors in the anchored world where that one does, and neither is believed where both contradict."""
+    if len(worlds) == 1:
+        return next(iter(worlds.values()))
+    from .world import training_check
+
+    t = np.asarray(targets, dtype=np.float64)
+    tau = model._thresholds(t, model.all_rows())
+    best, best_score = None, None
+    for world in worlds.values():
+        checks = training_check(world, impostors, tau)
+        score = sum(1 for c in checks if c["fits"]) - sum(1 for c in checks if c["fits"] is False)
+        if best is None or score > best_score:
+            best, best_score = world, score
+    return best
+
+
+def predict_in_worlds(estimators: Sequence[Any], models: Sequence[FittedModel], impostors: Any,
+                      targets: Sequence[float], *, settings: PredictionSettings, seed: Sequence[int],
+                      worlds: dict[str, Any]) -> list[Prediction]:
+    """:func:`predict_together`, each estimator in the world :func:`choose_world` picks for it; estimators that share
+    a world share its simulated galleries."""
+    chosen = [choose_world(worlds, impostors, m, targets) for m in models]
+    out: list[Prediction | None] = [None] * len(estimators)
+    for k, world in enumerate(worlds.values()):
+        idx = [i for i, w in enumerate(chosen) if w is world]
+        if not idx:
+            continue
+        done = predict_together([estimators[i] for i in idx], [models[i] for i in idx], impostors, targets,
+                                settings=settings, seed=seed if k == 0 else [*seed, 7919 * k], world=world)
+        for i, pred in zip(idx, done):
+            out[i] = pred
+    return out
 
 
 # ---- confidence ----------------------------------------------------------------------------------

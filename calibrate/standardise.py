@@ -229,3 +229,96 @@ def _standardise_rows(y: np.ndarray, jackknife: float) -> tuple[np.ndarray, np.n
     si = np.maximum((1 - jackknife) * s[:, None] + jackknife * ls, 0.5 * s[:, None])
     with np.errstate(divide="ignore", invalid="ignore"):
         return (y - mi) / si, m, s, plain
+
+
+# ---- each class located at its own nearest impostors (the ``anchored`` estimator's standardisation) -------
+
+#: the deepest rank a class's anchor may sit at by default
+ANCHOR_MAX_RANK = 20
+
+
+def anchor_ranks(counts, max_rank: int = ANCHOR_MAX_RANK) -> np.ndarray:
+    """k per class (1-based): ``clip(round(sqrt(n)), 3, max_rank)``, at most ``n - 1`` (so that the anchor left out
+    of its own distances, ``y_(k+1)``, exists)."""
+    n = np.asarray(counts, dtype=np.int64)
+    k = np.clip(np.rint(np.sqrt(n)).astype(np.int64), 3, int(max_rank))
+    return np.minimum(k, n - 1)
+
+
+def spacing_ranks(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) 1-based ranks around each anchor for its local spacing: k -+ ceil(sqrt(k)), within [1, n]."""
+    j = np.ceil(np.sqrt(k)).astype(np.int64)
+    return np.maximum(k - j, 1), np.minimum(k + j, n)
+
+
+def anchor_statistics(y_at, k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(anchor y_(k), leave-one-out anchor y_(k+1), the anchor's sampling variance k (1 - k / n) slope^2) per class;
+    ``y_at(r)`` gives the working-scale values at 0-based ranks ``r`` (one per class), in any leading shape; the
+    slope is the class's spacing around rank k (an order statistic's delta-method variance)."""
+    lo, hi = spacing_ranks(k, n)
+    a, a_next = y_at(k - 1), y_at(k)
+    slope = (y_at(hi - 1) - y_at(lo - 1)) / np.maximum(hi - lo, 1)
+    return a, a_next, k * (1.0 - k / n) * slope ** 2
+
+
+def shrink_anchors(a: np.ndarray, variance: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weights w_c, the anchors' mean, their spread between classes tau^2 = var(a) - mean(sigma^2), at least 0),
+    over the last axis (classes): empirical Bayes, ``w_c = tau^2 / (tau^2 + sigma_c^2)``."""
+    mean = a.mean(axis=-1, keepdims=True)
+    tau2 = np.maximum(a.var(axis=-1, keepdims=True) - variance.mean(axis=-1, keepdims=True), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = np.where(tau2 > 0, tau2 / (tau2 + variance), 0.0)
+    return w, mean, tau2
+
+
+def anchor_locations(w, a, a_next, mean, jackknife: float):
+    """(m_c, the shift of the distances at or below the anchor): ``w a + (1 - w) mean`` and its mix with the
+    leave-one-out anchor's."""
+    m = w * a + (1.0 - w) * mean
+    return m, (1.0 - jackknife) * m + jackknife * (w * a_next + (1.0 - w) * mean)
+
+
+def anchored_classes(impostors: ImpostorDistances, family: str, jackknife: float, max_rank: int, where: str
+                     ) -> tuple[float, np.ndarray, np.ndarray, dict]:
+    """(working offset, per-class locations m_c, every training distance shifted by its class's location in the
+    gallery's value order (read-only), the shrinkage's constants {mean, between_var, max_rank}): each class located
+    at its k-th nearest impostor, shrunk toward the others (the ``anchored`` estimator and its reference world).
+    Cached on the gallery per configuration, as :func:`standardise_classes` is."""
+    key = ("anchored", family, float(jackknife), int(max_rank))
+    cache = impostors.__dict__.setdefault("_standardised", {})
+    if key in cache:
+        return cache[key]
+    counts = impostors.counts()
+    if np.any(counts < 3):
+        small = impostors.classes[int(np.argmax(counts < 3))]
+        raise DataError(f"{where}: class {small!r} has {int(counts.min())} training distance(s); at least 3 are needed "
+                        "to locate a class at its nearest impostors")
+    offset = working_offset(impostors.pooled(), family)
+    y = to_working(impostors.sorted_within(), family, offset)
+    start = impostors.offsets[:-1]
+    k = anchor_ranks(counts, max_rank)
+    a, a_next, variance = anchor_statistics(lambda r: y[start + r], k, counts)
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(variance))):
+        raise DataError(f"{where}: a class's nearest training distances are not finite on the log scale")
+    w, mean, tau2 = shrink_anchors(a, variance)
+    m, m_low = anchor_locations(w, a, a_next, mean, jackknife)
+    seg = np.repeat(np.arange(counts.size), counts)
+    rank = np.arange(y.size) - start[seg]
+    z = y - np.where(rank < k[seg], m_low[seg], m[seg])
+    z.flags.writeable = False
+    m.flags.writeable = False
+    constants = {"mean": float(mean[0]), "between_var": float(tau2[0]), "max_rank": int(max_rank)}
+    cache[key] = (offset, m, z, constants)
+    return cache[key]
+
+
+def anchored_sorted(impostors: ImpostorDistances, family: str, jackknife: float, max_rank: int, where: str) -> np.ndarray:
+    """:func:`anchored_classes`' shifted distances pooled and sorted (read-only): the ``anchored`` estimator's pooled
+    shape and its reference world's are one array, computed once per gallery."""
+    key = ("anchored-sorted", family, float(jackknife), int(max_rank))
+    cache = impostors.__dict__.setdefault("_standardised", {})
+    if key not in cache:
+        pooled = np.sort(anchored_classes(impostors, family, jackknife, max_rank, where)[2])
+        pooled.flags.writeable = False
+        cache[key] = pooled
+    return cache[key]

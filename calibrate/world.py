@@ -43,7 +43,8 @@ import numpy as np
 
 from .errors import DataError
 from .gpd import TailFit, fit_lower_tail
-from .standardise import pooled_sorted, standardise_classes, to_working
+from .standardise import (ANCHOR_MAX_RANK, anchored_classes, anchored_sorted, pooled_sorted, standardise_classes,
+                          to_working)
 from .stats import clopper_pearson
 from .types import ImpostorDistances
 
@@ -55,6 +56,8 @@ _FAMILY = REFERENCE_MODEL["family"]  # World._distances maps back by exp(y) - of
 _LOG_MAX = 700.0
 #: tail models, tried in this order until one passes the tail check
 TAIL_MODELS = ("gpd-pwm", "gpd-mle", "empirical")
+#: how a world locates its classes (build_world's ``structure``): by the bulk of their impostors, or at their nearest
+WORLDS = ("bulk", "anchored")
 #: the level of the binomial bands the world's fit is checked with
 CHECK_LEVEL = 0.999
 #: training support (values below a threshold) from which a threshold is checked against the data
@@ -175,6 +178,9 @@ class World:
     tail_check: TailCheck | None = field(default=None, compare=False)
     #: tail models tried before this one, with why each was rejected
     rejected: tuple[str, ...] = ()
+    #: how the classes are located (WORLDS): ``bulk``, by the median and IQR of all their impostors (auto's model),
+    #: or ``anchored``, at their own nearest impostors with scale 1 (the ``anchored`` estimator's)
+    structure: str = "bulk"
 
     # ---- the shape G -----------------------------------------------------------------------
 
@@ -390,22 +396,32 @@ def _tail(sorted_z: np.ndarray, model: str) -> TailFit | None:
     return TailFit(u2, k / sorted_z.size, fit.xi, beta2, k)
 
 
-def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None) -> World:
+def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None, structure: str = "bulk") -> World:
     """The world fitted to a gallery's training impostor distances (see the module's docstring);
-    ``slots``: :func:`pair_slots` of the training matrix, when its entries come in symmetric pairs."""
+    ``slots``: :func:`pair_slots` of the training matrix, when its entries come in symmetric pairs; ``structure``
+    (WORLDS): how the classes are located, by their bulk (auto's model) or at their nearest impostors."""
     counts = impostors.counts()
     if np.any(counts < 3):
         small = impostors.classes[int(np.argmax(counts < 3))]
         raise DataError(f"predicted FPR interval: class {small!r} has {int(counts.min())} training distance(s); at least "
                         "3 per class are needed to estimate its location and scale")
-    offset, locs, scales, _ = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"],
-                                                  REFERENCE_MODEL["jackknife"], "predicted FPR interval")
-    sorted_z = pooled_sorted(impostors, _FAMILY, REFERENCE_MODEL["robust"], REFERENCE_MODEL["jackknife"],
-                             "predicted FPR interval")  # auto's own, computed once (calibrate.standardise)
+    if structure == "anchored":
+        offset, locs, _, _ = anchored_classes(impostors, _FAMILY, REFERENCE_MODEL["jackknife"], ANCHOR_MAX_RANK,
+                                              "predicted FPR interval")
+        scales = np.ones(counts.size)
+        sorted_z = anchored_sorted(impostors, _FAMILY, REFERENCE_MODEL["jackknife"], ANCHOR_MAX_RANK,
+                                   "predicted FPR interval")  # the anchored estimator's own, computed once
+    elif structure == "bulk":
+        offset, locs, scales, _ = standardise_classes(impostors, _FAMILY, REFERENCE_MODEL["robust"],
+                                                      REFERENCE_MODEL["jackknife"], "predicted FPR interval")
+        sorted_z = pooled_sorted(impostors, _FAMILY, REFERENCE_MODEL["robust"], REFERENCE_MODEL["jackknife"],
+                                 "predicted FPR interval")  # auto's own, computed once (calibrate.standardise)
+    else:
+        raise ValueError(f"world structure {structure!r} is not one of {', '.join(WORLDS)}")
     if slots is not None and np.asarray(slots).shape != impostors.values.shape:
         raise DataError("predicted FPR interval: the pair slots do not match the training distances")
     base = dict(classes=tuple(impostors.classes), counts=counts.astype(np.int64), loc=np.asarray(locs),
-                scale=np.asarray(scales), offset=offset, sorted_z=sorted_z, slots=slots)
+                scale=np.asarray(scales), offset=offset, sorted_z=sorted_z, slots=slots, structure=structure)
     rejected: list[str] = []
     world = None
     for model in TAIL_MODELS:
@@ -464,10 +480,30 @@ def training_check(world: World, impostors: ImpostorDistances, thresholds: np.nd
     for j in range(tau.shape[1]):
         k = float(support[j])
         low, high = band(k * ind / n, ind)
-        fits = None if k < CHECK_SUPPORT else bool(low / CHECK_RATIO <= p_world[j] <= high * CHECK_RATIO)
+        if k >= CHECK_SUPPORT:
+            fits = bool(low / CHECK_RATIO <= p_world[j] <= high * CHECK_RATIO)
+        else:
+            expected = float(p_world[j]) * float((counts + 1).sum())
+            fits = None if count_agrees(k * ind / n, expected * ind / n) else False
         out.append({"support": k, "empirical_fpr": float(empirical[j]), "world_fpr": float(p_world[j]),
                     "band": (low, high), "fits": fits})
     return out
+
+
+def count_agrees(observed: float, expected: float) -> bool:
+    """Where fewer than CHECK_SUPPORT training distances lie below a threshold, whether the world's expected count
+    there agrees with the observed one, both ways: the observed count (rounded) lies within the 99.9% Poisson band
+    of the expected count, widened CHECK_RATIO-fold (a world that predicts hundreds of training false accepts where
+    there is one is contradicted at any support, and so is one that predicts none where there are eight)."""
+    from scipy.special import pdtr, pdtrc  # the Poisson CDF and its complement (here only, not at import)
+
+    k = int(round(observed))
+    alpha = (1 - CHECK_LEVEL) / 2
+    if expected <= 0:
+        return k == 0
+    too_many = float(pdtr(k, expected / CHECK_RATIO)) < alpha  # P(X <= k) under the world: it expects far more
+    too_few = k > 0 and float(pdtrc(k - 1, expected * CHECK_RATIO)) < alpha  # P(X >= k): it expects far fewer
+    return not (too_many or too_few)
 
 
 def tail_reaches(world: World, thresholds: np.ndarray) -> np.ndarray:

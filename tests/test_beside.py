@@ -135,9 +135,9 @@ def test_rotating_folds_keep_their_notes_in_fold_order(tmp_path, monkeypatch):
     path, *_ = _patterns(tmp_path)
     real = prediction.build_world
 
-    def no_world_for_two_folds(impostors, train_d):  # a note from the prediction of each of those folds
+    def no_world_for_two_folds(impostors, train_d, structure="bulk"):  # a note from the prediction of each fold
         if train_d.gallery_ids[0].endswith("s0"):
-            return real(impostors, train_d)
+            return real(impostors, train_d, structure)
         raise DataError(f"no world for enrollment {train_d.gallery_ids[0]}")
 
     monkeypatch.setattr(prediction, "build_world", no_world_for_two_folds)

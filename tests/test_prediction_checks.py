@@ -140,11 +140,11 @@ def test_a_world_the_training_data_contradict_gives_no_interval():
 
 
 def test_no_interval_is_said_in_the_calibration_the_run_and_the_cli(tmp_path, monkeypatch):
-    import calibrate.calibration as calibration_module
     import calibrate.prediction as prediction_module
 
     real = prediction_module.build_world
-    monkeypatch.setattr(calibration_module, "build_world", lambda *a, **k: _contradicting(real(*a, **k)))
+    # every reference world (calibrate.prediction.build_worlds builds each through build_world) contradicts
+    monkeypatch.setattr(prediction_module, "build_world", lambda *a, **k: _contradicting(real(*a, **k)))
     rng = np.random.default_rng(8)
     scores = {f"c{i:03d}": -np.exp(rng.normal(0.0, 0.2) + 0.3 * rng.standard_normal(200)) for i in range(300)}
     cal = calibrate.fit(scores, kind="similarity", estimator="generic-interp", predict=True, targets=TARGETS,

@@ -9,6 +9,7 @@ from calibrate.hookspecs import RegisterEstimator, hookimpl
 
 @hookimpl
 def calibrate_register_estimators(register: RegisterEstimator) -> None:
+    from .anchored import Anchored
     from .auto import Auto
     from .gpd_tail import GpdTail
     from .interp import ClassInterp, GenericInterp
@@ -26,3 +27,4 @@ def calibrate_register_estimators(register: RegisterEstimator) -> None:
     register("ncx2-tail", Ncx2Tail)
     register("ncx2-cv", Ncx2Cv)
     register("auto", Auto)
+    register("anchored", Anchored)

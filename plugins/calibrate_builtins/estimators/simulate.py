@@ -79,6 +79,18 @@ def _padded_lowest(galleries, lowest: np.ndarray, values: np.ndarray | None = No
     return v, v[:, np.arange(lowest.size), lowest - 1]
 
 
+def _flat_lowest(galleries, lowest: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B, M) every class's ``lowest[c]`` lowest drawn values side by side (M = sum of lowest, classes in order), the
+    (M,) class of each column, and the (B, C) largest of them per class: what :func:`_padded_lowest` gives without
+    padding every class to the longest (a partial draw where a few classes reach far is M values, not C x max)."""
+    keys = galleries.keys
+    cls = np.searchsorted(galleries.offsets, keys, side="right") - 1
+    rank = keys - galleries.offsets[cls]
+    take = rank < lowest[cls]
+    last = np.flatnonzero(take & (rank == lowest[cls] - 1))  # each class's last taken value, classes in order
+    return galleries.values[:, take], cls[take], galleries.values[:, last]
+
+
 def _smallest(values: np.ndarray, count: int) -> np.ndarray:
     """The ``count`` smallest of each row, ascending (B, count)."""
     count = int(min(max(count, 1), values.shape[1]))
@@ -123,8 +135,8 @@ def generic_interp(galleries, targets: np.ndarray) -> np.ndarray:
         low = _smallest(galleries.values, need)
     else:
         lowest = galleries.lowest_drawn()
-        padded, largest = _padded_lowest(galleries, lowest)
-        low = _smallest(padded.reshape(b_count, -1), need)
+        flat, _, largest = _flat_lowest(galleries, lowest)
+        low = _smallest(flat, need)
         ok = _covered(low[:, min(need, low.shape[1]) - 1], largest, lowest >= counts)
     out = np.full((b_count, t.size), np.nan)
     for b in np.flatnonzero(ok):

@@ -91,8 +91,11 @@ class ZnormModel(FittedModel):
     """Per class location/scale on the working scale, plus either per-class normal quantiles or a pooled z."""
 
     def __init__(self, classes, loc, scale, n, family: str, offset: float, pooled_shape: bool, predictive: bool,
-                 sorted_z: np.ndarray | None = None, tail: dict | None = None, min_tail_count: float = 10.0):
+                 sorted_z: np.ndarray | None = None, tail: dict | None = None, min_tail_count: float = 10.0,
+                 anchor: dict | None = None):
         super().__init__(classes)
+        #: ``anchored``'s shrinkage constants (mean and spread of the anchors, the rank cap), None for auto and znorm
+        self.anchor = None if anchor is None else dict(anchor)
         self.loc = np.asarray(loc, dtype=np.float64)
         self.scale = np.asarray(scale, dtype=np.float64)
         self.n = np.asarray(n, dtype=np.int64)
@@ -197,15 +200,19 @@ class ZnormModel(FittedModel):
             return self
         return PooledZnormModel(self.classes, self.loc, self.scale, self.n, self.family, self.offset,
                                 self.sorted_z[:kept].copy(), self.n_pooled,
-                                None if self.tail is None else dict(self.tail.__dict__), self.min_tail_count)
+                                None if self.tail is None else dict(self.tail.__dict__), self.min_tail_count,
+                                anchor=self.anchor)
 
     def to_state(self) -> dict[str, Any]:
-        return {"classes": list(self.classes), "loc": self.loc.tolist(), "scale": self.scale.tolist(),
-                "n": self.n.tolist(), "family": self.family, "offset": self.offset,
-                "pooled_shape": self.pooled_shape, "predictive": self.predictive,
-                "sorted_z": None if self.sorted_z is None else self.sorted_z.tolist(),
-                "tail": None if self.tail is None else dict(self.tail.__dict__),
-                "min_tail_count": self.min_tail_count}
+        state = {"classes": list(self.classes), "loc": self.loc.tolist(), "scale": self.scale.tolist(),
+                 "n": self.n.tolist(), "family": self.family, "offset": self.offset,
+                 "pooled_shape": self.pooled_shape, "predictive": self.predictive,
+                 "sorted_z": None if self.sorted_z is None else self.sorted_z.tolist(),
+                 "tail": None if self.tail is None else dict(self.tail.__dict__),
+                 "min_tail_count": self.min_tail_count}
+        if self.anchor is not None:
+            state["anchor"] = dict(self.anchor)
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "ZnormModel":
@@ -225,7 +232,21 @@ class ZnormModel(FittedModel):
                 tail = tail_fit(tail, "tail", float(sorted_z[0]), float(sorted_z[-1]), sorted_z.size)
         min_tail_count = number(field(state, "min_tail_count", 10.0), "min_tail_count", 0.0, open_low=True)
         return cls(state["classes"], loc, scale, n, family, offset, pooled_shape, predictive,
-                   sorted_z if pooled_shape else None, tail if pooled_shape else None, min_tail_count)
+                   sorted_z if pooled_shape else None, tail if pooled_shape else None, min_tail_count,
+                   anchor=checked_anchor(state))
+
+
+def checked_anchor(state: dict[str, Any]) -> dict | None:
+    """A saved ``anchor`` entry (``anchored``'s shrinkage constants), checked, or None when the state has none."""
+    anchor = field(state, "anchor", None)
+    if anchor is None:
+        return None
+    if not isinstance(anchor, dict):
+        raise bad("anchor", "must be a mapping of mean, between_var and max_rank")
+    return {"mean": number(field(anchor, "mean", where="anchor"), "anchor.mean", -LOG_RANGE, LOG_RANGE),
+            "between_var": number(field(anchor, "between_var", where="anchor"), "anchor.between_var", 0.0, 1e6),
+            "max_rank": int(number(field(anchor, "max_rank", where="anchor"), "anchor.max_rank", 3, 10 ** 6,
+                                   integer=True))}
 
 
 def checked_location_scale(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, float]:
@@ -337,8 +358,8 @@ class PooledZnormModel(ZnormModel):
     to them (pooled.py)."""
 
     def __init__(self, classes, loc, scale, n, family: str, offset: float, sorted_z, n_pooled: int,
-                 tail: dict | None, min_tail_count: float, pooled_file: str | None = None):
-        super().__init__(classes, loc, scale, n, family, offset, True, False, None, tail, min_tail_count)
+                 tail: dict | None, min_tail_count: float, pooled_file: str | None = None, anchor: dict | None = None):
+        super().__init__(classes, loc, scale, n, family, offset, True, False, None, tail, min_tail_count, anchor)
         self.sorted_z = sorted_z  # possibly a read-only memory map of pooled-LABEL.npy
         self.n_pooled, self.pooled_file = int(n_pooled), pooled_file
 
@@ -350,6 +371,8 @@ class PooledZnormModel(ZnormModel):
                  "n": self.n.tolist(), "family": self.family, "offset": self.offset, "n_pooled": self.n_pooled,
                  "pooled": {"file": self.pooled_file} if self.pooled_file else np.asarray(self.sorted_z).tolist(),
                  "tail": None if self.tail is None else dict(self.tail.__dict__), "min_tail_count": self.min_tail_count}
+        if self.anchor is not None:
+            state["anchor"] = dict(self.anchor)
         return state
 
     @classmethod
@@ -364,4 +387,4 @@ class PooledZnormModel(ZnormModel):
         min_tail_count = number(field(state, "min_tail_count"), "min_tail_count", 0.0, open_low=True)
         pooled = state["pooled"]
         return cls(state["classes"], loc, scale, n, family, offset, sorted_z, n_pooled, tail, min_tail_count,
-                   pooled.get("file") if isinstance(pooled, dict) else None)
+                   pooled.get("file") if isinstance(pooled, dict) else None, anchor=checked_anchor(state))
