@@ -41,8 +41,8 @@ import numpy as np
 
 from .errors import DataError, ParameterError
 from .progress import NULL_TASK, Task
-from .types import (CohortScores, DistanceMatrix, EvaluationResult, GroupLabels, ImpostorDistances, PatternSet,
-                    SetCollection, ThresholdTable)
+from .types import (CohortScores, DistanceMatrix, EvaluationResult, GenuineDistances, GroupLabels, ImpostorDistances,
+                    PatternSet, SetCollection, ThresholdTable)
 
 if TYPE_CHECKING:
     from .partitioned import PartitionedFitter
@@ -709,14 +709,25 @@ class Estimator(Component, ABC):
     model_class: type[FittedModel]
 
     @final
-    def fit(self, impostors: ImpostorDistances, context: RunContext | None = None) -> FittedModel:
+    def fit(self, impostors: ImpostorDistances, context: RunContext | None = None,
+            genuine: GenuineDistances | None = None) -> FittedModel:
+        """The fitted model: ``_fit_genuine`` when the training data hold genuine comparisons (``genuine``, the same
+        classes in the same order) and the estimator uses them, else ``_fit``."""
         if not isinstance(impostors, ImpostorDistances):
             raise DataError(f"{type(self).__name__}.fit expects ImpostorDistances, got {type(impostors).__name__}")
         if len(impostors) == 0:
             raise DataError(f"{type(self).__name__}: no classes to calibrate")
+        if genuine is not None:
+            if not isinstance(genuine, GenuineDistances):
+                raise DataError(f"{type(self).__name__}.fit: genuine must be GenuineDistances, got {type(genuine).__name__}")
+            if genuine.classes != impostors.classes:
+                raise DataError(f"{type(self).__name__}.fit: the genuine distances' classes are not the impostor "
+                                "distances' (the same classes, in the same order)")
         context = context or RunContext()
         # a stage counting classes: ``_fit`` advances it (context.advance, or context.map over classes)
         with context.stage(f"{progress_name(self)}: fitting {len(impostors)} classes", len(impostors), "classes"):
+            if genuine is not None and genuine.values.size and overrides(self, Estimator, "_fit_genuine"):
+                return self._fit_genuine(impostors, genuine, context)
             return self._fit(impostors, context)
 
     @abstractmethod
@@ -726,6 +737,16 @@ class Estimator(Component, ABC):
         instance over the same classes out. Advances the stage ``fit`` opened (``context.advance`` or
         ``context.map`` over classes); randomness from ``context.seed``; a class it cannot fit: a DataError
         naming the class and what is missing."""
+
+    @optional
+    def _fit_genuine(self, impostors: ImpostorDistances, genuine: GenuineDistances, context: RunContext) -> FittedModel:
+        """Called by ``fit`` instead of ``_fit`` when the training data hold genuine comparisons (``genuine``: each
+        class's own training probes against its enrollment, the same classes in the same order as ``impostors``,
+        checked; some classes may have none): a model as ``_fit`` gives, which may use them to choose how to set
+        its thresholds (e.g. how class-specific to be, judged by what that costs genuine users). Never evaluation
+        data. The prediction refits such an estimator on simulated galleries through ``_fit`` (no genuine
+        comparisons there), so what it chose must be kept for those refits. Default: ``_fit``, ignoring them."""
+        return self._fit(impostors, context)
 
     @optional
     def simulate(self, galleries: Any, targets: np.ndarray) -> np.ndarray | None:

@@ -33,7 +33,7 @@ from .sanity import check_direction
 from .safefiles import refuse_bad_labels
 from .scorefiles import strict_floats
 from .stats import saved_reach, tie_message, tied_floor
-from .types import DistanceMatrix, ImpostorDistances
+from .types import DistanceMatrix, GenuineDistances, ImpostorDistances
 
 class Calibration:
     """One estimator's fitted thresholds for every enrolled class, in the data's own score units."""
@@ -444,6 +444,27 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
     return s[~genuine], c[~genuine]
 
 
+def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transform: Transform,
+                       order: tuple[str, ...]) -> GenuineDistances | None:
+    """The genuine comparisons (``real == classes``) as distances through the fitted transform, per class in
+    ``order`` (the estimator's classes; a genuine score of a class without impostor scores is left out); None
+    without ``real`` or without a genuine comparison."""
+    if real is None:
+        return None
+    s = np.asarray(scores, dtype=np.float64)
+    c, r = np.asarray(classes).astype(str), np.asarray(real).astype(str)
+    genuine = c == r
+    if not genuine.any():
+        return None
+    names, values, valid = _padded(s[genuine], c[genuine])
+    matrix = DistanceMatrix(values, np.array([_OTHER] * values.shape[0]), np.array(names), valid, kind,
+                            source="calibrate.fit genuine scores")
+    d = transform.apply(matrix)
+    column = {n: j for j, n in enumerate(names)}
+    return GenuineDistances.from_lists({cls: (d.values[d.valid[:, column[cls]], column[cls]] if cls in column
+                                              else np.empty(0)) for cls in order})
+
+
 def _spec(registry, kind: str, entry: Any, where: str):
     from .recipe import _component
 
@@ -530,10 +551,11 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
     tr = tr_spec.build().fit(raw)
     dist = tr.apply(raw)
     impostors = ImpostorDistances.from_matrix(dist)
+    genuine = _genuine_distances(scores, classes, real, kind, tr, impostors.classes)
     _warn_unreachable_targets(dist, checked_targets)
     est = est_spec.build()
     fit_started = time.perf_counter()
-    model = est.fit(impostors, RunContext())
+    model = est.fit(impostors, RunContext(), genuine=genuine)
     fit_seconds = time.perf_counter() - fit_started
     label, saved = est_spec.label, None
     if confidence is not None:

@@ -28,7 +28,8 @@ from .partitioned_run import run_sharded
 from .protocol import pattern_folds
 from .recipe import Recipe
 from .runs import RunResult, StageTimes
-from .types import DistanceMatrix, EvaluationResult, GroupLabels, ImpostorDistances, PatternSet, TargetResult
+from .types import (DistanceMatrix, EvaluationResult, GenuineDistances, GroupLabels, ImpostorDistances, PatternSet,
+                    TargetResult)
 
 
 def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
@@ -204,6 +205,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
         if index == 0:
             context.note(normalising.normalised_note(normalization))
     impostors = ImpostorDistances.from_matrix(train_d)
+    genuine = GenuineDistances.from_matrix(train_d, impostors.classes)  # training genuine comparisons, if any
     models: dict[str, FittedModel] = {}
     tables, predictions = {}, {}
     fitted = []
@@ -212,7 +214,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
         started = time.perf_counter()
         with times(f"fit {spec.label}"):
             try:
-                models[spec.label] = estimator.fit(impostors, context)
+                models[spec.label] = estimator.fit(impostors, context, genuine=genuine)
             except DataError as exc:
                 if hint:
                     raise DataError(f"{exc}. {hint}") from None

@@ -289,6 +289,62 @@ class ImpostorDistances:
 
 
 @dataclass(frozen=True)
+class GenuineDistances:
+    """Training genuine distances per enrolled class, flat as :class:`ImpostorDistances` (a class may have none):
+    ``values[offsets[i]:offsets[i+1]]`` are class ``classes[i]``'s own probes compared with its enrollment, from the
+    training data only. What an estimator may use to judge, before any evaluation, what its thresholds cost
+    genuine users (``Estimator._fit_genuine``)."""
+
+    classes: tuple[str, ...]
+    values: np.ndarray
+    offsets: np.ndarray
+
+    def __post_init__(self):
+        values = np.asarray(self.values, dtype=np.float64)
+        offsets = np.asarray(self.offsets, dtype=np.int64)
+        if offsets.shape != (len(self.classes) + 1,) or (offsets.size and (offsets[0] != 0 or offsets[-1] != values.size)) \
+                or np.any(np.diff(offsets) < 0):
+            raise DataError("genuine distances: offsets do not match the classes and values")
+        if not np.all(np.isfinite(values)):
+            raise DataError("genuine distances contain NaN or infinite values")
+        if values.size and values.min() < 0:
+            raise DataError("genuine distances contain negative values; distances must be in [0, inf)")
+        object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
+        object.__setattr__(self, "values", _readonly(values))
+        object.__setattr__(self, "offsets", _readonly(offsets))
+
+    @classmethod
+    def from_matrix(cls, matrix: DistanceMatrix, classes=None) -> "GenuineDistances":
+        """The genuine entries (a probe of the column's class) of each gallery column, in the order of ``classes``
+        (default: the matrix's gallery columns); a class without a column or a genuine entry has none."""
+        p, g = matrix._class_codes()
+        genuine = matrix.valid & (p[:, None] == g[None, :])
+        names = list(matrix.gallery_classes.tolist()) if classes is None else [str(c) for c in classes]
+        column = {c: j for j, c in enumerate(matrix.gallery_classes.tolist())}
+        parts = []
+        for c in names:
+            j = column.get(c)
+            parts.append(np.empty(0) if j is None else matrix.values[genuine[:, j], j])
+        return cls.from_lists(dict(zip(names, parts)))
+
+    @classmethod
+    def from_lists(cls, per_class: dict) -> "GenuineDistances":
+        classes = tuple(per_class)
+        arrays = [np.asarray(per_class[c], dtype=np.float64).ravel() for c in classes]
+        offsets = np.concatenate([[0], np.cumsum([a.size for a in arrays])]).astype(np.int64)
+        return cls(classes, np.concatenate(arrays) if arrays else np.empty(0), offsets)
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def of(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+
+@dataclass(frozen=True)
 class ThresholdTable:
     """Thresholds per class and target FPR: ``values[i, k]`` for ``classes[i]``, ``targets[k]``."""
 

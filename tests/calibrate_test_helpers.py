@@ -96,6 +96,16 @@ def mix64_reference(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def documented_genuine_fit(rows, column_seed: int, fit_fraction: float) -> list:
+    """A column's genuine rows (in file order) that the documented split gives to the fit: the k-th has the key
+    mix64(mix64(seed + j + GENUINE_SALT) + k) and fits when key / 2^64 < fit_fraction (score-matrix's docstring)."""
+    from calibrate_builtins.datasets.score_matrix import GENUINE_SALT
+
+    base = mix64_reference((column_seed + GENUINE_SALT) % 2**64)
+    cut = min(int(fit_fraction * 2.0 ** 64), 2 ** 64 - 1)
+    return [r for k, r in enumerate(rows) if mix64_reference((base + k) % 2**64) < cut]
+
+
 def documented_order(rows, column_seed: int) -> list:
     """A column's impostor rows (in file order) in the order the documented split takes them: by the key
     mix64(mix64(seed + j) + k) of the k-th row, smallest first (score-matrix's docstring)."""

@@ -11,7 +11,7 @@ from calibrate.types import PatternSet
 from calibrate_builtins.datasets.npz_patterns import NpzPatterns
 from calibrate_builtins.datasets.score_matrix import ScoreMatrixDataset
 
-from calibrate_test_helpers import documented_order, make_scores, write_scores
+from calibrate_test_helpers import documented_genuine_fit, documented_order, make_scores, write_scores
 
 
 def _load(**params) -> ScoreSplit:
@@ -34,10 +34,9 @@ def test_single_file_split_is_disjoint_and_covers_every_valid_entry(one_file):
     assert not (tr.valid & te.valid).any()
     assert (tr.valid | te.valid).all()
     genuine = np.array(probes)[:, None] == np.array(gallery)[None, :]
-    assert not (tr.valid & genuine).any(), "genuine comparisons are for evaluation only"
-    assert (te.valid & genuine).sum() == genuine.sum()
+    assert ((tr.valid | te.valid) & genuine).sum() == genuine.sum()  # genuine comparisons on one side or the other
     n_imp = (~genuine).sum(axis=0)
-    np.testing.assert_array_equal(tr.valid.sum(axis=0), np.round(0.5 * n_imp).astype(int))
+    np.testing.assert_array_equal((tr.valid & ~genuine).sum(axis=0), np.round(0.5 * n_imp).astype(int))
 
 
 def test_single_file_split_follows_the_documented_permutation(one_file):
@@ -47,6 +46,7 @@ def test_single_file_split_follows_the_documented_permutation(one_file):
     for j in range(len(gallery)):  # the documented rule, in plain Python integers (a reference, not the code)
         rows = np.flatnonzero(impostor[:, j]).tolist()
         chosen = documented_order(rows, 7 + j)[:int(round(0.3 * len(rows)))]
+        chosen += documented_genuine_fit(np.flatnonzero(~impostor[:, j]).tolist(), 7 + j, 0.3)
         expected = np.zeros(len(probes), bool)
         expected[chosen] = True
         np.testing.assert_array_equal(split.train.valid[:, j], expected)

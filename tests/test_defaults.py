@@ -119,9 +119,10 @@ def test_the_default_transform_follows_the_kind_of_score(tmp_path, kind):
     train = result.folds[0].train
     if kind == "distance":  # identity: the training distances are the scores themselves
         np.testing.assert_array_equal(train.values[train.valid], values[train.valid])
-    else:  # flip: the largest training score minus the score
-        used = values[train.valid]
-        np.testing.assert_allclose(train.values[train.valid], used.max() - used, rtol=0, atol=1e-12)
+    else:  # flip: the largest training impostor score (the transform is fitted on those) minus the score
+        imp = train.impostor_mask()
+        used = values[imp]
+        np.testing.assert_allclose(train.values[imp], used.max() - used, rtol=0, atol=1e-12)
 
 
 def test_validate_rejects_a_distance_or_rotation_for_score_data(tmp_path):

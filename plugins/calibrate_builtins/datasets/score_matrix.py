@@ -7,8 +7,10 @@ Splitting. With ``train:`` and ``test:`` files, rows of the first are used for f
 of the second for evaluation (their gallery columns must be the same). With one file
 (``path:``), each gallery class's impostor rows are split independently: each row gets a key hashed
 from ``seed + column index`` and its place among the column's impostor rows (``split_per_class``),
-and the ``round(fit_fraction * n)`` rows of smallest key fit that class, the rest evaluate it. Genuine comparisons are used only for evaluation
-(FNR). Entries equal to ``missing`` are failed comparisons: excluded everywhere and counted.
+and the ``round(fit_fraction * n)`` rows of smallest key fit that class, the rest evaluate it. Genuine comparisons
+are split too, each on its own key: a share ``fit_fraction`` of them (in expectation) goes to the fit, where an
+estimator may judge what its thresholds cost genuine users (``Estimator._fit_genuine``, e.g. ``auto``'s choice), the
+rest to the evaluation (FNR). Entries equal to ``missing`` are failed comparisons: excluded everywhere and counted.
 """
 
 from __future__ import annotations
@@ -175,7 +177,9 @@ def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, 
                     seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(fit, evaluate) masks: each gallery column j's valid impostor rows, in file order k = 0, 1, ..., get
     the random key ``mix64(mix64(seed + j) + k)``; the ``round(fit_fraction * n)`` rows of smallest key
-    fit that class; every other valid entry (genuine ones included) evaluates. A key depends only on
+    fit that class. Its genuine rows, in file order k, get ``mix64(mix64(seed + j + GENUINE_SALT) + k)`` and
+    fit when that key, as a fraction of 2^64, is below ``fit_fraction`` (a class with one genuine row gives it
+    to the fit with that probability). Every other valid entry evaluates. A key depends only on
     ``seed + j`` and k, so a shard split with ``seed + its first column`` splits as the whole file does;
     and the split is one vectorised pass (no generator per class)."""
     _, inverse = np.unique(np.concatenate([np.asarray(probes), np.asarray(gallery)]), return_inverse=True)
@@ -192,7 +196,19 @@ def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, 
     # are distinct (mix64 is a bijection), so a sort of the keys gives the cut without ranking every row
     cut = np.sort(keys, axis=0)[np.maximum(n_fit - 1, 0), np.arange(valid.shape[1])]
     fit = impostor & (keys <= cut[None, :]) & (n_fit > 0)[None, :]
+    genuine = valid & (p_codes[:, None] == g_codes[None, :])
+    if genuine.any():
+        g_position = np.cumsum(genuine, axis=0, dtype=np.uint64)
+        g_position -= np.uint64(1)
+        with np.errstate(over="ignore"):
+            g_column = _mix64(np.uint64(seed) + np.uint64(GENUINE_SALT) + np.arange(valid.shape[1], dtype=np.uint64))
+            g_keys = _mix64(g_column[None, :] + g_position, copy=False)
+        fit |= genuine & (g_keys < np.uint64(min(int(fit_fraction * 2.0 ** 64), 2 ** 64 - 1)))
     return fit, valid & ~fit
+
+
+#: separates the genuine rows' keys from the impostor rows' (split_per_class)
+GENUINE_SALT = 0x5EED_6E17
 
 
 class ScoreMatrixDataset(Dataset):

@@ -1,0 +1,151 @@
+"""Issue 30's checks, measured on every shipped dataset: is an estimator's FPR on target, does it cost genuine users
+against one pooled threshold at the same FPR, and do its predicted intervals cover without refusing too often.
+
+    .venv/bin/python benchmarks/default_check.py                       # about 10 minutes on 2 cores
+    .venv/bin/python benchmarks/default_check.py --only cfp-frontal-dlib --seeds 2
+    .venv/bin/python benchmarks/default_check.py --out docs/default-check.md
+
+Per dataset, runs of the estimators in ESTIMATORS with the predicted interval on (as a default run), replicated over
+split seeds (score matrices) or enrollment folds (image sets, each fold judged on its own). Per estimator, over the
+cells (replicate x target) that the evaluation can measure (at least 20 false accepts expected on target):
+
+* **in band**: the share of cells whose achieved/target ratio lies in [0.75, 1.33];
+* **FNR**: cells where the estimator turns away more genuine users than one pooled threshold admitting the same share
+  of impostors beyond 2 standard errors of the paired difference (worse), fewer (better), and the median FNR cost;
+* **coverage** of the 90% interval for the measured FPR over the predicted cells, and the **refused** share (no
+  interval: the world contradicted the training data there).
+
+The figures come from results.json (``fnr_paired``, ``predicted_covers``, ``prediction_status``); benchmarks/
+genuine_cost.py recomputes the one-threshold FNR independently of calibrate.verification on the same datasets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import genuine_cost  # noqa: E402  (the datasets, CFP's score matrix)
+
+TARGETS = [0.005, 0.001, 0.0005, 0.0001]
+BAND = (0.75, 1.33)
+ESTIMATORS = ["auto", "anchored", "generic-interp", "class-interp"]
+#: cells measurable: at least this many false accepts expected on target in the evaluation
+MIN_EXPECTED = 20.0
+
+
+def datasets(out_root: Path) -> dict[str, dict]:
+    specs = genuine_cost.datasets(out_root)
+    out = {k: v for k, v in specs.items() if k in ("cfp-frontal-dlib", "bssr1-face-c", "bssr1-finger-left",
+                                                    "yale-staggered", "synthetic-groups-follows",
+                                                    "synthetic-groups-fixed", "synthetic-look-alikes")}
+    if "cfp-frontal-dlib" in specs:
+        scarce = json.loads(json.dumps(specs["cfp-frontal-dlib"]))
+        scarce["data"]["fit_fraction"] = 0.05
+        scarce["about"] = "CFP as above with 5% of each class's impostor rows for fitting (about 225 per class)."
+        out["cfp-scarce"] = scarce
+    return out
+
+
+def run(name: str, spec: dict, seed: int, out_root: Path) -> dict:
+    from calibrate.manager import build_registry
+    from calibrate.pipeline import run_recipe
+    from calibrate.recipe import parse_recipe
+
+    data = dict(spec["data"])
+    if data["plugin"] in ("score-matrix", "synthetic-groups"):
+        data["seed"] = data.get("seed", 0) + seed
+    raw = {"version": 1, "data": data, "estimators": [{"plugin": e} for e in ESTIMATORS],
+           "evaluation": {"targets": TARGETS, **spec.get("evaluation", {})},
+           "output": {"dir": str(out_root / f"{name}-{seed}"), "plots": False, "save_calibration": False}, "seed": seed}
+    for key in ("distance", "transform"):
+        if key in spec:
+            raw[key] = spec[key]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_recipe(parse_recipe(raw, build_registry(), source=f"{name}-{seed}"))
+    return json.loads((out_root / f"{name}-{seed}" / "results.json").read_text(encoding="utf-8"))
+
+
+def summarise(docs: list[dict]) -> dict[str, dict]:
+    out = {}
+    for label in ESTIMATORS:
+        cells = [r for d in docs for r in d["estimators"][label]["targets"]
+                 if r["target_fpr"] * r["impostor_attempts"] >= MIN_EXPECTED]
+        ratios = [r["ratio"] for r in cells]
+        worse = better = 0
+        costs = []
+        for r in cells:
+            paired = r.get("fnr_paired")
+            if not paired or not paired.get("same_fpr", True):
+                continue
+            b, c = paired["rejected_only_by_estimator"], paired["rejected_only_by_one_threshold"]
+            z = (b - c) / math.sqrt(b + c) if b + c else 0.0
+            worse += z > 2
+            better += z < -2
+            if r.get("fnr_cost") is not None:
+                costs.append(r["fnr_cost"])
+        predicted = [r for r in cells if r.get("predicted_fpr_low") is not None]
+        refused = [r for r in cells if r.get("prediction_status") not in (None, "fits", "tail")]
+        out[label] = {"cells": len(cells), "in_band": np.mean([BAND[0] <= x <= BAND[1] for x in ratios]) if ratios else None,
+                      "worst_ratio": (min(ratios), max(ratios)) if ratios else None, "worse": int(worse),
+                      "better": int(better), "median_cost": float(np.median(costs)) if costs else None,
+                      "coverage": float(np.mean([bool(r.get("predicted_covers")) for r in predicted])) if predicted else None,
+                      "refused": len(refused) / len(cells) if cells else None}
+    return out
+
+
+def render(results: dict[str, dict], specs: dict[str, dict], seeds: int, seconds: float) -> str:
+    lines = ["# The default's checks (issue 30), measured", "",
+             f"Generated by `benchmarks/default_check.py --seeds {seeds}` in {seconds / 60:.0f} min. Cells: replicate x "
+             f"target (0.5%, 0.1%, 0.05%, 0.01%) with at least {MIN_EXPECTED:g} false accepts expected on target. "
+             f"In band: achieved/target in [{BAND[0]}, {BAND[1]}]. FNR worse / better: cells where the paired "
+             "difference from one pooled threshold at the same FPR exceeds 2 standard errors; the median FNR cost. "
+             "Coverage of the 90% predicted interval (for the measured FPR) over the predicted cells; refused: cells "
+             "without an interval.", ""]
+    for name, per in results.items():
+        lines += [f"## {name}", "", specs[name]["about"], "",
+                  "| estimator | cells | in band | ratios (min-max) | FNR worse | FNR better | median FNR cost | coverage | refused |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for label, s in per.items():
+            f = lambda x, d=2: "n/a" if x is None else f"{x:.{d}f}"  # noqa: E731
+            ratios = "n/a" if s["worst_ratio"] is None else f"{s['worst_ratio'][0]:.2f}-{s['worst_ratio'][1]:.2f}"
+            lines.append(f"| {label} | {s['cells']} | {f(s['in_band'])} | {ratios} | {s['worse']} | {s['better']} | "
+                         f"{f(s['median_cost'])} | {f(s['coverage'])} | {f(s['refused'])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*")
+    parser.add_argument("--seeds", type=int, default=3, help="split seeds per score-matrix dataset")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "default-check.md"))
+    args = parser.parse_args()
+    out_root = ROOT / "results" / "default-check"
+    out_root.mkdir(parents=True, exist_ok=True)
+    specs = datasets(out_root)
+    chosen = {k: v for k, v in specs.items() if not args.only or k in args.only}
+    started = time.time()
+    results = {}
+    for name, spec in chosen.items():
+        folds = spec["data"]["plugin"] not in ("score-matrix", "synthetic-groups")
+        docs = [run(name, spec, s, out_root) for s in range(1 if folds else args.seeds)]
+        results[name] = summarise(docs)
+        print(f"{name}: " + json.dumps({k: {kk: (round(vv, 3) if isinstance(vv, float) else vv) for kk, vv in v.items()}
+                                        for k, v in results[name].items()}), flush=True)
+    Path(args.out).write_text(render(results, specs, args.seeds, time.time() - started), encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
