@@ -38,7 +38,7 @@ import genuine_cost  # noqa: E402  (the datasets, CFP's score matrix)
 
 TARGETS = [0.005, 0.001, 0.0005, 0.0001]
 BAND = (0.75, 1.33)
-ESTIMATORS = ["auto", "anchored", "generic-interp", "class-interp"]
+ESTIMATORS = ["auto", "auto-bulk", "anchored", "generic-interp", "class-interp"]
 #: cells measurable: at least this many false accepts expected on target in the evaluation
 MIN_EXPECTED = 20.0
 
@@ -74,6 +74,16 @@ def run(name: str, spec: dict, seed: int, out_root: Path) -> dict:
         warnings.simplefilter("ignore")
         run_recipe(parse_recipe(raw, build_registry(), source=f"{name}-{seed}"))
     return json.loads((out_root / f"{name}-{seed}" / "results.json").read_text(encoding="utf-8"))
+
+
+def auto_choices(docs: list[dict]) -> list[str]:
+    """What auto chose in each run (its note)."""
+    out = []
+    for d in docs:
+        said = [n for n in d["notes"] if n.startswith("auto chose ") or n.startswith("auto: one pooled threshold")]
+        out += [("one pooled threshold" if n.startswith("auto: one") else n.split(":")[0].removeprefix("auto chose "))
+                for n in said] or ["?"]
+    return out
 
 
 def summarise(docs: list[dict]) -> dict[str, dict]:
@@ -113,7 +123,8 @@ def render(results: dict[str, dict], specs: dict[str, dict], seeds: int, seconds
              "Coverage of the 90% predicted interval (for the measured FPR) over the predicted cells; refused: cells "
              "without an interval.", ""]
     for name, per in results.items():
-        lines += [f"## {name}", "", specs[name]["about"], "",
+        picks = per.get("auto", {}).get("chose", [])
+        lines += [f"## {name}", "", specs[name]["about"], "", f"auto chose: {', '.join(picks)}.", "",
                   "| estimator | cells | in band | ratios (min-max) | FNR worse | FNR better | median FNR cost | coverage | refused |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for label, s in per.items():
@@ -141,6 +152,7 @@ def main() -> None:
         folds = spec["data"]["plugin"] not in ("score-matrix", "synthetic-groups")
         docs = [run(name, spec, s, out_root) for s in range(1 if folds else args.seeds)]
         results[name] = summarise(docs)
+        results[name]["auto"]["chose"] = auto_choices(docs)
         print(f"{name}: " + json.dumps({k: {kk: (round(vv, 3) if isinstance(vv, float) else vv) for kk, vv in v.items()}
                                         for k, v in results[name].items()}), flush=True)
     Path(args.out).write_text(render(results, specs, args.seeds, time.time() - started), encoding="utf-8")

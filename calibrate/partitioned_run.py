@@ -264,6 +264,8 @@ def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base:
     for est_spec in recipe.estimators:
         with times(f"fit {est_spec.label} (pooled)"):
             fitter = fitter_for(est_spec.build(), est_spec.label)
+            if getattr(fitter, "note", None):
+                context.note(fitter.note)
             fitter.reduce(runner, recipe.targets, est_spec.label)
             fitters[est_spec.label] = (est_spec.info.name, est_spec.params, fitter)
     plan = {"staging": str(staged.dir), "estimators": fitters, "targets": recipe.targets, "kind": data.kind,

@@ -75,7 +75,7 @@ def test_thresholds_follow_the_definition(seed, zeros):
 
 def test_a_class_with_far_bulk_but_near_look_alikes_gets_no_looser_threshold_than_its_look_alikes_allow():
     """The point of the anchor: two classes whose nearest impostors coincide get nearly the same threshold however far
-    apart their bulks are; bulk standardisation (auto) gives the far class a far looser one."""
+    apart their bulks are; bulk standardisation (auto-bulk) gives the far class a far looser one."""
     rng = np.random.default_rng(5)
     per = {}
     for c in range(60):
@@ -85,7 +85,7 @@ def test_a_class_with_far_bulk_but_near_look_alikes_gets_no_looser_threshold_tha
     imp = ImpostorDistances.from_lists(per)
     near_class, far_class = 1, 0  # odd classes' bulk near, even ones' far
     anchored = Anchored().fit(imp).thresholds([0.01]).values[:, 0]
-    auto = calibrate.fit(per, kind="distance", estimator="auto", targets=[0.01], predict=False).model
+    auto = calibrate.fit(per, kind="distance", estimator="auto-bulk", targets=[0.01], predict=False).model
     auto_t = auto.thresholds([0.01]).values[:, 0]
     assert anchored[far_class] / anchored[near_class] < 1.15
     assert auto_t[far_class] / auto_t[near_class] > 1.5

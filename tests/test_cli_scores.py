@@ -207,6 +207,7 @@ def test_fit_at_a_target_far_below_one_over_n_says_so_at_fit_time(tmp_path, fpr)
     result = runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--fpr", fpr, "--fpr", "0.05",
                                  "--out", str(tmp_path / "c.json")])
     assert result.exit_code == 0, result.output
-    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ") and not line.startswith("note: auto")]
     assert len(notes) == 1 and notes[0].startswith(f"note: target FPR {float(fpr):g} is below 1/N of the "), notes
+    assert any(line.startswith("note: auto chose ") for line in result.stderr.splitlines())  # what the default chose
     assert "encountered" not in result.stderr

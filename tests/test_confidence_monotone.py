@@ -151,7 +151,7 @@ def test_every_builtin_with_confidence_is_monotone(estimator, params):
     imp = _lognormal(5, 12, 40)
     cal = calibrate.fit({c: imp.of(i) for i, c in enumerate(imp.classes)}, kind="distance", estimator=estimator,
                         confidence=0.95, replicates=20, targets=(0.05, 0.01), **params)
-    assert (cal.model.pool_size is not None) == (estimator in ("auto", "anchored", "generic-interp")
+    assert (cal.model.pool_size is not None) == (estimator in ("auto", "auto-bulk", "anchored", "generic-interp")
                                                  or bool(params.get("pooling"))
                                                  or bool(params.get("pooled_shape")))
     assert_monotone_everywhere(cal.model, imp.classes[:1], f"{cal.label} {params}")

@@ -10,7 +10,7 @@ from calibrate.hookspecs import RegisterEstimator, hookimpl
 @hookimpl
 def calibrate_register_estimators(register: RegisterEstimator) -> None:
     from .anchored import Anchored
-    from .auto import Auto
+    from .auto import Auto, AutoBulk
     from .gpd_tail import GpdTail
     from .interp import ClassInterp, GenericInterp
     from .ncx2.grid import Ncx2Grid
@@ -27,4 +27,5 @@ def calibrate_register_estimators(register: RegisterEstimator) -> None:
     register("ncx2-tail", Ncx2Tail)
     register("ncx2-cv", Ncx2Cv)
     register("auto", Auto)
+    register("auto-bulk", AutoBulk)
     register("anchored", Anchored)

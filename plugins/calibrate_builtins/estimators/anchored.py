@@ -36,7 +36,8 @@ from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.gpd import exceedance_count, fit_lower_tail, monotone
 from calibrate.standardise import (anchor_locations, anchor_ranks, anchor_statistics, anchored_classes,
-                                   anchored_sorted, from_working, shrink_anchors, spacing_ranks, to_working)
+                                   anchored_sorted, from_working, shrink_anchors, spacing_ranks, to_working,
+                                   working_offset)
 from calibrate.stats import interpolate_rank
 from calibrate.types import ImpostorDistances
 
@@ -50,10 +51,19 @@ ANCHORED_CONFIG = {"family": "lognormal", "jackknife": 0.5, "max_rank": 20, "min
 
 def fit_anchored(impostors: ImpostorDistances, *, family: str, jackknife: float, max_rank: int,
                  min_tail_count: float, tail_fraction: float, min_exceedances: int,
-                 shape_bounds: tuple[float, float], who: str = "anchored") -> ZnormModel:
+                 shape_bounds: tuple[float, float], who: str = "anchored", structure: str = "anchored") -> ZnormModel:
+    """The fit of :data:`STRUCTURE` ``anchored`` (the module's), or of ``one``: every class at location 0 on the working
+    scale, so that the pooled quantile of the log distances (with the GPD tail) is one threshold for everyone."""
     check_class_sizes(impostors, 3, who)
-    offset, m, _, anchor = anchored_classes(impostors, family, jackknife, max_rank, f"estimator {who}")
-    sorted_z = anchored_sorted(impostors, family, jackknife, max_rank, f"estimator {who}")
+    if structure == "one":
+        offset = working_offset(impostors.pooled(), family)
+        m = np.zeros(len(impostors))
+        anchor = {"structure": "one", "mean": 0.0, "between_var": 0.0, "max_rank": int(max_rank)}
+        sorted_z = one_sorted(impostors, family, offset)
+    else:
+        offset, m, _, anchor = anchored_classes(impostors, family, jackknife, max_rank, f"estimator {who}")
+        anchor = {"structure": "anchored", **anchor}
+        sorted_z = anchored_sorted(impostors, family, jackknife, max_rank, f"estimator {who}")
     try:
         tail_fit, _ = fit_lower_tail(sorted_z, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
                                      shape_bounds=shape_bounds)
@@ -63,6 +73,17 @@ def fit_anchored(impostors: ImpostorDistances, *, family: str, jackknife: float,
     counts = impostors.counts()
     return ZnormModel(impostors.classes, m, np.ones(counts.size), counts, family, offset, True, False, sorted_z, tail,
                       min_tail_count, anchor=anchor)
+
+
+def one_sorted(impostors: ImpostorDistances, family: str, offset: float) -> np.ndarray:
+    """The pooled working-scale distances, sorted (read-only; cached on the gallery)."""
+    key = ("one-sorted", family, float(offset))
+    cache = impostors.__dict__.setdefault("_standardised", {})
+    if key not in cache:
+        pooled = np.sort(to_working(impostors.values, family, offset))
+        pooled.flags.writeable = False
+        cache[key] = pooled
+    return cache[key]
 
 
 def enroll_anchored(model: ZnormModel, cls: str, distances: np.ndarray, who: str) -> ZnormModel:
@@ -97,7 +118,7 @@ def enroll_anchored(model: ZnormModel, cls: str, distances: np.ndarray, who: str
 # ---- what a fit gives on many simulated galleries at once (calibrate.prediction) ----------------------------
 
 def anchored_ranks(counts: np.ndarray, targets: np.ndarray, world, *, max_rank: int, min_tail_count: float,
-                   **_: object) -> list[np.ndarray] | None:
+                   structure: str = "anchored", **_: object) -> list[np.ndarray] | None:
     """Each class's lowest values (a margin over e_max n_c) and its anchor's ranks; None (whole galleries) when the
     GPD tail is needed (e N < min_tail_count) or a partial draw would hold most values anyway."""
     n_total = int(counts.sum())
@@ -105,9 +126,10 @@ def anchored_ranks(counts: np.ndarray, targets: np.ndarray, world, *, max_rank: 
     if np.any(t * n_total < min_tail_count) or np.any(counts < 4):
         return None
     lowest = _lowest_counts(counts, counts * float(t.max()))
-    k = anchor_ranks(counts, max_rank)
-    _, hi = spacing_ranks(k, counts)
-    lowest = np.minimum(np.maximum(lowest, hi + 1), counts)  # every rank an anchor reads, and one beyond
+    if structure != "one":
+        k = anchor_ranks(counts, max_rank)
+        _, hi = spacing_ranks(k, counts)
+        lowest = np.minimum(np.maximum(lowest, hi + 1), counts)  # every rank an anchor reads, and one beyond
     if lowest.sum() > PARTIAL_SHARE * n_total:
         return None
     return [np.arange(r) for r in lowest]
@@ -115,7 +137,7 @@ def anchored_ranks(counts: np.ndarray, targets: np.ndarray, world, *, max_rank: 
 
 def anchored_simulate(galleries, targets: np.ndarray, *, family: str, jackknife: float, max_rank: int,
                       min_tail_count: float, tail_fraction: float, min_exceedances: int,
-                      shape_bounds: tuple[float, float], **_: object) -> np.ndarray:
+                      shape_bounds: tuple[float, float], structure: str = "anchored", **_: object) -> np.ndarray:
     """:func:`fit_anchored`'s thresholds on B simulated galleries at once (B, C, T); a row of NaN where a partial draw
     did not cover the pooled quantile (the caller draws that gallery whole and refits it)."""
     if family != "lognormal":
@@ -139,10 +161,13 @@ def anchored_simulate(galleries, targets: np.ndarray, *, family: str, jackknife:
     def y_at(r: np.ndarray) -> np.ndarray:  # (B, C) at one 0-based rank per class
         return np.log(galleries.at(np.asarray(r)[:, None]) + offset[:, None, None])[:, :, 0]
 
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a, a_next, variance = anchor_statistics(y_at, k, counts)
-    w, mean, _ = shrink_anchors(a, variance)
-    m, m_low = anchor_locations(w, a, a_next, mean, jackknife)
+    if structure == "one":
+        m = m_low = np.zeros((b_count, c_count))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a, a_next, variance = anchor_statistics(y_at, k, counts)
+        w, mean, _ = shrink_anchors(a, variance)
+        m, m_low = anchor_locations(w, a, a_next, mean, jackknife)
     if galleries.full:
         y = np.log(galleries.values + offset[:, None])
         seg = np.repeat(cls, counts)

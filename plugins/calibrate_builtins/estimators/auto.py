@@ -1,50 +1,56 @@
-"""Estimator ``auto``: the configuration meant to be used when nothing is known about the data.
+"""Estimators ``auto`` (the default) and ``auto-bulk`` (what ``auto`` was until issue 30).
 
-It takes no parameters; everything is read from the training impostor distances. It is the
-hierarchical model of ``znorm`` with ``pooled_shape: true`` (one distribution shape shared by all
+``auto`` chooses, from the training data, how class-specific its thresholds are: one pooled threshold for everyone,
+each class located at its own nearest impostors (``anchored``), or each class located and scaled by the bulk of its
+impostors (``auto-bulk``), whichever turned away the fewest training genuine comparisons against one pooled
+threshold at the same FPR, cross-fitted (choose.py). Every structure is auto's pooled shape on the log scale, so the
+*overall* FPR is calibrated on all the training distances at once whatever is chosen. Without enough training
+genuine comparisons (image sets have none; a score list or matrix split for training holds some) it uses one pooled
+threshold, the choice that is never worse than one pooled threshold by design, and says so in the run's notes, as
+it says what it chose and why. ``structure:`` fixes the structure instead of choosing.
+
+Why (docs/genuine-cost.md, docs/default-check.md): bulk standardisation saves genuine users where a class's
+genuine scores move with its impostor bulk (BSSR1's 2004 matchers: 0.74-0.93x one threshold's FNR) and costs them
+where the bulk moves without its nearest impostors (a modern face matcher, CFP: 1.3-3.2x); anchoring a class at its
+nearest impostors saved them on every dataset measured, and one pooled threshold is what the others must beat.
+
+``auto-bulk``: the hierarchical model of ``znorm`` with ``pooled_shape: true`` (one distribution shape shared by all
 classes, a location and a scale per class), configured as follows:
 
-* working scale ``log(d + c)`` (``family: lognormal``; ``c`` is 0 unless some distance is 0, see
-  znorm.py): impostor distances are positive and their spread grows with their size, so a shift
-  and a scale on the log scale make the classes' shapes more alike than on the raw scale;
-* per class the median and the IQR / 1.349 (``robust: true``): a few look-alike enrollees must not
-  move the location and scale that standardise everyone else's distances;
-* every class's standardised training distances are pooled (N values), and the threshold of
-  class c at target e is ``m_c + s_c z(e)`` mapped back to a distance, with ``z(e)`` the pooled
-  e-quantile: the empirical one (interpolated) when at least 10 pooled values lie below it,
-  otherwise a generalised Pareto tail fitted by probability-weighted moments to the lowest 10% of
-  the pooled values (at least 30);
-* the training scores are standardised half with their class's full statistics and half with
-  leave-one-out statistics (``jackknife: 0.5``), between what is right when the evaluation
-  impostors are new people (score matrices) and when they are the same enrolled people seen in
-  other image sets (see znorm.py).
-
-Why this one (the measurements are in docs/estimators.md, produced by
-``benchmarks/compare_estimators.py``): the pooled quantile keeps the *overall* false positive rate
-on target whatever the per-class shapes (it is calibrated on all N training distances at once),
-the per-class location and scale make the thresholds class-specific, and the GPD tail takes over
-only where the pooled sample is too small for an empirical quantile. Nothing in it was set per
-dataset.
+* working scale ``log(d + c)`` (``family: lognormal``; ``c`` is 0 unless some distance is 0, see znorm.py);
+* per class the median and the IQR / 1.349 (``robust: true``);
+* every class's standardised training distances are pooled (N values), and the threshold of class c at target e is
+  ``m_c + s_c z(e)`` mapped back to a distance, with ``z(e)`` the pooled e-quantile: the empirical one (interpolated)
+  when at least 10 pooled values lie below it, otherwise a generalised Pareto tail fitted by probability-weighted
+  moments to the lowest 10% of the pooled values (at least 30);
+* the training scores are standardised half with their class's full statistics and half with leave-one-out
+  statistics (``jackknife: 0.5``), between what is right when the evaluation impostors are new people (score
+  matrices) and when they are the same enrolled people seen in other image sets (see znorm.py).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
-from calibrate.types import ImpostorDistances
+from calibrate.errors import ParameterError
+from calibrate.types import GenuineDistances, ImpostorDistances
 from calibrate.world import REFERENCE_MODEL
 
+from .anchored import ANCHORED_CONFIG, anchored_ranks, anchored_simulate, enroll_anchored, fit_anchored
+from .choose import STRUCTURES, can_choose, choose, judge
 from .znorm import ZnormModel, enroll_znorm, fit_znorm
 
-#: the configuration, in znorm's terms (recorded in models.csv through the model's parameters)
+#: auto-bulk's configuration, in znorm's terms (recorded in models.csv through the model's parameters)
 #: (its family, robustness and jackknife are the reference world's model: calibrate.world.REFERENCE_MODEL)
 AUTO_CONFIG = {**REFERENCE_MODEL, "pooled_shape": True, "predictive": False,
                "min_tail_count": 10.0, "tail_fraction": 0.1, "min_exceedances": 30, "shape_bounds": (-1.0, 0.5)}
 
 
-class Auto(Estimator):
-    """Class-specific thresholds chosen from the training distances alone (log scale, robust per-class location and scale, pooled shape with a GPD tail)."""
+class AutoBulk(Estimator):
+    """Class-specific thresholds from the training distances alone (log scale, robust per-class location and scale, pooled shape with a GPD tail): what auto was."""
 
     model_class = ZnormModel
     #: a new class gets its own robust location and scale; the pooled standardised quantiles (and
@@ -52,7 +58,7 @@ class Auto(Estimator):
     enroll_mode = "pooled"
 
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
-        return enroll_znorm(model, cls, single.of(0), AUTO_CONFIG["robust"], "auto")
+        return enroll_znorm(model, cls, single.of(0), AUTO_CONFIG["robust"], "auto-bulk")
 
     def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:
         from .simulate import pooled_shape
@@ -65,10 +71,93 @@ class Auto(Estimator):
         return pooled_shape_ranks(counts, targets, world, **AUTO_CONFIG)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
-        return fit_znorm(impostors, who="auto", **AUTO_CONFIG)
+        return fit_znorm(impostors, who="auto-bulk", **AUTO_CONFIG)
 
     def partitioned(self):
         """Fitting sharded data shard by shard, with the same thresholds (calibrate/partitioned.py)."""
         from .partitioned import AutoPartitioned
 
         return AutoPartitioned(AUTO_CONFIG)
+
+
+class Auto(Estimator):
+    """The default: one pooled threshold, or class-specific ones where the training genuine comparisons show they turn away fewer genuine users at the same FPR.
+
+    :param structure: choose (from the training genuine comparisons, cross-fitted), or one of one, anchored, bulk.
+    """
+
+    model_class = ZnormModel
+    #: a new class is located as the chosen structure locates classes; the pooled shape stays as fitted
+    enroll_mode = "pooled"
+
+    def __init__(self, *, structure: Literal["choose", "one", "anchored", "bulk"] = "choose"):
+        if structure not in ("choose", *STRUCTURES):
+            raise ParameterError(f"structure must be choose, one, anchored or bulk; got {str(structure)[:40]!r}")
+        self.structure = structure
+        #: the structure the last fit on real training data chose (refits on simulated galleries keep it)
+        self.chosen: str | None = None if structure == "choose" else structure
+
+    def _structure_fit(self, structure: str, impostors: ImpostorDistances) -> ZnormModel:
+        if structure == "bulk":
+            return fit_znorm(impostors, who="auto", **AUTO_CONFIG)
+        return fit_anchored(impostors, who="auto", structure=structure, **ANCHORED_CONFIG)
+
+    def _fit_genuine(self, impostors: ImpostorDistances, genuine: GenuineDistances, context: RunContext) -> FittedModel:
+        if self.structure != "choose":
+            return self._fit(impostors, context)
+        why_not = can_choose(impostors, genuine)
+        if why_not is not None:
+            self.chosen = "one"
+            context.note(f"auto: one pooled threshold for every class: no choice can be made, {why_not}")
+        else:
+            judged = judge(self._structure_fit, impostors, genuine, STRUCTURES)
+            self.chosen, why = choose(judged)
+            context.note(f"auto chose {self._words(self.chosen)}: {why}")
+        return self._structure_fit(self.chosen, impostors)
+
+    def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
+        if self.chosen is None:  # no genuine comparisons at all (a first fit through _fit): one pooled threshold
+            self.chosen = "one"
+            context.note("auto: one pooled threshold for every class: the training data hold no genuine comparison "
+                         "to judge a class-specific structure by (image sets have none: a class's other sets are "
+                         "evaluation attempts); `structure: anchored` or `bulk` makes the thresholds class-specific "
+                         "anyway")
+        return self._structure_fit(self.chosen, impostors)
+
+    @staticmethod
+    def _words(structure: str) -> str:
+        return {"one": "one pooled threshold", "anchored": "classes located at their nearest impostors (anchored)",
+                "bulk": "classes located by the bulk of their impostors (auto-bulk)"}[structure]
+
+    def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
+        if getattr(model, "anchor", None) is None:
+            return enroll_znorm(model, cls, single.of(0), AUTO_CONFIG["robust"], "auto")
+        return enroll_anchored(model, cls, single.of(0), "auto")
+
+    def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:
+        if (self.chosen or "one") == "bulk":
+            from .simulate import pooled_shape
+
+            return pooled_shape(galleries, targets, **AUTO_CONFIG)
+        return anchored_simulate(galleries, targets, structure=self.chosen or "one", **ANCHORED_CONFIG)
+
+    def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
+        if (self.chosen or "one") == "bulk":
+            from .simulate import pooled_shape_ranks
+
+            return pooled_shape_ranks(counts, targets, world, **AUTO_CONFIG)
+        return anchored_ranks(counts, targets, world, structure=self.chosen or "one", **ANCHORED_CONFIG)
+
+    def partitioned(self):
+        """Sharded data: no genuine comparisons reach a sharded fit, so ``choose`` is one pooled threshold there (said
+        in the run's notes); ``bulk`` and ``one`` are fitted shard by shard, ``anchored`` is refused."""
+        from .partitioned import AutoPartitioned
+
+        if self.structure == "anchored":
+            return None
+        fitter = AutoPartitioned(AUTO_CONFIG if self.structure == "bulk" else {**AUTO_CONFIG, "structure": "one"})
+        if self.structure == "choose":
+            fitter.note = ("auto in a sharded run: one pooled threshold for every class (a sharded run does not yet "
+                           "pass training genuine comparisons to choose a class-specific structure by; "
+                           "`structure: bulk` fits auto-bulk's shard by shard)")
+        return fitter

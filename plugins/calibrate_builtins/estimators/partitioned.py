@@ -30,7 +30,7 @@ import numpy as np
 from calibrate.errors import DataError
 from calibrate.gpd import exceedance_count, fit_lower_tail_moments
 from calibrate.partitioned import TailMoments, lowest_moments, lowest_sorted, write_staged
-from calibrate.standardise import standardise_classes
+from calibrate.standardise import ANCHOR_MAX_RANK, standardise_classes, to_working
 from calibrate.types import ImpostorDistances
 
 from .pooled import PooledSortedModel, kept_count
@@ -53,8 +53,12 @@ def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float,
 
 
 def _auto_z(impostors: ImpostorDistances, arg: tuple[float, dict]) -> np.ndarray:
-    """Every class's standardised training scores, as fit_znorm computes them for auto."""
+    """Every class's standardised training scores, as fit_znorm computes them for auto-bulk; for auto's structure
+    ``one`` (no class located apart) the working-scale distances themselves."""
     offset, cfg = arg
+    if cfg.get("structure") == "one":
+        check_class_sizes(impostors, 3, "auto")
+        return to_working(impostors.values, cfg["family"], offset)
     return np.concatenate(_standardised(impostors, offset, cfg["jackknife"], cfg)[0])
 
 
@@ -74,6 +78,8 @@ class AutoPartitioned:
     not import auto, which imports it)."""
 
     model_class = PooledZnormModel
+    #: said in the run's notes when set (calibrate.partitioned_run)
+    note: str | None = None
 
     def __init__(self, config: dict):
         self.config = dict(config)
@@ -101,10 +107,17 @@ class AutoPartitioned:
 
     def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:
         cfg = self.config
-        _, locs, scales = _standardised(impostors, self.offset, 0.0, cfg)  # the full-sample location and scale
+        anchor = None
+        if cfg.get("structure") == "one":  # every class at location 0: one pooled threshold (anchored.fit_anchored's)
+            check_class_sizes(impostors, 3, "auto")
+            locs, scales = np.zeros(len(impostors)), np.ones(len(impostors))
+            anchor = {"structure": "one", "mean": 0.0, "between_var": 0.0, "max_rank": ANCHOR_MAX_RANK}
+        else:
+            _, locs, scales = _standardised(impostors, self.offset, 0.0, cfg)  # the full-sample location and scale
         pooled = np.load(self._pooled_path, mmap_mode="r")
         return PooledZnormModel(impostors.classes, locs, scales, impostors.counts(), cfg["family"], self.offset,
-                                pooled, self.n_pooled, self.tail, cfg["min_tail_count"], Path(self._pooled_path).name)
+                                pooled, self.n_pooled, self.tail, cfg["min_tail_count"], Path(self._pooled_path).name,
+                                anchor=anchor)
 
 
 # ---- generic-interp ------------------------------------------------------------------------------

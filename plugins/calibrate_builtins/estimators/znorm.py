@@ -185,6 +185,8 @@ class ZnormModel(FittedModel):
         rows = []
         for c, m, s, n in zip(self.classes, self.loc, self.scale, self.n):
             row = {"class": c, "family": self.family, "location": float(m), "scale": float(s), "n_train": int(n)}
+            if self.anchor is not None:
+                row["structure"] = self.anchor.get("structure", "anchored")
             if self.tail is not None:
                 row.update({"pooled_tail_shape": self.tail.xi, "pooled_tail_scale": self.tail.beta})
             rows.append(row)
@@ -231,9 +233,12 @@ class ZnormModel(FittedModel):
             if tail is not None:
                 tail = tail_fit(tail, "tail", float(sorted_z[0]), float(sorted_z[-1]), sorted_z.size)
         min_tail_count = number(field(state, "min_tail_count", 10.0), "min_tail_count", 0.0, open_low=True)
+        anchor = checked_anchor(state)
+        if pooled_shape:
+            _check_one_offset(anchor, offset, sorted_z)
         return cls(state["classes"], loc, scale, n, family, offset, pooled_shape, predictive,
                    sorted_z if pooled_shape else None, tail if pooled_shape else None, min_tail_count,
-                   anchor=checked_anchor(state))
+                   anchor=anchor)
 
 
 def checked_anchor(state: dict[str, Any]) -> dict | None:
@@ -243,23 +248,35 @@ def checked_anchor(state: dict[str, Any]) -> dict | None:
         return None
     if not isinstance(anchor, dict):
         raise bad("anchor", "must be a mapping of mean, between_var and max_rank")
-    return {"mean": number(field(anchor, "mean", where="anchor"), "anchor.mean", -LOG_RANGE, LOG_RANGE),
+    return {"structure": choice(field(anchor, "structure", "anchored", where="anchor"), "anchor.structure",
+                                ("anchored", "one")),
+            "mean": number(field(anchor, "mean", where="anchor"), "anchor.mean", -LOG_RANGE, LOG_RANGE),
             "between_var": number(field(anchor, "between_var", where="anchor"), "anchor.between_var", 0.0, 1e6),
             "max_rank": int(number(field(anchor, "max_rank", where="anchor"), "anchor.max_rank", 3, 10 ** 6,
                                    integer=True))}
 
 
+def _check_one_offset(anchor: dict | None, offset: float, sorted_z: np.ndarray) -> None:
+    """auto's structure ``one`` pools log(d + offset) itself: every pooled value is at least log(offset)."""
+    if anchor is not None and anchor["structure"] == "one" and offset > 0 and np.log(offset) > float(sorted_z[0]):
+        raise bad("offset", f"is {offset!r}: must be at most exp of the smallest pooled value "
+                            f"({float(np.exp(sorted_z[0])):.6g}), as log(d + offset) >= log(offset)")
+
+
 def checked_location_scale(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, float]:
     """A saved znorm-like state's (loc, scale, n, family, offset), by type and range (calibrate.statecheck):
     a scale is > 0; a location is a mean of distances (>= 0) or of log(d + offset) (above log(offset), and
-    within float64's exp range); the offset is half a training distance, so below every class's typical one."""
+    within float64's exp range); the offset is half a training distance, so below every class's typical one
+    (not checked for auto's structure ``one``, whose location 0 is a reference, not a class's typical distance)."""
     classes = field(state, "classes")
     size = len(classes) if isinstance(classes, list) else None
     family = choice(field(state, "family"), "family", FAMILIES)
     offset = number(field(state, "offset"), "offset", 0.0)
     if family == "lognormal":
         loc = numbers(field(state, "loc"), "loc", -LOG_RANGE, LOG_RANGE, size=size)
-        if offset > 0 and offset >= float(np.exp(loc.min())):  # log(d + c) >= log(c) for every distance d >= 0
+        anchor = state.get("anchor") if isinstance(state, dict) else None
+        one = isinstance(anchor, dict) and anchor.get("structure") == "one"
+        if offset > 0 and not one and offset >= float(np.exp(loc.min())):  # log(d + c) >= log(c) for every d >= 0
             raise bad("offset", f"is {offset!r}: must be below every class's typical distance (exp of its location, "
                                 f"smallest {float(np.exp(loc.min())):.6g})")
     else:
@@ -381,6 +398,7 @@ class PooledZnormModel(ZnormModel):
         checked_location_scale); the pooled tail's threshold lies at or above its lowest kept score."""
         loc, scale, n, family, offset = checked_location_scale(state)
         sorted_z, n_pooled = checked_pooled(state, "standardised scores", -math.inf)
+        _check_one_offset(checked_anchor(state), offset, sorted_z)
         tail = field(state, "tail")
         if tail is not None:
             tail = tail_fit(tail, "tail", float(sorted_z[0]), math.inf, n_pooled)
