@@ -29,18 +29,19 @@ from .datasets import check_dataset_bad_files, check_dataset_deterministic, chec
 from .distances import (check_distance_no_mutation, check_distance_order_independent, check_distance_output,
                         check_distance_rejects_bad_input, check_distance_self_zero, check_distance_symmetric)
 from .estimators import (check_estimator_degenerate_input, check_estimator_deterministic, check_estimator_fit,
+                         check_estimator_genuine,
                          check_estimator_monotone, check_estimator_monotone_dense, check_estimator_no_shared_state, check_estimator_rejects_bad_input,
                          check_estimator_threshold_matches_table, check_model_compact, check_model_parameters,
                          check_model_rejects_bad_targets, check_model_state_round_trip)
 from .evaluators import (check_evaluator_deterministic, check_evaluator_outputs, check_evaluator_rejects_bad_input,
                          check_evaluator_results)
 from .executors import check_executor_map
-from .samples import SEED, TARGETS, make_evaluation_input, make_impostors, make_score_matrix, make_sets
+from .samples import SEED, TARGETS, make_evaluation_input, make_genuine, make_impostors, make_score_matrix, make_sets
 from .transforms import (check_transform_ignores_invalid_entries, check_transform_monotone, check_transform_output,
                          check_transform_pure)
 
 __all__ = [
-    "CheckSkipped", "ComponentCase", "checks_for", "make_evaluation_input", "make_impostors", "make_score_matrix",
+    "CheckSkipped", "ComponentCase", "checks_for", "make_evaluation_input", "make_genuine", "make_impostors", "make_score_matrix",
     "make_sets", "normalise_kind", "SEED", "TARGETS",
     # each kind's checks, in KIND_CHECKS order, then the generic ones (as before the split)
     "check_dataset_load", "check_dataset_deterministic", "check_dataset_bad_files",
@@ -51,7 +52,7 @@ __all__ = [
     "check_estimator_fit", "check_estimator_monotone", "check_estimator_monotone_dense",
     "check_estimator_threshold_matches_table",
     "check_estimator_deterministic", "check_estimator_no_shared_state", "check_estimator_rejects_bad_input",
-    "check_estimator_degenerate_input", "check_model_state_round_trip", "check_model_compact",
+    "check_estimator_degenerate_input", "check_estimator_genuine", "check_model_state_round_trip", "check_model_compact",
     "check_model_rejects_bad_targets", "check_model_parameters",
     "check_evaluator_results", "check_evaluator_outputs", "check_evaluator_deterministic",
     "check_evaluator_rejects_bad_input",

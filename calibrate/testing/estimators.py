@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ..base import FittedModel, RunContext, overrides
+from ..base import Estimator, FittedModel, RunContext, overrides
 from ..errors import DataError, ParameterError
-from ..types import ImpostorDistances, ThresholdTable
+from ..types import GenuineDistances, ImpostorDistances, ThresholdTable
 from .common import ComponentCase, _build, _close, _fmt_bad, _params, _tmpdir
-from .samples import SEED, TARGETS, make_impostors
+from .samples import SEED, TARGETS, make_genuine, make_impostors
 
 
 def _fit(case: ComponentCase, params, impostors: ImpostorDistances, seed: int = 0) -> FittedModel:
@@ -261,6 +261,44 @@ def check_estimator_degenerate_input(case: ComponentCase, tmp_path: Path | None 
         _check_monotone(case, v, TARGETS, what=f" ({what})")
 
 
+def check_estimator_genuine(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """``fit(impostors, context, genuine=...)`` (the training genuine comparisons, the optional ``_fit_genuine``):
+    a FittedModel of ``model_class`` with finite thresholds, non-decreasing in the target, for every class (also a
+    class without genuine comparisons); the same for the same data; the genuine input left unmodified; genuine
+    distances of other classes refused with DataError. An estimator without ``_fit_genuine`` fits as without them."""
+    with _tmpdir(tmp_path) as tmp:
+        params = _params(case, tmp)
+    imp = make_impostors()
+    genuine = make_genuine(imp)
+    before = genuine.values.copy()
+    model = _build(case, params).fit(imp, RunContext(seed=0), genuine=genuine)
+    model_class = getattr(case.factory, "model_class", FittedModel)
+    assert isinstance(model, model_class), \
+        f"{case.id}: fit(..., genuine=) returned {type(model).__name__}, not {getattr(model_class, '__name__', model_class)}"
+    assert model.classes == imp.classes, f"{case.id}: fit(..., genuine=) gave classes {model.classes[:3]}..."
+    v = _check_table(case, model, imp, what=" (fitted with genuine distances)")
+    _check_monotone(case, v, TARGETS, what=" (fitted with genuine distances)")
+    assert np.array_equal(genuine.values, before), f"{case.id}: fit modified its genuine input"
+    again = _build(case, params).fit(make_impostors(), RunContext(seed=0), genuine=make_genuine(make_impostors()))
+    assert _close(again.thresholds(TARGETS).values, v, rtol=1e-12), \
+        f"{case.id}: two fits with the same impostor and genuine distances give different thresholds"
+    if not overrides(_build(case, params), Estimator, "_fit_genuine"):
+        plain = _fit(case, params, make_impostors()).thresholds(TARGETS).values
+        assert _close(plain, v, rtol=1e-12), \
+            f"{case.id}: without _fit_genuine, genuine distances must not change the thresholds"
+    other = GenuineDistances.from_lists({f"other-{c}": genuine.of(i) for i, c in enumerate(genuine.classes)})
+    try:
+        _build(case, params).fit(imp, RunContext(seed=0), genuine=other)
+    except DataError:
+        pass
+    except Exception as exc:  # noqa: BLE001
+        raise AssertionError(f"{case.id}: genuine distances of other classes raised {type(exc).__name__}: {exc}; "
+                             "raise calibrate.errors.DataError") from exc
+    else:
+        raise AssertionError(f"{case.id}: genuine distances of other classes than the impostors' were accepted; "
+                             "they must raise calibrate.errors.DataError")
+
+
 def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """``to_state()`` -> JSON -> ``model_class.from_state()`` rebuilds a model with equal thresholds, which keeps
     no reference to the state it was given."""
@@ -355,5 +393,5 @@ def check_model_parameters(case: ComponentCase, tmp_path: Path | None = None) ->
 CHECKS = (check_estimator_fit, check_estimator_monotone, check_estimator_monotone_dense,
           check_estimator_threshold_matches_table,
           check_estimator_deterministic, check_estimator_no_shared_state, check_estimator_rejects_bad_input,
-          check_estimator_degenerate_input, check_model_state_round_trip, check_model_compact,
+          check_estimator_degenerate_input, check_estimator_genuine, check_model_state_round_trip, check_model_compact,
           check_model_rejects_bad_targets, check_model_parameters)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import EvaluationInput, FittedModel, Fold
-from ..types import DistanceMatrix, ImpostorDistances, SetCollection
+from ..types import DistanceMatrix, GenuineDistances, ImpostorDistances, SetCollection
 
 SEED = 20140929  # fixed: every generated input is reproducible
 #: target FPRs the estimator checks ask for: both sides of 1/N for the generated class sizes
@@ -24,6 +24,18 @@ def make_impostors(seed: int = SEED, sizes: tuple[int, ...] = (41, 60, 97, 150, 
             d = np.round(d, 1)  # ties
         per[f"class-{i}"] = d
     return ImpostorDistances.from_lists(per)
+
+
+def make_genuine(impostors: ImpostorDistances, seed: int = SEED, per_class: int = 10) -> GenuineDistances:
+    """Training genuine distances for the classes of ``impostors``: ``per_class`` each (the last class none, as a
+    class whose probes all went to the evaluation), mostly below the class's impostors, some among them."""
+    rng = np.random.default_rng(seed)
+    per = {}
+    for i, c in enumerate(impostors.classes):
+        d = impostors.of(i)
+        n = 0 if i == len(impostors) - 1 else per_class
+        per[c] = np.quantile(d, rng.beta(1, 6, n)) if d.size else np.empty(0)
+    return GenuineDistances.from_lists(per)
 
 
 def make_sets(seed: int = SEED, n_classes: int = 4, sets_per_class: int = 2, samples_per_set: int = 8,

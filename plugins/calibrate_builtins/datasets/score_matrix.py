@@ -197,13 +197,17 @@ def split_per_class(valid: np.ndarray, probes: np.ndarray, gallery: np.ndarray, 
     cut = np.sort(keys, axis=0)[np.maximum(n_fit - 1, 0), np.arange(valid.shape[1])]
     fit = impostor & (keys <= cut[None, :]) & (n_fit > 0)[None, :]
     genuine = valid & (p_codes[:, None] == g_codes[None, :])
-    if genuine.any():
-        g_position = np.cumsum(genuine, axis=0, dtype=np.uint64)
-        g_position -= np.uint64(1)
+    # genuine cells are few (about one per probe): keyed where they are, in column order, not over the matrix
+    g_cols, g_rows = np.nonzero(genuine.T)  # by column, then by row: file order k within each column
+    if g_cols.size:
+        per_column = np.bincount(g_cols, minlength=valid.shape[1])
+        first = np.cumsum(per_column) - per_column  # each column's first index among the genuine cells
+        g_position = (np.arange(g_cols.size) - first[g_cols]).astype(np.uint64)
         with np.errstate(over="ignore"):
-            g_column = _mix64(np.uint64(seed) + np.uint64(GENUINE_SALT) + np.arange(valid.shape[1], dtype=np.uint64))
-            g_keys = _mix64(g_column[None, :] + g_position, copy=False)
-        fit |= genuine & (g_keys < np.uint64(min(int(fit_fraction * 2.0 ** 64), 2 ** 64 - 1)))
+            g_column = _mix64(np.uint64(seed) + np.uint64(GENUINE_SALT) + g_cols.astype(np.uint64))
+            g_keys = _mix64(g_column + g_position, copy=False)
+        chosen = g_keys < np.uint64(min(int(fit_fraction * 2.0 ** 64), 2 ** 64 - 1))
+        fit[g_rows[chosen], g_cols[chosen]] = True
     return fit, valid & ~fit
 
 

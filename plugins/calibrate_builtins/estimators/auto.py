@@ -110,7 +110,8 @@ class Auto(Estimator):
             self.chosen = "one"
             context.note(f"auto: one pooled threshold for every class: no choice can be made, {why_not}")
         else:
-            judged = judge(self._structure_fit, impostors, genuine, STRUCTURES)
+            # one pooled threshold is the reference itself: judging it against itself would only cost its two fits
+            judged = judge(self._structure_fit, impostors, genuine, tuple(s for s in STRUCTURES if s != "one"))
             self.chosen, why = choose(judged)
             context.note(f"auto chose {self._words(self.chosen)}: {why}")
         return self._structure_fit(self.chosen, impostors)

@@ -1,0 +1,117 @@
+"""The default's choice of how class-specific to be (issue 30): its cross-fitted counts against a brute-force
+recount, and the choice it makes where the answer is known by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibrate.base import RunContext
+from calibrate.types import GenuineDistances, ImpostorDistances
+from calibrate_builtins.estimators.auto import Auto
+from calibrate_builtins.estimators.choose import LEVELS, MIN_EXPECTED, choose, halves, judge
+
+
+def gallery(seed: int, classes: int = 60, n: int = 400, genuine: int = 6, spread: float = 0.5,
+            genuine_follows: bool = True):
+    """Log-normal impostor distances per class, located apart by ``spread`` (0: every class alike); the genuine
+    distances sit a fixed way below their class's location (``genuine_follows``) or below the average class."""
+    rng = np.random.default_rng(seed)
+    shift = rng.normal(0.0, spread, classes)
+    imp, gen = {}, {}
+    for c in range(classes):
+        imp[f"c{c}"] = np.exp(rng.normal(1.0 + shift[c], 0.3, n))
+        centre = 0.2 + (shift[c] if genuine_follows else 0.0)
+        gen[f"c{c}"] = np.exp(rng.normal(centre, 0.3, genuine))
+    return ImpostorDistances.from_lists(imp), GenuineDistances.from_lists(gen)
+
+
+def brute_force(fit, impostors, genuine, structure):
+    """(worse, better, decided) recounted class by class and level by level, one pooled threshold's decisions
+    taken from their definition: it accepts a genuine distance g when at most `fa` held-out impostors are <= g."""
+    worse = better = decided = 0
+    a, b = halves(impostors)
+    for fitted_on, held in ((a, b), (b, a)):
+        n_held = held.values.size
+        levels = [e for e in LEVELS if e * n_held >= MIN_EXPECTED]
+        table = fit(structure, fitted_on).thresholds(np.array(levels)).values if levels else None
+        for k in range(len(levels)):
+            fa = sum(int(np.sum(held.of(i) <= table[i, k])) for i in range(len(held)))
+            for i in range(len(genuine)):
+                for g in genuine.of(i):
+                    mine = g <= table[i, k]
+                    theirs = int(np.sum(held.values <= g)) <= fa
+                    worse += int(theirs and not mine)
+                    better += int(mine and not theirs)
+                    decided += 1
+    return worse, better, decided
+
+
+@pytest.mark.parametrize("structure", ["anchored", "bulk"])
+def test_the_cross_fitted_counts_equal_a_brute_force_recount(structure):
+    imp, gen = gallery(3, classes=25, n=300, genuine=4)
+    est = Auto()
+    (got,) = judge(est._structure_fit, imp, gen, (structure,))
+    assert (got.worse, got.better, got.decided) == brute_force(est._structure_fit, imp, gen, structure)
+    assert got.decided > 0 and got.worse + got.better > 0  # the recount had something to count
+
+
+def test_halves_split_every_class_in_two_the_same_way_every_run():
+    imp, _ = gallery(4, classes=5, n=33)
+    a, b = halves(imp)
+    again = halves(imp)
+    for i in range(len(imp)):
+        both = np.sort(np.concatenate([a.of(i), b.of(i)]))
+        np.testing.assert_array_equal(both, np.sort(imp.of(i)))  # nothing lost or repeated
+        assert abs(a.of(i).size - b.of(i).size) <= 1
+        np.testing.assert_array_equal(a.of(i), again[0].of(i))
+
+
+def test_class_structure_that_genuine_users_share_is_chosen():
+    """Genuine distances move with their class's impostors: per-class thresholds save genuine users."""
+    imp, gen = gallery(5, genuine_follows=True)
+    est, context = Auto(), RunContext()
+    est.fit(imp, context, genuine=gen)
+    assert est.chosen in ("anchored", "bulk")
+    assert any(n.startswith(f"auto chose ") and "cross-fitted" in n for n in context.notes), context.notes
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8])
+def test_without_class_structure_one_pooled_threshold_is_kept(seed):
+    """Every class alike: a class-specific threshold only adds estimation noise, so one pooled threshold."""
+    imp, gen = gallery(seed, spread=0.0, genuine_follows=False)
+    est, context = Auto(), RunContext()
+    model = est.fit(imp, context, genuine=gen)
+    assert est.chosen == "one", context.notes
+    table = model.thresholds([0.01, 0.001]).values
+    np.testing.assert_allclose(table, table[:1].repeat(len(imp), axis=0), rtol=1e-12)  # one threshold for all
+    assert any("one pooled threshold" in n for n in context.notes)
+
+
+def test_without_enough_genuine_comparisons_one_pooled_threshold_and_the_notes_say_why():
+    imp, gen = gallery(9, classes=10, genuine=2)  # 20 genuine comparisons
+    context = RunContext()
+    est = Auto()
+    est.fit(imp, context, genuine=gen)
+    assert est.chosen == "one"
+    assert any("fewer than the 30 a choice needs" in n for n in context.notes), context.notes
+    context = RunContext()
+    est = Auto()
+    est.fit(imp, context)  # no genuine comparisons at all
+    assert est.chosen == "one" and any("no genuine comparison" in n for n in context.notes), context.notes
+
+
+def test_a_fixed_structure_skips_the_choice():
+    imp, gen = gallery(10, spread=0.0, genuine_follows=False)
+    est = Auto(structure="bulk")
+    context = RunContext()
+    est.fit(imp, context, genuine=gen)
+    assert est.chosen == "bulk" and not any("auto chose" in n for n in context.notes)
+
+
+def test_choose_takes_the_structure_with_the_most_net_saves_beyond_two_standard_errors():
+    from calibrate_builtins.estimators.choose import Judged
+    near = Judged("anchored", worse=10, better=40, decided=1000)    # z = -5.5, -30 per 1,000
+    far = Judged("bulk", worse=5, better=60, decided=1000)          # z = -6.8, -55 per 1,000
+    assert choose([near, far])[0] == "bulk"
+    assert choose([Judged("anchored", worse=20, better=25, decided=1000)])[0] == "one"  # z = -0.7
