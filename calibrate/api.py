@@ -10,6 +10,7 @@ from .base import FittedModel, RunContext
 from .calibration import Calibration
 from .confidence import from_saved_entry
 from .errors import CalibrationError, DataError, ParameterError
+from .grouped import model_from_state
 from .manager import build_registry
 from .partitioned_calibration import PartitionedCalibration, load_partitioned, read_head
 from . import pipeline
@@ -40,7 +41,7 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
     doc = read_artifact(path)
     _, entry = choose_estimator(doc, path, estimator)
     info = lookup_component(build_registry(extra_plugins), "estimators", entry.get("plugin"), path)
-    return rebuilt(path, f"estimator {entry.get('plugin')!r}", lambda: info.factory.model_class.from_state(entry["state"]))
+    return rebuilt(path, f"estimator {entry.get('plugin')!r}", lambda: model_from_state(info.factory.model_class, entry["state"]))
 
 
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
@@ -122,7 +123,7 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
 
 def _model(model_class, entry: dict) -> FittedModel:
     """The estimator's model from its saved state, wrapped in its saved confidence when it has one."""
-    model = model_class.from_state(entry["state"])
+    model = model_from_state(model_class, entry["state"])
     if entry.get("confidence") is not None:
         model = from_saved_entry(model, entry["confidence"])
     return model

@@ -42,7 +42,7 @@ import numpy as np
 from .errors import DataError, ParameterError
 from .progress import NULL_TASK, Task
 from .types import (CohortScores, DistanceMatrix, EvaluationResult, GenuineDistances, GroupLabels, ImpostorDistances,
-                    PatternSet, SetCollection, ThresholdTable)
+                    PatternSet, SetCollection, ThresholdTable, TrainingGroups)
 
 if TYPE_CHECKING:
     from .partitioned import PartitionedFitter
@@ -710,9 +710,10 @@ class Estimator(Component, ABC):
 
     @final
     def fit(self, impostors: ImpostorDistances, context: RunContext | None = None,
-            genuine: GenuineDistances | None = None) -> FittedModel:
-        """The fitted model: ``_fit_genuine`` when the training data hold genuine comparisons (``genuine``, the same
-        classes in the same order) and the estimator uses them, else ``_fit``."""
+            genuine: GenuineDistances | None = None, groups: TrainingGroups | None = None) -> FittedModel:
+        """The fitted model: ``_fit_genuine`` when the training side holds more than impostor distances (genuine
+        comparisons, ``genuine``, the same classes in the same order; or demographic groups, ``groups``, aligned
+        with ``impostors``) and the estimator uses them, else ``_fit``."""
         if not isinstance(impostors, ImpostorDistances):
             raise DataError(f"{type(self).__name__}.fit expects ImpostorDistances, got {type(impostors).__name__}")
         if len(impostors) == 0:
@@ -723,11 +724,18 @@ class Estimator(Component, ABC):
             if genuine.classes != impostors.classes:
                 raise DataError(f"{type(self).__name__}.fit: the genuine distances' classes are not the impostor "
                                 "distances' (the same classes, in the same order)")
+        if groups is not None:
+            if not isinstance(groups, TrainingGroups):
+                raise DataError(f"{type(self).__name__}.fit: groups must be TrainingGroups, got {type(groups).__name__}")
+            groups.check(impostors, f"{type(self).__name__}.fit")
         context = context or RunContext()
         # a stage counting classes: ``_fit`` advances it (context.advance, or context.map over classes)
         with context.stage(f"{progress_name(self)}: fitting {len(impostors)} classes", len(impostors), "classes"):
-            if genuine is not None and genuine.values.size and overrides(self, Estimator, "_fit_genuine"):
-                return self._fit_genuine(impostors, genuine, context)
+            more = (genuine is not None and genuine.values.size) or groups is not None
+            if more and overrides(self, Estimator, "_fit_genuine"):
+                if genuine is None:
+                    genuine = GenuineDistances.from_lists({c: np.empty(0) for c in impostors.classes})
+                return self._fit_genuine(impostors, genuine, context, groups)
             return self._fit(impostors, context)
 
     @abstractmethod
@@ -739,13 +747,17 @@ class Estimator(Component, ABC):
         naming the class and what is missing."""
 
     @optional
-    def _fit_genuine(self, impostors: ImpostorDistances, genuine: GenuineDistances, context: RunContext) -> FittedModel:
-        """Called by ``fit`` instead of ``_fit`` when the training data hold genuine comparisons (``genuine``: each
-        class's own training probes against its enrollment, the same classes in the same order as ``impostors``,
-        checked; some classes may have none): a model as ``_fit`` gives, which may use them to choose how to set
-        its thresholds (e.g. how class-specific to be, judged by what that costs genuine users). Never evaluation
-        data. The prediction refits such an estimator on simulated galleries through ``_fit`` (no genuine
-        comparisons there), so what it chose must be kept for those refits. Default: ``_fit``, ignoring them."""
+    def _fit_genuine(self, impostors: ImpostorDistances, genuine: GenuineDistances, context: RunContext,
+                     groups: TrainingGroups | None = None) -> FittedModel:
+        """Called by ``fit`` instead of ``_fit`` when the training side holds more than impostor distances:
+        ``genuine``, each class's own training probes against its enrollment (the same classes in the same order
+        as ``impostors``, checked; some classes, or all, may have none), and ``groups``, the classes' and the
+        impostor probes' demographic groups (a ``TrainingGroups`` aligned with ``impostors``, checked) or None. A
+        model as ``_fit`` gives, which may use them to choose how to set its thresholds (e.g. how class-specific
+        to be, judged by what that costs genuine users, without widening the gap between groups). Never
+        evaluation data. The prediction refits such an estimator on simulated galleries through ``_fit`` (no
+        genuine comparisons there), so what it chose must be kept for those refits. Default: ``_fit``, ignoring
+        them."""
         return self._fit(impostors, context)
 
     @optional
@@ -788,6 +800,9 @@ class Estimator(Component, ABC):
         other classes keep their thresholds. Raises a CalibrateError when the estimator cannot."""
         from .errors import CalibrateError
 
+        refused = getattr(model, "enroll_refused", None)  # e.g. a model fitted group by group (calibrate.grouped)
+        if refused:
+            raise ParameterError(refused)
         d = np.asarray(distances, dtype=np.float64).ravel()
         single = ImpostorDistances.from_lists({str(cls): d})  # validates: finite, non-negative, not empty
         if self.enroll_mode is None:

@@ -21,6 +21,7 @@ import numpy as np
 from . import beside, confidence, normalising, prediction, sanity
 from .base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from .errors import DataError, RecipeError
+from .grouped import fit_by_group
 from .groups import check_against
 from .outputs import StagedOutput, write_outputs
 from .partitioned import ShardedScores
@@ -29,7 +30,7 @@ from .protocol import pattern_folds
 from .recipe import Recipe
 from .runs import RunResult, StageTimes
 from .types import (DistanceMatrix, EvaluationResult, GenuineDistances, GroupLabels, ImpostorDistances, PatternSet,
-                    TargetResult)
+                    TargetResult, TrainingGroups, UNLABELLED)
 
 
 def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
@@ -124,8 +125,10 @@ def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> Ru
     folds: list[Fold] = []
     cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
     groups = run_groups(recipe, data, raw_folds, context)
+    if recipe.same_group:
+        raw_folds = same_group_folds(raw_folds, groups, recipe, context)
     for name, train, test in raw_folds:
-        folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times, cohorts))
+        folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times, cohorts, groups))
     evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots, groups)
     evaluated = []
     for spec in recipe.evaluators:
@@ -153,6 +156,42 @@ def run_groups(recipe: Recipe, data, raw_folds: list, context: RunContext) -> Gr
     for note in check_against(groups, enrolled, probes):
         context.note(note)
     return groups
+
+
+def same_group_folds(raw_folds: list, groups: GroupLabels | None, recipe: Recipe, context: RunContext) -> list:
+    """``data: {impostors: same-group}`` (ISO/IEC 19795-10): every fold's impostor comparisons of a labelled class
+    with probes of another group (or of no group) left out of fitting and evaluation, so that the thresholds are
+    calibrated, and the FPR measured, against same-group impostors; genuine comparisons and the impostors of
+    classes without a group stay (those classes are calibrated against all their impostors, as the note says)."""
+    if groups is None:
+        raise RecipeError("`impostors: same-group` needs the classes' demographic groups: add `groups: FILE` under "
+                          "`data:` (a CSV with a header `class,group`)", source=recipe.source, where="data.impostors")
+    out, left_out, kept = [], 0, 0
+    for name, train, test in raw_folds:
+        pair = []
+        for m in (train, test):
+            probe, gallery = groups.codes(m.probe_classes), groups.codes(m.gallery_classes)
+            cross = m.impostor_mask() & (probe[:, None] != gallery[None, :]) & (gallery < len(groups.names))[None, :]
+            left_out += int(np.count_nonzero(cross))
+            kept += int(np.count_nonzero(m.impostor_mask())) - int(np.count_nonzero(cross))
+            pair.append(DistanceMatrix(m.values, m.probe_classes, m.gallery_classes, m.valid & ~cross, m.kind,
+                                       m.probe_ids, m.gallery_ids, m.source))
+        training = pair[0].impostor_mask().sum(axis=0)
+        if np.any(training == 0):
+            j = int(np.argmax(training == 0))
+            cls = str(pair[0].gallery_classes[j])
+            raise DataError(f"{name}: class {cls[:60]!r} (group {groups.group_of(cls)[:40]!r}) has no training impostor "
+                            "comparison with a probe of its own group, so it cannot be calibrated against same-group "
+                            "impostors; remove `impostors: same-group` under `data:`, or give the group more probes")
+        out.append((name, pair[0], pair[1]))
+    unlabelled = sorted({str(c) for _, _, test in raw_folds for c in np.asarray(test.gallery_classes).tolist()
+                         if groups.group_of(c) == UNLABELLED})
+    context.note(f"calibrated against same-group impostors (`impostors: same-group`, ISO/IEC 19795-10): {left_out:,} "
+                 f"impostor comparisons of a class with a probe of another group were left out of fitting and "
+                 f"evaluation ({kept:,} kept), so every FPR in this report is over same-group impostor attempts"
+                 + (f"; {len(unlabelled):,} enrolled class(es) without a group are calibrated against all their "
+                    "impostors" if unlabelled else ""))
+    return out
 
 
 def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageTimes) -> tuple[list, str | None]:
@@ -188,7 +227,8 @@ def _raw_folds(recipe: Recipe, dataset, data, context: RunContext, times: StageT
 
 
 def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMatrix, index: int, hint: str | None,
-              context: RunContext, times: StageTimes, cohorts: tuple = (None, None)) -> Fold:
+              context: RunContext, times: StageTimes, cohorts: tuple = (None, None),
+              groups: GroupLabels | None = None) -> Fold:
     """One fold: the transform fitted on the training impostors, the normaliser (when the recipe has one),
     every estimator fitted, the predicted intervals (when on), and each estimator's thresholds at the targets."""
     with times("transform"):
@@ -206,6 +246,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
             context.note(normalising.normalised_note(normalization))
     impostors = ImpostorDistances.from_matrix(train_d)
     genuine = GenuineDistances.from_matrix(train_d, impostors.classes)  # training genuine comparisons, if any
+    training_groups = None if groups is None else TrainingGroups.of_matrix(groups, train_d, recipe.same_group)
     models: dict[str, FittedModel] = {}
     tables, predictions = {}, {}
     fitted = []
@@ -214,13 +255,20 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
         started = time.perf_counter()
         with times(f"fit {spec.label}"):
             try:
-                models[spec.label] = estimator.fit(impostors, context, genuine=genuine)
+                if recipe.same_group:  # each group calibrated on its own (calibrate.grouped)
+                    models[spec.label] = fit_by_group(spec.build, impostors, genuine, training_groups, context)
+                else:
+                    models[spec.label] = estimator.fit(impostors, context, genuine=genuine, groups=training_groups)
             except DataError as exc:
                 if hint:
                     raise DataError(f"{exc}. {hint}") from None
                 raise
         fitted.append((spec, estimator, time.perf_counter() - started))
-    if recipe.prediction.enabled:
+    if recipe.prediction.enabled and recipe.same_group:
+        if index == 0:
+            context.note("no predicted FPR intervals: the thresholds are calibrated group by group against same-group "
+                         "impostors (`impostors: same-group`), which the simulated galleries do not model yet")
+    elif recipe.prediction.enabled:
         if beside.available() and all(s.confidence is None and prediction.simulates(e) for s, e, _ in fitted):
             # nothing before the evaluators' predicted columns reads it: computed beside the thresholds,
             # the evaluation and its pictures, and waited for when first read (see PendingPredictions). Only

@@ -4,7 +4,8 @@ A recipe::
 
     version: 1
     data: {plugin: score-matrix, path: scores.csv, kind: similarity, missing: -1}
-                                           # `groups: groups.csv` under data: (any dataset): class,group per line
+                                           # `groups: groups.csv` under data: (any dataset): class,group per line;
+                                           # `impostors: same-group` beside it: calibrate against same-group impostors
     distance: {plugin: euclidean}          # only for pattern datasets
     transform: {plugin: similarity-to-distance}
     normalizer: {plugin: snorm}            # optional: Z/T/S/AS-norm with cohort scores (docs/normalisation.md)
@@ -110,6 +111,8 @@ class Recipe:
     normalizer: ComponentSpec | None = None
     #: the demographic groups of the classes (``data: {groups: FILE}``, calibrate.groups), or None
     groups: GroupLabels | None = None
+    #: calibrate against same-group impostors only (``data: {impostors: same-group}``, ISO/IEC 19795-10)
+    same_group: bool = False
 
     def transform_for(self, kind: str) -> ComponentSpec:
         """The recipe's transform, or the default for data of this ``kind`` (distance or similarity)."""
@@ -197,9 +200,13 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     problem is a RecipeError naming the field. Components are built (their constructors validate) but do no work."""
     base_dir = Path(base_dir or Path.cwd())
     _check_top_level(raw, registry, source)
-    data_raw, groups = _data_groups(raw["data"], source, base_dir)
+    data_raw, groups, same_group = _data_groups(raw["data"], source, base_dir)
     data = _component(registry, "datasets", data_raw, "data", source, base_dir)
     dataset = data.build()
+    if same_group and dataset.sharded:
+        raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and a sharded run cannot calibrate "
+                          "against same-group impostors yet (it has no groups); remove `impostors: same-group` or read "
+                          "the scores whole (e.g. `plugin: score-list`)", source=source, where="data.impostors")
     if groups is not None and dataset.sharded:
         raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and a sharded run does not compute the "
                           "figures per group yet (they need every shard's evaluation attempts together); remove "
@@ -219,6 +226,10 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     protocol = _protocol(evaluation, source)
     prediction = _prediction(evaluation.get("prediction", True), source)
     _check_confidence_has_prediction(estimators, prediction, source)
+    if same_group and any(e.confidence is not None for e in estimators):
+        raise RecipeError("`confidence:` needs the predicted interval's simulated galleries, which a calibration group "
+                          "by group against same-group impostors (`impostors: same-group`) does not have yet; remove "
+                          "one of them", source=source, where="data.impostors")
     out_dir, output = _output(raw, out, base_dir, source)
     seed = _seed(raw, source)
     executor = _component(registry, "executors", raw.get("executor") or {"plugin": "serial"}, "executor", source, base_dir)
@@ -227,18 +238,31 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                   output_dir=out_dir, plots=output.get("plots", True),
                   save_calibration=output.get("save_calibration", True), seed=seed, executor=executor, raw=raw,
                   default_transforms=default_transforms, defaults=tuple(defaults), prediction=prediction,
-                  normalizer=normalizer, groups=groups)
+                  normalizer=normalizer, groups=groups, same_group=same_group)
 
 
-def _data_groups(entry: Any, source: str, base_dir: Path) -> tuple[Any, GroupLabels | None]:
-    """``data:`` without its ``groups:`` key (the core's, for every dataset), and the groups file it names, read and
-    checked (calibrate.groups), or None."""
-    if not isinstance(entry, dict) or "groups" not in entry:
-        return entry, None
-    rest = {k: v for k, v in entry.items() if k != "groups"}
+#: ``data: {impostors: ...}``: what the thresholds are calibrated against (the core's key, for every dataset)
+IMPOSTOR_CHOICES = ("all", "same-group")
+
+
+def _data_groups(entry: Any, source: str, base_dir: Path) -> tuple[Any, GroupLabels | None, bool]:
+    """``data:`` without the core's keys ``groups:`` and ``impostors:`` (for every dataset), the groups file
+    ``groups:`` names, read and checked (calibrate.groups), or None, and whether ``impostors: same-group`` asks
+    to calibrate against same-group impostors only (ISO/IEC 19795-10)."""
+    if not isinstance(entry, dict) or not ({"groups", "impostors"} & set(entry)):
+        return entry, None, False
+    rest = {k: v for k, v in entry.items() if k not in ("groups", "impostors")}
+    which = entry.get("impostors", "all")
+    if which not in IMPOSTOR_CHOICES:
+        raise RecipeError(f"`impostors:` must be `all` (calibrate against every impostor comparison, the default) or "
+                          f"`same-group` (only comparisons of a class with probes of its own demographic group: each "
+                          f"group's same-group FMR meets the target); got {str(which)[:40]!r}", source=source,
+                          where="data.impostors")
+    if "groups" not in entry:
+        return rest, None, which == "same-group"
     try:
         path = coerce(entry["groups"], Path, "data.groups", base_dir)
-        return rest, read_groups(path)
+        return rest, read_groups(path), which == "same-group"
     except (ParameterError, DataError) as exc:
         message = str(exc).removeprefix("data.groups: ")
         raise RecipeError(f"{message} (`groups:` names a CSV file with a header `class,group`)", source=source,

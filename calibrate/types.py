@@ -487,6 +487,59 @@ class GroupLabels:
 
 
 @dataclass(frozen=True)
+class TrainingGroups:
+    """The demographic groups on an estimator's training side (``Estimator.fit(..., groups=)``), aligned with its
+    :class:`ImpostorDistances`: ``of_class[i]`` is class i's group (an index into ``names``; ``len(names)`` for a
+    class without one) and ``of_impostor[j]`` the group of the probe behind ``impostors.values[j]`` (the same
+    codes). ``same_group_only``: the run calibrates against same-group impostors (``data: {impostors:
+    same-group}``, ISO/IEC 19795-10), so a labelled class's impostors are all of its own group and its FPR is
+    the same-group FMR."""
+
+    names: tuple[str, ...]
+    of_class: np.ndarray
+    of_impostor: np.ndarray
+    same_group_only: bool = False
+
+    def __post_init__(self):
+        names = tuple(str(n) for n in self.names)
+        of_class = np.asarray(self.of_class, dtype=np.int64)
+        of_impostor = np.asarray(self.of_impostor, dtype=np.int64)
+        for what, codes in (("of_class", of_class), ("of_impostor", of_impostor)):
+            if codes.ndim != 1 or (codes.size and (codes.min() < 0 or codes.max() > len(names))):
+                raise DataError(f"training groups: {what} must be group codes in 0..{len(names)} (one dimension)")
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "of_class", _readonly(of_class))
+        object.__setattr__(self, "of_impostor", _readonly(of_impostor))
+        object.__setattr__(self, "same_group_only", bool(self.same_group_only))
+
+    @classmethod
+    def of_matrix(cls, labels: "GroupLabels", matrix: DistanceMatrix, same_group_only: bool = False
+                  ) -> "TrainingGroups":
+        """The groups of :meth:`ImpostorDistances.from_matrix` ``(matrix)``'s classes and impostor distances."""
+        names = labels.names
+        probe = labels.codes(matrix.probe_classes)
+        mask = matrix.impostor_mask()
+        of_impostor = np.broadcast_to(probe[:, None], mask.shape).T[mask.T]  # column by column, as from_matrix
+        return cls(names, labels.codes(matrix.gallery_classes), of_impostor, same_group_only)
+
+    def check(self, impostors: "ImpostorDistances", where: str) -> None:
+        if self.of_class.size != len(impostors) or self.of_impostor.size != impostors.values.size:
+            raise DataError(f"{where}: the training groups give {self.of_class.size} classes and "
+                            f"{self.of_impostor.size} impostor distances, the impostors {len(impostors)} and "
+                            f"{impostors.values.size}")
+
+    def same_group(self, impostors: "ImpostorDistances") -> np.ndarray:
+        """Per impostor distance: whether its probe is of its class's (labelled) group."""
+        own = np.repeat(self.of_class, impostors.counts())
+        return (self.of_impostor == own) & (own < len(self.names))
+
+    def take(self, index: np.ndarray) -> "TrainingGroups":
+        """The groups of impostor distances picked by ``index`` (flat, in the order of a new gallery of the same
+        classes)."""
+        return TrainingGroups(self.names, self.of_class, self.of_impostor[np.asarray(index)], self.same_group_only)
+
+
+@dataclass(frozen=True)
 class CohortScores:
     """What the normaliser stage reads besides the attempts themselves: comparisons of the enrolled
     classes and of the attempts' probes with an impostor cohort (calibrate.base.Normalizer).

@@ -36,12 +36,12 @@ from .estimators import (check_estimator_degenerate_input, check_estimator_deter
 from .evaluators import (check_evaluator_deterministic, check_evaluator_outputs, check_evaluator_rejects_bad_input,
                          check_evaluator_results)
 from .executors import check_executor_map
-from .samples import SEED, TARGETS, make_evaluation_input, make_genuine, make_impostors, make_score_matrix, make_sets
+from .samples import SEED, TARGETS, make_evaluation_input, make_genuine, make_impostors, make_training_groups, make_score_matrix, make_sets
 from .transforms import (check_transform_ignores_invalid_entries, check_transform_monotone, check_transform_output,
                          check_transform_pure)
 
 __all__ = [
-    "CheckSkipped", "ComponentCase", "checks_for", "make_evaluation_input", "make_genuine", "make_impostors", "make_score_matrix",
+    "CheckSkipped", "ComponentCase", "checks_for", "make_evaluation_input", "make_genuine", "make_impostors", "make_training_groups", "make_score_matrix",
     "make_sets", "normalise_kind", "SEED", "TARGETS",
     # each kind's checks, in KIND_CHECKS order, then the generic ones (as before the split)
     "check_dataset_load", "check_dataset_deterministic", "check_dataset_bad_files",

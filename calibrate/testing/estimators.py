@@ -13,7 +13,7 @@ from ..base import Estimator, FittedModel, RunContext, overrides
 from ..errors import DataError, ParameterError
 from ..types import GenuineDistances, ImpostorDistances, ThresholdTable
 from .common import ComponentCase, _build, _close, _fmt_bad, _params, _tmpdir
-from .samples import SEED, TARGETS, make_genuine, make_impostors
+from .samples import SEED, TARGETS, make_genuine, make_impostors, make_training_groups
 
 
 def _fit(case: ComponentCase, params, impostors: ImpostorDistances, seed: int = 0) -> FittedModel:
@@ -262,9 +262,10 @@ def check_estimator_degenerate_input(case: ComponentCase, tmp_path: Path | None 
 
 
 def check_estimator_genuine(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """``fit(impostors, context, genuine=...)`` (the training genuine comparisons, the optional ``_fit_genuine``):
-    a FittedModel of ``model_class`` with finite thresholds, non-decreasing in the target, for every class (also a
-    class without genuine comparisons); the same for the same data; the genuine input left unmodified; genuine
+    """``fit(impostors, context, genuine=...)`` (the training genuine comparisons, the optional ``_fit_genuine``),
+    also with ``groups=`` (``make_training_groups``: two groups and a class without one): a FittedModel of
+    ``model_class`` with finite thresholds, non-decreasing in the target, for every class (also a class without
+    genuine comparisons); the same for the same data; the genuine input left unmodified; genuine
     distances of other classes refused with DataError. An estimator without ``_fit_genuine`` fits as without them."""
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
@@ -286,6 +287,10 @@ def check_estimator_genuine(case: ComponentCase, tmp_path: Path | None = None) -
         plain = _fit(case, params, make_impostors()).thresholds(TARGETS).values
         assert _close(plain, v, rtol=1e-12), \
             f"{case.id}: without _fit_genuine, genuine distances must not change the thresholds"
+    groups = make_training_groups(imp)
+    grouped = _build(case, params).fit(imp, RunContext(seed=0), genuine=genuine, groups=groups)
+    w = _check_table(case, grouped, imp, what=" (fitted with genuine distances and groups)")
+    _check_monotone(case, w, TARGETS, what=" (fitted with genuine distances and groups)")
     other = GenuineDistances.from_lists({f"other-{c}": genuine.of(i) for i, c in enumerate(genuine.classes)})
     try:
         _build(case, params).fit(imp, RunContext(seed=0), genuine=other)

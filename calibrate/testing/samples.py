@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import EvaluationInput, FittedModel, Fold
-from ..types import DistanceMatrix, GenuineDistances, ImpostorDistances, SetCollection
+from ..types import DistanceMatrix, GenuineDistances, ImpostorDistances, SetCollection, TrainingGroups
 
 SEED = 20140929  # fixed: every generated input is reproducible
 #: target FPRs the estimator checks ask for: both sides of 1/N for the generated class sizes
@@ -36,6 +36,17 @@ def make_genuine(impostors: ImpostorDistances, seed: int = SEED, per_class: int 
         n = 0 if i == len(impostors) - 1 else per_class
         per[c] = np.quantile(d, rng.beta(1, 6, n)) if d.size else np.empty(0)
     return GenuineDistances.from_lists(per)
+
+
+def make_training_groups(impostors: ImpostorDistances, seed: int = SEED) -> TrainingGroups:
+    """Demographic groups for the classes of ``impostors``: groups A and B in turn, the last class without one;
+    each impostor's probe in A, B or none at random (the probe of a class's own group more often)."""
+    rng = np.random.default_rng(seed)
+    n = len(impostors)
+    of_class = np.array([2 if i == n - 1 else i % 2 for i in range(n)], dtype=np.int64)
+    own = np.repeat(of_class, impostors.counts())
+    other = rng.integers(0, 3, own.size)
+    return TrainingGroups(("A", "B"), of_class, np.where(rng.random(own.size) < 0.5, np.minimum(own, 2), other))
 
 
 def make_sets(seed: int = SEED, n_classes: int = 4, sets_per_class: int = 2, samples_per_set: int = 8,

@@ -36,7 +36,7 @@ import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import ParameterError
-from calibrate.types import GenuineDistances, ImpostorDistances
+from calibrate.types import GenuineDistances, ImpostorDistances, TrainingGroups
 from calibrate.world import REFERENCE_MODEL
 
 from .anchored import ANCHORED_CONFIG, anchored_ranks, anchored_simulate, enroll_anchored, fit_anchored
@@ -102,7 +102,8 @@ class Auto(Estimator):
             return fit_znorm(impostors, who="auto", **AUTO_CONFIG)
         return fit_anchored(impostors, who="auto", structure=structure, **ANCHORED_CONFIG)
 
-    def _fit_genuine(self, impostors: ImpostorDistances, genuine: GenuineDistances, context: RunContext) -> FittedModel:
+    def _fit_genuine(self, impostors: ImpostorDistances, genuine: GenuineDistances, context: RunContext,
+                     groups: TrainingGroups | None = None) -> FittedModel:
         if self.structure != "choose":
             return self._fit(impostors, context)
         why_not = can_choose(impostors, genuine)
@@ -110,8 +111,11 @@ class Auto(Estimator):
             self.chosen = "one"
             context.note(f"auto: one pooled threshold for every class: no choice can be made, {why_not}")
         else:
-            # one pooled threshold is the reference itself: judging it against itself would only cost its two fits
-            judged = judge(self._structure_fit, impostors, genuine, tuple(s for s in STRUCTURES if s != "one"))
+            # with two or more groups, one pooled threshold is judged too: the gap between groups it leaves is the
+            # reference a class-specific structure must not widen; without, it is the reference itself
+            labelled = groups is not None and np.unique(groups.of_class[groups.of_class < len(groups.names)]).size > 1
+            structures = STRUCTURES if labelled else tuple(s for s in STRUCTURES if s != "one")
+            judged = judge(self._structure_fit, impostors, genuine, structures, groups if labelled else None)
             self.chosen, why = choose(judged)
             context.note(f"auto chose {self._words(self.chosen)}: {why}")
         return self._structure_fit(self.chosen, impostors)

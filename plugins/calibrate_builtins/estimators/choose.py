@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrate.types import GenuineDistances, ImpostorDistances
+from calibrate.types import GenuineDistances, ImpostorDistances, TrainingGroups
 from calibrate.verification import PooledScores, loosest_below
 
 #: the FPR levels the choice is judged at (those the held-out halves can measure)
@@ -41,16 +41,24 @@ MIN_PER_CLASS = 8
 #: a structure is chosen over one pooled threshold only when its paired saving is beyond this many standard errors
 Z_CHOOSE = 2.0
 STRUCTURES = ("one", "anchored", "bulk")
+#: the widest same-group FMR max/min ratio between groups a structure may have (issue 30's bar) where one pooled
+#: threshold's is narrower
+MAX_SPREAD = 1.5
 
 
 @dataclass
 class Judged:
-    """One structure's cross-fitted comparison with one pooled threshold on the training genuine comparisons."""
+    """One structure's cross-fitted comparison with one pooled threshold on the training genuine comparisons, and,
+    with groups, its false accepts among each group's same-group held-out impostors against what its targets
+    expect there."""
 
     structure: str
     worse: int = 0      # genuine comparisons it rejects and one threshold accepts
     better: int = 0     # ... it accepts and one threshold rejects
     decided: int = 0    # genuine decisions counted (comparisons x levels x folds)
+    group_fa: np.ndarray | None = None        # per labelled group: same-group false accepts (levels x folds summed)
+    group_expected: np.ndarray | None = None  # ... what the levels expect among those impostors
+    group_var: np.ndarray | None = None       # ... the variance of group_fa (nested Poisson counts, see judge)
 
     @property
     def z(self) -> float:
@@ -61,55 +69,139 @@ class Judged:
     def per_1000(self) -> float:
         return 1000.0 * (self.worse - self.better) / self.decided if self.decided else 0.0
 
+    def _measured(self) -> np.ndarray | None:
+        if self.group_fa is None:
+            return None
+        measured = self.group_expected >= MIN_EXPECTED
+        return measured if np.count_nonzero(measured) >= 2 else None
+
+    @property
+    def group_spread(self) -> float | None:
+        """The largest over the smallest group's same-group achieved/target ratio (groups expecting at least
+        ``MIN_EXPECTED`` false accepts); inf when one of them has none; None with fewer than two such groups."""
+        measured = self._measured()
+        if measured is None:
+            return None
+        r = self.group_fa[measured] / self.group_expected[measured]
+        return math.inf if r.min() == 0 else float(r.max() / r.min())
+
+    def spread_variance(self) -> float:
+        """The variance of log :attr:`group_spread` (delta method over the two extreme groups' counts)."""
+        measured = self._measured()
+        r = self.group_fa[measured] / self.group_expected[measured]
+        fa, var = self.group_fa[measured], self.group_var[measured]
+        hi, lo = int(np.argmax(r)), int(np.argmin(r))
+        return float(var[hi] / fa[hi] ** 2 + var[lo] / fa[lo] ** 2)
+
+
+def wider(judged: Judged, reference: Judged) -> bool:
+    """Whether ``judged``'s group spread is wider than ``reference``'s and than ``MAX_SPREAD`` beyond counting noise
+    (the log ratios more than ``Z_CHOOSE`` standard errors apart, the two treated as independent, which overstates
+    the error: they are counted on the same impostors)."""
+    mine, theirs = judged.group_spread, reference.group_spread
+    if mine is None or mine <= MAX_SPREAD:
+        return False
+    if math.isinf(mine):
+        return theirs is not None and not math.isinf(theirs)
+    if theirs is None or math.isinf(theirs):
+        return False
+    bar = max(theirs, MAX_SPREAD)
+    se = math.sqrt(judged.spread_variance() + (reference.spread_variance() if theirs > MAX_SPREAD else 0.0))
+    return (math.log(mine) - math.log(bar)) > Z_CHOOSE * se
+
+
+def halves_index(impostors: ImpostorDistances) -> tuple[np.ndarray, np.ndarray]:
+    """Each class's training distances cut in two by a fixed shuffle of its positions (the same every run): the
+    flat indices into ``impostors.values`` of the first and of the second half, class by class."""
+    a, b = [], []
+    for i in range(len(impostors)):
+        lo, hi = int(impostors.offsets[i]), int(impostors.offsets[i + 1])
+        order = lo + np.random.default_rng([i, hi - lo]).permutation(hi - lo)
+        a.append(order[: (hi - lo) // 2])
+        b.append(order[(hi - lo) // 2:])
+    return np.concatenate(a), np.concatenate(b)
+
 
 def halves(impostors: ImpostorDistances) -> tuple[ImpostorDistances, ImpostorDistances]:
-    """Each class's training distances cut in two by a fixed shuffle of its positions (the same every run)."""
-    a, b = {}, {}
-    for i, c in enumerate(impostors.classes):
-        d = impostors.of(i)
-        order = np.random.default_rng([i, d.size]).permutation(d.size)
-        a[c], b[c] = d[order[: d.size // 2]], d[order[d.size // 2:]]
-    return ImpostorDistances.from_lists(a), ImpostorDistances.from_lists(b)
+    """:func:`halves_index` as two galleries of the same classes."""
+    return tuple(_take(impostors, idx) for idx in halves_index(impostors))
 
 
-def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structures: tuple[str, ...]) -> list[Judged]:
+def _take(impostors: ImpostorDistances, index: np.ndarray) -> ImpostorDistances:
+    """The gallery of the same classes holding ``impostors.values[index]`` (``index`` class by class, each class's
+    half of its own distances)."""
+    counts = impostors.counts()
+    half = np.bincount(np.searchsorted(impostors.offsets, index, side="right") - 1, minlength=counts.size)
+    return ImpostorDistances(impostors.classes, impostors.values[index],
+                             np.concatenate([[0], np.cumsum(half)]).astype(np.int64))
+
+
+def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structures: tuple[str, ...],
+          groups: TrainingGroups | None = None) -> list[Judged]:
     """Every structure of ``structures`` (``fit(structure, impostors)`` gives its model) judged against one pooled
-    threshold, cross-fitted over the two halves (see the module). The (fold, structure) fits are independent and
+    threshold, cross-fitted over the two halves (see the module); with ``groups``, each labelled group's false
+    accepts among its same-group held-out impostors counted too. The (fold, structure) fits are independent and
     spend their time in numpy, which releases the GIL: they run on two threads (the fit stage has the machine to
     itself), the counts summed, so the result does not depend on their order."""
     gen_class = np.repeat(np.arange(len(genuine)), genuine.counts())
     gen_values = genuine.values
-    cut = halves(impostors)
+    index = halves_index(impostors)
+    cut = [_take(impostors, idx) for idx in index]
+    n_groups = 0 if groups is None else len(groups.names)
     folds = []
-    for fitted_on, judged_on in (cut, cut[::-1]):
+    for f, h in ((0, 1), (1, 0)):
+        fitted_on, judged_on = cut[f], cut[h]
         pooled = PooledScores.of(judged_on.values, gen_values)
         levels = np.array([e for e in LEVELS if e * pooled.n_impostors >= MIN_EXPECTED])
-        if levels.size:
-            folds.append((fitted_on, judged_on, pooled, levels))
+        if not levels.size:
+            continue
+        same_code = None
+        if n_groups:
+            held_groups = groups.take(index[h])
+            own = np.repeat(groups.of_class, judged_on.counts())
+            # the held-out impostor's group when it is a same-group comparison of a labelled class, else n_groups
+            same_code = np.where(held_groups.same_group(judged_on), own, n_groups)
+        folds.append((fitted_on, judged_on, pooled, levels, same_code))
 
-    def one(task: tuple[int, str]) -> tuple[str, int, int, int]:
-        fitted_on, held, pooled, levels = folds[task[0]]
+    def one(task: tuple[int, str]) -> tuple:
+        fitted_on, held, pooled, levels, same_code = folds[task[0]]
         held_class = np.repeat(np.arange(len(held)), held.counts())
         tau = fit(task[1], fitted_on).thresholds(levels).values  # (classes, levels)
         worse = better = 0
+        fa_g, expected_g = np.zeros((n_groups, levels.size)), np.zeros(n_groups)
+        per_group = None if same_code is None else np.bincount(same_code, minlength=n_groups + 1)[:n_groups]
         for k in range(levels.size):
-            fa = int(np.count_nonzero(held.values <= tau[held_class, k]))
+            accepted = held.values <= tau[held_class, k]
+            fa = int(np.count_nonzero(accepted))
             reference = loosest_below(pooled, fa)
             mine = gen_values <= tau[gen_class, k]
             theirs = gen_values <= reference
             worse += int(np.count_nonzero(~mine & theirs))
             better += int(np.count_nonzero(mine & ~theirs))
-        return task[1], worse, better, int(gen_values.size) * int(levels.size)
+            if same_code is not None:
+                fa_g[:, k] = np.bincount(same_code[accepted], minlength=n_groups + 1)[:n_groups]
+                expected_g += levels[k] * per_group
+        # the counts at the levels are nested (a threshold at a lower level accepts a subset): as counts of one
+        # Poisson process, cov(FA_j, FA_k) = min(mean_j, mean_k), estimated by the counts themselves
+        var_g = np.minimum(fa_g[:, :, None], fa_g[:, None, :]).sum(axis=(1, 2))
+        return task[1], worse, better, int(gen_values.size) * int(levels.size), fa_g.sum(axis=1), expected_g, var_g
 
     # the bulk fits (a leave-one-out standardisation of every distance) take longest: they start first
     tasks = [(f, s) for s in sorted(structures, key=lambda s: s != "bulk") for f in range(len(folds))]
     with ThreadPoolExecutor(max_workers=max(1, min(2, len(tasks)))) as pool:
         done = list(pool.map(one, tasks))
     out = {s: Judged(s) for s in structures}
-    for s, worse, better, decided in done:
+    if n_groups:
+        for j in out.values():
+            j.group_fa, j.group_expected, j.group_var = np.zeros(n_groups), np.zeros(n_groups), np.zeros(n_groups)
+    for s, worse, better, decided, fa_g, expected_g, var_g in done:
         out[s].worse += worse
         out[s].better += better
         out[s].decided += decided
+        if n_groups:
+            out[s].group_fa += fa_g
+            out[s].group_expected += expected_g
+            out[s].group_var += var_g
     return [out[s] for s in structures]
 
 
@@ -119,21 +211,53 @@ def can_choose(impostors: ImpostorDistances, genuine: GenuineDistances | None) -
         held = 0 if genuine is None else int(genuine.values.size)
         return (f"the training data hold {held} genuine comparison(s), fewer than the {MIN_GENUINE} a choice needs "
                 "(image sets have none: a class's other sets are evaluation attempts)")
+    return can_halve(impostors)
+
+
+def can_halve(impostors: ImpostorDistances) -> str | None:
+    """Why the training impostors cannot be cut in two halves that locate every class (None when they can)."""
     if int(impostors.counts().min()) < MIN_PER_CLASS:
         return (f"a class has {int(impostors.counts().min())} training impostor distances, fewer than the "
                 f"{MIN_PER_CLASS} that two halves need")
     return None
 
 
+def _spread_words(j: Judged) -> str:
+    spread = j.group_spread
+    return "not measured" if spread is None else ("a group at 0" if math.isinf(spread) else f"{spread:.2f}x")
+
+
+def admissible(judged: list[Judged]) -> tuple[list[Judged], str]:
+    """The structures that do not widen the same-group FMR differential between groups beyond one pooled
+    threshold's (or ``MAX_SPREAD``) and counting noise (:func:`wider`), cross-fitted, and what was said of it;
+    all of them without groups measured (or without one pooled threshold judged)."""
+    reference = next((j for j in judged if j.structure == "one"), None)
+    if reference is None or all(j.group_spread is None for j in judged):
+        return judged, ""
+    said = "same-group FMR max/min between groups (cross-fitted): " + "; ".join(
+        f"{j.structure} {_spread_words(j)}" for j in judged)
+    return [j for j in judged if j is reference or not wider(j, reference)], said
+
+
 def choose(judged: list[Judged]) -> tuple[str, str]:
-    """(the structure chosen, why, in words) from :func:`judge`'s comparisons."""
-    candidates = [j for j in judged if j.structure != "one" and j.z < -Z_CHOOSE]
+    """(the structure chosen, why, in words) from :func:`judge`'s comparisons: of the :func:`admissible` ones, a
+    class-specific structure that turns away fewer training genuine comparisons than one pooled threshold beyond
+    ``Z_CHOOSE`` standard errors (the most net saves), else one pooled threshold."""
+    kept, group_said = admissible(judged)
     said = "; ".join(f"{j.structure}: {j.per_1000:+.3g} rejects per 1,000 genuine decisions (z = {j.z:+.1f})"
                      for j in judged if j.structure != "one")
+    said = f"cross-fitted: {said}"
+    if group_said:
+        said += f"; {group_said}"
+    refused = [j.structure for j in judged if j not in kept]
+    if refused:
+        said += f"; {', '.join(refused)} refused: wider between groups than one pooled threshold beyond noise"
+    candidates = [j for j in kept if j.structure != "one" and j.z < -Z_CHOOSE]
     if not candidates:
         return "one", (f"no class-specific structure turned away fewer training genuine comparisons than one pooled "
-                       f"threshold at the same FPR beyond {Z_CHOOSE:g} standard errors (cross-fitted: {said}), so one "
-                       "pooled threshold")
+                       f"threshold at the same FPR beyond {Z_CHOOSE:g} standard errors"
+                       f"{' without widening the gap between groups' if refused else ''} ({said}), so one pooled "
+                       "threshold")
     best = min(candidates, key=lambda j: (j.worse - j.better) / max(j.decided, 1))
     return best.structure, (f"{best.structure} turned away the fewest training genuine comparisons against one pooled "
-                            f"threshold at the same FPR (cross-fitted: {said})")
+                            f"threshold at the same FPR ({said})")
