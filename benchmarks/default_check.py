@@ -47,7 +47,15 @@ def datasets(out_root: Path) -> dict[str, dict]:
     specs = genuine_cost.datasets(out_root)
     out = {k: v for k, v in specs.items() if k in ("cfp-frontal-dlib", "bssr1-face-c", "bssr1-finger-left",
                                                     "yale-staggered", "synthetic-groups-follows",
-                                                    "synthetic-groups-fixed", "synthetic-look-alikes")}
+                                                    "synthetic-groups-fixed", "synthetic-groups-three",
+                                                    "synthetic-look-alikes")}
+    for name in [k for k, v in out.items() if v.get("groups")]:
+        same = json.loads(json.dumps(out[name]))
+        same["data"]["impostors"] = "same-group"
+        same["about"] = (f"{name} calibrated group by group against same-group impostors (`impostors: same-group`, "
+                         "ISO/IEC 19795-10): every FPR figure is over same-group impostor attempts.")
+        same["same_group_of"] = name
+        out[f"{name}-same-group"] = same
     if "cfp-frontal-dlib" in specs:
         scarce = json.loads(json.dumps(specs["cfp-frontal-dlib"]))
         scarce["data"]["fit_fraction"] = 0.05
@@ -77,13 +85,42 @@ def run(name: str, spec: dict, seed: int, out_root: Path) -> dict:
 
 
 def auto_choices(docs: list[dict]) -> list[str]:
-    """What auto chose in each run (its note)."""
+    """What auto chose in each run (its note; group by group: each group's, named)."""
     out = []
     for d in docs:
-        said = [n for n in d["notes"] if n.startswith("auto chose ") or n.startswith("auto: one pooled threshold")]
-        out += [("one pooled threshold" if n.startswith("auto: one") else n.split(":")[0].removeprefix("auto chose "))
-                for n in said] or ["?"]
+        picks = []
+        for n in d["notes"]:
+            group = ""
+            if n.startswith("group ") and ": auto" in n:
+                group, n = n.split(": ", 1)
+                group = group.removeprefix("group ") + ": "
+            if n.startswith("auto chose "):
+                picks.append(group + n.split(":")[0].removeprefix("auto chose "))
+            elif n.startswith("auto: one pooled threshold"):
+                picks.append(group + "one pooled threshold")
+        out.append(" / ".join(picks) or "?")
     return out
+
+
+def measured_groups(row: dict) -> dict[str, float]:
+    """Each labelled group's same-group achieved/target ratio where the evaluation expects at least MIN_EXPECTED
+    same-group false accepts on target."""
+    t = row["target_fpr"]
+    return {g: v["fmr_same_group"] / t for g, v in (row.get("groups") or {}).items()
+            if v.get("fmr_same_group") is not None and v["impostor_attempts_same_group"] * t >= MIN_EXPECTED}
+
+
+def spread(ratios: dict[str, float]) -> float | None:
+    if len(ratios) < 2:
+        return None
+    return math.inf if min(ratios.values()) == 0 else max(ratios.values()) / min(ratios.values())
+
+
+def one_threshold_ratios(row: dict) -> dict[str, float]:
+    t = row["target_fpr"]
+    groups = row.get("one_threshold", {}).get("groups") or {}
+    return {g: v["fmr_same_group"] / t for g, v in groups.items()
+            if v.get("fmr_same_group") is not None and v["impostor_attempts_same_group"] * t >= MIN_EXPECTED}
 
 
 def summarise(docs: list[dict]) -> dict[str, dict]:
@@ -104,13 +141,30 @@ def summarise(docs: list[dict]) -> dict[str, dict]:
             better += z < -2
             if r.get("fnr_cost") is not None:
                 costs.append(r["fnr_cost"])
+        gap_cells = gap_ok = 0
+        group_ratios = []
+        spreads = []
+        for r in cells:
+            mine, theirs = spread(measured_groups(r)), spread(one_threshold_ratios(r))
+            group_ratios += list(measured_groups(r).values())
+            if mine is not None and theirs is not None:
+                gap_cells += 1
+                gap_ok += mine <= max(theirs, 1.5) * (1 + 1e-9)
+                spreads.append((mine, theirs))
         predicted = [r for r in cells if r.get("predicted_fpr_low") is not None]
         refused = [r for r in cells if r.get("prediction_status") not in (None, "fits", "tail")]
         out[label] = {"cells": len(cells), "in_band": np.mean([BAND[0] <= x <= BAND[1] for x in ratios]) if ratios else None,
                       "worst_ratio": (min(ratios), max(ratios)) if ratios else None, "worse": int(worse),
                       "better": int(better), "median_cost": float(np.median(costs)) if costs else None,
                       "coverage": float(np.mean([bool(r.get("predicted_covers")) for r in predicted])) if predicted else None,
-                      "refused": len(refused) / len(cells) if cells else None}
+                      "refused": len(refused) / len(cells) if cells else None,
+                      "gap_cells": gap_cells, "gap_ok": gap_ok,
+                      "median_spread": (float(np.median([m for m, _ in spreads])),
+                                        float(np.median([t for _, t in spreads]))) if spreads else None,
+                      "groups_in_band": float(np.mean([BAND[0] <= x <= BAND[1] for x in group_ratios]))
+                      if group_ratios else None, "group_cells": len(group_ratios),
+                      "fnr": {(i, r["target_fpr"]): r["fnr"] for i, d in enumerate(docs)
+                              for r in d["estimators"][label]["targets"]}}
     return out
 
 
@@ -133,6 +187,23 @@ def render(results: dict[str, dict], specs: dict[str, dict], seeds: int, seconds
             lines.append(f"| {label} | {s['cells']} | {f(s['in_band'])} | {ratios} | {s['worse']} | {s['better']} | "
                          f"{f(s['median_cost'])} | {f(s['coverage'])} | {f(s['refused'])} |")
         lines.append("")
+        if any(s.get("gap_cells") for s in per.values() if isinstance(s, dict)):
+            lines += ["Groups (same-group FMR over same-group impostor attempts, groups expecting at least "
+                      f"{MIN_EXPECTED:g} false accepts): cells whose max/min between groups is no wider than one pooled "
+                      "threshold's at the same FPR (or 1.5); the medians of both; the share of (cell, group) "
+                      f"ratios in [{BAND[0]}, {BAND[1]}]"
+                      + ("; FNR against the same estimator calibrated against every impostor (median ratio)."
+                         if "same_group_cost" in next(iter(per.values())) else "."), "",
+                      "| estimator | gap no wider | median max/min (one threshold) | groups in band |"
+                      + (" FNR vs all-impostor calibration |" if "same_group_cost" in next(iter(per.values())) else ""),
+                      "|---|---|---|---|" + ("---|" if "same_group_cost" in next(iter(per.values())) else "")]
+            for label, s in per.items():
+                med = "n/a" if s["median_spread"] is None else f"{s['median_spread'][0]:.2f} ({s['median_spread'][1]:.2f})"
+                band = "n/a" if s["groups_in_band"] is None else f"{s['groups_in_band']:.2f} of {s['group_cells']}"
+                cost = f" {s['same_group_cost']:.2f}x |" if s.get("same_group_cost") is not None else (
+                    " n/a |" if "same_group_cost" in s else "")
+                lines.append(f"| {label} | {s['gap_ok']} of {s['gap_cells']} | {med} | {band} |{cost}")
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -153,8 +224,14 @@ def main() -> None:
         docs = [run(name, spec, s, out_root) for s in range(1 if folds else args.seeds)]
         results[name] = summarise(docs)
         results[name]["auto"]["chose"] = auto_choices(docs)
-        print(f"{name}: " + json.dumps({k: {kk: (round(vv, 3) if isinstance(vv, float) else vv) for kk, vv in v.items()}
-                                        for k, v in results[name].items()}), flush=True)
+        base = spec.get("same_group_of")
+        if base in results:  # what calibrating against same-group impostors costs genuine users
+            for label, s in results[name].items():
+                pairs = [(v, results[base][label]["fnr"].get(k)) for k, v in s["fnr"].items()]
+                ratios = [a / b for a, b in pairs if b]
+                s["same_group_cost"] = float(np.median(ratios)) if ratios else None
+        print(f"{name}: " + json.dumps({k: {kk: (round(vv, 3) if isinstance(vv, float) else vv) for kk, vv in v.items()
+                                            if kk != "fnr"} for k, v in results[name].items()}), flush=True)
     Path(args.out).write_text(render(results, specs, args.seeds, time.time() - started), encoding="utf-8")
     print(f"wrote {args.out}")
 

@@ -115,3 +115,25 @@ def test_choose_takes_the_structure_with_the_most_net_saves_beyond_two_standard_
     far = Judged("bulk", worse=5, better=60, decided=1000)          # z = -6.8, -55 per 1,000
     assert choose([near, far])[0] == "bulk"
     assert choose([Judged("anchored", worse=20, better=25, decided=1000)])[0] == "one"  # z = -0.7
+
+
+def test_a_large_gallery_is_judged_on_a_fixed_subset_of_classes_under_the_cap(monkeypatch):
+    import calibrate_builtins.estimators.choose as choose_module
+
+    imp, gen = gallery(11, classes=60, n=200)
+    monkeypatch.setattr(choose_module, "MAX_JUDGED", 5000)
+    sub, sub_gen, _, said = choose_module.judged_subset(imp, gen, None)
+    assert sub.values.size <= 5000 and sub.classes == imp.classes[::3] and sub_gen.classes == sub.classes
+    for i, c in enumerate(sub.classes):
+        np.testing.assert_array_equal(sub.of(i), imp.of(imp.classes.index(c)))
+    assert "one class in 3 (20 of 60" in said
+    est, context = Auto(), RunContext()
+    est.fit(imp, context, genuine=gen)
+    assert any("one class in 3" in n for n in context.notes), context.notes
+
+
+def test_too_few_training_distances_to_judge_any_level_keep_one_pooled_threshold():
+    imp, gen = gallery(12, classes=30, n=60)  # 900 distances a half: 9 false accepts expected at 1%
+    est, context = Auto(), RunContext()
+    est.fit(imp, context, genuine=gen)
+    assert est.chosen == "one" and any("no FPR level can be judged" in n for n in context.notes), context.notes

@@ -40,7 +40,7 @@ from calibrate.types import GenuineDistances, ImpostorDistances, TrainingGroups
 from calibrate.world import REFERENCE_MODEL
 
 from .anchored import ANCHORED_CONFIG, anchored_ranks, anchored_simulate, enroll_anchored, fit_anchored
-from .choose import STRUCTURES, can_choose, choose, judge
+from .choose import STRUCTURES, can_choose, choose, judge, judged_subset
 from .znorm import ZnormModel, enroll_znorm, fit_znorm
 
 #: auto-bulk's configuration, in znorm's terms (recorded in models.csv through the model's parameters)
@@ -115,9 +115,10 @@ class Auto(Estimator):
             # reference a class-specific structure must not widen; without, it is the reference itself
             labelled = groups is not None and np.unique(groups.of_class[groups.of_class < len(groups.names)]).size > 1
             structures = STRUCTURES if labelled else tuple(s for s in STRUCTURES if s != "one")
-            judged = judge(self._structure_fit, impostors, genuine, structures, groups if labelled else None)
+            sub, sub_genuine, sub_groups, subset = judged_subset(impostors, genuine, groups if labelled else None)
+            judged = judge(self._structure_fit, sub, sub_genuine, structures, sub_groups)
             self.chosen, why = choose(judged)
-            context.note(f"auto chose {self._words(self.chosen)}: {why}")
+            context.note(f"auto chose {self._words(self.chosen)}: {why}" + (f"; {subset}" if subset else ""))
         return self._structure_fit(self.chosen, impostors)
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:

@@ -44,6 +44,8 @@ STRUCTURES = ("one", "anchored", "bulk")
 #: the widest same-group FMR max/min ratio between groups a structure may have (issue 30's bar) where one pooled
 #: threshold's is narrower
 MAX_SPREAD = 1.5
+#: the choice is judged on at most this many training impostor distances (a fixed subset of classes beyond)
+MAX_JUDGED = 1_000_000
 
 
 @dataclass
@@ -124,16 +126,43 @@ def halves_index(impostors: ImpostorDistances) -> tuple[np.ndarray, np.ndarray]:
 
 def halves(impostors: ImpostorDistances) -> tuple[ImpostorDistances, ImpostorDistances]:
     """:func:`halves_index` as two galleries of the same classes."""
-    return tuple(_take(impostors, idx) for idx in halves_index(impostors))
+    a, b = halves_index(impostors)
+    return _take(impostors, a, True), _take(impostors, b, False)
 
 
-def _take(impostors: ImpostorDistances, index: np.ndarray) -> ImpostorDistances:
-    """The gallery of the same classes holding ``impostors.values[index]`` (``index`` class by class, each class's
-    half of its own distances)."""
+def _take(impostors: ImpostorDistances, index: np.ndarray, first: bool) -> ImpostorDistances:
+    """The gallery of the same classes holding ``impostors.values[index]``: :func:`halves_index`'s first half
+    (``first``: n // 2 of each class's n) or its second."""
     counts = impostors.counts()
-    half = np.bincount(np.searchsorted(impostors.offsets, index, side="right") - 1, minlength=counts.size)
+    half = counts // 2 if first else counts - counts // 2
     return ImpostorDistances(impostors.classes, impostors.values[index],
                              np.concatenate([[0], np.cumsum(half)]).astype(np.int64))
+
+
+def judged_subset(impostors: ImpostorDistances, genuine: GenuineDistances, groups: TrainingGroups | None
+                  ) -> tuple[ImpostorDistances, GenuineDistances, TrainingGroups | None, str]:
+    """The classes the choice is judged on: all of them up to ``MAX_JUDGED`` training impostor distances; beyond,
+    every k-th class (a fixed subset, k the smallest that brings them under the cap), with what was left out in
+    words ("" when nothing was). Beyond a million distances the choice is rarely close, and where it is, the
+    smaller sample keeps one pooled threshold, the choice that is never worse by design."""
+    total = int(impostors.values.size)
+    if total <= MAX_JUDGED:
+        return impostors, genuine, groups, ""
+    step = math.ceil(total / MAX_JUDGED)
+    rows = np.arange(0, len(impostors), step)
+    while int(impostors.counts()[rows].sum()) > MAX_JUDGED and step < len(impostors):
+        step += 1
+        rows = np.arange(0, len(impostors), step)
+    sub = ImpostorDistances.from_lists({impostors.classes[i]: impostors.of(i) for i in rows.tolist()})
+    sub_genuine = GenuineDistances.from_lists({genuine.classes[i]: genuine.of(i) for i in rows.tolist()})
+    sub_groups = None
+    if groups is not None:
+        index = np.concatenate([np.arange(impostors.offsets[i], impostors.offsets[i + 1]) for i in rows.tolist()])
+        sub_groups = TrainingGroups(groups.names, groups.of_class[rows], groups.of_impostor[index],
+                                    groups.same_group_only)
+    return sub, sub_genuine, sub_groups, (f"judged on one class in {step} ({rows.size:,} of {len(impostors):,}: "
+                                          f"{int(sub.values.size):,} training impostor distances, at most "
+                                          f"{MAX_JUDGED:,})")
 
 
 def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structures: tuple[str, ...],
@@ -146,7 +175,7 @@ def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structur
     gen_class = np.repeat(np.arange(len(genuine)), genuine.counts())
     gen_values = genuine.values
     index = halves_index(impostors)
-    cut = [_take(impostors, idx) for idx in index]
+    cut = [_take(impostors, idx, first) for idx, first in zip(index, (True, False))]
     n_groups = 0 if groups is None else len(groups.names)
     folds = []
     for f, h in ((0, 1), (1, 0)):
@@ -219,6 +248,9 @@ def can_halve(impostors: ImpostorDistances) -> str | None:
     if int(impostors.counts().min()) < MIN_PER_CLASS:
         return (f"a class has {int(impostors.counts().min())} training impostor distances, fewer than the "
                 f"{MIN_PER_CLASS} that two halves need")
+    if impostors.values.size // 2 * max(LEVELS) < MIN_EXPECTED:
+        return (f"the training data hold {int(impostors.values.size):,} impostor distances; a half expects fewer than "
+                f"{MIN_EXPECTED:g} false accepts even at {100 * max(LEVELS):g}%, so no FPR level can be judged")
     return None
 
 
