@@ -289,7 +289,9 @@ def choose(judged: list[Judged]) -> tuple[str, str]:
         return "one", (f"no class-specific structure turned away fewer training genuine comparisons than one pooled "
                        f"threshold at the same FPR beyond {Z_CHOOSE:g} standard errors"
                        f"{' without widening the gap between groups' if refused else ''} ({said}), so one pooled "
-                       "threshold")
+                       "threshold" + ("; `impostors: same-group` under `data:` calibrates each group on its own against "
+                                      "its same-group impostors (ISO/IEC 19795-10), which keeps each group's same-group "
+                                      "FMR near the target and lets each be class-specific" if refused else ""))
     best = min(candidates, key=lambda j: (j.worse - j.better) / max(j.decided, 1))
     return best.structure, (f"{best.structure} turned away the fewest training genuine comparisons against one pooled "
                             f"threshold at the same FPR ({said})")
