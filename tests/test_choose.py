@@ -137,3 +137,19 @@ def test_too_few_training_distances_to_judge_any_level_keep_one_pooled_threshold
     est, context = Auto(), RunContext()
     est.fit(imp, context, genuine=gen)
     assert est.chosen == "one" and any("no FPR level can be judged" in n for n in context.notes), context.notes
+
+
+def test_the_training_fnr_in_the_note_is_the_share_of_genuine_decisions_rejected():
+    imp, gen = gallery(13, classes=25, n=300, genuine=4)
+    est = Auto()
+    (got,) = judge(est._structure_fit, imp, gen, ("anchored",))
+    worse, better, decided = brute_force(est._structure_fit, imp, gen, "anchored")
+    a, b = halves(imp)
+    rejected = 0
+    for fitted_on, held in ((a, b), (b, a)):
+        levels = [e for e in LEVELS if e * held.values.size >= MIN_EXPECTED]
+        table = est._structure_fit("anchored", fitted_on).thresholds(np.array(levels)).values
+        rejected += sum(int(np.sum(gen.of(i) > table[i, k])) for k in range(len(levels)) for i in range(len(gen)))
+    assert got.rejected == rejected
+    assert got.fnr == pytest.approx(rejected / decided, rel=1e-12)
+    assert got.fnr_one == pytest.approx((rejected - worse + better) / decided, rel=1e-12)

@@ -58,6 +58,7 @@ class Judged:
     worse: int = 0      # genuine comparisons it rejects and one threshold accepts
     better: int = 0     # ... it accepts and one threshold rejects
     decided: int = 0    # genuine decisions counted (comparisons x levels x folds)
+    rejected: int = 0   # ... of which it rejected (its cross-fitted training FNR: rejected / decided)
     group_fa: np.ndarray | None = None        # per labelled group: same-group false accepts (levels x folds summed)
     group_expected: np.ndarray | None = None  # ... what the levels expect among those impostors
     group_var: np.ndarray | None = None       # ... the variance of group_fa (nested Poisson counts, see judge)
@@ -66,6 +67,16 @@ class Judged:
     def z(self) -> float:
         n = self.worse + self.better
         return (self.worse - self.better) / math.sqrt(n) if n else 0.0
+
+    @property
+    def fnr(self) -> float | None:
+        """Its training-side FNR, cross-fitted, over the levels and the two folds."""
+        return self.rejected / self.decided if self.decided else None
+
+    @property
+    def fnr_one(self) -> float | None:
+        """One pooled threshold's at the same FPR on the same decisions."""
+        return (self.rejected - self.worse + self.better) / self.decided if self.decided else None
 
     @property
     def per_1000(self) -> float:
@@ -196,7 +207,7 @@ def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structur
         fitted_on, held, pooled, levels, same_code = folds[task[0]]
         held_class = np.repeat(np.arange(len(held)), held.counts())
         tau = fit(task[1], fitted_on).thresholds(levels).values  # (classes, levels)
-        worse = better = 0
+        worse = better = rejected = 0
         fa_g, expected_g = np.zeros((n_groups, levels.size)), np.zeros(n_groups)
         per_group = None if same_code is None else np.bincount(same_code, minlength=n_groups + 1)[:n_groups]
         for k in range(levels.size):
@@ -207,13 +218,15 @@ def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structur
             theirs = gen_values <= reference
             worse += int(np.count_nonzero(~mine & theirs))
             better += int(np.count_nonzero(mine & ~theirs))
+            rejected += int(np.count_nonzero(~mine))
             if same_code is not None:
                 fa_g[:, k] = np.bincount(same_code[accepted], minlength=n_groups + 1)[:n_groups]
                 expected_g += levels[k] * per_group
         # the counts at the levels are nested (a threshold at a lower level accepts a subset): as counts of one
         # Poisson process, cov(FA_j, FA_k) = min(mean_j, mean_k), estimated by the counts themselves
         var_g = np.minimum(fa_g[:, :, None], fa_g[:, None, :]).sum(axis=(1, 2))
-        return task[1], worse, better, int(gen_values.size) * int(levels.size), fa_g.sum(axis=1), expected_g, var_g
+        return (task[1], worse, better, int(gen_values.size) * int(levels.size), rejected, fa_g.sum(axis=1),
+                expected_g, var_g)
 
     # the bulk fits (a leave-one-out standardisation of every distance) take longest: they start first
     tasks = [(f, s) for s in sorted(structures, key=lambda s: s != "bulk") for f in range(len(folds))]
@@ -223,10 +236,11 @@ def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structur
     if n_groups:
         for j in out.values():
             j.group_fa, j.group_expected, j.group_var = np.zeros(n_groups), np.zeros(n_groups), np.zeros(n_groups)
-    for s, worse, better, decided, fa_g, expected_g, var_g in done:
+    for s, worse, better, decided, rejected, fa_g, expected_g, var_g in done:
         out[s].worse += worse
         out[s].better += better
         out[s].decided += decided
+        out[s].rejected += rejected
         if n_groups:
             out[s].group_fa += fa_g
             out[s].group_expected += expected_g
@@ -254,6 +268,10 @@ def can_halve(impostors: ImpostorDistances) -> str | None:
     return None
 
 
+def _percent(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.3g}%"
+
+
 def _spread_words(j: Judged) -> str:
     spread = j.group_spread
     return "not measured" if spread is None else ("a group at 0" if math.isinf(spread) else f"{spread:.2f}x")
@@ -276,9 +294,10 @@ def choose(judged: list[Judged]) -> tuple[str, str]:
     class-specific structure that turns away fewer training genuine comparisons than one pooled threshold beyond
     ``Z_CHOOSE`` standard errors (the most net saves), else one pooled threshold."""
     kept, group_said = admissible(judged)
-    said = "; ".join(f"{j.structure}: {j.per_1000:+.3g} rejects per 1,000 genuine decisions (z = {j.z:+.1f})"
+    said = "; ".join(f"{j.structure}: training FNR {_percent(j.fnr)} against {_percent(j.fnr_one)} for one pooled "
+                     f"threshold, {j.per_1000:+.3g} rejects per 1,000 genuine decisions (z = {j.z:+.1f})"
                      for j in judged if j.structure != "one")
-    said = f"cross-fitted: {said}"
+    said = f"cross-fitted, FNR averaged over the FPR levels a half measures: {said}"
     if group_said:
         said += f"; {group_said}"
     refused = [j.structure for j in judged if j not in kept]
