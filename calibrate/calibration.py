@@ -458,13 +458,42 @@ def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transfor
     genuine = c == r
     if not genuine.any():
         return None
-    names, values, valid = _padded(s[genuine], c[genuine])
+    gs, gc = s[genuine], c[genuine]
+    mapped = _mappable(gs, kind, transform)
+    if not mapped.all():  # they only inform the estimator's choice: left out, said, never a failed fit
+        bad = int(np.flatnonzero(~mapped)[0])
+        warnings.warn(f"calibrate.fit: {int((~mapped).sum())} of {gs.size} genuine scores cannot be mapped by the "
+                      f"transform (e.g. {gs[bad]!r} of class {gc[bad]!r}) and are left out of what the estimator may "
+                      "judge its choice by", stacklevel=3)
+        gs, gc = gs[mapped], gc[mapped]
+        if not gs.size:
+            return None
+    names, values, valid = _padded(gs, gc)
     matrix = DistanceMatrix(values, np.array([_OTHER] * values.shape[0]), np.array(names), valid, kind,
                             source="calibrate.fit genuine scores")
     d = transform.apply(matrix)
     column = {n: j for j, n in enumerate(names)}
     return GenuineDistances.from_lists({cls: (d.values[d.valid[:, column[cls]], column[cls]] if cls in column
                                               else np.empty(0)) for cls in order})
+
+
+def _mappable(values: np.ndarray, kind: str, transform: Transform) -> np.ndarray:
+    """Which of ``values`` the fitted transform maps to a finite, non-negative distance (all of them in one call when
+    it can; else one by one, so that one failed genuine attempt does not stop a fit)."""
+    def ok(v: np.ndarray) -> np.ndarray | None:
+        m = DistanceMatrix(v[:, None], np.array([_OTHER] * v.size), np.array(["genuine"]), np.ones((v.size, 1), bool),
+                           kind, source="calibrate.fit genuine scores")
+        try:
+            out = transform.apply(m).values[:, 0]
+        except DataError:
+            return None
+        return np.isfinite(out) & (out >= 0)
+
+    whole = ok(values)
+    if whole is not None:
+        return whole
+    return np.array([bool(r is not None and r[0]) for r in (ok(values[i:i + 1]) for i in range(values.size))],
+                    dtype=bool)
 
 
 def _spec(registry, kind: str, entry: Any, where: str):

@@ -178,3 +178,30 @@ def test_class_interp_below_every_training_distance_gets_no_interval_where_the_w
     assert check["support"] < 1 and check["world_fpr"] * 8400 > 30  # none below, where the world expects dozens
     cal = calibrate.fit(per, kind="distance", estimator="class-interp", targets=[0.02], predict=True, replicates=20)
     assert cal.prediction["prediction_status"] == ["contradicted"]
+
+
+def test_a_class_enrolled_into_one_pooled_threshold_gets_that_threshold_whatever_its_distances():
+    """auto without genuine comparisons chooses one pooled threshold: a new class joins it, even with two distances
+    or a distance of 0 (which the anchor could not place on the log scale)."""
+    rng = np.random.default_rng(5)
+    scores = {f"c{i}": rng.gamma(4.0, 0.5, 300) for i in range(40)}
+    cal = calibrate.fit(scores, kind="distance", estimator="auto", targets=[0.01], predict=False)
+    assert cal.model.anchor["structure"] == "one"
+    pooled = cal.model.threshold("c0", 0.01)
+    for extra in (np.array([0.4, 1.3]), np.array([0.0, 0.5, 0.9, 1.4])):
+        cal.enroll("new", extra)
+        assert cal.model.threshold("new", 0.01) == pytest.approx(pooled, rel=1e-12)
+
+
+def test_an_anchored_class_needs_only_the_distances_its_anchor_reads_on_the_log_scale():
+    """A distance of 0 (log scale: -inf with a working offset of 0) is refused only where the anchor reads it, as
+    the fit refuses it: among 200 distances the anchor reads ranks 10-18, among 9 ranks 1-6."""
+    rng = np.random.default_rng(6)
+    scores = {f"c{i}": rng.gamma(4.0, 0.5, 300) for i in range(40)}
+    cal = calibrate.fit(scores, kind="distance", estimator="anchored", targets=[0.01], predict=False)
+    assert cal.model.offset == 0.0
+    d = np.sort(rng.gamma(4.0, 0.5, 200))
+    cal.enroll("far-from-zero", np.r_[0.0, d])
+    assert np.isfinite(cal.model.threshold("far-from-zero", 0.01))
+    with pytest.raises(calibrate.errors.DataError, match="include 0"):
+        cal.enroll("zero-is-read", np.r_[0.0, d[:8]])

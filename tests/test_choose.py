@@ -3,6 +3,8 @@ recount, and the choice it makes where the answer is known by construction."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,41 @@ def test_the_training_fnr_in_the_note_is_the_share_of_genuine_decisions_rejected
     assert got.rejected == rejected
     assert got.fnr == pytest.approx(rejected / decided, rel=1e-12)
     assert got.fnr_one == pytest.approx((rejected - worse + better) / decided, rel=1e-12)
+
+
+def test_the_paired_difference_is_clustered_by_class():
+    """Ten genuine comparisons of one class saved at every level say little about the other classes: by class, the
+    saving is one standard error, not the 3.2 that counting every decision as independent would claim."""
+    from calibrate_builtins.estimators.choose import Judged
+    one_class = Judged("anchored", worse=0, better=10, decided=1000, net_per_class=np.array([-10.0] + [0.0] * 49))
+    assert one_class.z == pytest.approx(-1.0)
+    assert choose([one_class])[0] == "one"
+    spread = Judged("anchored", worse=0, better=10, decided=1000, net_per_class=np.array([-1.0] * 10 + [0.0] * 40))
+    assert spread.z == pytest.approx(-10 / math.sqrt(10))
+    assert choose([spread])[0] == "anchored"
+
+
+def test_the_clustered_nets_add_up_to_the_paired_counts():
+    imp, gen = gallery(14, classes=25, n=300, genuine=4)
+    (got,) = judge(Auto()._structure_fit, imp, gen, ("anchored",))
+    assert got.net_per_class.shape == (25,)
+    assert got.net_per_class.sum() == got.worse - got.better
+
+
+def test_a_genuine_score_the_transform_cannot_map_is_left_out_of_calibrate_fit_with_a_warning():
+    """Genuine scores only inform the default's choice: one failed attempt scored 0 under neg-log must not stop
+    the fit (it did when they were first passed to the estimator)."""
+    import calibrate
+
+    rng = np.random.default_rng(15)
+    n, per = 40, 300
+    imp = rng.beta(2, 5, (n, per)) * 0.9 + 0.05
+    gen = rng.beta(6, 2, (n, 3)) * 0.9 + 0.05
+    gen[-1, -1] = 0.0
+    scores = np.concatenate([imp.ravel(), gen.ravel()])
+    classes = np.concatenate([np.repeat(np.arange(n), per), np.repeat(np.arange(n), 3)]).astype(str)
+    real = np.concatenate([np.full(n * per, "someone-else"), np.repeat(np.arange(n), 3).astype(str)])
+    with pytest.warns(UserWarning, match="1 of 120 genuine scores cannot be mapped"):
+        cal = calibrate.fit(scores, classes, real=real, kind="similarity", targets=[0.01], predict=False,
+                            transform={"plugin": "similarity-to-distance", "method": "neg-log", "upper": 1.0})
+    assert np.isfinite(cal.threshold("0", 0.01))

@@ -90,28 +90,32 @@ def enroll_anchored(model: ZnormModel, cls: str, distances: np.ndarray, who: str
     """``model`` with one class located at its own anchor, shrunk with the fitted mean and spread of the anchors;
     the pooled shape, the working offset and the other classes stay."""
     d = np.sort(np.asarray(distances, dtype=np.float64))
-    if d.size < 3:
-        raise DataError(f"estimator {who}, class {cls!r}: {d.size} training distance(s); at least 3 are needed to "
-                        "locate a class at its nearest impostors")
-    y = to_working(d, model.family, model.offset)
-    if not np.all(np.isfinite(y)):
-        raise DataError(f"estimator {who}, class {cls!r}: a distance of 0 cannot be placed on this calibration's log "
-                        "scale (its working offset is 0); fit again with the new class")
-    n = np.array([y.size])
-    k = anchor_ranks(n, model.anchor["max_rank"])
-    a, _, variance = anchor_statistics(lambda r: y[r], k, n)
-    tau2 = model.anchor["between_var"]
-    w = tau2 / (tau2 + float(variance[0])) if tau2 > 0 else 0.0
-    loc = w * float(a[0]) + (1 - w) * model.anchor["mean"]
+    if model.anchor.get("structure") == "one":
+        loc = 0.0  # one pooled threshold: every class, a new one too, at the same location whatever its distances
+    else:
+        if d.size < 3:
+            raise DataError(f"estimator {who}, class {cls!r}: {d.size} training distance(s); at least 3 are needed "
+                            "to locate a class at its nearest impostors")
+        with np.errstate(divide="ignore"):  # a 0 below the ranks the anchor reads is harmless (checked below)
+            y = to_working(d, model.family, model.offset)
+        n = np.array([y.size])
+        k = anchor_ranks(n, model.anchor["max_rank"])
+        a, _, variance = anchor_statistics(lambda r: y[r], k, n)
+        if not (np.isfinite(a[0]) and np.isfinite(variance[0])):  # only the ranks the anchor reads (as the fit)
+            raise DataError(f"estimator {who}, class {cls!r}: its nearest distances include 0, which cannot be placed "
+                            "on this calibration's log scale (its working offset is 0); fit again with the new class")
+        tau2 = model.anchor["between_var"]
+        w = tau2 / (tau2 + float(variance[0])) if tau2 > 0 else 0.0
+        loc = w * float(a[0]) + (1 - w) * model.anchor["mean"]
     state = model.to_state()
     if cls in model.classes:
         i = model.classes.index(cls)
-        state["loc"][i], state["n"][i] = loc, int(y.size)
+        state["loc"][i], state["n"][i] = loc, int(d.size)
     else:
         state["classes"].append(cls)
         state["loc"].append(loc)
         state["scale"].append(1.0)
-        state["n"].append(int(y.size))
+        state["n"].append(int(d.size))
     return type(model).from_state(state)
 
 
