@@ -26,7 +26,6 @@ import numpy as np
 
 from .artifact import ACCEPT_IF, artifact, dumps_artifact, fingerprint, package_versions
 from .base import Estimator, FittedModel, RunContext, Transform, check_target
-from .grouped import refuse_enroll
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_worlds, choose_world, measured_interval
@@ -277,7 +276,9 @@ class Calibration:
         ``impostor_cohort_scores``: per impostor score, its probe's scores against the cohort models
         (without this class and the probe's own), as ``accept``'s ``probe_cohort_scores``."""
         refuse_bad_labels([str(cls)], "Calibration.enroll")  # what is enrolled must load again (issue 19: S1)
-        refuse_enroll(self.model)  # a calibration group by group: the class's group is needed (calibrate.grouped)
+        refused = getattr(self.model, "enroll_refused", None)  # said before any work, as Estimator.enroll says it
+        if refused:
+            raise ParameterError(refused)
         scores = strict_floats(impostor_scores, f"class {cls!r}: impostor scores")
         if scores.ndim != 1 or scores.size == 0:
             raise DataError(f"class {cls!r}: impostor scores must be a non-empty 1-D array, got shape {scores.shape}")

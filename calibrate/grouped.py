@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .base import FittedModel, RunContext
-from .errors import CalibrationError, DataError, ParameterError
+from .errors import CalibrationError, DataError
 from .types import UNLABELLED, GenuineDistances, ImpostorDistances, TrainingGroups, group_problem
 
 #: the marker of a grouped model's saved state
@@ -167,8 +167,3 @@ def fit_by_group(make: Callable[[], Any], impostors: ImpostorDistances, genuine:
 ENROLL_REFUSED = ("this calibration was made group by group against same-group impostors (`impostors: same-group`); "
                   "enrolling one class needs its group, which enroll does not take: fit again with the new class and "
                   "its group in the groups file")
-
-
-def refuse_enroll(model: FittedModel) -> None:
-    if isinstance(model, GroupedModel):
-        raise ParameterError(ENROLL_REFUSED)

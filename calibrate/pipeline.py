@@ -246,7 +246,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
             context.note(normalising.normalised_note(normalization))
     impostors = ImpostorDistances.from_matrix(train_d)
     genuine = GenuineDistances.from_matrix(train_d, impostors.classes)  # training genuine comparisons, if any
-    training_groups = None if groups is None else TrainingGroups.of_matrix(groups, train_d, recipe.same_group)
+    training_groups = None if groups is None else TrainingGroups.of_matrix(groups, train_d)
     models: dict[str, FittedModel] = {}
     tables, predictions = {}, {}
     fitted = []

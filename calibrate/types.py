@@ -204,8 +204,25 @@ class DistanceMatrix:
                             "`kind: similarity`; otherwise choose a transform that maps them there")
 
 
+class _PerClassFlat:
+    """Per-class values stored flat (CSR): ``values[offsets[i]:offsets[i+1]]`` are class ``classes[i]``'s."""
+
+    classes: tuple[str, ...]
+    values: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def of(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i]:self.offsets[i + 1]]
+
+
 @dataclass(frozen=True)
-class ImpostorDistances:
+class ImpostorDistances(_PerClassFlat):
     """Training impostor distances per enrolled class, stored flat (CSR-like) for speed.
 
     ``values[offsets[i]:offsets[i+1]]`` are the distances between class ``classes[i]``'s
@@ -252,14 +269,6 @@ class ImpostorDistances:
         offsets = np.concatenate([[0], np.cumsum(mask.sum(axis=0))])
         return cls(tuple(matrix.gallery_classes.tolist()), values, offsets)
 
-    def __len__(self) -> int:
-        return len(self.classes)
-
-    def counts(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def of(self, i: int) -> np.ndarray:
-        return self.values[self.offsets[i]:self.offsets[i + 1]]
 
     def sorted_within(self) -> np.ndarray:
         """``values`` with each class's segment sorted ascending, equal values (0.0 and -0.0 too) in their
@@ -289,7 +298,7 @@ class ImpostorDistances:
 
 
 @dataclass(frozen=True)
-class GenuineDistances:
+class GenuineDistances(_PerClassFlat):
     """Training genuine distances per enrolled class, flat as :class:`ImpostorDistances` (a class may have none):
     ``values[offsets[i]:offsets[i+1]]`` are class ``classes[i]``'s own probes compared with its enrollment, from the
     training data only. What an estimator may use to judge, before any evaluation, what its thresholds cost
@@ -334,14 +343,6 @@ class GenuineDistances:
         offsets = np.concatenate([[0], np.cumsum([a.size for a in arrays])]).astype(np.int64)
         return cls(classes, np.concatenate(arrays) if arrays else np.empty(0), offsets)
 
-    def __len__(self) -> int:
-        return len(self.classes)
-
-    def counts(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def of(self, i: int) -> np.ndarray:
-        return self.values[self.offsets[i]:self.offsets[i + 1]]
 
 
 @dataclass(frozen=True)
@@ -491,14 +492,12 @@ class TrainingGroups:
     """The demographic groups on an estimator's training side (``Estimator.fit(..., groups=)``), aligned with its
     :class:`ImpostorDistances`: ``of_class[i]`` is class i's group (an index into ``names``; ``len(names)`` for a
     class without one) and ``of_impostor[j]`` the group of the probe behind ``impostors.values[j]`` (the same
-    codes). ``same_group_only``: the run calibrates against same-group impostors (``data: {impostors:
-    same-group}``, ISO/IEC 19795-10), so a labelled class's impostors are all of its own group and its FPR is
-    the same-group FMR."""
+    codes). (A run calibrating against same-group impostors, ``data: {impostors: same-group}``, fits each group on
+    its own instead: calibrate.grouped.)"""
 
     names: tuple[str, ...]
     of_class: np.ndarray
     of_impostor: np.ndarray
-    same_group_only: bool = False
 
     def __post_init__(self):
         names = tuple(str(n) for n in self.names)
@@ -510,17 +509,15 @@ class TrainingGroups:
         object.__setattr__(self, "names", names)
         object.__setattr__(self, "of_class", _readonly(of_class))
         object.__setattr__(self, "of_impostor", _readonly(of_impostor))
-        object.__setattr__(self, "same_group_only", bool(self.same_group_only))
 
     @classmethod
-    def of_matrix(cls, labels: "GroupLabels", matrix: DistanceMatrix, same_group_only: bool = False
-                  ) -> "TrainingGroups":
+    def of_matrix(cls, labels: "GroupLabels", matrix: DistanceMatrix) -> "TrainingGroups":
         """The groups of :meth:`ImpostorDistances.from_matrix` ``(matrix)``'s classes and impostor distances."""
         names = labels.names
         probe = labels.codes(matrix.probe_classes)
         mask = matrix.impostor_mask()
         of_impostor = np.broadcast_to(probe[:, None], mask.shape).T[mask.T]  # column by column, as from_matrix
-        return cls(names, labels.codes(matrix.gallery_classes), of_impostor, same_group_only)
+        return cls(names, labels.codes(matrix.gallery_classes), of_impostor)
 
     def check(self, impostors: "ImpostorDistances", where: str) -> None:
         if self.of_class.size != len(impostors) or self.of_impostor.size != impostors.values.size:
@@ -536,7 +533,7 @@ class TrainingGroups:
     def take(self, index: np.ndarray) -> "TrainingGroups":
         """The groups of impostor distances picked by ``index`` (flat, in the order of a new gallery of the same
         classes)."""
-        return TrainingGroups(self.names, self.of_class, self.of_impostor[np.asarray(index)], self.same_group_only)
+        return TrainingGroups(self.names, self.of_class, self.of_impostor[np.asarray(index)])
 
 
 @dataclass(frozen=True)

@@ -34,15 +34,14 @@ import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.gpd import exceedance_count, fit_lower_tail, monotone
+from calibrate.gpd import exceedance_count, monotone
 from calibrate.standardise import (anchor_locations, anchor_ranks, anchor_statistics, anchored_classes,
                                    anchored_sorted, from_working, shrink_anchors, spacing_ranks, to_working,
                                    working_offset)
-from calibrate.stats import interpolate_rank
 from calibrate.types import ImpostorDistances
 
-from .simulate import PARTIAL_SHARE, _covered, _flat_lowest, _lowest_counts, _smallest
-from .znorm import ZnormModel, check_class_sizes
+from .simulate import PARTIAL_SHARE, _covered, _flat_lowest, _lowest_counts, _smallest, pooled_z_quantile
+from .znorm import ZnormModel, check_class_sizes, pooled_tail
 
 #: the configuration of the fit (the working scale, the pooled quantile and its tail: auto's)
 ANCHORED_CONFIG = {"family": "lognormal", "jackknife": 0.5, "max_rank": 20, "min_tail_count": 10.0,
@@ -64,12 +63,7 @@ def fit_anchored(impostors: ImpostorDistances, *, family: str, jackknife: float,
         offset, m, _, anchor = anchored_classes(impostors, family, jackknife, max_rank, f"estimator {who}")
         anchor = {"structure": "anchored", **anchor}
         sorted_z = anchored_sorted(impostors, family, jackknife, max_rank, f"estimator {who}")
-    try:
-        tail_fit, _ = fit_lower_tail(sorted_z, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
-                                     shape_bounds=shape_bounds)
-        tail = dict(tail_fit.__dict__)
-    except DataError:
-        tail = None  # too few or tied pooled values: the empirical quantile throughout
+    tail = pooled_tail(sorted_z, tail_fraction, min_exceedances, shape_bounds)
     counts = impostors.counts()
     return ZnormModel(impostors.classes, m, np.ones(counts.size), counts, family, offset, True, False, sorted_z, tail,
                       min_tail_count, anchor=anchor)
@@ -194,18 +188,10 @@ def anchored_simulate(galleries, targets: np.ndarray, *, family: str, jackknife:
     ok = covered & np.all(np.isfinite(m), axis=1)
     out = np.full((b_count, c_count, t.size), np.nan)
     for g in np.flatnonzero(ok):
-        zs = lowest_z[g]
-        qz = interpolate_rank(zs, t * n_total)
-        if need_tail:
-            try:
-                tail, _ = fit_lower_tail(zs, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
-                                         shape_bounds=shape_bounds, n=n_total)
-            except Exception:  # noqa: BLE001 - the refit decides (it raises the same DataError or not)
-                continue
-            if tail.p_u > switch:
-                at_switch = float(interpolate_rank(zs, np.array([switch * n_total]))[0])
-                qz = np.where(t < switch, np.minimum(tail.quantile(t), at_switch), qz)
-        out[g] = monotone(from_working(m[g][:, None] + qz[None, :], family, float(offset[g])), t)
+        qz = pooled_z_quantile(lowest_z[g], t, n_total, need_tail, switch, tail_fraction=tail_fraction,
+                               min_exceedances=min_exceedances, shape_bounds=shape_bounds)
+        if qz is not None:
+            out[g] = monotone(from_working(m[g][:, None] + qz[None, :], family, float(offset[g])), t)
     return out
 
 

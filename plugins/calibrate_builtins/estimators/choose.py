@@ -180,8 +180,7 @@ def judged_subset(impostors: ImpostorDistances, genuine: GenuineDistances, group
     sub_groups = None
     if groups is not None:
         index = np.concatenate([np.arange(impostors.offsets[i], impostors.offsets[i + 1]) for i in rows.tolist()])
-        sub_groups = TrainingGroups(groups.names, groups.of_class[rows], groups.of_impostor[index],
-                                    groups.same_group_only)
+        sub_groups = TrainingGroups(groups.names, groups.of_class[rows], groups.of_impostor[index])
     return sub, sub_genuine, sub_groups, (f"judged on one class in {step} ({rows.size:,} of {len(impostors):,}: "
                                           f"{int(sub.values.size):,} training impostor distances, at most "
                                           f"{MAX_JUDGED:,})")

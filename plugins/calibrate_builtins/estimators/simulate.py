@@ -282,17 +282,29 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
         need_tail, switch = False, 0.0
     out = np.full((b_count, c_count, t.size), np.nan)
     for g in np.flatnonzero(~bad & covered):
-        zs = lowest_z[g]
-        qz = interpolate_rank(zs, t * n_total)
-        if need_tail:
-            try:
-                tail, _ = fit_lower_tail(zs, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
-                                         shape_bounds=shape_bounds, n=n_total)
-            except Exception:  # noqa: BLE001 - the refit decides (it raises the same DataError or not)
-                continue
-            if tail.p_u > switch:
-                at_switch = float(interpolate_rank(zs, np.array([switch * n_total]))[0])
-                qz = np.where(t < switch, np.minimum(tail.quantile(t), at_switch), qz)
-        yy = m[g][:, None] + s[g][:, None] * qz[None, :]
-        out[g] = monotone(from_working(yy, family, float(offset[g])), t)
+        qz = pooled_z_quantile(lowest_z[g], t, n_total, need_tail, switch, tail_fraction=tail_fraction,
+                               min_exceedances=min_exceedances, shape_bounds=shape_bounds)
+        if qz is not None:
+            yy = m[g][:, None] + s[g][:, None] * qz[None, :]
+            out[g] = monotone(from_working(yy, family, float(offset[g])), t)
     return out
+
+
+def pooled_z_quantile(zs: np.ndarray, t: np.ndarray, n_total: int, need_tail: bool, switch: float, *,
+                      tail_fraction: float, min_exceedances: int, shape_bounds: tuple[float, float]
+                      ) -> np.ndarray | None:
+    """One simulated gallery's pooled quantile at the targets ``t`` from its lowest standardised values ``zs`` (of
+    ``n_total``), as ZnormModel.z_quantiles reads it: interpolated, with the GPD tail below ``switch`` when
+    ``need_tail``; None where the tail cannot be fitted (the caller refits that gallery whole)."""
+    qz = interpolate_rank(zs, t * n_total)
+    if not need_tail:
+        return qz
+    try:
+        tail, _ = fit_lower_tail(zs, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
+                                 shape_bounds=shape_bounds, n=n_total)
+    except Exception:  # noqa: BLE001 - the refit decides (it raises the same DataError or not)
+        return None
+    if tail.p_u > switch:
+        at_switch = float(interpolate_rank(zs, np.array([switch * n_total]))[0])
+        qz = np.where(t < switch, np.minimum(tail.quantile(t), at_switch), qz)
+    return qz

@@ -73,6 +73,18 @@ FAMILIES = ("gaussian", "lognormal")
 # pure functions
 
 
+def pooled_tail(sorted_z: np.ndarray, tail_fraction: float, min_exceedances: int,
+                shape_bounds: tuple[float, float]) -> dict | None:
+    """The GPD lower tail of the pooled standardised scores as a model keeps it, or None when too few or tied pooled
+    values allow none (the empirical quantile is then used throughout)."""
+    try:
+        tail_fit, _ = fit_lower_tail(sorted_z, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
+                                     shape_bounds=shape_bounds)
+    except DataError:
+        return None
+    return dict(tail_fit.__dict__)
+
+
 def check_class_sizes(impostors: ImpostorDistances, minimum: int, who: str) -> None:
     counts = impostors.counts()
     small = [(c, int(n)) for c, n in zip(impostors.classes, counts) if n < minimum]
@@ -318,12 +330,7 @@ def fit_znorm(impostors: ImpostorDistances, *, family: str, robust: bool, pooled
     sorted_z, tail = None, None
     if pooled_shape:
         sorted_z = pooled_sorted(impostors, family, robust, jackknife, f"estimator {who}")
-        try:
-            tail_fit, _ = fit_lower_tail(sorted_z, tail_fraction=tail_fraction, min_exceedances=min_exceedances,
-                                         shape_bounds=shape_bounds)
-            tail = dict(tail_fit.__dict__)
-        except DataError:
-            tail = None  # too few or tied pooled scores: the empirical quantile is used throughout
+        tail = pooled_tail(sorted_z, tail_fraction, min_exceedances, shape_bounds)
     return ZnormModel(impostors.classes, locs, scales, impostors.counts(), family, offset, pooled_shape, predictive,
                       sorted_z, tail, min_tail_count)
 
