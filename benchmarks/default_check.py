@@ -127,6 +127,23 @@ def one_threshold_ratios(row: dict) -> dict[str, float]:
             if v.get("fmr_same_group") is not None and v["impostor_attempts_same_group"] * t >= MIN_EXPECTED}
 
 
+def per_target(docs: list[dict], label: str) -> dict[float, dict]:
+    """Both axes per target, medians over the replicates: achieved/target, FNR and one pooled threshold's FNR at the
+    same FPR, and each group's same-group achieved/target (groups the evaluation measures)."""
+    out: dict[float, dict] = {}
+    for d in docs:
+        for r in d["estimators"][label]["targets"]:
+            cell = out.setdefault(r["target_fpr"], {"ratio": [], "fnr": [], "fnr_one": [], "groups": {}, "expected": []})
+            cell["ratio"].append(r["ratio"])
+            cell["expected"].append(r["target_fpr"] * r["impostor_attempts"])
+            cell["fnr"].append(r["fnr"])
+            if r.get("fnr_one_threshold") is not None:
+                cell["fnr_one"].append(r["fnr_one_threshold"])
+            for g, x in measured_groups(r).items():
+                cell["groups"].setdefault(g, []).append(x)
+    return out
+
+
 def summarise(docs: list[dict]) -> dict[str, dict]:
     out = {}
     for label in [e for e in ESTIMATORS if e in docs[0]["estimators"]]:
@@ -171,7 +188,8 @@ def summarise(docs: list[dict]) -> dict[str, dict]:
                       "groups_in_band": float(np.mean([BAND[0] <= x <= BAND[1] for x in group_ratios]))
                       if group_ratios else None, "group_cells": len(group_ratios),
                       "fnr": {(i, r["target_fpr"]): r["fnr"] for i, d in enumerate(docs)
-                              for r in d["estimators"][label]["targets"]}}
+                              for r in d["estimators"][label]["targets"]},
+                      "per_target": per_target(docs, label)}
     return out
 
 
@@ -199,6 +217,21 @@ def render(results: dict[str, dict], specs: dict[str, dict], seeds: int, seconds
                          f"{s['worse']} | {s['better']} | "
                          f"{f(s['median_cost'])} | {f(s['coverage'])} | {f(s['refused'])} |")
         lines.append("")
+        auto = per.get("auto", {}).get("per_target")
+        if auto:
+            lines += ["auto on both axes per target (medians over the replicates): achieved/target FPR; FNR against "
+                      "one pooled threshold's at the same FPR; with groups, each group's same-group achieved/target "
+                      f"where the evaluation expects at least {MIN_EXPECTED:g} same-group false accepts. Expected: the "
+                      "false accepts the evaluation expects on target (below "
+                      f"{MIN_EXPECTED:g} the ratio is counting noise as much as a measurement).", "",
+                      "| target | expected | achieved/target | FNR (one threshold) | groups |", "|---|---|---|---|---|"]
+            med = lambda v: float(np.median(v)) if v else float("nan")  # noqa: E731
+            for t, c in sorted(auto.items(), reverse=True):
+                groups = ", ".join(f"{g} {med(v):.2f}" for g, v in sorted(c["groups"].items())) or "-"
+                lines.append(f"| {100 * t:g}% | {med(c['expected']):.0f} | {med(c['ratio']):.2f} | "
+                             f"{100 * med(c['fnr']):.2f}% "
+                             f"({100 * med(c['fnr_one']):.2f}%) | {groups} |")
+            lines.append("")
         if any(s.get("gap_cells") for s in per.values() if isinstance(s, dict)):
             lines += ["Groups (same-group FMR over same-group impostor attempts, groups expecting at least "
                       f"{MIN_EXPECTED:g} false accepts): cells whose max/min between groups is no wider than one pooled "
@@ -251,7 +284,8 @@ def main() -> None:
                 ratios = [a / b for a, b in pairs if b]
                 s["same_group_cost"] = float(np.median(ratios)) if ratios else None
         print(f"{name}: " + json.dumps({k: {kk: (round(vv, 3) if isinstance(vv, float) else vv) for kk, vv in v.items()
-                                            if kk != "fnr"} for k, v in results[name].items()}), flush=True)
+                                            if kk not in ("fnr", "per_target")} for k, v in results[name].items()}),
+              flush=True)
     Path(args.out).write_text(render(results, specs, args.seeds, None if args.render_only else time.time() - started),
                               encoding="utf-8")
     print(f"wrote {args.out}")
