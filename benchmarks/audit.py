@@ -46,7 +46,9 @@ from pathlib import Path
 import numpy as np
 
 CALIBRATE = str(Path(sys.executable).with_name("calibrate"))
-FAMILIES = ("recipes", "data", "calibrations", "journals", "outputs", "kills")
+FAMILIES = ("recipes", "data", "calibrations", "journals", "outputs", "kills",
+            "ownership", "inputs", "cohorts", "tampered", "mistakes")
+BOB = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
 JUNK = [None, "", "x", "日本語", -1, 0, 1, 2 ** 64, 10 ** 400, 0.5, -0.5, 1e-300, float("inf"), float("nan"), True,
         [], {}, [1, 2], {"plugin": "nope"}, "../../etc/passwd", "a/b", "..", "os.system", "x" * 5000, "\x00"]
 YAML_SPLICES = ["!!python/object/apply:os.system ['echo pwned']", "!!python/name:os.system", "&a [*a, *a]",
@@ -62,6 +64,13 @@ class Case:
     seconds: float = 0.0
     stderr: str = ""
     problems: list[str] = field(default_factory=list)
+    #: files of the sandbox (relative) that must end unchanged although they lie inside out/
+    keep: list[str] = field(default_factory=list)
+    #: files outside out/ the command is asked to write (left out of the "outside changed" check)
+    writes: list[str] = field(default_factory=list)
+    #: "refuse": only a one-line exit 2 passes; "warn": exit 2, or exit 0 with a warning on stderr;
+    #: "ok": exit 0 (a valid control case); "": any clean outcome
+    expect: str = ""
 
 
 # ---- the sandbox -------------------------------------------------------------------------------
@@ -338,6 +347,271 @@ def outputs(tmp: Path, rng: random.Random, n: int):
                          "--estimator", "auto", "--out", target])
 
 
+# ---- issue 31's families ------------------------------------------------------------------------
+
+def _true_record(path: Path) -> dict:
+    data = path.read_bytes()
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def ownership(tmp: Path, rng: random.Random, n: int):
+    """Planted journals and manifests that state the *true* size and SHA-256 of the user's files."""
+    for k in range(n):
+        box = sandbox(tmp)
+        (box / "scores.csv").write_text(score_matrix_text(rng))
+        (box / "recipe.yaml").write_text(json.dumps(base_recipe()))
+        user = rng.choice(["notes.txt", "thresholds.csv", "report.md", "det.csv"])
+        if user != "notes.txt":
+            (box / "out" / user).write_text("the user's own\n")
+        victims = ["notes.txt"] + ([user] if user != "notes.txt" else [])
+        records = {v: _true_record(box / "out" / v) for v in victims}
+        manifest = {"format": "calibrate-output", "version": 1, "files": dict(records)}
+        what = rng.choice(["journal files", "journal replaces", "manifest", "journal and manifest", "previous"])
+        if what.startswith("journal"):
+            staging = box / "out" / f".calibrate-staging-{rng.choice(['x', 'evil', '0'])}"
+            staging.mkdir()
+            files = victims if what != "journal replaces" else []
+            replaces = dict(records) if what != "journal files" else {}
+            (staging / ".journal.json").write_text(json.dumps({"files": files, "replaces": replaces,
+                                                                "manifest": manifest}))
+        if what in ("manifest", "journal and manifest"):
+            (box / "out" / "manifest.json").write_text(json.dumps(manifest))
+        if what == "previous":
+            (box / "out" / ".calibrate-previous-manifest.json").write_text(json.dumps(manifest))
+        yield box, Case("ownership", f"{what} claiming {user} {k}",
+                        [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"],
+                        keep=[f"out/{v}" for v in victims])
+
+
+def _bob_files(box: Path) -> None:
+    for name in ("scores-dev", "scores-eval", "cohort-znorm", "cohort-tnorm"):
+        shutil.copy(BOB / name, box / name)
+
+
+def _normalised_run(tmp: Path) -> Path:
+    """An S-norm run on the bob example's lists (made once): its folder."""
+    cache = tmp / "snorm-run"
+    if cache.exists():
+        return cache
+    work = Path(tempfile.mkdtemp(dir=tmp))
+    _bob_files(work)
+    recipe = {"version": 1, "data": {"plugin": "score-list", "train": "scores-dev", "test": "scores-eval",
+                                     "kind": "similarity", "missing": -1, "cohort_enrolled": "cohort-znorm",
+                                     "cohort_probes": "cohort-tnorm"},
+              "normalizer": {"plugin": "snorm"}, "estimators": [{"plugin": "class-interp"}, {"plugin": "auto"}],
+              "evaluation": {"targets": [0.05, 0.02], "prediction": False},
+              "output": {"dir": str(cache), "plots": False}}
+    (work / "recipe.yaml").write_text(json.dumps(recipe))
+    done = subprocess.run([CALIBRATE, "run", str(work / "recipe.yaml"), "-q"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the audit's normalised run failed: {done.stderr}")
+    return cache
+
+
+def inputs(tmp: Path, rng: random.Random, n: int):
+    """Commands whose output names one of their own inputs: by path, through a link, or a hard link."""
+    plain, sharded, normed = _valid_run(tmp, False), _valid_run(tmp, True), _normalised_run(tmp)
+    for k in range(n):
+        box = sandbox(tmp)
+        _bob_files(box)
+        shutil.copytree(normed, box / "run")
+        shutil.copytree(sharded, box / "parts")
+        (box / "groups.csv").write_text("class,group\n" + "".join(f"subj{j:02d},{'ab'[j % 2]}\n" for j in range(30)))
+        command, target = rng.choice([
+            (["accept", "run", "scores-eval", "--fpr", "0.05", "--estimator", "auto", "--cohort", "cohort-tnorm"],
+             rng.choice(["cohort-tnorm", "run/calibration.json", "run/manifest.json", "scores-eval"])),
+            (["accept", "parts", "attempts.txt", "--fpr", "0.05", "--estimator", "auto"],
+             rng.choice(["parts/calibration.json", "parts/calibration-part00000.json", "parts/classes-part00000.json",
+                         "attempts.txt"])),
+            (["fit", "scores-dev", "--fpr", "0.05", "--no-predict", "--groups", "groups.csv"],
+             rng.choice(["scores-dev", "groups.csv"])),
+            (["evaluate", "run", "scores-eval", "--cohort", "cohort-tnorm", "--groups", "groups.csv", "--det"],
+             rng.choice(["cohort-tnorm", "groups.csv", "scores-eval", "run/calibration.json"])),
+        ])
+        (box / "attempts.txt").write_text("c0_1 r0_1 p0_1 0.5\nc1_2 r p 0.9\n")
+        how = rng.choice(["path", "symlink", "hardlink", "dotted"])
+        shown = target
+        if how == "symlink":
+            shown = "alias-link"
+            (box / shown).symlink_to(box / target)
+        elif how == "hardlink":
+            shown = "alias-hard"
+            os.link(box / target, box / shown)
+        elif how == "dotted":
+            shown = "./" + target.replace("/", "/./")
+        flag = "--det" if command[-1] == "--det" else "--out"
+        command = command[:-1] if command[-1] == "--det" else command
+        yield box, Case("inputs", f"{command[0]} {flag} {target} by {how} {k}",
+                        [CALIBRATE, *command, flag, shown], expect="refuse")
+
+
+def _cohort_lines(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines() if line.strip()]
+
+
+def cohorts(tmp: Path, rng: random.Random, n: int):
+    """A normalised calibration given a cohort that is not the one it was fitted with, or has no spread."""
+    normed = _normalised_run(tmp)
+    for k in range(n):
+        box = sandbox(tmp)
+        _bob_files(box)
+        rows = _cohort_lines(box / "cohort-tnorm")
+        what = rng.choice(["valid", "constant probe", "all constant", "residue", "1e300", "nan", "two members",
+                           "negated", "x100", "one member short"])
+        probes = sorted({r[2] for r in rows})
+        members = sorted({r[0] for r in rows})
+        if what == "constant probe":
+            victim = rng.choice(probes)
+            rows = [r[:3] + ["0.3000"] if r[2] == victim else r for r in rows]
+        elif what == "all constant":
+            rows = [r[:3] + ["0.3000"] for r in rows]
+        elif what == "residue":
+            victim = rng.choice(probes)
+            rows = [r[:3] + [repr(0.3 + (1e-17 * (i % 2)))] if r[2] == victim else r for i, r in enumerate(rows)]
+        elif what == "1e300":
+            rows = [r[:3] + [repr(float(r[3]) * 1e300)] for r in rows]
+        elif what == "nan":
+            i = rng.randrange(len(rows))
+            rows[i] = rows[i][:3] + ["nan"]
+        elif what == "two members":
+            rows = [r for r in rows if r[0] in members[:2]]
+        elif what == "one member short":
+            rows = [r for r in rows if r[0] != members[-1]]
+        elif what == "negated":
+            rows = [r[:3] + [repr(-float(r[3]))] for r in rows]
+        elif what == "x100":
+            rows = [r[:3] + [repr(float(r[3]) * 100)] for r in rows]
+        (box / "cohort-tnorm").write_text("".join(" ".join(r) + "\n" for r in rows))
+        shutil.copytree(normed, box / "run")
+        if rng.random() < 0.5:
+            command = [CALIBRATE, "accept", "run", "scores-eval", "--fpr", "0.05", "--estimator", "auto",
+                       "--cohort", "cohort-tnorm", "--out", "decisions.csv"]
+        else:
+            command = [CALIBRATE, "evaluate", "run", "scores-eval", "--cohort", "cohort-tnorm", "--estimator", "auto"]
+        yield box, Case("cohorts", f"{what} {k}", command, expect="ok" if what == "valid" else "refuse",
+                        writes=["decisions.csv"])
+
+
+def tampered(tmp: Path, rng: random.Random, n: int):
+    """A run folder whose calibration.json was edited after the run (the manifest left as it was)."""
+    plain, normed = _valid_run(tmp, False), _normalised_run(tmp)
+    for k in range(n):
+        box = sandbox(tmp)
+        _bob_files(box)
+        source = rng.choice([plain, normed])
+        shutil.copytree(source, box / "run")
+        doc = json.loads((box / "run" / "calibration.json").read_text())
+        choices = ["kind", "drop a class", "threshold", "targets", "whitespace"]
+        if "normalizer" in doc:
+            choices += ["normalizer removed", "std tiny", "std huge", "std negative"]
+        what = rng.choice(choices)
+        entry = doc["estimators"]["auto"]
+        if what == "kind":
+            doc["kind"] = "distance" if doc.get("kind") == "similarity" else "similarity"
+        elif what == "normalizer removed":
+            doc.pop("normalizer")
+        elif what.startswith("std"):
+            stats = doc["normalizer"]
+            text = json.dumps(stats)
+            value = {"std tiny": 1e-300, "std huge": 1e308, "std negative": -1.0}[what]
+            stats_text = text.replace('"std": [', f'"std": [{value!r}, ', 1)
+            if stats_text == text:
+                what = "kind"
+                doc["kind"] = "distance" if doc.get("kind") == "similarity" else "similarity"
+            else:
+                loaded = json.loads(stats_text)
+                doc["normalizer"] = loaded
+                # keep the list's length: drop the value the inserted one displaced
+                def trim(node):
+                    if isinstance(node, dict):
+                        for key, val in node.items():
+                            if key == "std" and isinstance(val, list) and len(val) > 1:
+                                del val[1]
+                            else:
+                                trim(val)
+                trim(doc["normalizer"])
+        elif what == "drop a class":
+            state = entry["state"]
+            for key in ("classes",):
+                if isinstance(state.get(key), list) and len(state[key]) > 1:
+                    state[key] = state[key][:-1]
+        elif what == "threshold":
+            doc["targets"] = doc.get("targets", [])
+            entry["state"] = mutate(entry["state"], rng, 1)
+        elif what == "targets":
+            doc["targets"] = [0.5]
+        text = json.dumps(doc, indent=None if what != "whitespace" else 3)
+        (box / "run" / "calibration.json").write_text(text)
+        attempts = "scores-eval" if source == normed else "attempts.txt"
+        (box / "attempts.txt").write_text("g1 g2 g2/a 0.4\ng1 g1 g1/a 0.9\n")
+        extra = ["--cohort", "cohort-tnorm"] if source == normed else []
+        command = rng.choice([
+            [CALIBRATE, "accept", "run", attempts, "--fpr", "0.05", "--estimator", "auto", *extra,
+             "--out", "decisions.csv"],
+            [CALIBRATE, "evaluate", "run", attempts, "--estimator", "auto", *extra],
+            [CALIBRATE, "threshold", "run", "--class", "g1" if source == plain else "subj01", "--fpr", "0.05",
+             "--estimator", "auto"],
+        ])
+        yield box, Case("tampered", f"{what} ({'normalised' if source == normed else 'plain'}) {k}", command,
+                        expect="refuse", writes=["decisions.csv"])
+
+
+def mistakes(tmp: Path, rng: random.Random, n: int):
+    """What a newcomer gets wrong: each must give a warning with the fix, or an error."""
+    kinds = ["ids renamed", "x100", "duplicated lines", "another gallery", "fpr 1e-9 fit", "fpr 1e-9 accept",
+             "evaluation junk", "decimal comma", "gzip"]
+    for k in range(n):
+        box = sandbox(tmp)
+        _bob_files(box)
+        what = kinds[k % len(kinds)] if k < len(kinds) else rng.choice(kinds)
+        dev = (box / "scores-dev").read_text().splitlines()
+        fit = [CALIBRATE, "fit", "scores-dev", "--fpr", "0.05", "--no-predict", "--missing", "-1", "--out", "cal.json"]
+        if what not in ("ids renamed", "duplicated lines", "fpr 1e-9 fit", "evaluation junk", "decimal comma", "gzip"):
+            done = subprocess.run(fit, cwd=box, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"the audit's valid fit failed: {done.stderr}")
+        if what == "ids renamed":
+            lines = [" ".join([c, "cfp" + r.removeprefix("subj"), t, s]) for c, r, t, s in (l.split() for l in dev)]
+            (box / "scores-dev").write_text("\n".join(lines) + "\n")
+            command = fit
+        elif what == "x100":
+            rows = [l.split() for l in (box / "scores-eval").read_text().splitlines()]
+            (box / "scaled").write_text("".join(f"{c} {r} {t} {float(s) * 100 if s != '-1' else -1}\n"
+                                                for c, r, t, s in rows))
+            command = [CALIBRATE, "accept", "cal.json", "scaled", "--fpr", "0.05", "--missing", "-1",
+                       "--out", "decisions.csv"]
+        elif what == "duplicated lines":
+            (box / "scores-dev").write_text("\n".join(dev + dev[: rng.randint(1, 50)]) + "\n")
+            command = fit
+        elif what == "another gallery":
+            (box / "other").write_text("".join(f"x{j} x{j % 3} x{j % 3}/p 0.{j + 1}\n" for j in range(9)))
+            command = [CALIBRATE, "evaluate", "cal.json", "other"]
+        elif what == "fpr 1e-9 fit":
+            command = [CALIBRATE, "fit", "scores-dev", "--fpr", "1e-9", "--no-predict", "--missing", "-1",
+                       "--out", "cal.json"]
+        elif what == "fpr 1e-9 accept":
+            command = [CALIBRATE, "accept", "cal.json", "scores-eval", "--fpr", "1e-9", "--missing", "-1",
+                       "--out", "decisions.csv"]
+        elif what == "evaluation junk":
+            recipe = {"version": 1, "data": {"plugin": "score-list", "train": "scores-dev", "test": "scores-eval",
+                                             "kind": "similarity", "missing": -1},
+                      "evaluation": rng.choice([-0.0, "", 0, False, []]), "output": {"dir": "out", "plots": False}}
+            import yaml
+            (box / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+            command = [CALIBRATE, "run", "recipe.yaml", "-q"]
+        elif what == "decimal comma":
+            (box / "scores-dev").write_text("\n".join(l.replace(".", ",") for l in dev) + "\n")
+            command = fit
+        else:
+            import gzip
+            (box / "scores-dev.gz").write_bytes(gzip.compress((box / "scores-dev").read_bytes()))
+            command = [CALIBRATE, "fit", "scores-dev.gz", "--fpr", "0.05", "--no-predict", "--missing", "-1",
+                       "--out", "cal.json"]
+            what = "gzip (read or refused)"
+        yield box, Case("mistakes", f"{what} {k}", command, expect="" if what.startswith("gzip") else "warn",
+                        writes=["cal.json", "decisions.csv"])
+
+
 def _check_folder(out: Path) -> str | None:
     """None when ``out`` holds no manifest, or one whose files all match it."""
     manifest = out / "manifest.json"
@@ -403,6 +677,8 @@ def _outside(box: Path, case: Case) -> dict:
     """The sandbox outside --out; for `accept --out X` X is the output too (a link named there may have its
     file replaced, as asked), so X and what it points to are left out, and X must keep its type."""
     snap = _snapshot(box, skip=box / "out")
+    for name in case.writes:
+        snap.pop(name, None)
     if case.family == "outputs":
         target = case.command[case.command.index("--out") + 1]
         snap.pop(target, None)
@@ -413,6 +689,7 @@ def _outside(box: Path, case: Case) -> dict:
 
 def run_case(box: Path, case: Case, timeout: float) -> Case:
     kinds = {k: v[0] for k, v in _snapshot(box, skip=box / "out").items()}
+    kept = {name: (box / name).read_bytes() for name in case.keep}
     outside = _outside(box, case)
     started = time.perf_counter()
     try:
@@ -435,6 +712,16 @@ def run_case(box: Path, case: Case, timeout: float) -> Case:
     replaced = [k for k, kind in kinds.items() if kind in ("fifo", "link") and now.get(k) != kind]
     if replaced:
         case.problems.append(f"special file(s) {', '.join(replaced)} replaced")
+    for name, data in kept.items():
+        path = box / name
+        if not path.is_file() or path.is_symlink() or path.read_bytes() != data:
+            case.problems.append(f"the user's {name} was deleted or replaced")
+    if case.expect == "refuse" and case.exit == 0:
+        case.problems.append("used silently (exit 0 where a refusal was due)")
+    elif case.expect == "warn" and case.exit == 0 and "warning" not in case.stderr.lower():
+        case.problems.append("silent (exit 0 without a warning)")
+    elif case.expect == "ok" and case.exit != 0:
+        case.problems.append(f"a valid case refused: exit {case.exit}")
     notes = box / "out" / "notes.txt"
     if not notes.is_file() or notes.is_symlink() or notes.read_text() != "the user's\n":
         case.problems.append("the user's file in --out changed or was lost")
@@ -463,23 +750,25 @@ def main() -> int:
                 results += kills(tmp, rng, max(3, args.cases // 4), args.timeout)
                 continue
             maker = {"recipes": recipes, "data": data, "calibrations": calibrations, "journals": journals,
-                     "outputs": outputs}[family]
+                     "outputs": outputs, "ownership": ownership, "inputs": inputs, "cohorts": cohorts,
+                     "tampered": tampered, "mistakes": mistakes}[family]
             for box, case in maker(tmp, rng, args.cases):
                 results.append(run_case(box, case, args.timeout))
                 shutil.rmtree(box, ignore_errors=True)
     print(f"audit seed {args.seed}: {len(results)} cases in {time.perf_counter() - started:.0f} s")
     print(f"{'family':<14}{'cases':>6}{'passed':>8}{'exit 0':>8}{'clean 2':>9}{'traceback':>11}{'hang':>6}{'damage':>8}"
-          f"{'other':>7}")
+          f"{'silent':>8}{'other':>7}")
     for family in families:
         rows = [c for c in results if c.family == family]
         tb = sum("traceback" in c.problems for c in rows)
         hang = sum(any(p.startswith("hang") for p in c.problems) for c in rows)
         damage = sum(any("changed" in p or "lost" in p or "replaced" in p for p in c.problems) for c in rows)
+        silent = sum(any(p.startswith(("used silently", "silent")) for p in c.problems) for c in rows)
         failed = sum(bool(c.problems) for c in rows)
         print(f"{family:<14}{len(rows):>6}{sum(not c.problems for c in rows):>8}"
               f"{sum(c.exit == 0 and not c.problems for c in rows):>8}"
-              f"{sum(c.exit == 2 and not c.problems for c in rows):>9}{tb:>11}{hang:>6}{damage:>8}"
-              f"{failed - max(tb, hang, damage):>7}")
+              f"{sum(c.exit == 2 and not c.problems for c in rows):>9}{tb:>11}{hang:>6}{damage:>8}{silent:>8}"
+              f"{failed - max(tb, hang, damage, silent):>7}")
     failures = [c for c in results if c.problems]
     for c in failures:
         first = next((line for line in c.stderr.splitlines() if line.strip()), "")
