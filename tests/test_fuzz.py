@@ -776,3 +776,70 @@ def test_fuzz_damaged_calibrations(data):
             assert "encountered" not in result.stderr, f"{args[0]}: a numpy warning leaked: {result.stderr}"
             if must_refuse and len(raw) == len(json.dumps(doc, allow_nan=True).encode("utf-8")):
                 assert result.exit_code == 2, f"{args[0]}: a wrong-typed number in a saved state was used"
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile groups files (issue 31): given to a recipe (`data: {groups: FILE}`) and to `calibrate evaluate --groups`
+
+GROUP_NAMES = ["F", "M", "", " ", "=cmd|' /C calc'!A0", "+1", "-x", "@sum", "a,b", 'q"t', "日本", "\u0000", "x" * 300,
+               "unlabelled", "nan", "1e400"]
+GROUP_CLASSES = ["g0", "g1", "g2", "g3", "g4", "g5", "g9", "", "G0", " g1", "g0 "]
+
+
+@st.composite
+def groups_csv(draw) -> bytes:
+    header = draw(st.sampled_from(["class,group"] * 6 + ["group,class", "class,group,extra", "klass,group",
+                                                        "class;group", "", "\ufeffclass,group", "class,group,class"]))
+    plain = st.tuples(st.sampled_from(GROUP_CLASSES[:6]), st.sampled_from(["F", "M"]))
+    rows = draw(st.lists(st.one_of(plain, plain, plain, st.tuples(st.sampled_from(GROUP_CLASSES),
+                                                                  st.sampled_from(GROUP_NAMES))), max_size=10))
+    order = (lambda c, g: f"{g},{c}") if header.startswith("group") else (lambda c, g: f"{c},{g}")
+    text = "\n".join([header] + [order(json.dumps(c) if "," in c else c, json.dumps(g) if "," in g or '"' in g else g)
+                                 for c, g in rows]) + draw(st.sampled_from(["\n", "", "\n\n", "\r\n"]))
+    raw = text.encode("utf-8")
+    damage = draw(st.integers(0, 19))
+    if damage == 0 and raw:  # a stray byte: not UTF-8, or a NUL
+        b = bytearray(raw)
+        b[draw(st.integers(0, len(b) - 1))] = draw(st.sampled_from([0x00, 0xff, 0xc3]))
+        raw = bytes(b)
+    elif damage == 1:
+        raw = raw[: draw(st.integers(0, len(raw)))]
+    return raw
+
+
+_GROUP_CALIBRATION: dict = {}
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_hostile_groups_files(data):
+    """A groups file is data the user hands over: whatever it holds, a recipe run, `evaluate --groups` and
+    `fit --groups` end in exit 0 or one `error:` line, and never touch the file."""
+    raw = data.draw(groups_csv())
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        values, probes, gallery = make_scores_for_fuzz()
+        (tmp / "scores.csv").write_text(values)
+        (tmp / "groups.csv").write_bytes(raw)
+        lines = "".join(f"{g} {p} {p}/{k} {0.9 if g == p else 0.2 + 0.01 * ((k + j) % 7):.2f}\n"
+                        for k, p in enumerate(probes) for j, g in enumerate(gallery))
+        (tmp / "scores.txt").write_text(lines)
+        recipe = {"version": 1, "data": {"plugin": "score-matrix", "path": "scores.csv", "groups": "groups.csv"},
+                  "transform": {"plugin": "similarity-to-distance", "upper": 1.0},
+                  "estimators": [{"plugin": "class-interp"}], "evaluation": {"targets": [0.1]},
+                  "output": {"dir": "out", "plots": False}}
+        (tmp / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+        invoke_and_check(tmp / "recipe.yaml", tmp / "out")
+        if not _GROUP_CALIBRATION:
+            done = runner.invoke(app, ["fit", str(tmp / "scores.txt"), "--fpr", "0.1", "--no-predict",
+                                       "--estimator", "class-interp", "--out", str(tmp / "cal.json")])
+            assert done.exit_code == 0, done.stderr
+            _GROUP_CALIBRATION["doc"] = (tmp / "cal.json").read_bytes()
+        (tmp / "cal.json").write_bytes(_GROUP_CALIBRATION["doc"])
+        for args in (["evaluate", str(tmp / "cal.json"), str(tmp / "scores.txt"), "--groups", str(tmp / "groups.csv")],
+                     ["fit", str(tmp / "scores.txt"), "--fpr", "0.1", "--no-predict", "--estimator", "class-interp",
+                      "--groups", str(tmp / "groups.csv"), "--out", str(tmp / "cal2.json")]):
+            with _time_limit(HANG_SECONDS):
+                result = runner.invoke(app, args)
+            _check(result, args[0], None)
+        assert (tmp / "groups.csv").read_bytes() == raw, "the groups file was changed"
