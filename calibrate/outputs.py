@@ -20,19 +20,31 @@ matches (:func:`read_manifest` checks that). The protocol, for one run into ``--
    died are removed when they hold nothing but regular files (what a run stages); one holding a
    subfolder or a link may be the user's and is left alone.
 
-Files the run did not write are never removed or replaced: the run only touches plain names
-inside the output folder that the current manifest lists *and* whose size and SHA-256 still match
-the manifest's record (a file edited since, or a manifest entry added by hand, is the user's), and
-its own new files. Journals and manifests are untrusted input: an interrupted commit is finished
-only when its journal is whole and consistent (plain names; every new file staged as a regular file
-with the size and SHA-256 the journal's manifest records, or already in place; every file it
-replaces recorded with the very record the folder's manifest (or the one set aside by that
-commit) keeps of it, and removed only while it still matches: a journal never owns anything by
-itself). Ownership is never by name alone: without a manifest, nothing in the folder is calibrate's.
+Files the run did not write are never removed or replaced, and what the run wrote is proven, never
+claimed (issue 31): the manifest carries a seal (``mac``), an HMAC-SHA256 under this user's owner key
+(:mod:`calibrate.ownerkey`, kept outside every data folder) of the whole manifest and the folder's
+real path, and the journal a seal of its own likewise. The run only touches plain names inside the
+output folder that a manifest *sealed for this folder* lists and whose size and SHA-256 still match
+its record (a file edited since is the user's), that manifest, and its own new files. Journals and
+manifests are untrusted input: a journal is acted on only when its seal verifies, and then only when
+it is whole and consistent (plain names; every new file staged as a regular file with the size and
+SHA-256 the journal's manifest records, or already in place; every file it replaces recorded with
+the very record the folder's sealed manifest (or the one set aside by that commit) keeps of it, and
+removed only while it still matches; a manifest.json there sealed too). A manifest that is not sealed
+for this folder (hand-written or edited, even stating a user file's true hash; copied from another
+folder or a moved one; from another user or machine; from a calibrate before seals) owns nothing, so
+the files of output names it lists are refused like any other user file. Ownership is never by name
+alone: without a sealed manifest, nothing in the folder is calibrate's. Reading a result
+(:func:`read_manifest`) checks sizes and hashes only and needs no key. Not defended against (see
+docs/architecture.md): whoever can read the owner key (the user's own processes too), a genuine
+manifest put back with its outputs into the folder it was sealed for, and writes by a stranger in
+the moment between a check and a rename at commit.
+
 Manifests and journals are read only when they are regular files (not links, FIFOs or devices) of at
 most MAX_DOC_BYTES. A journal or manifest that fails these checks is reported (exit 2, naming it)
-and left in place; nothing in the folder is changed. If the folder holds a file of the same name as an output that no manifest claims, the
-run refuses before computing anything (and again at commit), naming the file. The folder's own
+and left in place; nothing in the folder is changed. If the folder holds a file of the same name as
+an output that no sealed manifest claims, the run refuses before computing anything (and again at
+commit), naming the file and, when an unsealed manifest lists it, the way out. The folder's own
 permissions are left as they are; a folder the run created is removed again if the run fails.
 Two runs into one folder commit one after the other under the lock: the folder ends with the
 complete result of the one that committed last, never a mix.
