@@ -12,7 +12,9 @@ output folder (with a user file inside), a victim file, a symbolic link and a FI
 * ``calibrations``: a valid saved calibration and a sharded run's folder with fields mutated (deep
   nesting, wrong types, unknown families, duplicate or NUL labels, ``pooled.file`` outside the folder
   or a FIFO, ``parts: "many"``), given to ``threshold`` and ``accept``;
-* ``journals``: planted staging journals and tampered manifests, then ``calibrate run --out``;
+* ``journals``: planted staging journals and tampered manifests, then ``calibrate run --out``; since
+  issue 31 also journals and hand-written manifests stating the true size and SHA-256 of the user's
+  files (notes.txt, a thresholds.csv of theirs), with or without a stranger's seal;
 * ``outputs``: ``accept --out`` at a FIFO without reader, ``/dev/null``, a link, a folder, ``-``;
 * ``kills``: runs killed with SIGKILL at random moments, and pairs of concurrent runs into one folder.
 
@@ -71,6 +73,8 @@ class Case:
     #: "refuse": only a one-line exit 2 passes; "warn": exit 2, or exit 0 with a warning on stderr;
     #: "ok": exit 0 (a valid control case); "": any clean outcome
     expect: str = ""
+    #: the user's files in --out besides notes.txt (name -> content) that must survive the case
+    user_files: dict[str, str] = field(default_factory=dict)
 
 
 # ---- the sandbox -------------------------------------------------------------------------------
@@ -306,21 +310,25 @@ def calibrations(tmp: Path, rng: random.Random, n: int):
         yield box, Case("calibrations", f"{what} {k}", command)
 
 
+def _record(data: bytes) -> dict:
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
 def journals(tmp: Path, rng: random.Random, n: int):
-    plain = _valid_run(tmp, False)
     names = ["../victim.txt", "notes.txt", "thresholds.csv", "/etc/passwd", "..", "manifest.json", "../link-to-victim"]
     for k in range(n):
         box = sandbox(tmp)
         (box / "scores.csv").write_text(score_matrix_text(rng))
         (box / "recipe.yaml").write_text(json.dumps(base_recipe()))
-        if rng.random() < 0.5:  # a previous run's files, its manifest tampered with
-            for p in plain.iterdir():
-                shutil.copy(p, box / "out" / p.name)
+        what = rng.choice(["tampered manifest", "planted journal", "true-hash journal", "true-hash manifest"])
+        user: dict[str, str] = {}
+        if what == "tampered manifest":  # a previous run of this user's into this very folder, its manifest edited
+            subprocess.run([CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"], cwd=box, capture_output=True)
             doc = json.loads((box / "out" / "manifest.json").read_text())
-            doc["files"][rng.choice(names)] = {"bytes": rng.choice([1, 11]), "sha256": rng.choice(["x", "0" * 64])}
+            doc["files"][rng.choice(names)] = rng.choice([{"bytes": rng.choice([1, 11]), "sha256": rng.choice(["x", "0" * 64])},
+                                                          _record((box / "out" / "notes.txt").read_bytes())])
             (box / "out" / "manifest.json").write_text(json.dumps(doc))
-            what = "tampered manifest"
-        else:
+        elif what == "planted journal":
             staging = box / "out" / ".calibrate-staging-evil"
             staging.mkdir()
             files = rng.sample(names, rng.randint(0, 2))
@@ -330,8 +338,28 @@ def journals(tmp: Path, rng: random.Random, n: int):
                    "manifest": {"format": "calibrate-output", "version": 1,
                                 "files": {f: {"bytes": 1, "sha256": "0" * 64} for f in files}}}
             (staging / ".journal.json").write_text(json.dumps(doc))
-            what = "planted journal"
-        yield box, Case("journals", f"{what} {k}", [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"])
+        else:  # issue 31: records with the true size and SHA-256 of the user's files own nothing either
+            if rng.random() < 0.5:
+                user["thresholds.csv"] = "the user's thresholds\n"
+                (box / "out" / "thresholds.csv").write_text(user["thresholds.csv"])
+            truth = {p.name: _record(p.read_bytes()) for p in (box / "out").iterdir()}
+            listed = rng.sample(sorted(truth), rng.randint(1, len(truth)))
+            manifest = {"format": "calibrate-output", "version": rng.choice([1, 2]),
+                        "files": {name: truth[name] for name in listed}}
+            if rng.random() < 0.5:
+                manifest["mac"] = rng.choice(["0" * 64, hashlib.sha256(b"a stranger's key").hexdigest()])
+            if what == "true-hash manifest":
+                (box / "out" / "manifest.json").write_text(json.dumps(manifest))
+            else:
+                staging = box / "out" / ".calibrate-staging-evil"
+                staging.mkdir()
+                replaces = {name: truth[name] for name in rng.sample(sorted(truth), rng.randint(0, len(truth)))}
+                doc = {"files": listed, "replaces": replaces, "manifest": manifest}
+                if rng.random() < 0.5:
+                    doc["mac"] = "0" * 64
+                (staging / ".journal.json").write_text(json.dumps(doc))
+        yield box, Case("journals", f"{what} {k}", [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"],
+                        user_files=user)
 
 
 def outputs(tmp: Path, rng: random.Random, n: int):
@@ -725,6 +753,10 @@ def run_case(box: Path, case: Case, timeout: float) -> Case:
     notes = box / "out" / "notes.txt"
     if not notes.is_file() or notes.is_symlink() or notes.read_text() != "the user's\n":
         case.problems.append("the user's file in --out changed or was lost")
+    for name, text in case.user_files.items():
+        mine = box / "out" / name
+        if not mine.is_file() or mine.is_symlink() or mine.read_text() != text:
+            case.problems.append(f"the user's {name} in --out changed or was lost")
     for special in ("/dev/null", "/dev/full"):
         if os.path.exists(special) and not stat.S_ISCHR(os.lstat(special).st_mode):
             case.problems.append(f"{special} was replaced")
@@ -745,6 +777,7 @@ def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        os.environ["CALIBRATE_STATE_DIR"] = str(tmp / "state")  # the audit's own owner key, never the user's
         for family in families:
             if family == "kills":
                 results += kills(tmp, rng, max(3, args.cases // 4), args.timeout)

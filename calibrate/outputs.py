@@ -20,19 +20,31 @@ matches (:func:`read_manifest` checks that). The protocol, for one run into ``--
    died are removed when they hold nothing but regular files (what a run stages); one holding a
    subfolder or a link may be the user's and is left alone.
 
-Files the run did not write are never removed or replaced: the run only touches plain names
-inside the output folder that the current manifest lists *and* whose size and SHA-256 still match
-the manifest's record (a file edited since, or a manifest entry added by hand, is the user's), and
-its own new files. Journals and manifests are untrusted input: an interrupted commit is finished
-only when its journal is whole and consistent (plain names; every new file staged as a regular file
-with the size and SHA-256 the journal's manifest records, or already in place; every file it
-replaces recorded with the very record the folder's manifest (or the one set aside by that
-commit) keeps of it, and removed only while it still matches: a journal never owns anything by
-itself). Ownership is never by name alone: without a manifest, nothing in the folder is calibrate's.
+Files the run did not write are never removed or replaced, and what the run wrote is proven, never
+claimed (issue 31): the manifest carries a seal (``mac``), an HMAC-SHA256 under this user's owner key
+(:mod:`calibrate.ownerkey`, kept outside every data folder) of the whole manifest and the folder's
+real path, and the journal a seal of its own likewise. The run only touches plain names inside the
+output folder that a manifest *sealed for this folder* lists and whose size and SHA-256 still match
+its record (a file edited since is the user's), that manifest, and its own new files. Journals and
+manifests are untrusted input: a journal is acted on only when its seal verifies, and then only when
+it is whole and consistent (plain names; every new file staged as a regular file with the size and
+SHA-256 the journal's manifest records, or already in place; every file it replaces recorded with
+the very record the folder's sealed manifest (or the one set aside by that commit) keeps of it, and
+removed only while it still matches; a manifest.json there sealed too). A manifest that is not sealed
+for this folder (hand-written or edited, even stating a user file's true hash; copied from another
+folder or a moved one; from another user or machine; from a calibrate before seals) owns nothing, so
+the files of output names it lists are refused like any other user file. Ownership is never by name
+alone: without a sealed manifest, nothing in the folder is calibrate's. Reading a result
+(:func:`read_manifest`) checks sizes and hashes only and needs no key. Not defended against (see
+docs/architecture.md): whoever can read the owner key (the user's own processes too), a genuine
+manifest put back with its outputs into the folder it was sealed for, and writes by a stranger in
+the moment between a check and a rename at commit.
+
 Manifests and journals are read only when they are regular files (not links, FIFOs or devices) of at
 most MAX_DOC_BYTES. A journal or manifest that fails these checks is reported (exit 2, naming it)
-and left in place; nothing in the folder is changed. If the folder holds a file of the same name as an output that no manifest claims, the
-run refuses before computing anything (and again at commit), naming the file. The folder's own
+and left in place; nothing in the folder is changed. If the folder holds a file of the same name as
+an output that no sealed manifest claims, the run refuses before computing anything (and again at
+commit), naming the file and, when an unsealed manifest lists it, the way out. The folder's own
 permissions are left as they are; a folder the run created is removed again if the run fails.
 Two runs into one folder commit one after the other under the lock: the folder ends with the
 complete result of the one that committed last, never a mix.
@@ -63,6 +75,7 @@ import numpy as np
 from .errors import CalibrateError
 from .safefiles import plain_name, read_bounded
 from .formatting import format_pct
+from .ownerkey import Seal, owner_key
 from .types import TargetResult, ThresholdTable
 from .userfiles import write_temp_beside
 
@@ -204,40 +217,57 @@ def _manifest_doc(folder: Path, name: str = MANIFEST) -> dict | None:
     return doc
 
 
-def _owned_records(folder: Path, name: str = MANIFEST) -> dict[str, dict]:
-    """name -> {bytes, sha256} of the files the manifest lists that still match it: the files calibrate
-    wrote there and nobody changed since (a listed file that differs is the user's)."""
+def _sealed(doc: dict, seal: Seal, purpose: str) -> bool:
+    """Whether ``doc`` (a manifest or a journal read from the folder) carries, as ``mac``, the seal a run of
+    this user's made of the rest of it for this folder: proof that calibrate wrote it there (issue 31)."""
+    return seal.verifies(purpose, {k: v for k, v in doc.items() if k != "mac"}, doc.get("mac"))
+
+
+def _owned_records(folder: Path, seal: Seal, name: str = MANIFEST) -> dict[str, dict]:
+    """name -> record of the files the manifest lists that still match it, when the manifest is sealed: the
+    files calibrate wrote there and nobody changed since (a listed file that differs is the user's, and so is
+    every file of a manifest calibrate cannot prove it wrote for this folder)."""
     doc = _manifest_doc(folder, name)
-    if doc is None:
+    if doc is None or not _sealed(doc, seal, "manifest"):
         return {}
     return {key: entry for key, entry in doc["files"].items() if _matches(folder / key, entry)}
 
 
-def owned_files(folder: Path) -> set[str]:
-    """Files in ``folder`` that calibrate wrote and may therefore replace or remove: those the manifest
-    lists with their current size and SHA-256, never a file recognised by its name alone (D1)."""
-    if _manifest_doc(folder) is None:
+def owned_files(folder: Path, seal: Seal) -> set[str]:
+    """Files in ``folder`` that calibrate wrote and may therefore replace or remove: those a sealed manifest
+    lists with their current size and SHA-256, and that manifest; never a file recognised by its name alone
+    (D1), nor by a record that anybody could have written (issue 31)."""
+    doc = _manifest_doc(folder)
+    if doc is None or not _sealed(doc, seal, "manifest"):
         return set()
-    return set(_owned_records(folder)) | {MANIFEST}
+    return set(_owned_records(folder, seal)) | {MANIFEST}
 
 
-def _commit_owner(folder: Path) -> dict[str, dict]:
+def _commit_owner(folder: Path, seal: Seal) -> dict[str, dict]:
     """What an interrupted commit may replace or remove: the files the folder's manifest owns, or, once
     that commit has set the manifest aside, the files the set-aside manifest owns (D3)."""
     if _exists(folder / MANIFEST):
-        return _owned_records(folder)
-    return _owned_records(folder, PREVIOUS)
+        return _owned_records(folder, seal)
+    return _owned_records(folder, seal, PREVIOUS)
 
 
 class JournalError(Exception):
     """A journal that calibrate cannot have written (the message says why)."""
 
 
-def _checked_journal(folder: Path, staging: Path, journal: Any) -> tuple[list[str], dict[str, dict], dict]:
-    """(new files, replaced files with their records, manifest) of a journal, after checking everything
-    it names (see the module doc); raises JournalError otherwise. Reads only, changes nothing."""
-    if not isinstance(journal, dict) or set(journal) != {"files", "replaces", "manifest"}:
-        raise JournalError("it is not a journal of this calibrate (keys files, replaces, manifest)")
+#: why a journal without this user's seal for the folder is refused
+_UNSEALED_JOURNAL = ("it is not sealed with your owner key for this folder: no calibrate run of yours wrote it here "
+                     "(planted or copied, or written by another user or machine, or by a calibrate from before "
+                     "sealed outputs)")
+
+
+def _checked_journal(folder: Path, staging: Path, journal: Any, seal: Seal) -> tuple[list[str], dict[str, dict], dict]:
+    """(new files, replaced files with their records, manifest) of a journal, after checking its seal and
+    everything it names (see the module doc); raises JournalError otherwise. Reads only, changes nothing."""
+    if not isinstance(journal, dict) or set(journal) - {"mac"} != {"files", "replaces", "manifest"}:
+        raise JournalError("it is not a journal of this calibrate (keys files, replaces, manifest, mac)")
+    if not _sealed(journal, seal, "journal"):
+        raise JournalError(_UNSEALED_JOURNAL)
     files, replaces, manifest = journal["files"], journal["replaces"], journal["manifest"]
     if not (isinstance(files, list) and all(isinstance(n, str) for n in files) and isinstance(replaces, dict)
             and isinstance(manifest, dict) and manifest.get("format") == "calibrate-output"
@@ -251,7 +281,10 @@ def _checked_journal(folder: Path, staging: Path, journal: Any) -> tuple[list[st
             raise JournalError(f"it names {str(name)[:80]!r}, which is not a plain file name in the folder")
     if not all(_record_ok(records[n]) for n in files) or not all(_record_ok(e) for e in replaces.values()):
         raise JournalError("a record of its files has the wrong form (bytes and SHA-256)")
-    owned = _commit_owner(folder)
+    current = _manifest_doc(folder)
+    if current is not None and not _sealed(current, seal, "manifest"):
+        raise JournalError(f"it would set aside {MANIFEST}, which is not sealed with your owner key for this folder")
+    owned = _commit_owner(folder, seal)
     for name, entry in replaces.items():
         final = folder / name
         if not _exists(final) or (name in records and _matches(final, records[name])):
@@ -319,7 +352,7 @@ def _only_staged_files(staging: Path) -> bool:
         return False
 
 
-def recover(folder: Path) -> None:
+def recover(folder: Path, seal: Seal) -> None:
     """Finish commits that a killed run left half done; remove staging folders of dead runs.
 
     A journal that fails :func:`_checked_journal` is an :class:`OutputError` naming it (left in place,
@@ -335,7 +368,7 @@ def recover(folder: Path) -> None:
             continue
         try:
             doc = _load_json(path, "the journal", "", JournalError)
-            checked = _checked_journal(folder, staging, doc)
+            checked = _checked_journal(folder, staging, doc, seal)
         except JournalError as exc:
             why = str(exc).replace(f"{path}: the journal ", "").rstrip("; ")
             raise OutputError(f"the output folder {str(folder)!r} holds an unfinished commit whose journal "
@@ -374,8 +407,10 @@ class StagedOutput:
     def __init__(self, final: Path):
         self.final = Path(final)
         self._created: list[Path] = []
+        owner_key()  # a key that cannot be read or made is refused before anything is created
         missing = self._make_folder()
         self._created = missing  # deepest first: removed in this order if the run fails
+        self.seal = Seal(self.final)
         self._lock_fd: int | None = None
         self._names: list[str] = []
         self._unsynced: list[str] = []  # written, not yet fsync'ed (commit syncs them together)
@@ -392,7 +427,7 @@ class StagedOutput:
                 if fcntl is not None:
                     self._lock_fd = os.open(self.dir, os.O_RDONLY)
                     fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-                recover(self.final)
+                recover(self.final, self.seal)
                 self._check_conflicts(CONTRACT_NAMES)
         except BaseException:
             self.discard()
@@ -424,13 +459,22 @@ class StagedOutput:
             raise OutputError(f"the output folder {str(self.final)!r} holds {PREVIOUS} without an unfinished commit "
                               "that set it aside; calibrate changed nothing: move it away or choose another folder "
                               "with --out")
-        owned = owned_files(self.final)
-        foreign = sorted(n for n in names if n not in owned and ((self.final / n).exists() or (self.final / n).is_symlink()))
-        if foreign:
-            raise OutputError(f"the output folder {str(self.final)!r} already holds {', '.join(foreign)}, which no "
-                              f"calibrate run wrote there (no {MANIFEST} lists them with their current size and "
-                              "SHA-256: new, or changed since); calibrate never replaces files it did not write: move "
-                              "them away or choose another folder with --out")
+        owned = owned_files(self.final, self.seal)
+        foreign = sorted(n for n in names if n not in owned and _exists(self.final / n))
+        if not foreign:
+            return
+        doc = _manifest_doc(self.final)
+        if doc is not None and not _sealed(doc, self.seal, "manifest"):
+            raise OutputError(f"the output folder {str(self.final)!r} already holds {', '.join(foreign)}, which "
+                              f"calibrate cannot prove it wrote there: its {MANIFEST} is not sealed with your owner "
+                              "key for this folder (written by a calibrate from before sealed outputs, by another "
+                              "user or machine, or by hand, or the folder was moved or copied since); calibrate "
+                              "never replaces files it did not write: if they are old outputs you no longer need, "
+                              f"delete them and {MANIFEST}, else move them away or choose another folder with --out")
+        raise OutputError(f"the output folder {str(self.final)!r} already holds {', '.join(foreign)}, which no "
+                          f"calibrate run wrote there (no {MANIFEST} lists them with their current size and "
+                          "SHA-256: new, or changed since); calibrate never replaces files it did not write: move "
+                          "them away or choose another folder with --out")
 
     def write_text(self, name: str, text: str) -> None:
         self.write_bytes(name, text.encode("utf-8"))
@@ -484,9 +528,10 @@ class StagedOutput:
         files = {name: self._adopted.get(name) or {"bytes": (self.dir / name).stat().st_size,
                                                     "sha256": _sha256(self.dir / name)}
                  for name in self._names}
-        return {"format": "calibrate-output", "version": 1, "run_id": uuid.uuid4().hex,
-                "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "calibrate": __version__, "files": files}
+        doc = {"format": "calibrate-output", "version": 2, "run_id": uuid.uuid4().hex,
+               "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "calibrate": __version__, "files": files}
+        return {**doc, "mac": self.seal.of("manifest", doc)}
 
     def _write_error(self, exc: OSError) -> OutputError:
         fix = ("free disk space or choose another folder with --out" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -498,9 +543,10 @@ class StagedOutput:
         self._sync_written()
         manifest = self._manifest()
         with _folder_lock(self.final):
-            recover(self.final)
-            self._check_conflicts(self._names)
-            journal = {"files": list(self._names), "replaces": _owned_records(self.final), "manifest": manifest}
+            recover(self.final, self.seal)
+            self._check_conflicts([*self._names, MANIFEST])  # a manifest planted meanwhile is not replaced either
+            journal = {"files": list(self._names), "replaces": _owned_records(self.final, self.seal), "manifest": manifest}
+            journal["mac"] = self.seal.of("journal", journal)
             # the journal appears whole or not at all: from here on the commit is as good as done
             try:
                 tmp = write_temp_beside(self.dir, JOURNAL, json.dumps(journal).encode("utf-8"))

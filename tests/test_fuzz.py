@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import copy
 import csv
+import hashlib
 import io
 import json
 import os
@@ -615,8 +616,25 @@ RECORDS = st.sampled_from([{}, {"bytes": 1, "sha256": "0" * 64}, {"bytes": -1, "
                            {"bytes": 5, "sha256": "fcbc800db3f1867000b852f1ce0044b8f1584f76ade1ed6e65189824f95c3cda"}])
 
 
+#: seals a stranger can put in a journal or manifest: none, or anything but one made with the user's key
+MACS = st.sampled_from([None, "0" * 64, "f" * 64, 7, ""])
+
+
+def _with_mac(draw, doc: dict) -> dict:
+    mac = draw(MACS) if draw(st.booleans()) else None
+    return doc if mac is None else {**doc, "mac": mac}
+
+
 @st.composite
-def journal_json(draw) -> bytes:
+def journal_json(draw, truth: dict[str, dict]) -> bytes:
+    """A planted journal: hostile names and records, or (issue 31, mostly) a well-formed one naming files in the
+    folder (``truth``: name -> its true record: the user's files, planted staged files) with their true size and
+    SHA-256, as new files of its commit or as files it replaces."""
+    if truth and draw(st.integers(0, 3)):
+        files = draw(st.lists(st.sampled_from(sorted(truth)), min_size=1, max_size=3, unique=True))
+        replaces = {n: truth[n] for n in draw(st.lists(st.sampled_from(sorted(truth)), max_size=2, unique=True))}
+        manifest = _with_mac(draw, {"format": "calibrate-output", "version": 2, "files": {n: truth[n] for n in files}})
+        return json.dumps(_with_mac(draw, {"files": files, "replaces": replaces, "manifest": manifest})).encode("utf-8")
     files = draw(st.lists(NAMES, max_size=3))
     replaces = (draw(st.lists(NAMES, max_size=3)) if draw(st.booleans())
                 else {str(draw(NAMES)): draw(RECORDS) for _ in range(draw(st.integers(0, 2)))})
@@ -662,13 +680,19 @@ def test_fuzz_hostile_output_folders(data):
             (out / "manifest.json").write_text(json.dumps(doc))
         out.mkdir(exist_ok=True)
         (out / "my-notes.txt").write_text("mine\n")
+        if not (out / "thresholds.csv").exists() and data.draw(st.booleans()):
+            (out / "thresholds.csv").write_text("my own thresholds\n")  # the user's file of an output name
         (tmp / "victim.txt").write_text("victim\n")
-        if data.draw(st.booleans()):
+        if data.draw(st.integers(0, 3)):
             staging = out / ".calibrate-staging-planted"
             staging.mkdir()
-            (staging / ".journal.json").write_bytes(data.draw(journal_json()))
-            for name in data.draw(st.lists(st.sampled_from(["thresholds.csv", "my-notes.txt", "x.csv"]), max_size=2)):
+            planted = data.draw(st.lists(st.sampled_from(["thresholds.csv", "my-notes.txt", "x.csv"]), max_size=2))
+            for name in planted:
                 (staging / name).write_text("planted\n")
+            truth = {name: _true_record((out / name).read_bytes()) for name in ("my-notes.txt", "thresholds.csv")
+                     if (out / name).is_file() and not (out / name).is_symlink()}
+            truth.update({name: _true_record(b"planted\n") for name in planted if name not in truth})
+            (staging / ".journal.json").write_bytes(data.draw(journal_json(truth)))
         special = data.draw(st.sampled_from([None, "fifo", "link-out", "link-victim"]))
         target = out / data.draw(st.sampled_from(["thresholds.csv", "report.md", "other.csv"]))
         if special and not target.exists():
@@ -677,7 +701,8 @@ def test_fuzz_hostile_output_folders(data):
             else:
                 target.symlink_to(tmp / "victim.txt" if special == "link-victim" else "/dev/null")
         outside = {k: v for k, v in _snapshot(tmp).items() if not k.startswith("out")}
-        user = {k: v for k, v in _snapshot(out).items() if k == "my-notes.txt" or v[0] in ("fifo", "link")}
+        user = {k: v for k, v in _snapshot(out).items()
+                if k == "my-notes.txt" or v[0] in ("fifo", "link") or v[1] == b"my own thresholds\n"}
         with _time_limit(HANG_SECONDS):
             result = runner.invoke(app, ["run", str(tmp / "recipe.yaml"), "-q"])
         lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -687,6 +712,10 @@ def test_fuzz_hostile_output_folders(data):
         assert {k: v for k, v in _snapshot(tmp).items() if not k.startswith("out")} == outside, "touched outside --out"
         now = _snapshot(out)
         assert all(now.get(k) == v for k, v in user.items()), "a user file or special file was changed"
+
+
+def _true_record(data: bytes) -> dict:
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def make_scores_for_fuzz() -> tuple[str, list, list]:
