@@ -228,13 +228,13 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     from .assess import absent_note
     from .cli_scores import _check_groups, check_options, cli_number, read_attempts, read_groups_option
     from .errors import CalibrateError
-    from .userfiles import check_target, write_user_file
+    from .userfiles import check_target, command_inputs, write_user_file
 
-    inputs = tuple(p for p in (artifact, scores, cohort, groups) if p is not None)
     try:
         fpr, missing = cli_number(fpr, "--fpr"), cli_number(missing, "--missing")
         check_options(fmt)
-        check_target(out, inputs)  # before any work: never replace an input (S9)
+        inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
+        check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         if unknown not in ("error", "reject", "skip"):
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         labels = read_groups_option(groups)
@@ -244,7 +244,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
         group_notes = _check_groups(labels, claimed, real)
         decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
                                                  missing, labels)
-        written = write_user_file(out, table, inputs=inputs)
+        written = write_user_file(out, table, inputs, "--out")
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return

@@ -280,13 +280,14 @@ def fit_command(
 
     from .calibration import fit
     from .sanity import check_direction
-    from .userfiles import check_target
+    from .userfiles import check_target, command_inputs
 
     try:
         check_options(fmt, seed)
         missing = cli_number(missing, "--missing")
         targets = _targets(fpr)
-        check_target(out, (scores,) + ((groups,) if groups is not None else ()))  # never replace an input (S9)
+        inputs = command_inputs(None, {"SCORES": scores, "--groups": groups})
+        check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
         group_notes = _check_groups(labels, claimed, real)
@@ -304,6 +305,7 @@ def fit_command(
 
             known = known_classes(cal, claimed)
             in_sample = assess(cal, claimed[known], real[known], values[known], targets, groups=labels)
+        check_target(out, inputs, "--out")  # again, after the fit: still not an input
         cal.save(out)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
@@ -353,7 +355,7 @@ def evaluate_command(
     import numpy as np
 
     from .assess import absent_note, assess, known_classes, verification
-    from .userfiles import check_target, write_user_file
+    from .userfiles import check_target, command_inputs, write_user_file
 
     try:
         check_options(fmt)
@@ -364,7 +366,8 @@ def evaluate_command(
                 from .errors import ParameterError
 
                 raise ParameterError("--det - and --json would both write to standard output; give --det a file name")
-            check_target(det, tuple(p for p in (artifact, scores, cohort, groups) if p is not None))
+            inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
+            check_target(det, inputs, "--det")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         cal = load(artifact, estimator)
         check_cohort_flag(cal, cohort)
@@ -380,8 +383,7 @@ def evaluate_command(
         metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
         written = None
         if det is not None and metrics["genuine_attempts"] and metrics["impostor_attempts"]:
-            written = write_user_file(det, det_csv(*curve), inputs=tuple(p for p in (artifact, scores, cohort, groups)
-                                                                            if p is not None))
+            written = write_user_file(det, det_csv(*curve), inputs, "--det")
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return

@@ -5,7 +5,9 @@
   never half-written. The file beside it is created exclusively under a random name
   (``tempfile.mkstemp``): a planted file or link of a guessable name is never opened or followed.
 * Not a path (bytes, a NUL byte, empty), a name ending in ``/`` (a folder), or one of the command's
-  own input files (``inputs``): refused before anything is written.
+  own input files (``inputs``: the same file by device and inode, so a hard link or a symbolic link
+  to an input counts; a saved calibration's inputs are every file its loader reads,
+  :func:`artifact_files`): refused before anything is written, naming the option and the input.
 * A symbolic link: the file it points to is replaced that way (the link stays a link); a dangling
   link is refused.
 * A character device (``/dev/null``, ``/dev/stdout`` on a terminal) or a FIFO: written through, in
@@ -117,39 +119,99 @@ def _write_stdout(data: bytes) -> str:
     return "standard output"
 
 
-def _refuse_inputs(target: Path, shown: str, inputs: tuple) -> None:
-    """A user-named output must not be one of the command's own inputs (it would be replaced)."""
+#: one input of a command: how the command line names it (``SCORES``, ``--cohort``), and its path
+Input = tuple[str, "str | os.PathLike"]
+
+
+def _refuse_inputs(target: Path, shown: str, inputs: tuple, option: str | None) -> None:
+    """A user-named output must not be one of the command's own inputs (it would be replaced): the same
+    file by device and inode, whatever the path (a hard link, a symbolic link, ``./x`` and ``x``)."""
     try:
         st = os.stat(target)
     except OSError:
-        return
+        return  # nothing there yet (or a dangling link, refused when written): no input can be lost
     if not stat.S_ISREG(st.st_mode):  # a device or FIFO is written through, never lost
         return
     for given in inputs:
+        label, given = given if isinstance(given, tuple) else ("input", given)
         try:
-            if os.path.samestat(st, os.stat(given)):
-                raise _fail(shown, f"it is this command's input {os.fspath(given)!r}, which would be lost",
-                            "give another output path")
+            same = os.path.samestat(st, os.stat(given))
         except (OSError, TypeError, ValueError):
             continue
+        if same:
+            said = f"{option} {shown!r}" if option else repr(shown)
+            raise CalibrateError(f"cannot write {said}: it is this command's input ({label} {os.fspath(given)!r}), "
+                                 f"which would be lost; give {option or 'the output'} another path")
 
 
-def check_target(path: object, inputs: tuple = ()) -> str:
+def check_target(path: object, inputs: tuple = (), option: str | None = None) -> str:
     """``path`` as a str when it can name this command's output (checked before any work is done), else
-    the CalibrateError: not a str path, a NUL byte, a name ending in ``/`` (a folder), one of ``inputs``."""
+    the CalibrateError: not a str path, a NUL byte, a name ending in ``/`` (a folder), one of ``inputs``
+    (paths, or (name, path) pairs: :func:`command_inputs`); ``option`` names the output in messages."""
     shown = _checked_name(path)
     if shown == STDOUT:
         return shown
     if shown.endswith(("/", os.sep)) or os.path.basename(shown) in (".", ".."):
         raise _fail(shown, "it names a folder", "give a file name inside it")
-    _refuse_inputs(Path(shown), shown, inputs)
+    _refuse_inputs(Path(shown), shown, inputs, option)
     return shown
 
 
-def write_user_file(path: str | os.PathLike, data: bytes, inputs: tuple = ()) -> str:
+def command_inputs(artifact: "str | os.PathLike | None", named: dict) -> tuple[Input, ...]:
+    """A command's input files as (name, path) pairs for :func:`check_target`: ``artifact`` (a saved
+    calibration, named ARTIFACT; None for none) with every file its loader reads (:func:`artifact_files`),
+    then each path of ``named`` (the command line's name -> path, e.g. ``{"SCORES": p, "--cohort": None}``)
+    that is given."""
+    out: list[Input] = []
+    if artifact is not None:
+        out += [("ARTIFACT", artifact)] + [("a file of ARTIFACT", p) for p in artifact_files(artifact)]
+    return tuple(out + [(name, path) for name, path in named.items() if path is not None])
+
+
+def artifact_files(artifact: "str | os.PathLike") -> list[Path]:
+    """The files ``calibrate.load(artifact)`` reads or checks beyond ``artifact`` itself, when it is a run's
+    output folder (or a ``calibration.json``, or a sharded run's head, in one): ``calibration.json``,
+    ``manifest.json`` and every file the manifest lists, and a sharded run's parts, class lists and pooled
+    samples (``*.npy``). Nothing for a calibration file of another name. Never raises: what cannot be read
+    here is the loader's to report."""
+    import json
+
+    from .outputs import MANIFEST, MAX_DOC_BYTES
+    from .partitioned import PART
+    from .partitioned_calibration import MAX_PARTS, read_head
+    from .safefiles import plain_name, read_bounded
+
+    try:
+        path = Path(artifact)
+        if path.is_dir():
+            head = path / "calibration.json"
+        elif path.name == "calibration.json" or read_head(path) is not None:
+            head = path
+        else:
+            return []
+        folder = head.parent
+        names = {"calibration.json", MANIFEST}
+        try:
+            files = json.loads(read_bounded(folder / MANIFEST, "", "", MAX_DOC_BYTES, error=ValueError)).get("files")
+            names.update(n for n in (files if isinstance(files, (dict, list)) else ()) if plain_name(n))
+        except (ValueError, AttributeError, RecursionError):
+            pass  # no manifest, or a damaged one: the loader says so
+        parts = (read_head(head) or {}).get("parts")
+        if isinstance(parts, int) and not isinstance(parts, bool):
+            for k in range(min(max(parts, 0), MAX_PARTS)):
+                names.update((f"calibration-{PART.format(k)}.json", f"classes-{PART.format(k)}.json"))
+            with os.scandir(folder) as entries:
+                names.update(e.name for e in entries if e.name.endswith(".npy") and plain_name(e.name))
+        return [folder / n for n in sorted(names)]
+    except (OSError, ValueError, TypeError, RuntimeError):
+        return []
+
+
+def write_user_file(path: str | os.PathLike, data: bytes, inputs: tuple = (), option: str | None = None) -> str:
     """Write ``data`` to the file the user named (see the module doc); returns how to name it in messages.
-    ``inputs``: the command's input files, which the output must not be (S9 of issue 19's audit)."""
-    shown = check_target(path, inputs)
+    ``inputs``: the command's input files, which the output must not be (S9 of issue 19's audit; checked
+    again here, after the computation); ``option``: the command line's name of the output (``--out``)."""
+    shown = check_target(path, inputs, option)
     if shown == STDOUT:
         return _write_stdout(data)
     target = Path(shown)
