@@ -1,9 +1,11 @@
-"""Writing one file the user named (``accept --out``, ``fit --out``, ``Calibration.save``).
+"""Writing one file the user named (``accept --out``, ``fit --out``, ``evaluate --det``, ``Calibration.save``).
 
 * ``-`` is standard output; a closed one is refused.
 * A new path, or an existing regular file: written beside it and renamed over it, so the file is
-  never half-written. The file beside it is created exclusively under a random name
-  (``tempfile.mkstemp``): a planted file or link of a guessable name is never opened or followed.
+  never half-written. The file beside it is created exclusively under a random name (O_CREAT|O_EXCL,
+  as ``tempfile.mkstemp``): a planted file or link of a guessable name is never opened or followed.
+  A new file gets the permissions any program's new file gets (0666 less the umask: see
+  :func:`write_temp_beside`); a replaced file keeps its own permission bits.
 * Not a path (bytes, a NUL byte, empty), a name ending in ``/`` (a folder), or one of the command's
   own input files (``inputs``: the same file by device and inode, so a hard link or a symbolic link
   to an input counts; a saved calibration's inputs are every file its loader reads,
@@ -22,9 +24,9 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import CalibrateError
@@ -36,26 +38,49 @@ def _fail(path: str, why: str, fix: str = "choose another path") -> CalibrateErr
     return CalibrateError(f"cannot write {path!r}: {why}; {fix}")
 
 
-def write_temp_beside(folder: Path, name: str, data: bytes) -> Path:
+def write_temp_beside(folder: Path, name: str, data: bytes, mode: int | None = None) -> Path:
     """A new file holding ``data`` in ``folder``, durably written: created exclusively under a random
-    name (``tempfile.mkstemp``: O_CREAT|O_EXCL, so a planted file or symbolic link of a guessed name is
-    never opened or followed). Renamed over its target by the caller; removed again if writing fails."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name[:64]}.tmp-", dir=folder)
+    name (O_CREAT|O_EXCL|O_NOFOLLOW, so a planted file or symbolic link of a guessed name is never opened
+    or followed). Renamed over its target by the caller; removed again if writing fails.
+
+    Created with mode 0666, which the kernel narrows by the process's umask (or a default ACL of the
+    folder) as for any new file: the user's umask, read by nobody. ``tempfile.mkstemp`` would make it
+    0600, and reading the umask to widen it again is racy (``os.umask`` can only be read by setting it,
+    process-wide, so a thread creating a file meanwhile would get the wrong mode). ``mode``: these
+    permission bits instead (set on the open file, never through a name)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = Path(folder) / f".{name[:64]}.tmp-{secrets.token_hex(8)}"
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:  # 100 collisions of 64 random bits: something is planting names as fast as we draw them
+        raise FileExistsError(errno.EEXIST, "no unused temporary name", str(folder))
     try:
         with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fd, mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    return Path(tmp)
+    return tmp
 
 
 def _replace_regular(target: Path, data: bytes, shown: str) -> None:
+    """``target`` replaced whole by ``data`` (or made); a file replaced keeps its permission bits (a file the
+    user made private stays private), a new one gets the umask's."""
     tmp = None
     try:
-        tmp = write_temp_beside(target.parent, target.name, data)
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode) & 0o777
+        except FileNotFoundError:
+            mode = None
+        tmp = write_temp_beside(target.parent, target.name, data, mode)
         os.replace(tmp, target)
     except OSError as exc:
         if tmp is not None:
