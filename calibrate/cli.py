@@ -220,8 +220,10 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                                                  "a header `class,group`; adds a `group` column (the claimed class's) and "
                                                  "a summary line per group.")) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
-    (claimed, real, probe, score, threshold, accept; with --groups, the claimed class's group). A normalised
-    calibration's threshold is on the normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
+    (claimed, real, probe, score, threshold, accept; with --groups, the claimed class's group; a label beginning
+    with =, +, -, @, a tab or a carriage return gets a leading ' so that no spreadsheet runs it as a formula).
+    A normalised calibration's threshold is on the normalised score z, and its decisions need the probes' cohort
+    scores (--cohort). --out may not be one of the command's inputs (nor a file of the run folder it reads)."""
     import numpy as np
 
     from .api import load
@@ -279,10 +281,8 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
                missing: float | None, labels=None):
     """(decision per attempt, whether its class is calibrated, the rows written, the CSV's bytes); attempts
     claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip); with
-    ``labels`` (calibrate.types.GroupLabels), a last column with the claimed class's group."""
-    import csv
-    import io
-
+    ``labels`` (calibrate.types.GroupLabels), a last column with the claimed class's group; labels written
+    through calibrate.userfiles.csv_text (no cell a spreadsheet reads as a formula)."""
     import numpy as np
 
     from .assess import known_classes
@@ -297,20 +297,22 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
                              "(leave them out), or enroll the class")
     decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
     rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    from .types import UNLABELLED
+    from .userfiles import csv_texts, csv_writer
+
+    chosen = claimed[rows]
+    texts = [csv_texts(chosen), csv_texts(real[rows])] + ([csv_texts(probe[rows])] if probe is not None else [])
+    group_of = dict(zip(labels.classes, labels.groups)) if labels is not None else {}
+    groups = [] if labels is None else [csv_texts([group_of.get(str(c), UNLABELLED) for c in chosen.tolist()])]
+    w, text = csv_writer()
     w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"]
                + (["group"] if labels is not None else []))
-    group_of = dict(zip(labels.classes, labels.groups)) if labels is not None else {}
-    from .types import UNLABELLED
-
-    for i in rows.tolist():
+    for k, i in enumerate(rows.tolist()):
         c = claimed[i]
         t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
-        w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
-                                                                                "1" if decided[i] else "0"]
-                   + ([group_of.get(str(c), UNLABELLED)] if labels is not None else []))
-    return decided, known, rows, buf.getvalue().encode("utf-8")
+        w.writerow([column[k] for column in texts] + [repr(float(values[i])), t, "1" if decided[i] else "0"]
+                   + [column[k] for column in groups])
+    return decided, known, rows, text().encode("utf-8")
 
 
 def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int, missing: float | None) -> str:

@@ -1,4 +1,6 @@
-"""Writing one file the user named (``accept --out``, ``fit --out``, ``evaluate --det``, ``Calibration.save``).
+"""Writing one file the user named (``accept --out``, ``fit --out``, ``evaluate --det``, ``Calibration.save``),
+and the cells of every CSV file calibrate writes (:func:`csv_writer`, :func:`csv_text`: no text cell a
+spreadsheet would run as a formula).
 
 * ``-`` is standard output; a closed one is refused.
 * A new path, or an existing regular file: written beside it and renamed over it, so the file is
@@ -22,8 +24,10 @@ Every failure is a :class:`~calibrate.errors.CalibrateError` naming the path and
 
 from __future__ import annotations
 
+import csv
 import errno
 import os
+import re
 import secrets
 import stat
 import sys
@@ -32,6 +36,58 @@ from pathlib import Path
 from .errors import CalibrateError
 
 STDOUT = "-"
+
+#: what a spreadsheet reads as the start of a formula (OWASP, CSV injection): =, +, -, @, tab, carriage return;
+#: and ' itself, so that one ' taken off any cell that starts with one gives the text back
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+#: a plain decimal number (``-1``, ``+2.5e-3``): a spreadsheet reads it as that number, never as a formula
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+
+
+def csv_text(cell: object) -> str:
+    """A text cell (a class, a probe, a group, an estimator's label) of a CSV file the user may open in a
+    spreadsheet: one that starts with =, +, -, @, a tab or a carriage return gets a leading ``'`` (OWASP's
+    advice against formula injection), and so does one that starts with ``'``, so that taking one ``'`` off
+    a cell that starts with it always gives the text back. A plain decimal number (a class named ``-1``) is
+    written as it is: a spreadsheet reads it as a number, not a formula. Numeric cells (scores, thresholds)
+    are written by their writers with ``repr`` and never pass through here."""
+    text = str(cell)
+    if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def csv_texts(labels):
+    """:func:`csv_text` of every label of a sequence or array, as a numpy array of str (``labels`` itself when
+    none needs it): only the labels that start with one of its characters are looked at, so a million
+    decisions' labels cost one vectorised pass, not a million calls, and no Python string each."""
+    import numpy as np
+
+    text = np.asarray(labels, dtype=str)
+    hits = np.flatnonzero(np.isin(text.astype("U1"), np.array(_FORMULA_START)))
+    if not hits.size:
+        return text
+    out = text.astype(f"U{text.dtype.itemsize // 4 + 1}")  # room for the '
+    for i in hits.tolist():
+        out[i] = csv_text(text[i])
+    return out
+
+
+class _Lines(list):
+    write = list.append  # csv.writer writes one whole row per call
+
+
+def csv_writer(fieldnames: list[str] | None = None):
+    """(a ``csv.writer``, or with ``fieldnames`` a ``csv.DictWriter`` (missing cells empty), for the rows of a
+    CSV file the user may open in a spreadsheet; a function giving the file's text once they are written).
+    Every CSV calibrate writes goes through here, its text cells through :func:`csv_text`. Rows end in ``\n``
+    and are quoted as ``csv.writer`` quotes (only where a cell needs it), a cell holding a carriage return too:
+    ``csv.writer`` with ``\n`` line ends leaves it bare (Python 3.11), and a spreadsheet would end the row
+    there and read the rest of the cell as a row of its own, unescaped."""
+    lines = _Lines()
+    writer = (csv.writer(lines, lineterminator="\r\n") if fieldnames is None  # \r in the terminator: quoted
+              else csv.DictWriter(lines, fieldnames=fieldnames, lineterminator="\r\n", restval=""))
+    return writer, lambda: "".join([line[:-2] + "\n" for line in lines])
 
 
 def _fail(path: str, why: str, fix: str = "choose another path") -> CalibrateError:
