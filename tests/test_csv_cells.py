@@ -125,6 +125,10 @@ def test_every_csv_writer_escapes_tab_and_carriage_return_labels():
     rows = list(csv.DictReader(io.StringIO(thresholds_csv([table]), newline="")))
     assert [r["class"] for r in rows] == ["'\tTAB", "'\rCR", "-1", "ok"]
     assert {r["estimator"] for r in rows} == {"'=est"} and [r["threshold"] for r in rows] == ["-0.5", "0.25", "-1.0", "2.0"]
+    inside = ThresholdTable("e", ("a\r=cmd()", "b"), (0.05,), np.array([[1.0], [2.0]]))  # a CR inside a label
+    text = thresholds_csv([inside])
+    assert text.count("\n") == 3 and '"a\r=cmd()"' in text  # quoted: it starts no row of its own
+    assert [r["class"] for r in csv.DictReader(io.StringIO(text, newline=""))] == ["a\r=cmd()", "b"]
     text = models_csv([{"estimator": "e", "class": c, "family": "@x", "scale": -0.5, "n_train": -3} for c in labels])
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert [r["class"] for r in rows] == ["'\tTAB", "'\rCR", "-1", "ok"]
