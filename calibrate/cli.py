@@ -228,9 +228,9 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
 
     from .api import load
     from .assess import absent_note
-    from .cli_scores import _check_groups, check_options, cli_number, read_attempts, read_groups_option
+    from .cli_scores import _check_groups, check_options, cli_number, command_inputs, read_attempts, read_groups_option
     from .errors import CalibrateError
-    from .userfiles import check_target, command_inputs, write_user_file
+    from .userfiles import check_target, write_user_file
 
     try:
         fpr, missing = cli_number(fpr, "--fpr"), cli_number(missing, "--missing")

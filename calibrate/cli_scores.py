@@ -139,6 +139,56 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> li
     return out
 
 
+def command_inputs(artifact: Path | None, named: dict) -> tuple[tuple[str, Path], ...]:
+    """A command's input files as (name, path) pairs for calibrate.userfiles.check_target: ``artifact`` (a
+    saved calibration, named ARTIFACT; None for none) with every file its loader reads (:func:`artifact_files`),
+    then each path of ``named`` (the command line's name -> path, e.g. ``{"SCORES": p, "--cohort": None}``)
+    that is given."""
+    out: list = []
+    if artifact is not None:
+        out += [("ARTIFACT", artifact)] + [("a file of ARTIFACT", p) for p in artifact_files(artifact)]
+    return tuple(out + [(name, path) for name, path in named.items() if path is not None])
+
+
+def artifact_files(artifact: Path) -> list[Path]:
+    """The files ``calibrate.load(artifact)`` reads or checks beyond ``artifact`` itself, when it is a run's
+    output folder (or a ``calibration.json``, or a sharded run's head, in one): ``calibration.json``,
+    ``manifest.json`` and every file the manifest lists, and a sharded run's parts, class lists and pooled
+    samples (``*.npy``). Nothing for a calibration file of another name. Never raises: what cannot be read
+    here is the loader's to report."""
+    import os
+
+    from .outputs import MANIFEST, MAX_DOC_BYTES
+    from .partitioned import PART
+    from .partitioned_calibration import MAX_PARTS, read_head
+    from .safefiles import plain_name, read_bounded
+
+    try:
+        path = Path(artifact)
+        if path.is_dir():
+            head = path / "calibration.json"
+        elif path.name == "calibration.json" or read_head(path) is not None:
+            head = path
+        else:
+            return []
+        folder = head.parent
+        names = {"calibration.json", MANIFEST}
+        try:
+            files = json.loads(read_bounded(folder / MANIFEST, "", "", MAX_DOC_BYTES, error=ValueError)).get("files")
+            names.update(n for n in (files if isinstance(files, (dict, list)) else ()) if plain_name(n))
+        except (ValueError, AttributeError, RecursionError):
+            pass  # no manifest, or a damaged one: the loader says so
+        parts = (read_head(head) or {}).get("parts")
+        if isinstance(parts, int) and not isinstance(parts, bool):
+            for k in range(min(max(parts, 0), MAX_PARTS)):
+                names.update((f"calibration-{PART.format(k)}.json", f"classes-{PART.format(k)}.json"))
+            with os.scandir(folder) as entries:
+                names.update(e.name for e in entries if e.name.endswith(".npy") and plain_name(e.name))
+        return [folder / n for n in sorted(names)]
+    except (OSError, ValueError, TypeError, RuntimeError):
+        return []
+
+
 _GROUPS_HELP = "Groups of the classes: a CSV with a header `class,group` (probes belong to their real class's group)."
 
 
@@ -280,7 +330,7 @@ def fit_command(
 
     from .calibration import fit
     from .sanity import check_direction
-    from .userfiles import check_target, command_inputs
+    from .userfiles import check_target
 
     try:
         check_options(fmt, seed)
@@ -355,7 +405,7 @@ def evaluate_command(
     import numpy as np
 
     from .assess import absent_note, assess, known_classes, verification
-    from .userfiles import check_target, command_inputs, write_user_file
+    from .userfiles import check_target, write_user_file
 
     try:
         check_options(fmt)

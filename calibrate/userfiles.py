@@ -10,8 +10,9 @@ spreadsheet would run as a formula).
   :func:`write_temp_beside`); a replaced file keeps its own permission bits.
 * Not a path (bytes, a NUL byte, empty), a name ending in ``/`` (a folder), or one of the command's
   own input files (``inputs``: the same file by device and inode, so a hard link or a symbolic link
-  to an input counts; a saved calibration's inputs are every file its loader reads,
-  :func:`artifact_files`): refused before anything is written, naming the option and the input.
+  to an input counts; for the command line, a saved calibration's inputs are every file its loader
+  reads: calibrate.cli_scores.command_inputs): refused before anything is written, naming the option
+  and the input.
 * A symbolic link: the file it points to is replaced that way (the link stays a link); a dangling
   link is refused.
 * A character device (``/dev/null``, ``/dev/stdout`` on a terminal) or a FIFO: written through, in
@@ -200,10 +201,6 @@ def _write_stdout(data: bytes) -> str:
     return "standard output"
 
 
-#: one input of a command: how the command line names it (``SCORES``, ``--cohort``), and its path
-Input = tuple[str, "str | os.PathLike"]
-
-
 def _refuse_inputs(target: Path, shown: str, inputs: tuple, option: str | None) -> None:
     """A user-named output must not be one of the command's own inputs (it would be replaced): the same
     file by device and inode, whatever the path (a hard link, a symbolic link, ``./x`` and ``x``)."""
@@ -228,7 +225,8 @@ def _refuse_inputs(target: Path, shown: str, inputs: tuple, option: str | None) 
 def check_target(path: object, inputs: tuple = (), option: str | None = None) -> str:
     """``path`` as a str when it can name this command's output (checked before any work is done), else
     the CalibrateError: not a str path, a NUL byte, a name ending in ``/`` (a folder), one of ``inputs``
-    (paths, or (name, path) pairs: :func:`command_inputs`); ``option`` names the output in messages."""
+    (paths, or (name, path) pairs: calibrate.cli_scores.command_inputs); ``option`` names the output in
+    messages."""
     shown = _checked_name(path)
     if shown == STDOUT:
         return shown
@@ -236,56 +234,6 @@ def check_target(path: object, inputs: tuple = (), option: str | None = None) ->
         raise _fail(shown, "it names a folder", "give a file name inside it")
     _refuse_inputs(Path(shown), shown, inputs, option)
     return shown
-
-
-def command_inputs(artifact: "str | os.PathLike | None", named: dict) -> tuple[Input, ...]:
-    """A command's input files as (name, path) pairs for :func:`check_target`: ``artifact`` (a saved
-    calibration, named ARTIFACT; None for none) with every file its loader reads (:func:`artifact_files`),
-    then each path of ``named`` (the command line's name -> path, e.g. ``{"SCORES": p, "--cohort": None}``)
-    that is given."""
-    out: list[Input] = []
-    if artifact is not None:
-        out += [("ARTIFACT", artifact)] + [("a file of ARTIFACT", p) for p in artifact_files(artifact)]
-    return tuple(out + [(name, path) for name, path in named.items() if path is not None])
-
-
-def artifact_files(artifact: "str | os.PathLike") -> list[Path]:
-    """The files ``calibrate.load(artifact)`` reads or checks beyond ``artifact`` itself, when it is a run's
-    output folder (or a ``calibration.json``, or a sharded run's head, in one): ``calibration.json``,
-    ``manifest.json`` and every file the manifest lists, and a sharded run's parts, class lists and pooled
-    samples (``*.npy``). Nothing for a calibration file of another name. Never raises: what cannot be read
-    here is the loader's to report."""
-    import json
-
-    from .outputs import MANIFEST, MAX_DOC_BYTES
-    from .partitioned import PART
-    from .partitioned_calibration import MAX_PARTS, read_head
-    from .safefiles import plain_name, read_bounded
-
-    try:
-        path = Path(artifact)
-        if path.is_dir():
-            head = path / "calibration.json"
-        elif path.name == "calibration.json" or read_head(path) is not None:
-            head = path
-        else:
-            return []
-        folder = head.parent
-        names = {"calibration.json", MANIFEST}
-        try:
-            files = json.loads(read_bounded(folder / MANIFEST, "", "", MAX_DOC_BYTES, error=ValueError)).get("files")
-            names.update(n for n in (files if isinstance(files, (dict, list)) else ()) if plain_name(n))
-        except (ValueError, AttributeError, RecursionError):
-            pass  # no manifest, or a damaged one: the loader says so
-        parts = (read_head(head) or {}).get("parts")
-        if isinstance(parts, int) and not isinstance(parts, bool):
-            for k in range(min(max(parts, 0), MAX_PARTS)):
-                names.update((f"calibration-{PART.format(k)}.json", f"classes-{PART.format(k)}.json"))
-            with os.scandir(folder) as entries:
-                names.update(e.name for e in entries if e.name.endswith(".npy") and plain_name(e.name))
-        return [folder / n for n in sorted(names)]
-    except (OSError, ValueError, TypeError, RuntimeError):
-        return []
 
 
 def write_user_file(path: str | os.PathLike, data: bytes, inputs: tuple = (), option: str | None = None) -> str:

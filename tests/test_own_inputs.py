@@ -157,7 +157,7 @@ def test_other_files_beside_a_run_are_written_as_before(runs, tmp_path):
 
 def test_the_files_of_an_artifact_are_the_loaders(runs):
     """artifact_files names what calibrate.load reads: nothing for a lone file, the folder's for a run."""
-    from calibrate.userfiles import artifact_files
+    from calibrate.cli_scores import artifact_files
 
     plain = {p.name for p in artifact_files(runs / "plain")}
     assert {"calibration.json", "manifest.json", "thresholds.csv", "results.json", "report.md"} <= plain
