@@ -220,21 +220,23 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                                                  "a header `class,group`; adds a `group` column (the claimed class's) and "
                                                  "a summary line per group.")) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
-    (claimed, real, probe, score, threshold, accept; with --groups, the claimed class's group). A normalised
-    calibration's threshold is on the normalised score z, and its decisions need the probes' cohort scores (--cohort)."""
+    (claimed, real, probe, score, threshold, accept; with --groups, the claimed class's group; a label beginning
+    with =, +, -, @, a tab or a carriage return gets a leading ' so that no spreadsheet runs it as a formula).
+    A normalised calibration's threshold is on the normalised score z, and its decisions need the probes' cohort
+    scores (--cohort). --out may not be one of the command's inputs (nor a file of the run folder it reads)."""
     import numpy as np
 
     from .api import load
     from .assess import absent_note
-    from .cli_scores import _check_groups, check_options, cli_number, read_attempts, read_groups_option
+    from .cli_scores import _check_groups, check_options, cli_number, command_inputs, read_attempts, read_groups_option
     from .errors import CalibrateError
     from .userfiles import check_target, write_user_file
 
-    inputs = tuple(p for p in (artifact, scores, cohort, groups) if p is not None)
     try:
         fpr, missing = cli_number(fpr, "--fpr"), cli_number(missing, "--missing")
         check_options(fmt)
-        check_target(out, inputs)  # before any work: never replace an input (S9)
+        inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
+        check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         if unknown not in ("error", "reject", "skip"):
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         labels = read_groups_option(groups)
@@ -244,7 +246,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
         group_notes = _check_groups(labels, claimed, real)
         decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
                                                  missing, labels)
-        written = write_user_file(out, table, inputs=inputs)
+        written = write_user_file(out, table, inputs, "--out")
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
@@ -279,10 +281,8 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
                missing: float | None, labels=None):
     """(decision per attempt, whether its class is calibrated, the rows written, the CSV's bytes); attempts
     claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip); with
-    ``labels`` (calibrate.types.GroupLabels), a last column with the claimed class's group."""
-    import csv
-    import io
-
+    ``labels`` (calibrate.types.GroupLabels), a last column with the claimed class's group; labels written
+    through calibrate.userfiles.csv_text (no cell a spreadsheet reads as a formula)."""
     import numpy as np
 
     from .assess import known_classes
@@ -297,20 +297,22 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
                              "(leave them out), or enroll the class")
     decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
     rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    from .types import UNLABELLED
+    from .userfiles import csv_texts, csv_writer
+
+    chosen = claimed[rows]
+    texts = [csv_texts(chosen), csv_texts(real[rows])] + ([csv_texts(probe[rows])] if probe is not None else [])
+    group_of = dict(zip(labels.classes, labels.groups)) if labels is not None else {}
+    groups = [] if labels is None else [csv_texts([group_of.get(str(c), UNLABELLED) for c in chosen.tolist()])]
+    w, text = csv_writer()
     w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"]
                + (["group"] if labels is not None else []))
-    group_of = dict(zip(labels.classes, labels.groups)) if labels is not None else {}
-    from .types import UNLABELLED
-
-    for i in rows.tolist():
+    for k, i in enumerate(rows.tolist()):
         c = claimed[i]
         t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
-        w.writerow([c, real[i]] + ([probe[i]] if probe is not None else []) + [repr(float(values[i])), t,
-                                                                                "1" if decided[i] else "0"]
-                   + ([group_of.get(str(c), UNLABELLED)] if labels is not None else []))
-    return decided, known, rows, buf.getvalue().encode("utf-8")
+        w.writerow([column[k] for column in texts] + [repr(float(values[i])), t, "1" if decided[i] else "0"]
+                   + [column[k] for column in groups])
+    return decided, known, rows, text().encode("utf-8")
 
 
 def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int, missing: float | None) -> str:

@@ -139,6 +139,56 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> li
     return out
 
 
+def command_inputs(artifact: Path | None, named: dict) -> tuple[tuple[str, Path], ...]:
+    """A command's input files as (name, path) pairs for calibrate.userfiles.check_target: ``artifact`` (a
+    saved calibration, named ARTIFACT; None for none) with every file its loader reads (:func:`artifact_files`),
+    then each path of ``named`` (the command line's name -> path, e.g. ``{"SCORES": p, "--cohort": None}``)
+    that is given."""
+    out: list = []
+    if artifact is not None:
+        out += [("ARTIFACT", artifact)] + [("a file of ARTIFACT", p) for p in artifact_files(artifact)]
+    return tuple(out + [(name, path) for name, path in named.items() if path is not None])
+
+
+def artifact_files(artifact: Path) -> list[Path]:
+    """The files ``calibrate.load(artifact)`` reads or checks beyond ``artifact`` itself, when it is a run's
+    output folder (or a ``calibration.json``, or a sharded run's head, in one): ``calibration.json``,
+    ``manifest.json`` and every file the manifest lists, and a sharded run's parts, class lists and pooled
+    samples (``*.npy``). Nothing for a calibration file of another name. Never raises: what cannot be read
+    here is the loader's to report."""
+    import os
+
+    from .outputs import MANIFEST, MAX_DOC_BYTES
+    from .partitioned import PART
+    from .partitioned_calibration import MAX_PARTS, read_head
+    from .safefiles import plain_name, read_bounded
+
+    try:
+        path = Path(artifact)
+        if path.is_dir():
+            head = path / "calibration.json"
+        elif path.name == "calibration.json" or read_head(path) is not None:
+            head = path
+        else:
+            return []
+        folder = head.parent
+        names = {"calibration.json", MANIFEST}
+        try:
+            files = json.loads(read_bounded(folder / MANIFEST, "", "", MAX_DOC_BYTES, error=ValueError)).get("files")
+            names.update(n for n in (files if isinstance(files, (dict, list)) else ()) if plain_name(n))
+        except (ValueError, AttributeError, RecursionError):
+            pass  # no manifest, or a damaged one: the loader says so
+        parts = (read_head(head) or {}).get("parts")
+        if isinstance(parts, int) and not isinstance(parts, bool):
+            for k in range(min(max(parts, 0), MAX_PARTS)):
+                names.update((f"calibration-{PART.format(k)}.json", f"classes-{PART.format(k)}.json"))
+            with os.scandir(folder) as entries:
+                names.update(e.name for e in entries if e.name.endswith(".npy") and plain_name(e.name))
+        return [folder / n for n in sorted(names)]
+    except (OSError, ValueError, TypeError, RuntimeError):
+        return []
+
+
 _GROUPS_HELP = "Groups of the classes: a CSV with a header `class,group` (probes belong to their real class's group)."
 
 
@@ -286,7 +336,8 @@ def fit_command(
         check_options(fmt, seed)
         missing = cli_number(missing, "--missing")
         targets = _targets(fpr)
-        check_target(out, (scores,) + ((groups,) if groups is not None else ()))  # never replace an input (S9)
+        inputs = command_inputs(None, {"SCORES": scores, "--groups": groups})
+        check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
         group_notes = _check_groups(labels, claimed, real)
@@ -304,6 +355,7 @@ def fit_command(
 
             known = known_classes(cal, claimed)
             in_sample = assess(cal, claimed[known], real[known], values[known], targets, groups=labels)
+        check_target(out, inputs, "--out")  # again, after the fit: still not an input
         cal.save(out)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
@@ -364,7 +416,8 @@ def evaluate_command(
                 from .errors import ParameterError
 
                 raise ParameterError("--det - and --json would both write to standard output; give --det a file name")
-            check_target(det, tuple(p for p in (artifact, scores, cohort, groups) if p is not None))
+            inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
+            check_target(det, inputs, "--det")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         cal = load(artifact, estimator)
         check_cohort_flag(cal, cohort)
@@ -380,8 +433,7 @@ def evaluate_command(
         metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
         written = None
         if det is not None and metrics["genuine_attempts"] and metrics["impostor_attempts"]:
-            written = write_user_file(det, det_csv(*curve), inputs=tuple(p for p in (artifact, scores, cohort, groups)
-                                                                            if p is not None))
+            written = write_user_file(det, det_csv(*curve), inputs, "--det")
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return

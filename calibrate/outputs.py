@@ -54,10 +54,8 @@ Locks need ``fcntl`` (Linux, macOS); elsewhere runs into one folder must not ove
 
 from __future__ import annotations
 
-import csv
 import errno
 import hashlib
-import io
 import json
 import math
 import os
@@ -77,7 +75,7 @@ from .safefiles import plain_name, read_bounded
 from .formatting import format_pct
 from .ownerkey import Seal, owner_key
 from .types import TargetResult, ThresholdTable
-from .userfiles import write_temp_beside
+from .userfiles import csv_text, csv_texts, csv_writer, write_temp_beside
 
 if TYPE_CHECKING:
     from .base import Fold
@@ -599,8 +597,7 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
     from .cohort import to_z
 
     predictions = predictions or {}
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w, text = csv_writer()
     w.writerow(["estimator", "class", "target_fpr", "threshold", "score_threshold", "accept_if",
                 "class_long_run_fpr_low", "class_long_run_fpr_high", "prediction_status"])
     for table in tables:
@@ -609,7 +606,8 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
             scores = to_z(table.values)
         pred = predictions.get(table.estimator)
         per_class = pred is not None and pred.class_low is not None and pred.class_low.shape == table.values.shape
-        for i, cls in enumerate(table.classes):
+        estimator = csv_text(table.estimator)
+        for i, cls in enumerate(csv_texts(table.classes).tolist()):
             for k, target in enumerate(table.targets):
                 st = "" if scores is None else repr(float(scores[i, k]))
                 low = _cell(pred.class_low[i, k]) if per_class else ""
@@ -618,9 +616,9 @@ def thresholds_csv(tables: list[ThresholdTable], transform=None, kind: str = "di
                 accept_if = ACCEPT_IF[kind] if scores is not None else ""
                 if normalized is not None:
                     accept_if = f"{normalized}-normalised z <= t"
-                w.writerow([table.estimator, cls, repr(target), repr(float(table.values[i, k])), st,
-                            accept_if, low, high, status])
-    return buf.getvalue()
+                w.writerow([estimator, cls, repr(target), repr(float(table.values[i, k])), st,
+                            csv_text(accept_if), low, high, csv_text(status)])
+    return text()
 
 
 def _cell(value: float) -> str:
@@ -634,12 +632,12 @@ def models_csv(rows: list[dict[str, Any]]) -> str:
         for key in row:
             if key not in columns:
                 columns.append(key)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", restval="")
+    w, text = csv_writer(columns)
     w.writeheader()
     for row in rows:
-        w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
-    return buf.getvalue()
+        w.writerow({k: (repr(v) if isinstance(v, float) else csv_text(v) if isinstance(v, str) else v)
+                    for k, v in row.items()})
+    return text()
 
 
 def _clean(value):
