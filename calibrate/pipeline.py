@@ -99,6 +99,14 @@ def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext)
     kind = train.kind
     other = "distance" if kind == "similarity" else "similarity"
     source = train.source if test.source == train.source else f"{train.source} and {test.source}"
+    error, few = sanity.id_problem(np.concatenate([np.asarray(m.gallery_classes) for m in (train, test)]),
+                                   np.concatenate([np.asarray(m.probe_classes) for m in (train, test)]), source,
+                                   "spell the ids the same way in both places (each claimed id as the probes of that "
+                                   "class give their real id)")
+    if error:
+        raise DataError(error)
+    if few:
+        context.note(few)
     sanity.check_direction(genuine, impostor, kind, source,
                            f"set `kind: {other}` under `data:` in {recipe.source}")
     note = (sanity.weak_separation_note(genuine, impostor, kind, source)
@@ -284,7 +292,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
                             "of the predicted interval, which could not be made (see the notes)")
         tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
     return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions,
-                normalization=normalization, raw_test=test)
+                normalization=normalization, raw_test=test, training_scores=train.score_range())
 
 
 def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple[DistanceMatrix, DistanceMatrix]:
