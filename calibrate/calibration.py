@@ -29,7 +29,7 @@ from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_worlds, choose_world, measured_interval
-from .sanity import check_direction, id_problem
+from .sanity import check_direction, id_problem, list_evidence
 from .safefiles import refuse_bad_labels
 from .scorefiles import strict_floats
 from .stats import saved_reach, tie_message, tied_floor
@@ -445,9 +445,12 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
                         "per comparison its score, claimed class and the probe's real class")
     genuine = c.astype(str) == r.astype(str)
     if not genuine.any():  # two spellings of the same ids: every genuine score would be fitted as an impostor's
-        error, _ = id_problem(c, r, "calibrate.fit", "give real= the ids spelled as in classes")
+        error, note = id_problem(c, r, "calibrate.fit", "give real= the ids spelled as in classes",
+                                 list_evidence(c, r, s, kind))
         if error:
             raise DataError(error)
+        if note:
+            warnings.warn(note, stacklevel=3)
     check_direction(s[genuine], s[~genuine], kind, "calibrate.fit scores",
                     f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
     if genuine.all():

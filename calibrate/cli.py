@@ -94,7 +94,7 @@ def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe Y
     groups = ""
     if parsed.groups is not None:
         names = parsed.groups.names
-        groups = (f"; groups {shown(names)} for "
+        groups = (f"; groups {shown(names, quote=False)} for "
                   f"{len(parsed.groups.classes):,} classes from {parsed.groups.source}")
     typer.echo(f"{recipe}: ok ({parsed.data.info.name}, {len(parsed.estimators)} estimator(s), "
                f"targets {', '.join(f'{t:g}' for t in parsed.targets)}{groups}; data files: format checked on their "
@@ -244,7 +244,8 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
         # decisions need no real ids, so ids that never coincide are a note here: the tallies below would be wrong
-        group_notes = check_ids(claimed, real, scores, refuse=False) + _check_groups(labels, claimed, real)
+        group_notes = (check_ids(claimed, real, values, cal.kind, scores, refuse=False)
+                       + _check_groups(labels, claimed, real))
         decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
                                                  missing, labels)
         scale_note = check_scale(cal, values[known], scores)

@@ -92,15 +92,16 @@ def check_reach(targets, n: int | None, verb: str, allow: bool, defaults: bool =
         raise CalibrateError(f"{extrapolation_message(low[0], n)}{which}; give --allow-extrapolation to {verb} anyway")
 
 
-def check_ids(claimed, real, scores: Path, refuse: bool = True) -> list[str]:
-    """Claimed and real ids that never coincide: an error (``refuse``), else a note; few that do: a note
-    (calibrate.sanity.id_problem, in the command line's words)."""
+def check_ids(claimed, real, values, kind: str, scores: Path, refuse: bool = True) -> list[str]:
+    """Claimed and real ids that never coincide where the scores show them to be one set of ids spelled two ways:
+    an error (``refuse``), else a note; without that evidence, or few that do: a note (calibrate.sanity.id_problem,
+    in the command line's words)."""
     from .errors import DataError
-    from .sanity import id_problem
+    from .sanity import id_problem, list_evidence
 
     error, note = id_problem(claimed, real, str(scores), "write the ids the same way in both columns (the probe's "
                              "real_id as its class is claimed), or name the right columns with --claimed-column and "
-                             "--real-column")
+                             "--real-column", list_evidence(claimed, real, values, kind))
     if error and refuse:
         raise DataError(error)
     return [x for x in (error, note) if x]
@@ -360,7 +361,7 @@ def fit_command(
         check_target(out, (scores,) + ((groups,) if groups is not None else ()))  # never replace an input (S9)
         labels = read_groups_option(groups)
         claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
-        group_notes = check_ids(claimed, real, scores) + _check_groups(labels, claimed, real)
+        group_notes = check_ids(claimed, real, values, kind, scores) + _check_groups(labels, claimed, real)
         # before the fit, the rule `threshold` and `accept` apply too
         check_reach(targets, int((claimed != real).sum()) or None, "fit", allow_extrapolation, defaults=not fpr)
         if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
@@ -443,7 +444,7 @@ def evaluate_command(
         check_cohort_flag(cal, cohort)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
-        group_notes = check_ids(claimed, real, scores) + _check_groups(labels, claimed, real)
+        group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
         known = known_classes(cal, claimed)
         unknown_note = check_known(cal, claimed, known, scores)
         scale_note = check_scale(cal, values[known], scores)

@@ -22,9 +22,11 @@ def format_count(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def shown(items, limit: int = 8, width: int = 40) -> str:
-    """Some of ``items`` for a one-line message: the first ``limit`` (each repr'd, cut to ``width``
-    characters), then how many there are in all when some are left out: ``'a', 'b', ... (500 in all)``."""
+def shown(items, limit: int = 8, width: int = 40, quote: bool = True) -> str:
+    """Some of ``items`` for a one-line message: the first ``limit`` (each repr'd, or as text without ``quote``,
+    cut to ``width`` characters), then how many there are in all when some are left out: ``'a', 'b', ... (500 in
+    all)``."""
     items = items.tolist() if hasattr(items, "tolist") else list(items)  # numpy strings repr as plain ones
-    head = ", ".join(repr(x) if len(repr(x)) <= width else repr(x)[:width - 3] + "..." for x in items[:limit])
+    texts = [repr(x) if quote else str(x) for x in items[:limit]]
+    head = ", ".join(t if len(t) <= width else t[:width - 3] + "..." for t in texts)
     return head if len(items) <= limit else f"{head}, ... ({len(items):,} in all)"

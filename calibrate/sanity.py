@@ -13,7 +13,9 @@ Below :data:`REVERSED_AUC` the scores are refused (the fix is the other ``kind``
 
 The ids (:func:`id_problem`): a comparison is genuine when its claimed id equals the probe's real id, so
 two spellings of the same ids (``001`` and ``cfp001``) make every genuine score an impostor's, silently.
-When no claimed id is ever a real id that is an error; when few are, a note.
+When no claimed id is ever a real id, and the comparisons whose ids differ only in spelling score apart from
+the others, that is an error; without that evidence (impostor-only data are legitimate), or when few ids
+coincide, a note.
 
 The scale (:func:`scale_problem`): a calibration's thresholds mean something for scores on the scale it
 was fitted on. Scores beyond its training range by more than the range's width (:data:`FAR_OUTSIDE`
@@ -21,6 +23,8 @@ widths) are far outside it: most of them far outside is an error, some a note.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -106,11 +110,36 @@ def unchecked_direction_note(genuine: int, kind: str, source: str, fix: str) -> 
 FEW_SHARED_IDS = 0.1
 
 
-def id_problem(claimed, real, source: str, fix: str) -> tuple[str | None, str | None]:
-    """(error, note) on how the claimed ids and the probes' real ids coincide: an error when no claimed id is
-    ever a real id (no comparison can be genuine: the genuine scores would all be taken for impostors'), a
-    note when fewer than :data:`FEW_SHARED_IDS` of the claimed ids are; each with examples of both spellings.
-    ``fix`` ends the message (what to change, in the caller's words)."""
+def _spelling(label: str) -> str:
+    """What an id says once its spelling is set aside: its runs of digits without leading zeros (``cfp001`` and
+    ``001`` -> ``1``), or, without digits, its letters and digits in one case (``Alice-B`` -> ``aliceb``)."""
+    digits = re.findall(r"[0-9]+", label)
+    if digits:
+        return "-".join(d.lstrip("0") or "0" for d in digits)
+    return re.sub(r"[\W_]+", "", label.casefold())
+
+
+def spelled_alike(claimed, real) -> np.ndarray:
+    """Whether each claimed id and real id (arrays that broadcast together, e.g. a row and a column of labels)
+    are the same id spelled two ways (:func:`_spelling`), whatever they are letter by letter."""
+    def keys(labels) -> np.ndarray:
+        arr = np.asarray(labels).astype(str)
+        uniq, inverse = np.unique(arr, return_inverse=True)
+        return np.array([_spelling(u) for u in uniq.tolist()], dtype=object)[inverse].reshape(arr.shape)
+
+    return keys(claimed) == keys(real)
+
+
+def id_problem(claimed, real, source: str, fix: str, evidence=None) -> tuple[str | None, str | None]:
+    """(error, note) on how the claimed ids and the probes' real ids coincide, each naming examples of both
+    spellings; ``fix`` ends the message, in the caller's words.
+
+    No claimed id is ever a real id: no comparison is genuine. That is an error when the comparisons whose ids are
+    :func:`spelled_alike` score apart from the others (by the AUC as read, at least 0.75 or at most 0.25: they are
+    the genuine ones, written two ways) and a note otherwise (impostor-only data are legitimate: probes of other
+    people than the enrolled). ``evidence``: called only then, gives (the scores of the comparisons spelled alike,
+    the other scores, their kind, one (claimed, real) pair spelled alike), or None. Fewer than
+    :data:`FEW_SHARED_IDS` of the claimed ids ever being a real id: a note."""
     c = np.unique(np.asarray(claimed).astype(str))
     r = np.unique(np.asarray(real).astype(str))
     if c.size == 0 or r.size == 0:
@@ -121,12 +150,20 @@ def id_problem(claimed, real, source: str, fix: str) -> tuple[str | None, str | 
     only_claimed = np.setdiff1d(c, shared, assume_unique=True)
     only_real = np.setdiff1d(r, shared, assume_unique=True)
     spellings = f"claimed ids such as {shown(only_claimed, 3)}; real ids such as {shown(only_real, 3)}"
-    if shared.size == 0:
-        return (f"{source}: no claimed id is ever a probe's real id ({spellings}), so no comparison is genuine and "
-                f"every genuine score would be taken for an impostor's; {fix}"), None
-    return None, (f"{source}: only {shared.size:,} of the {c.size:,} claimed ids are ever a probe's real id "
-                  f"({spellings}); the comparisons of the others are all taken for impostors': check that both "
-                  "spell the ids the same way")
+    if shared.size:
+        return None, (f"{source}: only {shared.size:,} of the {c.size:,} claimed ids are ever a probe's real id "
+                      f"({spellings}); the comparisons of the others are all taken for impostors': check that both "
+                      "spell the ids the same way")
+    found = evidence() if evidence is not None else None
+    if found is not None:
+        alike, others, kind, (a, b) = found
+        if np.size(alike) >= MIN_GENUINE and np.size(others) and abs(accept_side_auc(alike, others, kind) - 0.5) >= 0.25:
+            return (f"{source}: no claimed id is ever a probe's real id ({spellings}), yet the comparisons whose ids "
+                    f"differ only in spelling (e.g. claimed {str(a)[:40]!r} and real {str(b)[:40]!r}) score apart from "
+                    "the others, as genuine ones do: the same ids are written two ways, and every genuine score would "
+                    f"be taken for an impostor's; {fix}"), None
+    return None, (f"{source}: no claimed id is ever a probe's real id ({spellings}), so every comparison is taken "
+                  f"for an impostor's; if they name the same people two ways, {fix}")
 
 
 #: a score beyond the calibration's training range by more than this many of the range's widths is far outside it
@@ -153,3 +190,15 @@ def scale_problem(values, training, source: str) -> tuple[str | None, str | None
                 "fit a calibration on scores like these"), None
     return None, (f"{source}: {said}; decisions on them extrapolate the calibration: check that they come from the "
                   "matcher and scale it was fitted on")
+
+
+def list_evidence(claimed, real, scores, kind: str):
+    """:func:`id_problem`'s ``evidence`` for comparisons given one by one (a score list's columns)."""
+    def evidence():
+        alike = spelled_alike(claimed, real)
+        if not alike.any():
+            return None
+        i = int(np.flatnonzero(alike)[0])
+        values = np.asarray(scores, dtype=np.float64)
+        return values[alike], values[~alike], kind, (np.asarray(claimed)[i], np.asarray(real)[i])
+    return evidence

@@ -73,12 +73,25 @@ def test_fit_refuses_ids_that_never_coincide_naming_both_spellings(tmp_path):
     dev = _write(tmp_path / "dev", _lines(3, real_prefix="cfp"))  # claimed 001, real cfp001
     line = _error(runner.invoke(app, ["fit", str(dev), *FIT, "--out", str(tmp_path / "c.json")]))
     assert "no claimed id is ever a probe's real id" in line and "'000'" in line and "'cfp000'" in line
+    assert "score apart from the others, as genuine ones do" in line
     assert "--claimed-column" in line and "`" not in line  # the command line's words, no recipe key
     assert not (tmp_path / "c.json").exists()
     with pytest.raises(DataError, match="no claimed id is ever a probe's real id.*real="):
         rows = [line.split() for line in _lines(3, real_prefix="cfp")]
         calibrate.fit(np.array([float(r[3]) for r in rows]), np.array([r[0] for r in rows]),
                       real=np.array([r[1] for r in rows]), kind="similarity", estimator="class-interp")
+
+
+def test_impostor_only_data_whose_ids_never_coincide_is_a_note_not_an_error(tmp_path):
+    """Probes of other people than the enrolled are legitimate: without genuine-looking scores among the
+    comparisons spelled alike (here: none is), the ids that never coincide are said, not refused."""
+    rng = np.random.default_rng(22)
+    lines = [f"{c:03d} visitor{p} v{p}/0 {rng.beta(2, 5):.5f}\n" for p in range(60) for c in range(25)]
+    dev = _write(tmp_path / "dev", lines)
+    result = runner.invoke(app, ["fit", str(dev), *FIT, "--fpr", "0.01", "--out", str(tmp_path / "c.json")])
+    assert result.exit_code == 0, result.output
+    assert any("no claimed id is ever a probe's real id" in n and "taken for an impostor's" in n
+               for n in _notes(result)), result.stderr
 
 
 def test_few_ids_in_common_is_a_note(tmp_path):
