@@ -445,12 +445,10 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
                         "per comparison its score, claimed class and the probe's real class")
     genuine = c.astype(str) == r.astype(str)
     if not genuine.any():  # two spellings of the same ids: every genuine score would be fitted as an impostor's
-        error, note = id_problem(c, r, "calibrate.fit", "give real= the ids spelled as in classes",
-                                 list_evidence(c, r, s, kind))
-        if error:
+        error, _ = id_problem(c, r, "calibrate.fit", "give real= the ids spelled as in classes",
+                              list_evidence(c, r, s, kind))
+        if error:  # without the scores' evidence, impostor-only data: fitted as given
             raise DataError(error)
-        if note:
-            warnings.warn(note, stacklevel=3)
     check_direction(s[genuine], s[~genuine], kind, "calibrate.fit scores",
                     f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
     if genuine.all():
