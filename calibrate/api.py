@@ -118,7 +118,8 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
                        kind=kind, targets=doc.get("targets", ()),
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
                        prediction=entry.get("prediction"),
-                       training_impostors=doc.get("training", {}).get("impostors"), normalization=normalization)
+                       training_impostors=doc.get("training", {}).get("impostors"), normalization=normalization,
+                       training_scores=doc.get("training", {}).get("scores"))
 
 
 def _model(model_class, entry: dict) -> FittedModel:

@@ -60,7 +60,7 @@ def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
 def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transform_state: dict,
              targets: Sequence[float], fingerprint: str, versions: dict,
              estimators: dict[str, tuple], training_impostors: int | None = None,
-             normalizer: dict | None = None) -> dict[str, Any]:
+             normalizer: dict | None = None, training_scores: Sequence[float] | None = None) -> dict[str, Any]:
     """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
     ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
     entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.confidence.saved_entries`);
@@ -72,7 +72,9 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
     return {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind, "accept_if": ACCEPT_IF[kind],
             "transform": {"plugin": transform_plugin, "params": plain(transform_params), "state": transform_state},
             "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
-            **({"training": {"impostors": int(training_impostors)}} if training_impostors is not None else {}),
+            **({"training": {"impostors": int(training_impostors),
+                             **({"scores": [float(x) for x in training_scores]} if training_scores is not None else {})}}
+               if training_impostors is not None else {}),
             **({"normalizer": plain(normalizer)} if normalizer is not None else {}),
             "estimators": {label: {"plugin": entry[0], "params": plain(entry[1]), "state": entry[2],
                                    **(entry[3] if len(entry) > 3 else {})}
@@ -270,6 +272,11 @@ def check_common(doc: dict, bad) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_IMPOSTORS:
             raise bad("training.impostors", f"must be the positive number of training impostor distances (at most "
                                             f"{MAX_IMPOSTORS:.0e}), got {str(n)[:40]!r}")
+        span = doc["training"].get("scores", [0.0, 0.0])
+        if not (isinstance(span, list) and len(span) == 2 and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 1e308 for x in span)
+                and span[0] <= span[1]):  # abs(x) < 1e308: finite (NaN compares false), and no int beyond a float
+            raise bad("training.scores", "must be the lowest and highest training score, two finite numbers in order")
     versions = doc.get("versions", {})
     if not isinstance(versions, dict) or len(versions) > MAX_VERSIONS or not all(
             isinstance(k, str) and len(k) <= MAX_VERSIONS and (v is None or isinstance(v, str) and len(v) <= MAX_VERSIONS)

@@ -29,7 +29,7 @@ from .base import Estimator, FittedModel, RunContext, Transform, check_target
 from .errors import CalibrateError, CalibrationError, DataError, ParameterError
 from .confidence import ConfidentModel, check_confidence, predict_model, saved_entries
 from .prediction import PredictionSettings, as_array, build_worlds, choose_world, measured_interval
-from .sanity import check_direction
+from .sanity import check_direction, id_problem, list_evidence
 from .safefiles import refuse_bad_labels
 from .scorefiles import strict_floats
 from .stats import saved_reach, tie_message, tied_floor
@@ -42,7 +42,7 @@ class Calibration:
                  transform: Transform, transform_plugin: str, transform_params: dict[str, Any], kind: str,
                  targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None,
                  prediction: dict[str, Any] | None = None, training_impostors: int | None = None,
-                 normalization: Any = None):
+                 normalization: Any = None, training_scores: Sequence[float] | None = None):
         if kind not in ACCEPT_IF:
             raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
         self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
@@ -56,6 +56,9 @@ class Calibration:
         self.prediction = prediction
         #: how many training impostor distances the fit saw (pooled over classes), when known
         self.training_impostors = None if training_impostors is None else int(training_impostors)
+        #: (lowest, highest) training score in score units, genuine ones included where the fit had them, when known:
+        #: ``calibrate accept`` and ``evaluate`` refuse scores far outside it (calibrate.sanity.scale_problem)
+        self.training_scores = None if training_scores is None else (float(training_scores[0]), float(training_scores[1]))
         #: the fitted normaliser (calibrate.cohort.FittedNormalization) when the run normalised the scores: its
         #: thresholds are then on the normalised distance exp(z), and a decision needs the probe's cohort scores
         self.normalization = normalization
@@ -331,6 +334,7 @@ class Calibration:
         return artifact(kind=self.kind, transform_plugin=self.transform_plugin, transform_params=self.transform_params,
                         transform_state=self.transform.fitted_state(), targets=self.targets,
                         fingerprint=self.fingerprint, versions=self.versions, training_impostors=self.training_impostors,
+                        training_scores=self.training_scores,
                         normalizer=None if self.normalization is None else self.normalization.to_state(),
                         estimators={self.label: (self.plugin, self.params,
                                                  *saved_entries(self.model, self.prediction, saved_reach(self.targets)))})
@@ -440,6 +444,11 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
         raise DataError(f"scores {s.shape}, classes {c.shape} and real {r.shape} must be 1-D arrays of one length: "
                         "per comparison its score, claimed class and the probe's real class")
     genuine = c.astype(str) == r.astype(str)
+    if not genuine.any():  # two spellings of the same ids: every genuine score would be fitted as an impostor's
+        error, _ = id_problem(c, r, "calibrate.fit", "give real= the ids spelled as in classes",
+                              list_evidence(c, r, s, kind))
+        if error:  # without the scores' evidence, impostor-only data: fitted as given
+            raise DataError(error)
     check_direction(s[genuine], s[~genuine], kind, "calibrate.fit scores",
                     f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
     if genuine.all():
@@ -604,7 +613,15 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
                        versions=package_versions((est_spec, tr_spec)), prediction=saved,
-                       training_impostors=int(impostors.values.size))
+                       training_impostors=int(impostors.values.size), training_scores=_score_range(scores))
+
+
+def _score_range(scores: Any) -> tuple[float, float]:
+    """(lowest, highest) of the scores ``fit`` was given (a 1-D array, or a mapping class -> scores; genuine
+    ones included), which every fit checks are finite numbers before this."""
+    values = (np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in scores.values()])
+              if isinstance(scores, Mapping) else np.asarray(scores, dtype=np.float64).ravel())
+    return float(values.min()), float(values.max())
 
 
 def _say_extrapolated_targets(targets: Sequence[float], n: int) -> None:

@@ -13,10 +13,10 @@ from typing import Optional
 
 import typer
 
-from .formatting import format_count
+from .formatting import format_count, shown
 from .version import __version__
 
-from .cli_app import _fail, app  # noqa: F401 (_environment_message's users import it from here too)
+from .cli_app import EXTRAPOLATION_HELP, _fail, app  # noqa: F401 (_environment_message's users import it from here too)
 
 
 def _version(value: bool) -> None:
@@ -94,7 +94,7 @@ def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe Y
     groups = ""
     if parsed.groups is not None:
         names = parsed.groups.names
-        groups = (f"; groups {', '.join(names[:8])}{' ...' if len(names) > 8 else ''} for "
+        groups = (f"; groups {shown(names, quote=False)} for "
                   f"{len(parsed.groups.classes):,} classes from {parsed.groups.source}")
     typer.echo(f"{recipe}: ok ({parsed.data.info.name}, {len(parsed.estimators)} estimator(s), "
                f"targets {', '.join(f'{t:g}' for t in parsed.targets)}{groups}; data files: format checked on their "
@@ -107,22 +107,19 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
               fpr: str = typer.Option(..., "--fpr", metavar="NUMBER", help="Target false positive rate, e.g. 0.001."),
               estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
               allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
-                                                       help="Answer a target below 1/N of the training impostor "
-                                                       "distances (refused otherwise)."),
+                                                       help=EXTRAPOLATION_HELP),
               as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
     """Print a class's threshold in the data's own score units, with its training support."""
     from .api import load
     from .calibration import extrapolation_message
-    from .errors import CalibrateError
-    from .cli_scores import cli_number
+    from .cli_scores import check_reach, cli_number
 
     try:
         fpr = cli_number(fpr, "--fpr")
         cal = load(artifact, estimator)
         support = cal.training_support(fpr) if 0 < fpr < 1 else None
-        if support is not None and support < 1 and not allow_extrapolation:
-            raise CalibrateError(f"{extrapolation_message(fpr, cal.training_impostors)}; give --allow-extrapolation "
-                                 "to answer anyway")
+        if support is not None:
+            check_reach([fpr], cal.training_impostors, "answer", allow_extrapolation)
         normalised = getattr(cal, "normalization", None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # said below, in the command line's words
@@ -218,7 +215,9 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                                                  "scores, bob's T-norm file (T-models x probes), in a score list's format."),
            groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help="Groups of the classes: a CSV with "
                                                  "a header `class,group`; adds a `group` column (the claimed class's) and "
-                                                 "a summary line per group.")) -> None:
+                                                 "a summary line per group."),
+           allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
+                                                    help=EXTRAPOLATION_HELP)) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
     (claimed, real, probe, score, threshold, accept; with --groups, the claimed class's group; a label beginning
     with =, +, -, @, a tab or a carriage return gets a leading ' so that no spreadsheet runs it as a formula).
@@ -228,7 +227,8 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
 
     from .api import load
     from .assess import absent_note
-    from .cli_scores import _check_groups, check_options, cli_number, command_inputs, read_attempts, read_groups_option
+    from .cli_scores import (_check_groups, check_ids, check_options, check_reach, check_scale, cli_number,
+                             command_inputs, read_attempts, read_groups_option)
     from .errors import CalibrateError
     from .userfiles import check_target, write_user_file
 
@@ -241,16 +241,21 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         labels = read_groups_option(groups)
         cal = load(artifact, estimator)
+        if 0 < fpr < 1:
+            check_reach([fpr], cal.training_impostors, "decide", allow_extrapolation)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
-        group_notes = _check_groups(labels, claimed, real)
+        # decisions need no real ids, so ids that never coincide are a note here: the tallies below would be wrong
+        group_notes = (check_ids(claimed, real, values, cal.kind, scores, refuse=False)
+                       + _check_groups(labels, claimed, real))
         decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
                                                  missing, labels)
+        scale_note = check_scale(cal, values[known], scores)
         written = write_user_file(out, table, inputs, "--out")
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
-    for note in group_notes:
+    for note in group_notes + ([scale_note] if scale_note else []):
         typer.echo(f"note: {note}", err=True)
     genuine = (claimed == real)[rows]
     summary = _accept_summary(decided[rows], genuine, int((~known).sum()), unknown, failed, missing)
@@ -286,9 +291,11 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
     import numpy as np
 
     from .assess import known_classes
+    from .cli_scores import check_known
     from .errors import CalibrateError
 
     known = known_classes(cal, claimed)
+    check_known(cal, claimed, known, scores)  # none held: another gallery's calibration, whatever --unknown says
     n_unknown = int((~known).sum())
     if n_unknown and unknown == "error":
         first = claimed[np.flatnonzero(~known)[0]]

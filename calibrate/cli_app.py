@@ -30,6 +30,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Verification thresholds at a low target false positive rate.")
 
 
+#: --allow-extrapolation's help, the same on every command that takes it (fit, accept, threshold)
+EXTRAPOLATION_HELP = "Answer a target below 1/N of the N training impostor distances (refused otherwise)."
+
+
 #: what to do when the machine, not the input, stops a command (errno -> the fix)
 _ENVIRONMENT_FIXES = {
     errno.ENOSPC: "free disk space or choose another output folder",

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from .cli_app import _fail, app
+from .cli_app import EXTRAPOLATION_HELP, _fail, app
 
 #: the targets when none are given (a recipe's default)
 DEFAULT_FPRS = (0.005, 0.0025, 0.001, 0.0005)
@@ -60,14 +60,83 @@ def cli_targets(texts: list[str] | None) -> tuple[float, ...] | None:
     return tuple(cli_number(t, "--fpr") for t in texts)
 
 
-def check_options(fmt: str, seed: int = 0) -> None:
-    """--format and --seed, in the command line's words (a ParameterError: one line, exit 2)."""
+def check_options(fmt: str) -> None:
+    """--format, in the command line's words (a ParameterError: one line, exit 2)."""
     from .errors import ParameterError
 
     if fmt not in FORMATS:
         raise ParameterError(f"--format {fmt[:40]!r}: give one of {', '.join(FORMATS)}")
-    if seed < 0:
-        raise ParameterError(f"--seed {seed}: give a non-negative integer (the seed of the simulations)")
+
+
+def cli_seed(text: str) -> int:
+    """--seed as a non-negative whole number in ASCII digits (one line otherwise, where click's own integer
+    reading prints its usage text, and Python's int() takes other scripts' digits and underscores)."""
+    from .errors import ParameterError
+
+    if not (text.isascii() and text.isdigit()):
+        raise ParameterError(f"--seed {' '.join(text[:40].split()) or repr(text)}: give a non-negative integer in the "
+                             "digits 0-9 (the seed of the simulations), e.g. --seed 0")
+    return int(text)
+
+
+def check_reach(targets, n: int | None, verb: str, allow: bool, defaults: bool = False) -> None:
+    """The one rule for targets below what the training data reach, in ``fit``, ``accept`` and ``threshold``:
+    a target below 1/N of the N training impostor distances is refused unless --allow-extrapolation is given
+    (then it is answered, with a note). ``n`` None (not recorded): nothing to check."""
+    from .calibration import extrapolation_message
+    from .errors import CalibrateError
+
+    low = [t for t in targets if n is not None and t * n < 1]
+    if low and not allow:
+        which = " (one of the default targets: give --fpr)" if defaults else ""
+        raise CalibrateError(f"{extrapolation_message(low[0], n)}{which}; give --allow-extrapolation to {verb} anyway")
+
+
+def check_ids(claimed, real, values, kind: str, scores: Path, refuse: bool = True) -> list[str]:
+    """Claimed and real ids that never coincide where the scores show them to be one set of ids spelled two ways:
+    an error (``refuse``), else a note; without that evidence, or few that do: a note (calibrate.sanity.id_problem,
+    in the command line's words)."""
+    from .errors import DataError
+    from .sanity import id_problem, list_evidence
+
+    error, note = id_problem(claimed, real, str(scores), "write the ids the same way in both columns (the probe's "
+                             "real_id as its class is claimed), or name the right columns with --claimed-column and "
+                             "--real-column", list_evidence(claimed, real, values, kind))
+    if error and refuse:
+        raise DataError(error)
+    return [x for x in (error, note) if x]
+
+
+def check_known(cal, claimed, known, scores: Path) -> str | None:
+    """Attempts whose claimed class the calibration does not hold: none it holds is an error (another gallery's
+    calibration: nothing could be judged or decided), some a note with the counts and examples."""
+    import numpy as np
+
+    from .errors import CalibrateError
+    from .formatting import shown
+
+    if known.all():
+        return None
+    missing = np.unique(np.asarray(claimed)[~known].astype(str))
+    if not known.any():
+        held = getattr(cal, "classes", None)
+        raise CalibrateError(f"{scores}: none of its {missing.size:,} claimed classes ({shown(missing, 3)}) is in the "
+                             f"calibration's {len(cal):,}" + (f" ({shown(held, 3)})" if held is not None else "")
+                             + ": it was fitted on another gallery; give the calibration of these classes")
+    return (f"{int((~known).sum()):,} attempt(s) claim classes the calibration does not hold ({missing.size:,} "
+            f"class(es): {shown(missing, 3)})")
+
+
+def check_scale(cal, values, scores: Path) -> str | None:
+    """Scores far outside the calibration's training scores: most of them an error, some a note
+    (calibrate.sanity.scale_problem; nothing when the calibration did not record its range)."""
+    from .errors import DataError
+    from .sanity import scale_problem
+
+    error, note = scale_problem(values, getattr(cal, "training_scores", None), str(scores))
+    if error:
+        raise DataError(error)
+    return note
 
 
 def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column: str | None,
@@ -76,13 +145,13 @@ def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column:
     ``probes``, also each attempt's probe label (None when the file has no probe column)."""
     import numpy as np
 
-    from .scorefiles import DEFAULT_COLUMNS, read_comparisons
+    from .scorefiles import COMMAND_LINE, DEFAULT_COLUMNS, read_comparisons
 
     columns = None
     if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
         columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
                    "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
-    rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing)
+    rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing, words=COMMAND_LINE)
     keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
     claimed = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed[keep]].astype(str)
     real = np.asarray(rows.real_labels, dtype=object)[rows.real[keep]].astype(str)
@@ -113,12 +182,12 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> li
     import numpy as np
 
     from .errors import DataError
-    from .scorefiles import read_comparisons
+    from .scorefiles import COMMAND_LINE, read_comparisons
 
     if probe is None:
         raise DataError(f"the attempts have no probe column, so their cohort scores in {path} cannot be found; give "
                         "the score list's probe labels (bob's test_label, or the CSV's probe column)")
-    rows = read_comparisons(path, fmt="auto", missing=missing)
+    rows = read_comparisons(path, fmt="auto", missing=missing, words=COMMAND_LINE)
     if rows.probe is None or rows.probe_labels is None:
         raise DataError(f"{path}: a cohort file needs the probes' labels (bob's test_label column) to match the attempts")
     keep = np.ones(rows.scores.size, bool) if missing is None else rows.scores != missing
@@ -321,7 +390,9 @@ def fit_command(
         real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
         score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
         missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help=_MISSING_HELP),
-        seed: int = typer.Option(0, "--seed", help="Seed of the predicted intervals' simulations."),
+        seed: str = typer.Option("0", "--seed", metavar="INTEGER", help="Seed of the predicted intervals' simulations."),
+        allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
+                                                 help=EXTRAPOLATION_HELP),
         groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Prints each "
                                               "group's same-group FMR and FNMR on the training comparisons (in-sample); "
                                               "the calibration does not keep the groups.")) -> None:
@@ -333,14 +404,17 @@ def fit_command(
     from .userfiles import check_target
 
     try:
-        check_options(fmt, seed)
+        check_options(fmt)
+        seed = cli_seed(seed)
         missing = cli_number(missing, "--missing")
         targets = _targets(fpr)
         inputs = command_inputs(None, {"SCORES": scores, "--groups": groups})
         check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
-        group_notes = _check_groups(labels, claimed, real)
+        group_notes = check_ids(claimed, real, values, kind, scores) + _check_groups(labels, claimed, real)
+        # before the fit, the rule `threshold` and `accept` apply too
+        check_reach(targets, int((claimed != real).sum()) or None, "fit", allow_extrapolation, defaults=not fpr)
         if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
             genuine = claimed == real
             check_direction(values[genuine], values[~genuine], kind, str(scores),
@@ -423,8 +497,10 @@ def evaluate_command(
         check_cohort_flag(cal, cohort)
         claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                              missing, probes=True)
-        group_notes = _check_groups(labels, claimed, real)
+        group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
         known = known_classes(cal, claimed)
+        unknown_note = check_known(cal, claimed, known, scores)
+        scale_note = check_scale(cal, values[known], scores)
         targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
         cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
                                                              claimed[known], real[known], missing)
@@ -448,12 +524,10 @@ def evaluate_command(
             doc["groups"] = {"source": labels.source, "names": list(labels.names)}
         typer.echo(json.dumps(_clean(doc)))
         return
-    for note in group_notes:
+    for note in group_notes + [x for x in (scale_note, absent) if x]:
         typer.echo(f"note: {note}", err=True)
-    if absent:
-        typer.echo(f"note: {absent}", err=True)
-    if unknown:
-        typer.echo(f"note: {unknown} attempt(s) claim classes the calibration does not hold; left out", err=True)
+    if unknown_note:
+        typer.echo(f"note: {unknown_note}; left out", err=True)
     if failed:
         typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
     if det is not None and written is None:

@@ -20,3 +20,13 @@ def format_count(x: float | None) -> str:
     if abs(x) >= 100:
         return f"{x:,.0f}"
     return f"{x:.3g}"
+
+
+def shown(items, limit: int = 8, width: int = 40, quote: bool = True) -> str:
+    """Some of ``items`` for a one-line message: the first ``limit`` (each repr'd, or as text without ``quote``,
+    cut to ``width`` characters), then how many there are in all when some are left out: ``'a', 'b', ... (500 in
+    all)``."""
+    items = items.tolist() if hasattr(items, "tolist") else list(items)  # numpy strings repr as plain ones
+    texts = [repr(x) if quote else str(x) for x in items[:limit]]
+    head = ", ".join(t if len(t) <= width else t[:width - 3] + "..." for t in texts)
+    return head if len(items) <= limit else f"{head}, ... ({len(items):,} in all)"

@@ -787,7 +787,7 @@ def calibration_json(recipe: Recipe, fold: Fold) -> str:
         kind=fold.kind, transform_plugin=spec.info.name, transform_params=spec.params,
         transform_state=fold.transform.fitted_state() if fold.transform is not None else {},
         targets=recipe.targets, fingerprint=fingerprint(impostors), versions=versions(recipe),
-        training_impostors=int(impostors.values.size),
+        training_impostors=int(impostors.values.size), training_scores=fold.training_scores,
         normalizer=fold.normalization.to_state() if getattr(fold, "normalization", None) is not None else None,
         estimators={s.label: (s.info.name, s.params, *saved_entries(
             fold.models[s.label], fold.predictions[s.label].saved(fold.models[s.label].classes)

@@ -93,6 +93,8 @@ class PartitionedCalibration:
         training = head.get("training")
         n = training.get("impostors") if isinstance(training, dict) else None
         self.training_impostors = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+        #: (lowest, highest) training score, as Calibration.training_scores (checked with the head: check_common)
+        self.training_scores = tuple(training["scores"]) if isinstance(training, dict) and "scores" in training else None
         self.kind = head.get("kind", "distance")
         if self.kind not in ACCEPT_IF:
             raise CalibrationError(f"{folder}: kind {self.kind!r} is not similarity or distance")

@@ -77,6 +77,7 @@ def _survey(job: ShardJob):
     positive = d[d > 0]
     return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
             "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
+            "scores": split.train.score_range(),
             "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
 
 
@@ -286,8 +287,10 @@ def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base:
             for name, size, sha in getattr(fitter, "files", ()):  # optional (PartitionedFitter.files)
                 staged.adopt(name, size, sha)
         if recipe.save_calibration:
+            ranges = [s["scores"] for s in survey if s["scores"] is not None]
             staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs),
-                                                        n_train))
+                                                        n_train, (min(r[0] for r in ranges), max(r[1] for r in ranges))
+                                                        if ranges else None))
     notes = list(context.notes)
     _write_sharded_reports(staged, recipe, results, notes, times, len(fitters), len(jobs), n_classes, n_train)
     staged.commit()
@@ -367,10 +370,12 @@ def _one_transform_state(spec, data: ShardedScores, survey: list[dict]) -> dict:
 
 
 def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict, n_classes: int, parts: int,
-          n_train: int) -> str:
-    """The partitioned calibration's head (calibration.json), naming the parts the shards wrote."""
+          n_train: int, scores: tuple[float, float] | None = None) -> str:
+    """The partitioned calibration's head (calibration.json), naming the parts the shards wrote; ``scores``: the
+    lowest and highest training score over every shard."""
+    training = {"impostors": int(n_train), **({"scores": list(scores)} if scores is not None else {})}
     head = {"format": HEAD_FORMAT, "version": HEAD_VERSION, "kind": data.kind, "classes": n_classes,
-            "targets": list(recipe.targets), "parts": parts, "training": {"impostors": int(n_train)},
+            "targets": list(recipe.targets), "parts": parts, "training": training,
             "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}
                            for label, (plugin, params, _) in fitters.items()},
             "transform": {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),

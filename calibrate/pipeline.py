@@ -99,12 +99,34 @@ def check_score_direction(data: ScoreSplit, recipe: Recipe, context: RunContext)
     kind = train.kind
     other = "distance" if kind == "similarity" else "similarity"
     source = train.source if test.source == train.source else f"{train.source} and {test.source}"
+    error, note = sanity.id_problem(np.concatenate([np.asarray(m.gallery_classes) for m in (train, test)]),
+                                    np.concatenate([np.asarray(m.probe_classes) for m in (train, test)]), source,
+                                    "spell the ids the same way in both places (each claimed id as the probes of that "
+                                    "class give their real id)", lambda: _spelled_alike_scores(train, test))
+    if error:
+        raise DataError(error)
+    if note:
+        context.note(note)
     sanity.check_direction(genuine, impostor, kind, source,
                            f"set `kind: {other}` under `data:` in {recipe.source}")
     note = (sanity.weak_separation_note(genuine, impostor, kind, source)
             or sanity.unchecked_direction_note(genuine.size, kind, source, f"`kind: {other}` under `data:`"))
     if note:
         context.note(note)
+
+
+def _spelled_alike_scores(train: DistanceMatrix, test: DistanceMatrix):
+    """sanity.id_problem's evidence for score matrices: the valid scores whose probe's real id and claimed id are
+    the same id spelled two ways (sanity.spelled_alike), the other valid scores, their kind, and one such pair."""
+    alike, others, pair = [], [], None
+    for m in (train, test):
+        mask = sanity.spelled_alike(np.asarray(m.gallery_classes)[None, :], np.asarray(m.probe_classes)[:, None])
+        alike.append(m.values[mask & m.valid])
+        others.append(m.values[~mask & m.valid])
+        hits = np.argwhere(mask & m.valid)
+        if pair is None and hits.size:
+            pair = (m.gallery_classes[hits[0][1]], m.probe_classes[hits[0][0]])
+    return None if pair is None else (np.concatenate(alike), np.concatenate(others), train.kind, pair)
 
 
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
@@ -284,7 +306,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
                             "of the predicted interval, which could not be made (see the notes)")
         tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
     return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions,
-                normalization=normalization, raw_test=test)
+                normalization=normalization, raw_test=test, training_scores=train.score_range())
 
 
 def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple[DistanceMatrix, DistanceMatrix]:

@@ -26,6 +26,7 @@ A recipe::
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,19 @@ def _unknown_key(key: str, allowed: tuple[str, ...], where: str, source: str) ->
     return RecipeError(f"unknown key {key!r}; {hint}allowed: {', '.join(allowed)}", source=source, where=where)
 
 
+def _given(section: dict, key: str, where: str, source: str, fix: str) -> Any:
+    """An optional key's value, or None when it is absent or null (the default applies). A value that reads as
+    nothing but is not null (``false``, ``0``, ``-0.0``, ``''``, ``[]``) is a RecipeError, rather than the default
+    taken silently as if the key were absent; ``fix`` says what the key takes."""
+    value = section.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, (bool, int, float, str, list)) and not value:
+        raise RecipeError(f"`{key}:` is {json.dumps(value)}, which would be read as if it were absent; {fix}, or leave the key "
+                          "out for the default", source=source, where=where)
+    return value
+
+
 def _component(registry: Registry, kind: str, entry: Any, where: str, source: str, base_dir: Path) -> ComponentSpec:
     if isinstance(entry, str):
         entry = {"plugin": entry}
@@ -232,7 +246,9 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                           "one of them", source=source, where="data.impostors")
     out_dir, output = _output(raw, out, base_dir, source)
     seed = _seed(raw, source)
-    executor = _component(registry, "executors", raw.get("executor") or {"plugin": "serial"}, "executor", source, base_dir)
+    executor = _given(raw, "executor", "executor", source, "name one, e.g. `{plugin: processes}`")
+    executor = _component(registry, "executors", {"plugin": "serial"} if executor is None else executor, "executor",
+                          source, base_dir)
     return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
                   estimators=estimators, evaluators=evaluators, targets=targets, protocol=protocol,
                   output_dir=out_dir, plots=output.get("plots", True),
@@ -316,7 +332,8 @@ def _transform(raw: dict, registry: Registry, data: ComponentSpec, dataset, sour
     checked against the kind of scores and, for sharded data, refused when it would be fitted per shard."""
     kind = dataset.output_kind()
     default_transforms = {}
-    if raw.get("transform"):
+    given = _given(raw, "transform", "transform", source, "name one, e.g. `{plugin: identity}`") is not None
+    if given:
         transform = _component(registry, "transforms", raw["transform"], "transform", source, base_dir)
     else:
         default_transforms = {k: _component(registry, "transforms", {"plugin": name}, "transform", source, base_dir)
@@ -326,7 +343,7 @@ def _transform(raw: dict, registry: Registry, data: ComponentSpec, dataset, sour
         fix = ("give its parameters, e.g. `transform: {plugin: similarity-to-distance, upper: 1.0}` (the largest "
                "score the matcher can give)" if kind == "similarity" else "give its parameters in the recipe")
         raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and transform {transform.info.name!r} "
-                          f"{'(the default for similarity scores) ' if not raw.get('transform') else ''}would be "
+                          f"{'(the default for similarity scores) ' if not given else ''}would be "
                           f"fitted to each shard's data separately, giving each shard another transform; {fix}",
                           source=source, where="transform")
     accepts = transform.info.factory.accepts if transform else ()
@@ -337,15 +354,16 @@ def _transform(raw: dict, registry: Registry, data: ComponentSpec, dataset, sour
                if kind == "similarity" else "use a transform for distances, e.g. `transform: {plugin: identity}`")
         raise RecipeError(f"the data are {kind} scores but transform {transform.info.name!r} takes "
                           f"{' or '.join(accepts)} scores; {fix}", source=source,
-                          where="transform.plugin" if raw.get("transform") else "transform")
+                          where="transform.plugin" if given else "transform")
     return transform, default_transforms
 
 
 def _estimators(raw: dict, registry: Registry, defaults: list[str], source: str,
                 base_dir: Path) -> tuple[ComponentSpec, ...]:
     """The estimators (the default when none is named), each under a distinct label."""
-    estimators_raw = raw.get("estimators") or list(DEFAULT_ESTIMATORS)
-    if not raw.get("estimators"):
+    estimators_raw = _given(raw, "estimators", "estimators", source, "list them, e.g. `[{plugin: auto}]`")
+    if estimators_raw is None:
+        estimators_raw = list(DEFAULT_ESTIMATORS)
         names = ", ".join(f"`{e['plugin']}`" for e in DEFAULT_ESTIMATORS)
         defaults.append(f"no `estimators:` given: {names} was used, the default (docs/estimators.md says why)")
     if not isinstance(estimators_raw, list):
@@ -360,9 +378,12 @@ def _estimators(raw: dict, registry: Registry, defaults: list[str], source: str,
 
 
 def _evaluation_section(raw: dict, source: str) -> dict:
-    evaluation = raw.get("evaluation") or {}
+    evaluation = _given(raw, "evaluation", "evaluation", source, "give a mapping such as `{targets: [0.001]}`")
+    if evaluation is None:
+        evaluation = {}
     if not isinstance(evaluation, dict):
-        raise RecipeError("`evaluation:` must be a mapping", source=source, where="evaluation")
+        raise RecipeError(f"`evaluation:` must be a mapping such as `{{targets: [0.001]}}`, got {str(evaluation)[:40]!r}",
+                          source=source, where="evaluation")
     for key in evaluation:
         if key not in EVALUATION_KEYS:
             raise _unknown_key(key, EVALUATION_KEYS, f"evaluation.{key}", source)
@@ -387,7 +408,9 @@ def _targets(evaluation: dict, source: str) -> tuple[float, ...]:
 
 
 def _evaluators_raw(evaluation: dict, source: str) -> list:
-    evaluators_raw = evaluation.get("evaluators") or list(DEFAULT_EVALUATORS)
+    evaluators_raw = _given(evaluation, "evaluators", "evaluation.evaluators", source, "list them, e.g. `[{plugin: fpr}]`")
+    if evaluators_raw is None:
+        evaluators_raw = list(DEFAULT_EVALUATORS)
     if not isinstance(evaluators_raw, list):
         raise RecipeError("`evaluators:` must be a list", source=source, where="evaluation.evaluators")
     return evaluators_raw

@@ -10,13 +10,26 @@ comparison lies on the accept side of an impostor one, ties counting half). A ma
 has AUC well above 0.5; a useless one about 0.5; one read the wrong way round well below 0.5.
 Below :data:`REVERSED_AUC` the scores are refused (the fix is the other ``kind``); between it and
 0.5 a note says that the scores barely separate.
+
+The ids (:func:`id_problem`): a comparison is genuine when its claimed id equals the probe's real id, so
+two spellings of the same ids (``001`` and ``cfp001``) make every genuine score an impostor's, silently.
+When no claimed id is ever a real id, and the comparisons whose ids differ only in spelling score apart from
+the others, that is an error; without that evidence (impostor-only data are legitimate), or when few ids
+coincide, a note.
+
+The scale (:func:`scale_problem`): a calibration's thresholds mean something for scores on the scale it
+was fitted on. Scores beyond its training range by more than the range's width (:data:`FAR_OUTSIDE`
+widths) are far outside it: most of them far outside is an error, some a note.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .errors import DataError
+from .formatting import shown
 
 #: an AUC (as read) below this means the scores were read the wrong way round: an error
 REVERSED_AUC = 0.25
@@ -54,12 +67,12 @@ def direction_problem(genuine: np.ndarray, impostor: np.ndarray, kind: str, sour
     auc = accept_side_auc(g, impostor, kind)
     if not auc < REVERSED_AUC:
         return None
-    other = "distance" if kind == "similarity" else "similarity"
+    other, plural = ("distance", "distances") if kind == "similarity" else ("similarity", "similarities")
     side = "lower" if kind == "similarity" else "higher"
     return (f"{source}: the {g.size} genuine comparisons (probe's real class = claimed class) score {side} than the "
             f"impostor ones (only {100 * auc:.3g}% of genuine-impostor pairs are ordered as kind: {kind} says; a "
             f"matcher read the right way round gives well over 50%), so every low-FPR threshold would reject nearly "
-            f"every genuine user; the scores are {other}s: {fix}")
+            f"every genuine user; the scores are {plural}: {fix}")
 
 
 def check_direction(genuine: np.ndarray, impostor: np.ndarray, kind: str, source: str, fix: str) -> None:
@@ -91,3 +104,101 @@ def unchecked_direction_note(genuine: int, kind: str, source: str, fix: str) -> 
     return (f"{source}: {held} (probe's real class = claimed class), too few to check "
             f"the score direction: the scores are read as {plural} ({which} = more alike). If that is the wrong way "
             f"round, every threshold rejects nearly every genuine user: then set {fix}")
+
+
+#: fewer of the claimed ids than this share ever being a probe's real id: a note (the ids may be spelled two ways)
+FEW_SHARED_IDS = 0.1
+
+
+def _spelling(label: str) -> str:
+    """What an id says once its spelling is set aside: its runs of digits without leading zeros (``cfp001`` and
+    ``001`` -> ``1``), or, without digits, its letters and digits in one case (``Alice-B`` -> ``aliceb``)."""
+    digits = re.findall(r"[0-9]+", label)
+    if digits:
+        return "-".join(d.lstrip("0") or "0" for d in digits)
+    return re.sub(r"[\W_]+", "", label.casefold())
+
+
+def spelled_alike(claimed, real) -> np.ndarray:
+    """Whether each claimed id and real id (arrays that broadcast together, e.g. a row and a column of labels)
+    are the same id spelled two ways (:func:`_spelling`), whatever they are letter by letter."""
+    def keys(labels) -> np.ndarray:
+        arr = np.asarray(labels).astype(str)
+        uniq, inverse = np.unique(arr, return_inverse=True)
+        return np.array([_spelling(u) for u in uniq.tolist()], dtype=object)[inverse].reshape(arr.shape)
+
+    return keys(claimed) == keys(real)
+
+
+def id_problem(claimed, real, source: str, fix: str, evidence=None) -> tuple[str | None, str | None]:
+    """(error, note) on how the claimed ids and the probes' real ids coincide, each naming examples of both
+    spellings; ``fix`` ends the message, in the caller's words.
+
+    No claimed id is ever a real id: no comparison is genuine. That is an error when the comparisons whose ids are
+    :func:`spelled_alike` score apart from the others (by the AUC as read, at least 0.75 or at most 0.25: they are
+    the genuine ones, written two ways) and a note otherwise (impostor-only data are legitimate: probes of other
+    people than the enrolled). ``evidence``: called only then, gives (the scores of the comparisons spelled alike,
+    the other scores, their kind, one (claimed, real) pair spelled alike), or None. Fewer than
+    :data:`FEW_SHARED_IDS` of the claimed ids ever being a real id: a note."""
+    c = np.unique(np.asarray(claimed).astype(str))
+    r = np.unique(np.asarray(real).astype(str))
+    if c.size == 0 or r.size == 0:
+        return None, None
+    shared = np.intersect1d(c, r, assume_unique=True)
+    if shared.size >= FEW_SHARED_IDS * c.size:
+        return None, None
+    only_claimed = np.setdiff1d(c, shared, assume_unique=True)
+    only_real = np.setdiff1d(r, shared, assume_unique=True)
+    spellings = f"claimed ids such as {shown(only_claimed, 3)}; real ids such as {shown(only_real, 3)}"
+    if shared.size:
+        return None, (f"{source}: only {shared.size:,} of the {c.size:,} claimed ids are ever a probe's real id "
+                      f"({spellings}); the comparisons of the others are all taken for impostors': check that both "
+                      "spell the ids the same way")
+    found = evidence() if evidence is not None else None
+    if found is not None:
+        alike, others, kind, (a, b) = found
+        if np.size(alike) >= MIN_GENUINE and np.size(others) and abs(accept_side_auc(alike, others, kind) - 0.5) >= 0.25:
+            return (f"{source}: no claimed id is ever a probe's real id ({spellings}), yet the comparisons whose ids "
+                    f"differ only in spelling (e.g. claimed {str(a)[:40]!r} and real {str(b)[:40]!r}) score apart from "
+                    "the others, as genuine ones do: the same ids are written two ways, and every genuine score would "
+                    f"be taken for an impostor's; {fix}"), None
+    return None, (f"{source}: no claimed id is ever a probe's real id ({spellings}), so every comparison is taken "
+                  f"for an impostor's; if they name the same people two ways, {fix}")
+
+
+#: a score beyond the calibration's training range by more than this many of the range's widths is far outside it
+FAR_OUTSIDE = 1.0
+
+
+def scale_problem(values, training, source: str) -> tuple[str | None, str | None]:
+    """(error, note) on scores far outside the calibration's training scores ``training`` ((low, high), score
+    units, or None when the calibration did not record them): more than half of them far outside is an error
+    (they are on another scale: the thresholds mean nothing for them), some of them a note with the count."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if training is None or v.size == 0:
+        return None, None
+    low, high = float(training[0]), float(training[1])
+    margin = FAR_OUTSIDE * ((high - low) or max(abs(low), abs(high), 1.0))
+    far = int(np.count_nonzero((v < low - margin) | (v > high + margin)))
+    if far == 0:
+        return None, None
+    said = (f"{far:,} of the {v.size:,} scores ({100 * far / v.size:.3g}%) lie far outside the calibration's training "
+            f"scores [{low:.6g}, {high:.6g}] (these span [{v.min():.6g}, {v.max():.6g}])")
+    if 2 * far > v.size:
+        return (f"{source}: {said}: they are on another scale than the calibration was fitted on (another matcher, or "
+                "scores scaled), so its thresholds mean nothing for them; give scores on the calibration's scale, or "
+                "fit a calibration on scores like these"), None
+    return None, (f"{source}: {said}; decisions on them extrapolate the calibration: check that they come from the "
+                  "matcher and scale it was fitted on")
+
+
+def list_evidence(claimed, real, scores, kind: str):
+    """:func:`id_problem`'s ``evidence`` for comparisons given one by one (a score list's columns)."""
+    def evidence():
+        alike = spelled_alike(claimed, real)
+        if not alike.any():
+            return None
+        i = int(np.flatnonzero(alike)[0])
+        values = np.asarray(scores, dtype=np.float64)
+        return values[alike], values[~alike], kind, (np.asarray(claimed)[i], np.asarray(real)[i])
+    return evidence

@@ -28,6 +28,7 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from .errors import DataError
+from .formatting import shown
 from .safefiles import MAX_LABEL, label_problem, regular_file
 
 T = TypeVar("T")
@@ -66,6 +67,35 @@ class Comparisons:
     unit: str = "line"
 
 
+@dataclass(frozen=True)
+class Wording:
+    """How the readers' messages name the settings that fix a file: a recipe's keys under ``data:`` or the
+    command line's flags. Every reader takes one (``words``) and hands it on, so that a message never names
+    a recipe key to someone at the command line, nor a flag in a recipe."""
+
+    #: what to set when the format cannot be told from the file
+    format: str
+    #: what names a CSV header's columns
+    columns: str
+    #: what marks failed comparisons, with ``{}`` for the marker
+    missing: str
+    #: how to read a CSV separated by semicolons (the format cannot be told from its header)
+    semicolons: str
+
+
+RECIPE = Wording(format="set `format:` under `data:` (and `delimiter:` for a CSV)",
+                 columns="name the header's columns with `columns: {claimed: ..., real: ..., probe: ..., score: ...}` "
+                         "under `data:`",
+                 missing="set `missing: {}` under `data:`",
+                 semicolons="set `format: csv` and `delimiter: ';'` under `data:`")
+COMMAND_LINE = Wording(format="give --format 4-column, 5-column or csv (a CSV read on the command line is separated by "
+                              "commas or tabs)",
+                       columns="name the header's columns with --claimed-column, --real-column and --score-column",
+                       missing="give --missing {}",
+                       semicolons="save the file again separated by commas or tabs, or read it in a recipe "
+                                  "(`format: csv`, `delimiter: ';'` under `data:`)")
+
+
 class NeedLines(Exception):
     """The pyarrow path found something to report: the python reader says it, with the line (raised
     by the readers, and by a ``finish`` of :func:`read_then` through :func:`line_of`)."""
@@ -97,18 +127,60 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None) -> tuple[str, str | None]:
+#: the first bytes of compressed files, the compression's name and the command that undoes it
+COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -k"), (b"BZh", "bzip2", "bunzip2 -k"),
+              (b"\xfd7zXZ\x00", "xz", "unxz -k"), (b"PK\x03\x04", "zip", "unzip"),
+              (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"))
+#: a number written with a decimal comma (``0,5361``), as some locales' spreadsheets save them
+DECIMAL_COMMA = re.compile(r"\s*[+-]?\d*,\d+(?:[eE][+-]?\d+)?\s*", re.ASCII)
+#: what a header's column name looks like (a bob file's line 1 that is a header, not a comparison)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
+
+
+def compression_problem(path: Path) -> str | None:
+    """Why a compressed file cannot be read as a score list (its compression and the command that undoes it),
+    or None. Compressed files are not read: a reader streams the file more than once and names lines of the
+    text, and decompressing is one command (``gunzip -k``) that also shows what the file holds."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return None  # the reader says why it cannot read it
+    for magic, name, tool in COMPRESSED:
+        if head.startswith(magic):
+            return (f"{path}: the file is {name}-compressed, and score lists are read as text; decompress it first "
+                    f"(`{tool} {path}`) and give the decompressed file")
+    return None
+
+
+def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None,
+          words: Wording = RECIPE) -> tuple[str, str | None]:
     """(format, delimiter) of a score list: bob's 4/5 columns when the first line has 4 or 5
-    whitespace-separated fields ending in a number, else a CSV whose header shows the delimiter."""
+    whitespace-separated fields ending in a number, else a CSV whose header shows the delimiter. A compressed
+    file, a bob file's header line and scores written with a decimal comma are refused here, by their name."""
     if fmt not in ("auto", "csv") and fmt not in BOB_FORMATS:  # else it reaches a reader as a delimiter
         raise DataError(f"{path}: unknown score list format {str(fmt)[:40]!r}; give auto, 4-column, 5-column or csv")
-    if fmt != "auto" and (fmt != "csv" or delimiter is not None):
+    compressed = compression_problem(path)
+    if compressed:
+        raise DataError(compressed)
+    if fmt == "csv" and delimiter is not None:
         return fmt, delimiter
     number, line = _first_line(path)
+    fields = line.split()
+    if fmt in BOB_FORMATS or (fmt == "auto" and len(fields) in (4, 5) and "," not in line and "\t" not in line):
+        ncols = BOB_FORMATS[fmt][0] if fmt in BOB_FORMATS else len(fields)
+        if len(fields) == ncols and not _is_number(fields[-1]) and all(_NAME.fullmatch(f) for f in fields):
+            raise DataError(f"{path}, line {number}: {line.strip()[:80]!r} is a header line (column names), which "
+                            f"bob's score files do not have; remove the line")
+    if fmt in BOB_FORMATS:
+        return fmt, None
     if fmt == "auto":
-        fields = line.encode("utf-8").split()
-        if len(fields) in (4, 5) and _is_number(fields[-1].decode("utf-8", "replace")) and "," not in line:
+        if len(fields) in (4, 5) and _is_number(fields[-1]) and "," not in line:
             return ("4-column" if len(fields) == 4 else "5-column"), None
+        if len(fields) in (4, 5) and DECIMAL_COMMA.fullmatch(fields[-1]) and "," not in "".join(fields[:-1]):
+            raise DataError(f"{path}, line {number}: score {fields[-1][:40]!r} is written with a decimal comma; "
+                            "write scores with a decimal point (0.5, not 0,5), e.g. save the file again with an "
+                            "English number format")
     if delimiter is None:
         if "," in line:
             delimiter = ","
@@ -117,11 +189,13 @@ def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None) -> tuple[
         else:
             raise DataError(f"{path}, line {number}: cannot tell the score list's format: not 4 or 5 whitespace-separated "
                             "fields ending in a score (bob's `claimed_id real_id test_label score`), and no comma or "
-                            "tab in what would be a CSV header; set `format:` (and `delimiter:` for a CSV)")
+                            "tab in what would be a CSV header; "
+                            + (f"it is separated by semicolons: {words.semicolons}" if ";" in line else words.format))
     return "csv", delimiter
 
 
-def _csv_columns(path: Path, header: list[str], line: int, columns: dict | None) -> tuple[int, int, int | None, int]:
+def _csv_columns(path: Path, header: list[str], line: int, columns: dict | None,
+                 words: Wording = RECIPE) -> tuple[int, int, int | None, int]:
     """Header positions of (claimed, real, probe or None, score)."""
     names = dict(DEFAULT_COLUMNS if columns is None else columns)
     given = [(role, names[role]) for role in ROLES if names.get(role) is not None]
@@ -129,7 +203,7 @@ def _csv_columns(path: Path, header: list[str], line: int, columns: dict | None)
         other = next((r for r, n in given[k + 1:] if n == name), None)
         if other is not None:  # one column cannot be both: the readers would read it twice
             raise DataError(f"{path}: column {name!r} is named as both the {role} and the {other} column; give each "
-                            "role its own column (--claimed-column, --real-column, --score-column or `columns:`)")
+                            f"role its own column: {words.columns}")
     positions = []
     for role in ROLES:
         name = names.get(role)
@@ -138,10 +212,11 @@ def _csv_columns(path: Path, header: list[str], line: int, columns: dict | None)
             continue
         hits = [i for i, h in enumerate(header) if h == name]
         if not hits:
+            matrix = len(header) > 8 and not any(n in header for n in names.values() if n is not None)
             raise DataError(f"{path}, line {line}: no column {name!r} (the {role} column) in the header "
-                            f"({', '.join(map(repr, header))}); name the header's columns: in a recipe with "
-                            "`columns: {claimed: ..., real: ..., probe: ..., score: ...}`, on the command line with "
-                            "--claimed-column, --real-column, --score-column")
+                            f"({shown(header)}); " + (f"a header of {len(header):,} columns is a score matrix's (a "
+                                                      "column per class), not a score list's: read it in a recipe "
+                                                      "with `plugin: score-matrix`" if matrix else words.columns))
         if len(hits) > 1:
             raise DataError(f"{path}, line {line}: the header names column {name!r} ({role}) {len(hits)} times; "
                             "give each column its own name")
@@ -196,15 +271,19 @@ def first_loose_number(texts: list) -> int | None:
     return None
 
 
-def to_floats(path: Path, raw: list, lines, what: str, unit: str = "line") -> np.ndarray:
+def to_floats(path: Path, raw: list, lines, what: str, unit: str = "line", words: Wording = RECIPE) -> np.ndarray:
     """Scores from their texts (str or bytes) under the :data:`NUMBER` grammar; a DataError naming
     ``path`` and the ``unit`` ("line", "row") of the first that is not a number."""
     def refuse(text, line):
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
+        if DECIMAL_COMMA.fullmatch(text):
+            return DataError(f"{path}, {unit} {line}: score {text[:80]!r}{what} is written with a decimal comma; write "
+                             "scores with a decimal point (0.5, not 0,5), e.g. save the file again with an English "
+                             "number format")
         return DataError(f"{path}, {unit} {line}: score {text[:80]!r} is not a number{what}; write the score as a "
-                         "decimal number (no underscores or other digits), or a marker such as -1 there and set "
-                         "`missing: -1`")
+                         "decimal number (no underscores or other digits), or a marker such as -1 there and "
+                         f"{words.missing.format(-1)}")
 
     try:
         values = np.fromiter(map(float, raw), dtype=np.float64, count=len(raw))
@@ -258,7 +337,7 @@ def _block_tokens(text: bytes, split: list, ncols: int, line: int, max_rows: int
     return tokens, ln.tolist()
 
 
-def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None) -> Comparisons:
+def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None, words: Wording = RECIPE) -> Comparisons:
     ncols, (ic, ir, ip, isc) = BOB_FORMATS[fmt]
     tables: tuple[dict, dict, dict] = ({}, {}, {})
     parts: list[tuple[np.ndarray, ...]] = []
@@ -307,7 +386,7 @@ def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None) -> Compa
                     if max_rows is not None and rows >= max_rows:
                         break
                 if c:
-                    parts.append((_factor(tables[0], c), _factor(tables[1], r), _factor(tables[2], p), to_floats(path, s, ln, ""),
+                    parts.append((_factor(tables[0], c), _factor(tables[1], r), _factor(tables[2], p), to_floats(path, s, ln, "", words=words),
                                   np.array(ln, np.int64)))
                 if not block or (max_rows is not None and rows >= max_rows):
                     break
@@ -319,7 +398,8 @@ def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None) -> Compa
                  cols[2], _decode(path, tables[2], cols[2], cols[4]), cols[3], cols[4])
 
 
-def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows: int | None) -> Comparisons:
+def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows: int | None,
+                     words: Wording = RECIPE) -> Comparisons:
     tables: tuple[dict, dict, dict] = ({}, {}, {})
     c, r, p, s, ln = [], [], [], [], []
     header = None
@@ -331,11 +411,13 @@ def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows:
                     continue
                 if header is None:
                     header = [cell.strip() for cell in row]
-                    ic, ir, ip, isc = _csv_columns(path, header, reader.line_num, columns)
+                    ic, ir, ip, isc = _csv_columns(path, header, reader.line_num, columns, words)
                     continue
                 if len(row) != len(header):
+                    comma = (" (scores written with a decimal comma? write 0.5, not 0,5)" if delimiter == ","
+                             and len(row) > len(header) and DECIMAL_COMMA.fullmatch(",".join(row[isc:isc + 2])) else "")
                     raise DataError(f"{path}, line {reader.line_num}: {len(row)} fields but the header has {len(header)}"
-                                    f" (delimiter {delimiter!r}); quote cells that hold the delimiter")
+                                    f" (delimiter {delimiter!r}){comma}; quote cells that hold the delimiter")
                 ln.append(reader.line_num)
                 for out, i, role in ((c, ic, "claimed class"), (r, ir, "real class"), (p, ip, "probe id")):
                     if i is None:
@@ -356,7 +438,7 @@ def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows:
     if header is None:
         raise DataError(f"{path}: empty file; a CSV score list needs a header row and one comparison per row")
     lines = np.array(ln, np.int64)
-    scores = to_floats(path, s, ln, f" (column {header[isc]!r})")
+    scores = to_floats(path, s, ln, f" (column {header[isc]!r})", words=words)
     probe = _factor(tables[2], p) if ip is not None else None
     return Comparisons(_factor(tables[0], c), list(tables[0]), _factor(tables[1], r),
                  list(tables[1]), probe, list(tables[2]) if ip is not None else None, scores, lines)
@@ -455,21 +537,51 @@ def place(rows: Comparisons, i: int) -> str:
 
 
 def read_then(path: Path, fmt: str, delimiter: str | None, columns: dict | None, reader: str, max_rows: int | None,
-              finish: Callable[[Comparisons, str], T]) -> T:
+              finish: Callable[[Comparisons, str], T], words: Wording = RECIPE) -> T:
     """``finish(rows, fmt)`` on the file's comparisons: read by pyarrow when it may, by the python reader
-    when pyarrow is not wanted, reads a prefix only, or ``finish`` needs line numbers (``NeedLines``)."""
+    when pyarrow is not wanted, reads a prefix only, or ``finish`` needs line numbers (``NeedLines``).
+    ``words``: how messages name the settings (a recipe's keys, or the command line's flags)."""
     regular_file(path, "the score list", "give a score file")
-    fmt, delimiter = sniff(path, fmt, delimiter)
+    fmt, delimiter = sniff(path, fmt, delimiter, words)
     if max_rows is None and reader != "python" and (reader == "pyarrow" or pyarrow_available()):
         try:
             return finish(check_labels(path, _read_pyarrow(path, fmt, delimiter, columns)), fmt)
         except NeedLines:
             pass  # the python reader reads it, or says what is wrong and where
     if fmt in BOB_FORMATS:
-        rows = _read_whitespace_python(path, fmt, max_rows)
+        rows = _read_whitespace_python(path, fmt, max_rows, words)
     else:
-        rows = _read_csv_python(path, delimiter, columns, max_rows)
+        rows = _read_csv_python(path, delimiter, columns, max_rows, words)
     return finish(check_labels(path, rows), fmt)
+
+
+def refuse_repeats(path: Path, rows: Comparisons, fmt: str) -> None:
+    """The one rule for repeated comparisons, for every reader of score lists (a recipe's datasets, ``calibrate
+    fit``, ``evaluate``, ``accept`` and their cohort files): a probe compared twice with one claimed class is a
+    DataError naming both lines (a duplicated line would otherwise count twice). Without a probe column (a CSV
+    without one) every comparison is its own probe, so nothing repeats."""
+    if rows.probe is None or rows.scores.size < 2:
+        return
+    n = rows.scores.size
+    width = max(len(rows.claimed_labels), 1)
+    key = rows.probe * width + rows.claimed
+    cells = (int(rows.probe.max()) + 1) * width
+    if cells <= max(8 * n, 1 << 20):  # a bitmap of the (probe, class) pairs: one pass
+        present = np.zeros(cells, bool)
+        present[key] = True
+        if np.count_nonzero(present) == n:
+            return
+    order = np.argsort(key, kind="stable")
+    again = order[1:][key[order][1:] == key[order][:-1]]
+    if again.size == 0:
+        return
+    j = int(again.min())  # the first line that repeats an earlier one, and that earlier one
+    i = int(np.flatnonzero(key == key[j])[0])
+    hint = (" (a 5-column file with several models per claimed class is not supported: keep one model per class)"
+            if fmt == "5-column" else "")
+    raise DataError(f"{path}, {rows.unit}s {line_of(rows, i)} and {line_of(rows, j)}: probe "
+                    f"{rows.probe_labels[rows.probe[i]]!r} is compared with claimed class "
+                    f"{rows.claimed_labels[rows.claimed[i]]!r} twice; keep one comparison per probe and class{hint}")
 
 
 def check_labels(path: Path, rows: Comparisons) -> Comparisons:
@@ -493,10 +605,11 @@ def check_labels(path: Path, rows: Comparisons) -> Comparisons:
 
 
 def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = None, columns: dict | None = None,
-                     reader: str = "auto", missing: float | None = None) -> Comparisons:
+                     reader: str = "auto", missing: float | None = None, words: Wording = RECIPE) -> Comparisons:
     """Every comparison of one score list, in file order (no matrix is built): what
-    ``calibrate accept`` decides on. Same formats, readers and messages as the dataset; a NaN or
-    infinite score (other than ``missing``) is a DataError naming file and line."""
+    ``calibrate accept`` decides on. Same formats, readers, checks and messages as the dataset (a probe
+    compared twice with one class: :func:`refuse_repeats`); a NaN or infinite score (other than ``missing``)
+    is a DataError naming file and line."""
     path = Path(path)
 
     def finite(rows: Comparisons, fmt: str) -> Comparisons:
@@ -504,7 +617,8 @@ def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = N
         if bad.any():  # from the pyarrow reader, line_of hands the file to the python reader for the line
             i = int(np.flatnonzero(bad)[0])
             raise DataError(f"{path}, {place(rows, i)}: NaN or infinite score; remove the line, or mark failed "
-                            "comparisons with a number and give it as --missing")
+                            f"comparisons with a number and {words.missing.format('NUMBER')}")
+        refuse_repeats(path, rows, fmt)
         return rows
 
-    return read_then(path, fmt, delimiter, columns, reader, None, finite)
+    return read_then(path, fmt, delimiter, columns, reader, None, finite, words)

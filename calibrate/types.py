@@ -187,6 +187,14 @@ class DistanceMatrix:
         return DistanceMatrix(self.values, self.probe_classes, self.gallery_classes, self.impostor_mask(), self.kind,
                               self.probe_ids, self.gallery_ids, self.source)
 
+    def score_range(self) -> tuple[float, float] | None:
+        """(lowest, highest) valid value (no copy of the matrix), or None when none is valid: a calibration saves
+        its training scores' range, which ``calibrate accept`` and ``evaluate`` hold new scores against."""
+        if not self.valid.any():
+            return None
+        return (float(np.min(self.values, where=self.valid, initial=np.inf)),
+                float(np.max(self.values, where=self.valid, initial=-np.inf)))
+
     def with_values(self, values: np.ndarray, kind: DistanceKind | None = None, source: str | None = None) -> "DistanceMatrix":
         return DistanceMatrix(values, self.probe_classes, self.gallery_classes, self.valid,
                               kind or self.kind, self.probe_ids, self.gallery_ids, source or self.source)

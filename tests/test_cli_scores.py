@@ -202,10 +202,11 @@ def test_accept_and_evaluate_say_how_many_enrolled_classes_a_file_lacks(tmp_path
 @pytest.mark.parametrize("fpr", ["1e-300", "5e-324"])
 def test_fit_at_a_target_far_below_one_over_n_says_so_at_fit_time(tmp_path, fpr):
     """Audit S5: fit saved such a target without a word (threshold refused it later), and a subnormal target
-    leaked numpy's "overflow encountered in divide" from the GPD tail's quantile."""
+    leaked numpy's "overflow encountered in divide" from the GPD tail's quantile. Since issue 31 fit refuses it
+    as threshold does (tests/test_operator_mistakes.py); --allow-extrapolation fits it, with the note."""
     dev, _ = _bob_pair(tmp_path, seed=16)
     result = runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--fpr", fpr, "--fpr", "0.05",
-                                 "--out", str(tmp_path / "c.json")])
+                                 "--allow-extrapolation", "--out", str(tmp_path / "c.json")])
     assert result.exit_code == 0, result.output
     notes = [line for line in result.stderr.splitlines() if line.startswith("note: ") and not line.startswith("note: auto")]
     assert len(notes) == 1 and notes[0].startswith(f"note: target FPR {float(fpr):g} is below 1/N of the "), notes

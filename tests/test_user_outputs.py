@@ -28,12 +28,13 @@ def fitted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("userout")
     rng = np.random.default_rng(3)
     names = [f"s{k}" for k in range(12)]
-    lines = [f"{c} {r} {r}/p {rng.beta(6, 2) if c == r else rng.beta(2, 5):.5f}\n"
-             for r in names for _ in range(3) for c in names]
+    lines = [f"{c} {r} {r}/p{k} {rng.beta(6, 2) if c == r else rng.beta(2, 5):.5f}\n"
+             for r in names for k in range(3) for c in names]
     scores = tmp / "scores"
     scores.write_text("".join(lines))
     cal = tmp / "cal.json"
-    assert runner.invoke(app, ["fit", str(scores), "--estimator", "class-interp", "--no-predict", "--out", str(cal)]).exit_code == 0
+    assert runner.invoke(app, ["fit", str(scores), "--estimator", "class-interp", "--no-predict", "--fpr", "0.05",
+                               "--out", str(cal)]).exit_code == 0
     return cal, scores
 
 

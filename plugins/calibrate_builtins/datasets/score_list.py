@@ -45,7 +45,7 @@ import numpy as np
 from calibrate.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.scorefiles import (BOB_FORMATS, DEFAULT_COLUMNS, ROLES, Comparisons, NeedLines,  # noqa: F401 (re-exported)
-                                  line_of, place, pyarrow_available, read_comparisons, read_then, sniff)
+                                  line_of, place, pyarrow_available, read_comparisons, read_then, refuse_repeats, sniff)
 from calibrate.types import DistanceMatrix
 
 from .cohort_files import with_cohorts
@@ -129,19 +129,8 @@ def build_matrix(rows: Comparisons, path: Path, fmt: str, missing: float | None)
     if n_probes * n_gallery > MAX_ENTRIES:
         raise DataError(f"{path}: {n_probes} probes x {n_gallery} claimed classes is too large a matrix for this dataset "
                         f"(more than {MAX_ENTRIES} entries); split the file or compare fewer probes")
+    refuse_repeats(path, rows, fmt)  # the rule every score-list reader applies (calibrate.scorefiles)
     flat = probe * n_gallery + claimed
-    present = np.zeros(n_probes * n_gallery, bool)
-    present[flat] = True
-    if np.count_nonzero(present) != flat.size:  # some (probe, class) twice: find the first repeated line
-        order = np.argsort(flat, kind="stable")
-        again = order[1:][flat[order][1:] == flat[order][:-1]]
-        j = int(again.min())
-        i = int(np.flatnonzero(flat == flat[j])[0])
-        hint = (" (a 5-column file with several models per claimed class is not supported: keep one model per class)"
-                if fmt == "5-column" else "")
-        raise DataError(f"{path}, {rows.unit}s {line_of(rows, int(i))} and {line_of(rows, int(j))}: probe "
-                        f"{probe_labels[probe[i]]!r} is compared with claimed class {gallery[claimed[i]]!r} twice; keep "
-                        f"one comparison per probe and class{hint}")
     values = np.full(n_probes * n_gallery, np.nan)
     values[flat] = scores
     valid = np.zeros(n_probes * n_gallery, bool)
