@@ -116,7 +116,7 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
                                 f"some rows and {sorted(out)} for others; return the same names for every row")
             problem = statistics_problem(normalizer, stats, _smallest_magnitude(block))
             if problem is not None:
-                raise DataError(f"{subject(int(u_rows[part[problem[0]]]))} {problem[1]}")
+                raise DataError(f"{subject(int(u_rows[part[problem[0]]]))} {statistics_refusal(normalizer, problem)}")
             for stat, v in stats.items():
                 out.setdefault(stat, np.empty(uniq.size))[part] = v
     if not out:  # no attempts: the names are unknown, and nothing reads them
@@ -131,8 +131,8 @@ def _smallest_magnitude(block: np.ndarray) -> np.ndarray:
 
 
 def statistics_problem(normalizer: Normalizer, stats: Mapping[str, np.ndarray],
-                       smallest: np.ndarray | float = 0.0) -> tuple[int, str] | None:
-    """(the first row whose statistics cannot normalise, why: a clause after the row's name), or None.
+                       smallest: np.ndarray | float = 0.0) -> tuple[int, str, float, str] | None:
+    """(the first row whose statistics cannot normalise, the statistic, its value, why), or None.
 
     Every statistic must be finite. A spread (``normalizer.spreads``, those among ``stats``) must exceed
     :data:`SPREAD_FLOOR` times the row's level: the largest of ``smallest`` (the row's smallest |distance|,
@@ -144,8 +144,7 @@ def statistics_problem(normalizer: Normalizer, stats: Mapping[str, np.ndarray],
     for stat, v in stats.items():
         bad = np.flatnonzero(~np.isfinite(v))
         if bad.size:
-            return int(bad[0]), (f"has cohort distances whose {stat} is {float(v[bad[0]])} (not finite): scores of "
-                                 f"this size overflow {progress_name(normalizer)}'s statistics; rescale the scores")
+            return int(bad[0]), stat, float(v[bad[0]]), "not finite"
     spreads = [s for s in getattr(normalizer, "spreads", ()) if s in stats]
     if not spreads:
         return None
@@ -159,12 +158,20 @@ def statistics_problem(normalizer: Normalizer, stats: Mapping[str, np.ndarray],
         if bad.size:
             i = int(bad[0])
             value = float(v[i])
-            why = ("negative" if value < 0 else "0" if value == 0 else
-                   f"at most {SPREAD_FLOOR:g} x {float(level[i]):.4g}: rounding, not spread")
-            return i, (f"has cohort distances without spread ({stat} {value:.4g}, {why}); "
-                       f"{progress_name(normalizer)} divides by it: give cohort scores that differ (fix or remove "
-                       "cohort lines that are all equal), or a larger cohort (or top_k)")
+            return i, stat, value, ("negative" if value < 0 else "0" if value == 0 else
+                                    f"at most {SPREAD_FLOOR:g} x {float(level[i]):.4g}: rounding, not spread")
     return None
+
+
+def statistics_refusal(normalizer: Normalizer, problem: tuple[int, str, float, str]) -> str:
+    """A :func:`statistics_problem` of a cohort row, worded after the row's name, with the fix."""
+    _, stat, value, why = problem
+    name = progress_name(normalizer)
+    if why == "not finite":
+        return (f"has cohort distances whose {stat} is {value} (not finite): scores of this size overflow {name}'s "
+                "statistics; rescale the scores")
+    return (f"has cohort distances without spread ({stat} {value:.4g}, {why}); {name} divides by it: give cohort "
+            "scores that differ (fix or remove cohort lines that are all equal), or a larger cohort (or top_k)")
 
 
 def ragged_rows(rows: Sequence[Any], what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -453,9 +460,9 @@ class FittedNormalization:
             raise DataError(f"{where}: normalizer.statistics is empty, but {state['plugin']!r} reads the enrolled side")
         problem = statistics_problem(normalizer, stats)
         if problem is not None:
-            i, why = problem
-            raise DataError(f"{where}: normalizer.statistics of class {str(state['classes'][i])[:60]!r} {why}; the file "
-                            "is damaged: run the recipe again")
+            i, stat, value, why = problem
+            raise DataError(f"{where}: normalizer.statistics[{stat[:40]!r}] of class {str(state['classes'][i])[:60]!r} is "
+                            f"{value:.4g} ({why}); the file is damaged: run the recipe again")
         cohort = state.get("cohort")
         if cohort is not None and set(cohort) != set(sides):
             raise DataError(f"{where}: normalizer.cohort describes the sides {sorted(cohort)}, but {state['plugin']!r} "
@@ -495,11 +502,11 @@ def check_state(state: Any, bad: Callable[[str, str], Exception]) -> None:
     if not isinstance(cohort, dict) or not cohort or not set(cohort) <= set(sides):
         raise bad("normalizer.cohort", "must map each cohort side read (enrolled, probe) to what it was fitted with")
     for side, record in cohort.items():
-        _check_record(record, lambda what, side=side: bad(f"normalizer.cohort.{side}", what))
+        _check_record(record, bad, f"normalizer.cohort.{side}")
 
 
-def _check_record(record: Any, bad: Callable[[str], Exception]) -> None:
-    """The structure of one side's saved :func:`side_record` (untrusted input)."""
+def _check_record(record: Any, bad: Callable[[str, str], Exception], where: str) -> None:
+    """The structure of one side's saved :func:`side_record` at ``where`` (untrusted input)."""
     def whole(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
@@ -508,19 +515,21 @@ def _check_record(record: Any, bad: Callable[[str], Exception]) -> None:
                                                              and math.isfinite(x) for x in v) and v[0] <= v[1] <= v[2])
 
     if not isinstance(record, dict):
-        raise bad("must be a mapping")
-    if not whole(record.get("members")) or not whole(record.get("rows")):
-        raise bad("members and rows must be positive whole numbers")
+        raise bad(where, "must be a mapping")
+    for key in ("members", "rows"):
+        if not whole(record.get(key)):
+            raise bad(f"{where}.{key}", "must be a positive whole number")
     digest = record.get("names_sha256")
     if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        raise bad("names_sha256 must be 64 hexadecimal digits")
+        raise bad(f"{where}.names_sha256", "must be 64 hexadecimal digits")
     lengths = record.get("lengths")
     if not isinstance(lengths, list) or len(lengths) != 2 or not all(whole(v) for v in lengths) \
             or not 2 <= lengths[0] <= lengths[1]:
-        raise bad("lengths must be the fewest and most distances of a row, at least 2")
-    if not numbers(record.get("means")) or not numbers(record.get("spreads")) or record["spreads"][0] < 0:
-        raise bad("means and spreads must each be three finite ascending numbers (smallest, median, largest), the "
-                  "spreads not negative")
+        raise bad(f"{where}.lengths", "must be the fewest and the most distances of a row, at least 2")
+    for key in ("means", "spreads"):
+        if not numbers(record.get(key)) or (key == "spreads" and record[key][0] < 0):
+            raise bad(f"{where}.{key}", "must be three finite ascending numbers (smallest, median, largest)"
+                      + (", not negative" if key == "spreads" else ""))
 
 
 def class_statistics(normalizer: Normalizer, enrolled: DistanceMatrix, classes: Sequence[str]) -> dict[str, np.ndarray]:

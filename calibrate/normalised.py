@@ -62,10 +62,9 @@ def normalised_distances(fitted: FittedNormalization, transform: Transform, kind
     elif probe_cohort_scores is not None:
         raise CalibrationError(f"normaliser {fitted.plugin} reads no probe cohort scores; leave out probe_cohort_scores")
     try:
-        out = fitted.normalise(d, rows, values, usable, what="probe_cohort_scores")  # a row without spread: named
-        if values is not None:
+        if values is not None:  # first: a rescaled cohort is named as such, not as the spreads it lost
             fitted.check_cohort("probe", values, usable, "probe_cohort_scores")
-        return out
+        return fitted.normalise(d, rows, values, usable, what="probe_cohort_scores")
     except DataError as exc:
         raise CalibrationError(str(exc)) from None
 
