@@ -233,12 +233,12 @@ def names_digest(names: Sequence[str]) -> str:
 
 def side_record(values: np.ndarray, usable: np.ndarray, names: Sequence[str]) -> dict[str, Any]:
     """What a cohort side was fitted with, from its rows (one per class or probe, distances where ``usable``)
-    and its members' ``names``: how many members, a digest of their names, and how its rows of at least two
-    distances looked (their lengths; the smallest, median and largest row mean and row spread)."""
+    and its members' ``names``: how many members, a digest of their names, and how its non-empty rows
+    looked (their lengths; the smallest, median and largest row mean and row spread)."""
     count, mean, std = row_moments(values, usable)
-    kept = count >= 2
+    kept = count >= 1
     if not kept.any():
-        raise DataError("no cohort row has two distances; a normaliser needs a spread")
+        raise DataError("every cohort row is empty; a normaliser needs cohort distances")
     count, mean, std = count[kept], mean[kept], std[kept]
     return {"members": len(names), "names_sha256": names_digest(names), "rows": int(kept.sum()),
             "lengths": [int(count.min()), int(count.max())],
@@ -282,10 +282,10 @@ def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndar
         return (f"{what}: attempt {a + 1} gives {int(count[a])} cohort score(s), but the cohort the calibration was "
                 f"fitted with ({members} members) gave each row {lo}-{hi} (so {fewest}-{hi} here, the claimed class "
                 "left out): give each probe's scores against that cohort")
-    kept = count >= 2
+    kept = count >= 1
     if not kept.any():
         return None
-    m_lo, m_mid, m_hi = (float(v) for v in record["means"])
+    m_lo, _, m_hi = (float(v) for v in record["means"])
     s_lo, s_mid, s_hi = (float(v) for v in record["spreads"])
     widen = max(m_hi - m_lo, s_mid)
     typical_mean, typical_spread = float(np.median(mean[kept])), float(np.median(std[kept]))
@@ -524,8 +524,8 @@ def _check_record(record: Any, bad: Callable[[str, str], Exception], where: str)
         raise bad(f"{where}.names_sha256", "must be 64 hexadecimal digits")
     lengths = record.get("lengths")
     if not isinstance(lengths, list) or len(lengths) != 2 or not all(whole(v) for v in lengths) \
-            or not 2 <= lengths[0] <= lengths[1]:
-        raise bad(f"{where}.lengths", "must be the fewest and the most distances of a row, at least 2")
+            or not lengths[0] <= lengths[1]:
+        raise bad(f"{where}.lengths", "must be the fewest and the most distances of a row, at least 1")
     for key in ("means", "spreads"):
         if not numbers(record.get(key)) or (key == "spreads" and record[key][0] < 0):
             raise bad(f"{where}.{key}", "must be three finite ascending numbers (smallest, median, largest)"

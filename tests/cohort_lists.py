@@ -6,9 +6,11 @@ offset shared by the probe's attempts and its T-norm lines, so that T-norm has s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from calibrate_test_helpers import write_recipe
 
@@ -53,3 +55,22 @@ def lists_recipe(folder: Path, normalizer: str, sides: tuple[str, ...] = ("enrol
         "version": 1, "data": data, "normalizer": {"plugin": normalizer}, "estimators": list(estimators),
         "evaluation": {"targets": list(targets), "prediction": False},
         "output": {"dir": str(folder / "out"), "plots": False}})
+
+
+def refused_on_load(good: dict, damages: dict, tmp_path: Path) -> dict:
+    """Each ``damages[text](normalizer entry)`` applied to a copy of the calibration ``good``: loading it must be
+    one CalibrationError line holding ``text``. Returns text -> message."""
+    import calibrate
+    from calibrate.errors import CalibrationError
+
+    out = {}
+    for text, damage in damages.items():
+        doc = json.loads(json.dumps(good))
+        damage(doc["normalizer"])
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(doc))
+        with pytest.raises(CalibrationError) as err:
+            calibrate.load(bad)
+        assert text in str(err.value) and "\n" not in str(err.value), str(err.value)
+        out[text] = str(err.value)
+    return out

@@ -26,9 +26,10 @@ def mean_and_spread(cohort: np.ndarray) -> dict[str, np.ndarray]:
     """``{"mean", "std"}`` of each row of cohort distances (sorted ascending, as the core hands them)."""
     rows = np.ascontiguousarray(cohort, dtype=np.float64)
     largest = np.maximum(np.abs(rows[:, 0]), np.abs(rows[:, -1]))  # sorted: the largest magnitude is at an end
-    e = np.where((largest > 2.0 ** LIMIT) | (largest < 2.0 ** -LIMIT), np.frexp(largest)[1], 0)
-    if not e.any():
+    far = (largest > 2.0 ** LIMIT) | (largest < 2.0 ** -LIMIT)
+    if not far.any():
         return {"mean": rows.mean(axis=1), "std": rows.std(axis=1)}
+    e = np.where(far, np.frexp(largest)[1], 0)
     rows = np.ldexp(rows, -e[:, None])
     return {"mean": np.ldexp(rows.mean(axis=1), e), "std": np.ldexp(rows.std(axis=1), e)}
 
