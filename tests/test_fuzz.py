@@ -865,4 +865,3 @@ def test_fuzz_damaged_calibrations(data):
             assert "encountered" not in result.stderr, f"{args[0]}: a numpy warning leaked: {result.stderr}"
             if must_refuse and len(raw) == len(json.dumps(doc, allow_nan=True).encode("utf-8")):
                 assert result.exit_code == 2, f"{args[0]}: a wrong-typed number in a saved state was used"
-
