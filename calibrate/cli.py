@@ -128,7 +128,7 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
             warnings.simplefilter("ignore")  # said below, in the command line's words
             t = cal.threshold(cls, fpr) if normalised is None else cal.normalised_threshold(cls, fpr)
             # an enrolled-side-only normaliser (znorm): z is the score through the class's saved statistics
-            score = None if normalised is None or normalised.reads_probe else cal.threshold(cls, fpr)
+            score = None if normalised is None or normalised.reads_probe else _score_threshold(cal, cls, fpr)
         tau = cal.distance_threshold(cls, fpr)
         predicted = _predicted(cal, cls, fpr)
     except Exception as exc:  # noqa: BLE001
@@ -153,6 +153,16 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
             typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                        "distances lie below an on-target threshold")
         _echo_predicted(predicted)
+
+
+def _score_threshold(cal, cls: str, fpr: float) -> float | None:
+    """A normalised calibration's threshold in score units, or None where its transform has no inverse (z only)."""
+    from .errors import CalibrationError
+
+    try:
+        return cal.threshold(cls, fpr)
+    except CalibrationError:
+        return None
 
 
 def _echo_predicted(predicted: dict | None) -> None:

@@ -320,6 +320,12 @@ def test_znorm_answers_threshold_in_score_units_deciding_as_accept_does(tmp_path
     doc = json.loads(invoke_cli("threshold", str(folder / "out"), "--class", "c02", "--fpr", "0.05", "--estimator",
                                 "class-interp", "--json").stdout)
     assert doc["score_threshold"] == t and doc["score_accept_if"] == "score >= t"
+    cal = calibrate.load(folder / "out", "class-interp")
+    cal.transform._inverse = lambda distances, kind: None  # a transform without an inverse: z only
+    with pytest.raises(CalibrationError, match=re.escape("has no inverse, so thresholds exist in distance units "
+                                                         "only: use normalised_threshold() (z units)")):
+        cal.threshold("c02", 0.05)
+    assert cal.normalised_threshold("c02", 0.05) < 0
 
 
 def test_a_normaliser_reading_the_probe_still_has_no_score_threshold(snorm_run):
