@@ -141,7 +141,10 @@ def _normalization(doc: dict, registry, path: Path):
     info = lookup_component(registry, "normalizers", state["plugin"], path)
     try:
         normalizer = info.factory(**state.get("params", {}))
-        return FittedNormalization.from_state(state, normalizer, str(path))
     except (TypeError, ValueError, KeyError, ParameterError, DataError) as exc:
         raise CalibrationError(f"{path}: normalizer {state['plugin'][:40]!r} cannot be rebuilt from the file "
                                f"({type(exc).__name__}: {str(exc)[:200]}); the file is damaged: run the recipe again") from None
+    try:  # its refusals name the file, the field and the fix
+        return FittedNormalization.from_state(state, normalizer, str(path))
+    except DataError as exc:
+        raise CalibrationError(str(exc)) from None

@@ -551,6 +551,14 @@ class Normalizer(Component, ABC):
     #: statistics. Default: both
     sides: tuple[Literal["enrolled", "probe"], ...] = ("enrolled", "probe")
 
+    #: the statistics that are spreads (a scale in distance units that ``_normalize`` divides by): where they are
+    #: computed (every class's and probe's cohort row, in a run, ``accept`` and ``enroll``) and where a saved
+    #: calibration is loaded, the core refuses a spread that is not finite, not positive, or at most 1e-9 times the
+    #: row's smallest distance or the row's other statistics (a cohort whose distances are all equal, up to
+    #: rounding), naming the class or probe; every statistic must be finite. A name not among the statistics
+    #: returned is not checked. Default: ``("std",)``
+    spreads: tuple[str, ...] = ("std",)
+
     @optional
     def min_members(self) -> int:
         """Called before the statistics are computed: the fewest cohort distances one row needs (a class or

@@ -112,20 +112,26 @@ class Calibration:
                                    "check the name, or enroll the class first (Calibration.enroll in Python)") from None
 
     def _table(self, target_fpr: float, need_scores: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """(distance thresholds, score thresholds) of every class at one target, computed once."""
+        """(distance thresholds, score thresholds) of every class at one target, computed once (for a
+        normalised calibration the distance is exp(z), and score thresholds exist only when its normaliser
+        reads the enrolled side alone: calibrate.cohort.FittedNormalization.score_thresholds)."""
         e = self._target(target_fpr)
+        n = self.normalization
         if e not in self._by_target:
             tau = self.model.thresholds([e]).values[:, 0]
-            scores = None if self.normalization is not None else self.transform.score_thresholds(tau, self.kind)
+            scores = (self.transform.score_thresholds(tau, self.kind) if n is None
+                      else None if n.reads_probe else n.score_thresholds(tau, self.transform, self.kind))
             self._by_target[e] = (tau, scores)
         tau, scores = self._by_target[e]
-        if need_scores and self.normalization is not None:
-            raise CalibrationError(f"this calibration normalises scores with {self.normalization.plugin}: a decision "
-                                   "depends on the probe's cohort scores, so no single score threshold exists; use "
-                                   "normalised_threshold() (z units), or decide with accept(..., probe_cohort_scores=...)")
+        if need_scores and n is not None and n.reads_probe:
+            raise CalibrationError(f"this calibration normalises scores with {n.plugin}, which reads the probe's "
+                                   "cohort scores: a decision depends on them, so no single score threshold exists; "
+                                   "use normalised_threshold() (z units), or decide with accept(..., "
+                                   "probe_cohort_scores=...)")
         if scores is None and need_scores:
             raise CalibrationError(f"transform {self.transform_plugin!r} has no inverse, so thresholds exist in "
-                                   "distance units only: use distance_threshold()")
+                                   "distance units only: use "
+                                   + ("distance_threshold()" if n is None else "normalised_threshold() (z units)"))
         return tau, scores
 
     def distance_threshold(self, cls: Any, target_fpr: float) -> float:
@@ -156,7 +162,11 @@ class Calibration:
     def threshold(self, cls: Any, target_fpr: float) -> float:
         """The threshold in the data's own score units: accept when ``score >= t`` for similarity
         scores, ``score <= t`` for distances (see :attr:`accept_if`). Warns (once per target) when the
-        target is below 1/N of the training impostor distances: the answer extrapolates."""
+        target is below 1/N of the training impostor distances: the answer extrapolates.
+
+        A normalised calibration has one when its normaliser reads the enrolled side only (``znorm``): z
+        then depends on the score and the class's saved statistics alone, so the class's threshold on z
+        is one score threshold, deciding as ``accept`` does. One reading the probe's side refuses."""
         row = self._row(cls)
         value = float(self._table(target_fpr)[1][row])
         self._say_extrapolation(target_fpr)

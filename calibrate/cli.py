@@ -124,13 +124,15 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # said below, in the command line's words
             t = cal.threshold(cls, fpr) if normalised is None else cal.normalised_threshold(cls, fpr)
+            # an enrolled-side-only normaliser (znorm): z is the score through the class's saved statistics
+            score = None if normalised is None or normalised.reads_probe else _score_threshold(cal, cls, fpr)
         tau = cal.distance_threshold(cls, fpr)
         predicted = _predicted(cal, cls, fpr)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, artifact)
         return
     if normalised is not None:
-        _print_normalised(cal, cls, fpr, t, tau, support, predicted, as_json)
+        _print_normalised(cal, cls, fpr, t, score, tau, support, predicted, as_json)
         return
     if support is not None and support < 1:
         typer.echo(f"note: {extrapolation_message(fpr, cal.training_impostors)}", err=True)
@@ -150,6 +152,16 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
         _echo_predicted(predicted)
 
 
+def _score_threshold(cal, cls: str, fpr: float) -> float | None:
+    """A normalised calibration's threshold in score units, or None where its transform has no inverse (z only)."""
+    from .errors import CalibrationError
+
+    try:
+        return cal.threshold(cls, fpr)
+    except CalibrationError:
+        return None
+
+
 def _echo_predicted(predicted: dict | None) -> None:
     """``calibrate threshold``'s line on the predicted interval (or why there is none)."""
     if predicted and predicted.get("no_prediction"):
@@ -162,17 +174,25 @@ def _echo_predicted(predicted: dict | None) -> None:
                       if "class_long_run_fpr_low" in predicted else ""))
 
 
-def _print_normalised(cal, cls: str, fpr: float, z: float, tau: float, support, predicted, as_json: bool) -> None:
-    """``calibrate threshold`` for a normalised calibration: its threshold is on the normalised score z."""
+def _print_normalised(cal, cls: str, fpr: float, z: float, score: float | None, tau: float, support, predicted,
+                      as_json: bool) -> None:
+    """``calibrate threshold`` for a normalised calibration: its threshold on the normalised score z, and in score
+    units too (``score``) when the normaliser reads the enrolled side only."""
     name = cal.normalization.plugin
     if as_json:
         doc = {"class": cls, "target_fpr": fpr, "normalised_threshold": z, "accept_if": f"{name}-normalised z <= t",
+               "score_threshold": score, "score_accept_if": None if score is None else cal.accept_if,
                "distance_threshold": tau, "normalizer": name, "estimator": cal.label,
                "training_impostors": cal.training_impostors, "training_support": support, **(predicted or {})}
         typer.echo(json.dumps(doc))
         return
-    typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if the {name}-normalised score z <= {z!r} (a decision "
-               "needs the probe's cohort scores: calibrate accept --cohort)")
+    if score is not None:
+        op = ">=" if cal.kind == "similarity" else "<="
+        typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if score {op} {score!r} (the {name}-normalised score "
+                   f"z <= {z!r}; {name} reads the class's saved cohort statistics only, so no probe cohort is needed)")
+    else:
+        typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if the {name}-normalised score z <= {z!r} (a decision "
+                   "needs the probe's cohort scores: calibrate accept --cohort)")
     if support is not None:
         typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                    "distances lie below an on-target threshold")
@@ -350,7 +370,7 @@ def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path |
         extra = {}
         if cohort is not None:
             extra["probe_cohort_scores"] = probe_cohorts(cohort, None if probe is None else probe[known],
-                                                         claimed[known], real[known], missing)
+                                                         claimed[known], real[known], missing, cal)
         decided[known] = cal.accept(claimed[known], values[known], fpr, **extra)
     if getattr(cal, "normalization", None) is not None:  # no single score threshold exists
         return decided, {c: cal.normalised_threshold(c, fpr) for c in np.unique(claimed[known]).tolist()}

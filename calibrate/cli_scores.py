@@ -175,10 +175,11 @@ def check_cohort_flag(cal, cohort: Path | None) -> None:
                              "scores; leave out --cohort")
 
 
-def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> list:
+def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=None) -> list:
     """Per attempt, its probe's cohort scores from a T-norm file (``path``): every line of that probe, less
     the cohort models named like the claimed class or the probe's own class (as a run leaves them out) and
-    failed comparisons (``missing``)."""
+    failed comparisons (``missing``). With the calibration ``cal``, the file's cohort models and rows are checked
+    against the cohort it was fitted with (calibrate.normalised.check_cohort_file)."""
     import numpy as np
 
     from .errors import DataError
@@ -205,6 +206,10 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None) -> li
         lines = order[bounds[k]:bounds[k + 1]]
         mine = lines[keep[lines] & (models[lines] != claimed[a]) & (models[lines] != real[a])]
         out.append(rows.scores[mine])
+    if getattr(cal, "normalization", None) is not None:
+        from .normalised import check_cohort_file
+
+        check_cohort_file(cal.normalization, cal.transform, cal.kind, out, np.unique(models).tolist(), f"--cohort {path}")
     return out
 
 
@@ -503,7 +508,7 @@ def evaluate_command(
         scale_note = check_scale(cal, values[known], scores)
         targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
         cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
-                                                             claimed[known], real[known], missing)
+                                                             claimed[known], real[known], missing, cal)
         rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts,
                       groups=labels)
         metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)

@@ -25,8 +25,10 @@ sorts each cohort row once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +43,8 @@ from .types import CohortScores, DistanceMatrix
 BLOCK_VALUES = 1 << 21
 #: z beyond this is clipped before exp(z), so that the distance stays finite (exp(700) ~ 1e304)
 Z_LIMIT = 700.0
+#: a spread at most this share of its row's level is none (see :func:`statistics_problem`)
+SPREAD_FLOOR = 1e-9
 #: where the enrolled side's cohort came from (saved with a calibration; ``enroll`` follows it)
 ENROLLED_COHORTS = ("training impostors", "cohort file")
 
@@ -69,12 +73,13 @@ def _sorted_rows(values: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np
 
 def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.ndarray, rows: np.ndarray,
                        left_out: np.ndarray | None = None, *,
-                       describe: Callable[[int, int], str] | None = None) -> dict[str, np.ndarray]:
+                       describe: Callable[[int], str] | None = None) -> dict[str, np.ndarray]:
     """The normaliser's statistics for each attempt a: of cohort row ``rows[a]`` (of ``values``, where
     ``usable``), without member ``left_out[a]`` (-1, or an unusable member: none left out).
 
-    Attempts with the same row and member left out are computed once. ``describe(row, count)`` words
-    the error for a row with fewer than ``normalizer.min_members()`` usable distances."""
+    Attempts with the same row and member left out are computed once. ``describe(row)`` names a row in
+    errors (e.g. "cohort-tnorm: probe 'p1' (c1)"): a row with fewer than ``normalizer.min_members()``
+    usable distances, or whose statistics cannot normalise (:func:`statistics_problem`), is a DataError."""
     values = np.asarray(values, dtype=np.float64)
     usable = np.asarray(usable, dtype=bool) & np.isfinite(values)
     rows = np.asarray(rows, dtype=np.int64)
@@ -88,11 +93,13 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     u_rows, u_pos = uniq // (n_members + 1), uniq % (n_members + 1)
     u_count = counts[u_rows] - (u_pos < n_members)
     need = int(normalizer.min_members())
+    name = progress_name(normalizer)
+    subject = describe or (lambda r: f"cohort row {r}")
     short = np.flatnonzero(u_count < need)
     if short.size:
         r, n = int(u_rows[short[0]]), int(u_count[short[0]])
-        raise DataError(describe(r, n) if describe else f"cohort row {r} has {n} usable distances; "
-                        f"{progress_name(normalizer)} needs at least {need}")
+        raise DataError(f"{subject(r)} has {n} usable cohort distance(s); {name} needs at least {need}: give a larger "
+                        "cohort, or a normaliser setting that needs fewer (e.g. a smaller top_k)")
     out: dict[str, np.ndarray] = {}
     for count in np.unique(u_count).tolist():
         which = np.flatnonzero(u_count == count)
@@ -105,13 +112,66 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
             block = np.where(k[None, :] < u_pos[part, None], whole[:, :count], whole[:, 1:])
             stats = normalizer.statistics(block)
             if out and set(stats) != set(out):
-                raise DataError(f"{progress_name(normalizer)}: _statistics returned the statistics {sorted(stats)} for "
+                raise DataError(f"{name}: _statistics returned the statistics {sorted(stats)} for "
                                 f"some rows and {sorted(out)} for others; return the same names for every row")
-            for name, v in stats.items():
-                out.setdefault(name, np.empty(uniq.size))[part] = v
+            problem = statistics_problem(normalizer, stats, _smallest_magnitude(block))
+            if problem is not None:
+                raise DataError(f"{subject(int(u_rows[part[problem[0]]]))} {statistics_refusal(normalizer, problem)}")
+            for stat, v in stats.items():
+                out.setdefault(stat, np.empty(uniq.size))[part] = v
     if not out:  # no attempts: the names are unknown, and nothing reads them
         return {}
-    return {name: v[inverse] for name, v in out.items()}
+    return {stat: v[inverse] for stat, v in out.items()}
+
+
+def _smallest_magnitude(block: np.ndarray) -> np.ndarray:
+    """Per row of ascending values, the smallest |value| (0 where the row spans 0)."""
+    first, last = block[:, 0], block[:, -1]
+    return np.where(first >= 0, first, np.where(last <= 0, -last, 0.0))
+
+
+def statistics_problem(normalizer: Normalizer, stats: Mapping[str, np.ndarray],
+                       smallest: np.ndarray | float = 0.0) -> tuple[int, str, float, str] | None:
+    """(the first row whose statistics cannot normalise, the statistic, its value, why), or None.
+
+    Every statistic must be finite. A spread (``normalizer.spreads``, those among ``stats``) must exceed
+    :data:`SPREAD_FLOOR` times the row's level: the largest of ``smallest`` (the row's smallest |distance|,
+    where the rows are at hand) and the row's other statistics' magnitudes (its location, for the
+    built-ins). A cohort whose distances are all equal has a spread of 0, or of a rounding residue some
+    1e-16 to 1e-14 of the level (the mean of n equal values is not always that value): both are refused,
+    while the coarsest spread a score file or a float32 matcher can carry (a step in the 8th digit) is 10x
+    above the floor. There, z's own rounding error ((d - mean) / spread) stays below 1e-6."""
+    for stat, v in stats.items():
+        bad = np.flatnonzero(~np.isfinite(v))
+        if bad.size:
+            return int(bad[0]), stat, float(v[bad[0]]), "not finite"
+    spreads = [s for s in getattr(normalizer, "spreads", ()) if s in stats]
+    if not spreads:
+        return None
+    level = np.broadcast_to(np.asarray(smallest, dtype=np.float64), np.shape(stats[spreads[0]]))
+    for stat, v in stats.items():
+        if stat not in spreads:
+            level = np.maximum(level, np.abs(v))
+    for stat in spreads:
+        v = stats[stat]
+        bad = np.flatnonzero(~(v > SPREAD_FLOOR * level))
+        if bad.size:
+            i = int(bad[0])
+            value = float(v[i])
+            return i, stat, value, ("negative" if value < 0 else "0" if value == 0 else
+                                    f"at most {SPREAD_FLOOR:g} x {float(level[i]):.4g}: rounding, not spread")
+    return None
+
+
+def statistics_refusal(normalizer: Normalizer, problem: tuple[int, str, float, str]) -> str:
+    """A :func:`statistics_problem` of a cohort row, worded after the row's name, with the fix."""
+    _, stat, value, why = problem
+    name = progress_name(normalizer)
+    if why == "not finite":
+        return (f"has cohort distances whose {stat} is {value} (not finite): scores of this size overflow {name}'s "
+                "statistics; rescale the scores")
+    return (f"has cohort distances without spread ({stat} {value:.4g}, {why}); {name} divides by it: give cohort "
+            "scores that differ (fix or remove cohort lines that are all equal), or a larger cohort (or top_k)")
 
 
 def ragged_rows(rows: Sequence[Any], what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -135,12 +195,119 @@ def ragged_rows(rows: Sequence[Any], what: str) -> tuple[np.ndarray, np.ndarray]
     return values, usable
 
 
+# ---- what a normalisation was fitted with: each cohort side's record, and cohorts given later checked ------
+
+#: a cohort row given later may have this share fewer scores than the fewest a fitted row had (failed
+#: comparisons), besides the claimed class left out
+FEWER_MEMBERS = 0.1
+#: a given cohort's typical row spread may be this factor below the smallest or above the largest fitted one
+SPREAD_FACTOR = 2.0
+
+
+def row_moments(values: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(count, mean, population std) of each row's usable values (NaN mean and std for an empty row). Each
+    row is first brought near 1 by a power of two (exact), so that distances near 1e300 do not overflow."""
+    values = np.asarray(values, dtype=np.float64)
+    usable = np.asarray(usable, dtype=bool)
+    count = usable.sum(axis=1)
+    mean, std = np.full(count.shape, np.nan), np.full(count.shape, np.nan)
+    step = max(1, BLOCK_VALUES // max(values.shape[1], 1))
+    for start in range(0, values.shape[0], step):
+        u = usable[start:start + step]
+        x = np.where(u, values[start:start + step], 0.0)
+        e = np.frexp(np.abs(x).max(axis=1, initial=0.0))[1]
+        x = np.ldexp(x, -e[:, None])
+        n = np.maximum(count[start:start + step], 1)
+        m = x.sum(axis=1) / n
+        v = np.where(u, (x - m[:, None]) ** 2, 0.0).sum(axis=1) / n
+        ok = count[start:start + step] > 0
+        mean[start:start + step] = np.where(ok, np.ldexp(m, e), np.nan)
+        std[start:start + step] = np.where(ok, np.ldexp(np.sqrt(v), e), np.nan)
+    return count, mean, std
+
+
+def names_digest(names: Sequence[str]) -> str:
+    """The SHA-256 of a cohort's member names, in no particular order."""
+    return hashlib.sha256(json.dumps(sorted({str(n) for n in names})).encode("utf-8")).hexdigest()
+
+
+def side_record(values: np.ndarray, usable: np.ndarray, names: Sequence[str]) -> dict[str, Any]:
+    """What a cohort side was fitted with, from its rows (one per class or probe, distances where ``usable``)
+    and its members' ``names``: how many members, a digest of their names, and how its non-empty rows
+    looked (their lengths; the smallest, median and largest row mean and row spread)."""
+    count, mean, std = row_moments(values, usable)
+    kept = count >= 1
+    if not kept.any():
+        raise DataError("every cohort row is empty; a normaliser needs cohort distances")
+    count, mean, std = count[kept], mean[kept], std[kept]
+    return {"members": len(names), "names_sha256": names_digest(names), "rows": int(kept.sum()),
+            "lengths": [int(count.min()), int(count.max())],
+            "means": [float(np.min(mean)), float(np.median(mean)), float(np.max(mean))],
+            "spreads": [float(np.min(std)), float(np.median(std)), float(np.max(std))]}
+
+
+def members_mismatch(record: Mapping[str, Any], names: Sequence[str], what: str) -> str | None:
+    """Why the members a cohort file names are not those of the cohort ``record`` describes (another count,
+    or other names), or None."""
+    members = int(record["members"])
+    given = sorted({str(n) for n in names})
+    if len(given) != members:
+        return (f"{what} names {len(given)} cohort member(s), but the calibration was fitted with a cohort of "
+                f"{members}: give the cohort it was fitted with")
+    if names_digest(given) != record["names_sha256"]:
+        return (f"{what} names {members} cohort members, but not those the calibration was fitted with (their "
+                "names differ): give the cohort it was fitted with")
+    return None
+
+
+def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray, what: str) -> str | None:
+    """Why cohort rows given later (distances where ``usable``; one per attempt, the claimed class left out)
+    are not from the cohort ``record`` describes, or None.
+
+    * A row's length must lie between the fewest a fitted row had, less one (the claimed class) and less
+      :data:`FEWER_MEMBERS` of them (failed comparisons), and the most a fitted row had. A 2-member cohort
+      is refused here.
+    * The median of the rows' means must lie within the fitted rows' means widened by their whole range
+      on each side (at least by the median fitted row spread): one probe's row is within the fitted range
+      unless it is more extreme than every fitted probe. A negated or rescaled cohort moves far beyond.
+    * The median of the rows' spreads must lie within the fitted rows' spreads, widened by
+      :data:`SPREAD_FACTOR` either way."""
+    members = int(record["members"])
+    lo, hi = (int(v) for v in record["lengths"])
+    fewest = max(1, min(lo - 1, math.floor((1 - FEWER_MEMBERS) * lo)))
+    count, mean, std = row_moments(values, usable)
+    off = np.flatnonzero((count < fewest) | (count > hi))
+    if off.size:
+        a = int(off[0])
+        return (f"{what}: attempt {a + 1} gives {int(count[a])} cohort score(s), but the cohort the calibration was "
+                f"fitted with ({members} members) gave each row {lo}-{hi} (so {fewest}-{hi} here, the claimed class "
+                "left out): give each probe's scores against that cohort")
+    kept = count >= 1
+    if not kept.any():
+        return None
+    m_lo, _, m_hi = (float(v) for v in record["means"])
+    s_lo, s_mid, s_hi = (float(v) for v in record["spreads"])
+    widen = max(m_hi - m_lo, s_mid)
+    typical_mean, typical_spread = float(np.median(mean[kept])), float(np.median(std[kept]))
+    if not m_lo - widen <= typical_mean <= m_hi + widen:
+        return (f"{what}: the cohort distances given are not like those the calibration was fitted with (their rows' "
+                f"median mean is {typical_mean:.4g}; the fitted rows' means were {m_lo:.4g} to {m_hi:.4g}): give the "
+                "probes' scores against the same cohort, on the same scale and in the same direction")
+    if not s_lo / SPREAD_FACTOR <= typical_spread <= s_hi * SPREAD_FACTOR:
+        return (f"{what}: the cohort distances given do not spread like those the calibration was fitted with "
+                f"(their rows' median spread is {typical_spread:.4g}; the fitted rows' spreads were {s_lo:.4g} to "
+                f"{s_hi:.4g}): give the probes' scores against the same cohort, on the same scale")
+    return None
+
+
 @dataclass
 class FittedNormalization:
     """A normaliser with the enrolled side's statistics of every class: what a calibration saves.
 
     ``statistics[name][i]`` belongs to ``classes[i]`` (empty when the normaliser reads no enrolled side);
-    ``enrolled_cohort`` says where the enrolled side's cohort came from (:data:`ENROLLED_COHORTS`).
+    ``enrolled_cohort`` says where the enrolled side's cohort came from (:data:`ENROLLED_COHORTS`);
+    ``cohort``: per side read, what that side's cohort was at the fit (:func:`side_record`), against which
+    cohorts given later are checked (None: saved before it was recorded).
     """
 
     normalizer: Normalizer
@@ -149,6 +316,7 @@ class FittedNormalization:
     classes: tuple[str, ...]
     statistics: dict[str, np.ndarray] = field(default_factory=dict)
     enrolled_cohort: str = "training impostors"
+    cohort: dict[str, dict[str, Any]] | None = None
 
     def __post_init__(self):
         self.classes = tuple(str(c) for c in self.classes)
@@ -185,15 +353,71 @@ class FittedNormalization:
         probe = None
         if self.reads_probe:
             probe = attempt_statistics(self.normalizer, probe_values, probe_usable, np.arange(d.size),
-                                       describe=lambda r, n: f"{what}: attempt {r + 1}'s probe has {n} cohort "
-                                       f"score(s); {self.plugin} needs at least {self.normalizer.min_members()}: "
-                                       "give more cohort scores per probe")
+                                       describe=lambda r: f"{what}: attempt {r + 1}'s probe")
         z = self.normalizer.normalize(d, self.class_statistics(rows), probe)
         bad = np.flatnonzero(~np.isfinite(z))
         if bad.size:
             raise DataError(f"{what}: normalising attempt {int(bad[0]) + 1} gave {float(z[bad[0]])} (a cohort whose "
                             f"distances are all equal has no spread); {self.plugin} needs cohort scores that differ")
         return to_distance(z)
+
+    def check_cohort(self, side: str, values: np.ndarray, usable: np.ndarray, what: str) -> None:
+        """Cohort rows given for ``side`` (distances where ``usable``) checked against the cohort the normalisation
+        was fitted with (:func:`rows_mismatch`): DataError on a mismatch; a warning when the calibration holds no
+        record of it (saved before it was recorded: decided as before, unchecked)."""
+        if self.cohort is None:
+            warnings.warn(f"{what}: this calibration was saved before calibrate recorded the cohort its normaliser "
+                          "was fitted with, so the cohort given cannot be checked against it; run the recipe again "
+                          "to record it", stacklevel=3)
+            return
+        problem = rows_mismatch(self.cohort[side], values, usable, what) if side in self.cohort else None
+        if problem:
+            raise DataError(problem)
+
+    def check_members(self, side: str, names: Sequence[str], what: str) -> None:
+        """The members a cohort file names for ``side`` checked against the fitted cohort's (:func:`members_mismatch`);
+        nothing to check in a calibration saved before they were recorded (:meth:`check_cohort` says so)."""
+        problem = None if self.cohort is None or side not in self.cohort else \
+            members_mismatch(self.cohort[side], names, what)
+        if problem:
+            raise DataError(problem)
+
+    def score_thresholds(self, tau: np.ndarray, transform: Any, kind: str) -> np.ndarray | None:
+        """A normaliser reading the enrolled side only: each class's threshold in score units (its
+        ``transform.score_thresholds`` of :meth:`distance_thresholds`; None without an inverse)."""
+        d = self.distance_thresholds(tau)
+        finite = np.isfinite(d)
+        out = transform.score_thresholds(np.where(finite, d, 0.0), kind)
+        if out is None:
+            return None
+        accept_none, accept_all = (np.inf, -np.inf) if kind == "similarity" else (-np.inf, np.inf)
+        return np.where(finite, out, np.where(d < 0, accept_none, accept_all))
+
+    def distance_thresholds(self, tau: np.ndarray) -> np.ndarray:
+        """A normaliser reading the enrolled side only: per class, the largest distance (after the transform)
+        that ``normalise`` accepts at the normalised threshold ``tau[class]`` (exp(z) <= tau), -inf when none
+        is, inf when every one is. z depends on the distance and the class's saved statistics only and never
+        decreases as the distance grows (the contract), so a distance is accepted exactly when it is at most
+        this one: found by bisection over the floats' bit patterns (64 steps, every class at once)."""
+        if self.reads_probe:
+            raise DataError(f"normaliser {self.plugin} reads the probe's cohort scores: no threshold on the "
+                            "distance alone exists")
+        tau = np.asarray(tau, dtype=np.float64)
+        stats = self.class_statistics(np.arange(len(self.classes)))
+
+        def accepted(d: np.ndarray) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                return to_distance(self.normalizer.normalize(d, stats, None)) <= tau
+
+        top = np.finfo(np.float64).max
+        lo = np.zeros(tau.shape, np.int64)  # the bits of 0.0: accepted where it is accepted at all
+        hi = np.full(tau.shape, np.float64(top).view(np.int64))
+        none, every = ~accepted(np.zeros(tau.shape)), accepted(np.full(tau.shape, top))
+        for _ in range(64):
+            mid = lo + (hi - lo) // 2
+            ok = accepted(mid.view(np.float64))
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        return np.where(none, -np.inf, np.where(every, np.inf, lo.view(np.float64)))
 
     def with_class(self, cls: str, statistics: Mapping[str, np.ndarray]) -> "FittedNormalization":
         """These statistics with class ``cls``'s added (or replaced), from a one-row statistics mapping."""
@@ -211,14 +435,17 @@ class FittedNormalization:
             classes.append(cls)
             stats = {k: np.append(stats.get(k, np.empty(0)), one[k]) for k in one}
         return FittedNormalization(self.normalizer, self.plugin, self.params, tuple(classes), stats,
-                                   self.enrolled_cohort)
+                                   self.enrolled_cohort, self.cohort)
 
     # ---- saved with a calibration ----------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
-        return {"plugin": self.plugin, "params": json.loads(json.dumps(self.params, default=str)),
-                "sides": list(self.sides), "enrolled_cohort": self.enrolled_cohort, "classes": list(self.classes),
-                "statistics": {k: v.tolist() for k, v in self.statistics.items()}}
+        state = {"plugin": self.plugin, "params": json.loads(json.dumps(self.params, default=str)),
+                 "sides": list(self.sides), "enrolled_cohort": self.enrolled_cohort, "classes": list(self.classes),
+                 "statistics": {k: v.tolist() for k, v in self.statistics.items()}}
+        if self.cohort is not None:
+            state["cohort"] = json.loads(json.dumps(self.cohort))
+        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], normalizer: Normalizer, where: str) -> "FittedNormalization":
@@ -231,8 +458,17 @@ class FittedNormalization:
         stats = {k: np.asarray(v, dtype=np.float64) for k, v in state["statistics"].items()}
         if "enrolled" in sides and not stats:
             raise DataError(f"{where}: normalizer.statistics is empty, but {state['plugin']!r} reads the enrolled side")
+        problem = statistics_problem(normalizer, stats)
+        if problem is not None:
+            i, stat, value, why = problem
+            raise DataError(f"{where}: normalizer.statistics[{stat[:40]!r}] of class {str(state['classes'][i])[:60]!r} is "
+                            f"{value:.4g} ({why}); the file is damaged: run the recipe again")
+        cohort = state.get("cohort")
+        if cohort is not None and set(cohort) != set(sides):
+            raise DataError(f"{where}: normalizer.cohort describes the sides {sorted(cohort)}, but {state['plugin']!r} "
+                            f"reads {list(sides)}; the file is damaged: run the recipe again")
         return cls(normalizer, state["plugin"], dict(state.get("params", {})), tuple(state["classes"]), stats,
-                   state["enrolled_cohort"])
+                   state["enrolled_cohort"], None if cohort is None else {k: dict(v) for k, v in cohort.items()})
 
 
 def check_state(state: Any, bad: Callable[[str, str], Exception]) -> None:
@@ -260,6 +496,40 @@ def check_state(state: Any, bad: Callable[[str, str], Exception]) -> None:
                 isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
             raise bad(f"normalizer.statistics[{str(name)[:40]!r}]", f"must hold {len(classes)} finite numbers, one per "
                                                                    "class")
+    cohort = state.get("cohort")
+    if cohort is None:
+        return
+    if not isinstance(cohort, dict) or not cohort or not set(cohort) <= set(sides):
+        raise bad("normalizer.cohort", "must map each cohort side read (enrolled, probe) to what it was fitted with")
+    for side, record in cohort.items():
+        _check_record(record, bad, f"normalizer.cohort.{side}")
+
+
+def _check_record(record: Any, bad: Callable[[str, str], Exception], where: str) -> None:
+    """The structure of one side's saved :func:`side_record` at ``where`` (untrusted input)."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    def numbers(v: Any) -> bool:
+        return (isinstance(v, list) and len(v) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                             and math.isfinite(x) for x in v) and v[0] <= v[1] <= v[2])
+
+    if not isinstance(record, dict):
+        raise bad(where, "must be a mapping")
+    for key in ("members", "rows"):
+        if not whole(record.get(key)):
+            raise bad(f"{where}.{key}", "must be a positive whole number")
+    digest = record.get("names_sha256")
+    if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise bad(f"{where}.names_sha256", "must be 64 hexadecimal digits")
+    lengths = record.get("lengths")
+    if not isinstance(lengths, list) or len(lengths) != 2 or not all(whole(v) for v in lengths) \
+            or not lengths[0] <= lengths[1]:
+        raise bad(f"{where}.lengths", "must be the fewest and the most distances of a row, at least 1")
+    for key in ("means", "spreads"):
+        if not numbers(record.get(key)) or (key == "spreads" and record[key][0] < 0):
+            raise bad(f"{where}.{key}", "must be three finite ascending numbers (smallest, median, largest)"
+                      + (", not negative" if key == "spreads" else ""))
 
 
 def class_statistics(normalizer: Normalizer, enrolled: DistanceMatrix, classes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -268,7 +538,7 @@ def class_statistics(normalizer: Normalizer, enrolled: DistanceMatrix, classes: 
     columns = _columns_of(enrolled, classes)
     usable = enrolled.impostor_mask()
     return attempt_statistics(normalizer, enrolled.values.T, usable.T, columns,
-                              describe=_describe_class(normalizer, enrolled))
+                              describe=_describe_class(enrolled))
 
 
 def _columns_of(side: DistanceMatrix, classes: Sequence[str]) -> np.ndarray:
@@ -282,12 +552,8 @@ def _columns_of(side: DistanceMatrix, classes: Sequence[str]) -> np.ndarray:
     return np.array([position[c] for c in classes], dtype=np.int64)
 
 
-def _describe_class(normalizer: Normalizer, enrolled: DistanceMatrix) -> Callable[[int, int], str]:
-    def describe(row: int, n: int) -> str:
-        return (f"{enrolled.source}: class {enrolled.gallery_classes[row][:60]!r} has {n} usable impostor cohort "
-                f"distance(s); {progress_name(normalizer)} needs at least {normalizer.min_members()}: give a larger "
-                "cohort, or a normaliser setting that needs fewer (e.g. a smaller top_k)")
-    return describe
+def _describe_class(enrolled: DistanceMatrix) -> Callable[[int], str]:
+    return lambda row: f"{enrolled.source}: class {enrolled.gallery_classes[row][:60]!r}"
 
 
 # ---- matrices: the rest of the gallery as the cohort, and whole matrices normalised ----------------------
@@ -330,11 +596,9 @@ def _probe_side(normalizer: Normalizer, matrix: DistanceMatrix, side: DistanceMa
     position = {c: k for k, c in enumerate(side.gallery_classes.tolist())}
     member = np.array([position.get(c, -1) for c in matrix.gallery_classes.tolist()], dtype=np.int64)
 
-    def describe(row: int, n: int) -> str:
-        return (f"{side.source}: probe {side.probe_ids[row][:60]!r} ({side.probe_classes[row][:60]}) has {n} usable "
-                f"cohort distance(s) once its own and the claimed class are left out; {progress_name(normalizer)} "
-                f"needs at least {normalizer.min_members()}: give a larger cohort, or a normaliser setting that needs "
-                "fewer (e.g. a smaller top_k)")
+    def describe(row: int) -> str:
+        return (f"{side.source}: probe {side.probe_ids[row][:60]!r} ({side.probe_classes[row][:60]}), its own and the "
+                "claimed class left out,")
 
     return attempt_statistics(normalizer, side.values, side.impostor_mask(), rows, member[cols], describe=describe)
 
@@ -351,7 +615,7 @@ def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: Coh
             _aligned(side, matrix, "enrolled")
             columns = _columns_of(side, matrix.gallery_classes.tolist())
             enrolled = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T, columns[cols], rows,
-                                          describe=_describe_class(normalizer, side))
+                                          describe=_describe_class(side))
         else:
             enrolled = {name: v[cols] for name, v in classes.items()}
     if "probe" in normalizer.sides:

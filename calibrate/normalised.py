@@ -62,9 +62,23 @@ def normalised_distances(fitted: FittedNormalization, transform: Transform, kind
     elif probe_cohort_scores is not None:
         raise CalibrationError(f"normaliser {fitted.plugin} reads no probe cohort scores; leave out probe_cohort_scores")
     try:
+        if values is not None:  # first: a rescaled cohort is named as such, not as the spreads it lost
+            fitted.check_cohort("probe", values, usable, "probe_cohort_scores")
         return fitted.normalise(d, rows, values, usable, what="probe_cohort_scores")
     except DataError as exc:
         raise CalibrationError(str(exc)) from None
+
+
+def check_cohort_file(fitted: FittedNormalization, transform: Transform, kind: str, rows: list, names: list,
+                      what: str) -> None:
+    """A cohort file given on the command line (``what`` names it), checked against the cohort the normalisation
+    was fitted with: its members by name, and its rows as ``accept`` checks them (under the file's name). A
+    calibration saved before the cohort was recorded is not checked here (``accept`` warns)."""
+    if fitted.cohort is None or not fitted.reads_probe:
+        return
+    fitted.check_members("probe", names, what)
+    values, usable = _probe_rows(transform, kind, rows, len(rows), what)
+    fitted.check_cohort("probe", values, usable, what)
 
 
 def enrolled_inputs(fitted: FittedNormalization, transform: Transform, kind: str, cls: str, impostor_scores: np.ndarray,
@@ -85,24 +99,32 @@ def enrolled_inputs(fitted: FittedNormalization, transform: Transform, kind: str
         leave_out = cohort_scores is None
         cohort = d if leave_out else _cohort_row(transform, kind, cohort_scores, cls)
         usable = np.ones((1, cohort.size), dtype=bool)
-
-        def describe(row: int, n: int) -> str:
-            return (f"class {cls!r} has {n} cohort score(s); {fitted.plugin} needs at least "
-                    f"{normalizer.min_members()}: give more cohort scores")
-
-        stats = attempt_statistics(normalizer, cohort[None, :], usable, np.zeros(1, np.int64), describe=describe)
+        if not leave_out and fitted.enrolled_cohort == "cohort file":
+            _checked(fitted, "enrolled", cohort[None, :], usable, f"class {cls!r}: cohort_scores")
+        stats = attempt_statistics(normalizer, cohort[None, :], usable, np.zeros(1, np.int64),
+                                   describe=lambda r: f"class {cls!r}")
         enrolled = (attempt_statistics(normalizer, cohort[None, :], usable, np.zeros(d.size, np.int64),
-                                       np.arange(d.size), describe=describe) if leave_out
+                                       np.arange(d.size), describe=lambda r: f"class {cls!r}") if leave_out
                     else {k: np.repeat(v, d.size) for k, v in stats.items()})
     probe = None
     if fitted.reads_probe:
         values, usable = _probe_rows(transform, kind, impostor_cohort_scores, d.size, "impostor_cohort_scores")
-        probe = attempt_statistics(normalizer, values, usable, np.arange(d.size))
+        _checked(fitted, "probe", values, usable, "impostor_cohort_scores")
+        probe = attempt_statistics(normalizer, values, usable, np.arange(d.size),
+                                   describe=lambda r: f"impostor_cohort_scores: impostor score {r + 1}'s probe")
     z = normalizer.normalize(d, enrolled, probe)
     if not np.all(np.isfinite(z)):
         raise CalibrationError(f"class {cls!r}: normalising its impostor scores gave non-finite values (a cohort "
                                "whose scores are all equal); give cohort scores that differ")
     return to_distance(z), stats
+
+
+def _checked(fitted: FittedNormalization, side: str, values: np.ndarray, usable: np.ndarray, what: str) -> None:
+    """FittedNormalization.check_cohort, its refusal as a CalibrationError."""
+    try:
+        fitted.check_cohort(side, values, usable, what)
+    except DataError as exc:
+        raise CalibrationError(str(exc)) from None
 
 
 def _cohort_row(transform: Transform, kind: str, scores: Any, cls: str) -> np.ndarray:

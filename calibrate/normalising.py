@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .base import RunContext, Transform
-from .cohort import FittedNormalization, class_statistics, matrix_cohorts, normalise_matrix
+from .cohort import FittedNormalization, class_statistics, matrix_cohorts, normalise_matrix, side_record
 from .errors import RecipeError
 from .types import CohortScores, DistanceMatrix
 
@@ -76,16 +78,36 @@ def normalise_fold(spec: Any, train: DistanceMatrix, test: DistanceMatrix, train
         train_n = normalise_matrix(normalizer, train_d, train_c, stats)
         test_n = normalise_matrix(normalizer, test_d, test_c, stats)
     fitted = FittedNormalization(normalizer, spec.info.name, dict(spec.params), tuple(classes), stats,
-                                 "training impostors" if train_c.leave_out else "cohort file")
+                                 "training impostors" if train_c.leave_out else "cohort file",
+                                 fitted_cohort(normalizer, train_c, train_d, classes))
     return train_n, test_n, fitted
+
+
+def fitted_cohort(normalizer: Any, cohort: CohortScores, train: DistanceMatrix, classes: list[str]) -> dict:
+    """What each side read was fitted with (calibrate.cohort.side_record): the probe side's rows of the probes
+    with a training attempt, the enrolled side's columns of the enrolled classes."""
+    out = {}
+    if "probe" in normalizer.sides:
+        side = cohort.probes
+        rows = np.flatnonzero(train.valid.any(axis=1))
+        out["probe"] = side_record(side.values[rows], side.impostor_mask()[rows], side.gallery_classes.tolist())
+    if "enrolled" in normalizer.sides:
+        side = cohort.enrolled
+        position = {c: j for j, c in enumerate(side.gallery_classes.tolist())}
+        columns = np.array([position[c] for c in classes], dtype=np.int64)
+        out["enrolled"] = side_record(side.values[:, columns].T, side.impostor_mask()[:, columns].T,
+                                      side.probe_ids.tolist())
+    return out
 
 
 def normalised_note(fitted: FittedNormalization) -> str:
     """The run's note: what was normalised, and what the thresholds are then."""
     cohort = ("the rest of the gallery (class j: its training impostors; probe i: its other classes)"
               if fitted.enrolled_cohort == "training impostors" else "the dataset's cohort files")
+    raw = ("a threshold maps to no single raw score, since a decision depends on the probe's cohort scores "
+           "(calibrate accept --cohort, Calibration.accept(probe_cohort_scores=...))" if fitted.reads_probe else
+           "z depends on the score and the class's saved cohort statistics only, so each class's threshold is also one "
+           "raw score (calibrate threshold, Calibration.threshold())")
     return (f"scores were normalised by {fitted.describe()} before the estimators, with {cohort} as the cohort: "
             "thresholds (thresholds.csv, calibration.json) are on the normalised distance exp(z), z the normalised "
-            "score (thresholds.csv's score_threshold column is z); a threshold maps to no single raw score, since a "
-            "decision depends on the probe's cohort scores (calibrate accept --cohort, Calibration.accept("
-            "probe_cohort_scores=...))")
+            f"score (thresholds.csv's score_threshold column is z); {raw}")

@@ -507,6 +507,95 @@ def test_fuzz_image_sets(data):
 
 
 # ---------------------------------------------------------------------------------------------
+# hostile cohorts at decision time: a normalised calibration given a damaged T-norm file
+
+#: mutations of the T-norm file that must be refused (exit 2, one line): a probe's lines all equal, or equal up to a
+#: rounding residue; scores near 1e300, NaN, too few members, negated or rescaled scores
+HOSTILE_COHORTS = ("constant", "residue", "huge", "nan", "members", "negated", "scaled")
+#: mutations a same-cohort evaluation can show (a failed comparison, rounding in the last digit): exit 0 expected
+MILD_COHORTS = ("valid", "failed comparison", "jitter")
+
+
+@pytest.fixture(scope="module")
+def cohort_run(tmp_path_factory):
+    """A snorm calibration over small score lists with cohort files (tests/cohort_lists.py), made once."""
+    from cohort_lists import lists_recipe, write_lists
+
+    folder = write_lists(tmp_path_factory.mktemp("cohort-run"))
+    result = runner.invoke(app, ["run", str(lists_recipe(folder, "snorm")), "-q"])
+    assert result.exit_code == 0, result.stderr
+    return folder
+
+
+@st.composite
+def hostile_tnorm(draw, lines: list[list[str]]) -> tuple[str, list[list[str]]]:
+    """(the mutation, the T-norm file's lines after it)."""
+    kind = draw(st.sampled_from(HOSTILE_COHORTS + MILD_COHORTS))
+    lines = [list(f) for f in lines]
+    probes = sorted({f[2] for f in lines if "/eval" in f[2]})
+    chosen = set(draw(st.lists(st.sampled_from(probes), min_size=1, max_size=4)))
+    value = draw(st.floats(0.05, 0.95))
+    factor = draw(st.sampled_from([50.0, 1e3]))
+    jitter = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))).choice([-1e-4, 0.0, 1e-4], len(lines))
+    for i, f in enumerate(lines):
+        if kind == "constant" and f[2] in chosen:
+            f[3] = f"{value:.4f}"
+        elif kind == "residue" and f[2] in chosen:
+            f[3] = repr(float(np.nextafter(value, 1.0)) if i % 2 else value)
+        elif kind == "huge":
+            f[3] = repr(float(f[3]) * 1e300)
+        elif kind == "negated":
+            f[3] = repr(-float(f[3]))
+        elif kind == "scaled":
+            f[3] = repr(float(f[3]) * factor)
+        elif kind == "jitter":
+            f[3] = f"{float(f[3]) + jitter[i]:.4f}"
+    if kind == "nan":
+        lines[draw(st.integers(0, len(lines) - 1))][3] = draw(st.sampled_from(["nan", "inf", "-inf"]))
+    elif kind == "members":
+        members = sorted({f[0] for f in lines})
+        keep = set(draw(st.lists(st.sampled_from(members), min_size=1, max_size=len(members) - 3)))
+        lines = [f for f in lines if f[0] in keep]
+    elif kind == "failed comparison":
+        drop = draw(st.sampled_from([i for i, f in enumerate(lines) if f[2] in chosen]))
+        lines = lines[:drop] + lines[drop + 1:]
+    return kind, lines
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_hostile_cohorts(cohort_run, data):
+    """accept/evaluate --cohort with a damaged T-norm file: exit 2 with one line for every hostile mutation, exit 0
+    only for a cohort a same-cohort evaluation could give, and then the FPR is the calibration's, not blown up."""
+    folder = cohort_run
+    good = [line.split() for line in (folder / "cohort-tnorm").read_text().splitlines()]
+    kind, lines = data.draw(hostile_tnorm(good))
+    command = data.draw(st.sampled_from(["accept", "evaluate"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        cohort = tmp / "cohort"
+        cohort.write_text("".join(" ".join(f) + "\n" for f in lines))
+        args = [command, str(folder / "out"), str(folder / "scores-eval"), "--cohort", str(cohort)]
+        args += ["--fpr", "0.05", "--out", str(tmp / "d.csv")] if command == "accept" else ["--json"]
+        with _time_limit(HANG_SECONDS):
+            result = runner.invoke(app, args)
+        _check(result, command, None)
+        if kind in HOSTILE_COHORTS:
+            assert result.exit_code == 2, f"{kind}: a hostile cohort was used (exit 0):\n{result.stderr}"
+            assert not (tmp / "d.csv").exists()
+            return
+        assert result.exit_code == 0, f"{kind}: a cohort a same-cohort evaluation gives was refused: {result.stderr}"
+        if command == "accept":
+            rows = list(csv.DictReader(open(tmp / "d.csv", encoding="utf-8")))
+            impostor = [r["accept"] == "1" for r in rows if r["claimed"] != r["real"]]
+        else:
+            impostor = None
+            fpr = json.loads(result.stdout)["targets"][0]["fpr"]
+        rate = fpr if impostor is None else sum(impostor) / len(impostor)
+        assert rate <= 0.15, f"{kind}: exit 0 with an FPR of {rate:.3f} at a 5% target"
+
+
+# ---------------------------------------------------------------------------------------------
 # regressions: inputs the fuzzer found that once ended in a traceback (exit 1)
 
 SCORES = ",a,b,c\na,0.9,0.1,0.2\na,0.8,0.3,0.1\nb,0.2,0.9,0.3\nb,0.1,0.8,0.2\nc,0.3,0.2,0.9\nc,0.2,0.1,0.8\n"

@@ -20,6 +20,7 @@ from calibrate.manager import build_registry
 from calibrate.normalising import normalise_fold
 from calibrate.recipe import ComponentSpec, parse_recipe
 from calibrate.types import CohortScores, DistanceMatrix
+from cohort_lists import refused_on_load
 
 REGISTRY = build_registry()
 TOL = 1e-9  # relative: the reference sums in another order
@@ -214,14 +215,7 @@ def test_a_saved_normaliser_is_checked_like_the_rest_of_the_file(tmp_path):
         "normalizer.enrolled_cohort": lambda n: n.__setitem__("enrolled_cohort", "?"),
         "unknown normalizer 'snorn'": lambda n: n.__setitem__("plugin", "snorn"),
     }
-    for field, damage in damages.items():
-        doc = json.loads(json.dumps(good))
-        damage(doc["normalizer"])
-        bad = tmp_path / "bad.json"
-        bad.write_text(json.dumps(doc))
-        with pytest.raises(CalibrationError) as err:
-            load(bad)
-        assert field in str(err.value) and "\n" not in str(err.value), str(err.value)
+    refused_on_load(good, damages, tmp_path)
     cal = load(path)
     with pytest.raises(CalibrationError, match="no single score threshold exists"):
         cal.threshold(cal.classes[0], 0.01)

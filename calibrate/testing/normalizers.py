@@ -8,7 +8,10 @@ What docs/plugins.md ("Writing a normaliser") promises, checked on generated dat
 * for given statistics, the normalised score does not decrease as the distance grows;
 * in a run and after a saved calibration is loaded (its state through JSON, a new instance built from
   the parameters), every evaluation attempt is normalised to the same number: the decisions agree;
-* two instances with the same parameters give the same numbers, and the input arrays are left alone.
+* two instances with the same parameters give the same numbers, and the input arrays are left alone;
+* the spreads it declares (``spreads``) are among its statistics, and a cohort whose distances are all
+  equal (a rounding residue for a spread) is refused by the core, or normalised to a moderate z (a
+  normaliser that divides by no spread).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cohort import FittedNormalization, matrix_cohorts, normalise_matrix, class_statistics
+from ..base import Normalizer
+from ..cohort import FittedNormalization, attempt_statistics, class_statistics, matrix_cohorts, normalise_matrix
+from ..errors import DataError
 from ..types import DistanceMatrix
 from .common import ComponentCase, _build, _params, _tmpdir
 from .samples import SEED
@@ -146,5 +151,29 @@ def check_normalizer_deterministic(case: ComponentCase, tmp_path: Path | None = 
     assert np.array_equal(a.values, b.values), f"{case.id}: two instances normalise the same data differently"
 
 
+def check_normalizer_refuses_constant_cohorts(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """The spreads it declares (``spreads``) are among its statistics; a cohort row whose distances are all equal
+    (0.1 repeated: its std is a rounding residue, not 0) is refused by the core, or gives a moderate z."""
+    with _tmpdir(tmp_path) as tmp:
+        n = _build(case, _params(case, tmp))
+    length = _lengths(n)[-1]
+    names = set(n.statistics(_sorted_rows(SEED, 1, length)))
+    if any("spreads" in vars(k) for k in type(n).__mro__ if k is not Normalizer):
+        missing = sorted(set(n.spreads) - names)
+        assert not missing, (f"{case.id}: spreads names {missing}, which _statistics does not return ({sorted(names)}); "
+                             "name the statistics it divides by")
+    row = np.full((1, length), 0.1)
+    try:
+        stats = attempt_statistics(n, row, np.ones(row.shape, bool), np.zeros(3, np.int64))
+    except DataError:
+        return
+    d = np.array([0.05, 0.1, 0.2])
+    z = n.normalize(d, stats if "enrolled" in n.sides else None, stats if "probe" in n.sides else None)
+    assert np.all(np.isfinite(z)) and np.all(np.abs(z) <= 1e6), \
+        (f"{case.id}: a cohort whose distances are all 0.1 normalises 0.05, 0.1, 0.2 to {z.tolist()}: it divides by a "
+         "spread of rounding noise; name that statistic in `spreads` (the core then refuses such cohorts)")
+
+
 CHECKS = (check_normalizer_sides, check_normalizer_statistics, check_normalizer_monotone,
-          check_normalizer_reproducible_after_saving, check_normalizer_deterministic)
+          check_normalizer_reproducible_after_saving, check_normalizer_deterministic,
+          check_normalizer_refuses_constant_cohorts)
