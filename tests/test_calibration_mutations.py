@@ -281,23 +281,9 @@ def test_without_a_digest_every_field_is_still_checked_whole(saved):
 @pytest.fixture(scope="module")
 def normalised(tmp_path_factory) -> tuple[Path, dict]:
     """(folder, an S-norm run's calibration.json): bob score lists with cohort files in the folder."""
-    import shutil
+    from test_calibration_schema import snorm_run
 
-    import yaml
-
-    tmp = tmp_path_factory.mktemp("normalised")
-    bob = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
-    for name in ("scores-dev", "scores-eval", "cohort-znorm", "cohort-tnorm"):
-        shutil.copy(bob / name, tmp / name)
-    (tmp / "r.yaml").write_text(yaml.safe_dump({
-        "version": 1, "data": {"plugin": "score-list", "train": "scores-dev", "test": "scores-eval",
-                               "kind": "similarity", "missing": -1, "cohort_enrolled": "cohort-znorm",
-                               "cohort_probes": "cohort-tnorm"},
-        "normalizer": {"plugin": "snorm"}, "estimators": [{"plugin": "class-interp"}],
-        "evaluation": {"targets": [0.05], "prediction": False}, "output": {"dir": str(tmp / "out"), "plots": False}}))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        calibrate.run(tmp / "r.yaml")
+    tmp = snorm_run(tmp_path_factory.mktemp("normalised"))
     return tmp, json.loads((tmp / "out" / "calibration.json").read_text())
 
 

@@ -493,8 +493,12 @@ def test_a_saved_file_carries_a_digest_of_its_content(small_run, tmp_path):
 
 @pytest.fixture(scope="module")
 def normalised_run(tmp_path_factory) -> Path:
-    """A run normalised with S-norm (bob score lists with cohort files)."""
-    tmp = tmp_path_factory.mktemp("snorm")
+    return snorm_run(tmp_path_factory.mktemp("snorm"))
+
+
+def snorm_run(tmp: Path) -> Path:
+    """``tmp``, holding a run normalised with S-norm (class-interp) in ``out`` and the bob score lists and cohort
+    files it read."""
     bob = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
     for name in ("scores-dev", "scores-eval", "cohort-znorm", "cohort-tnorm"):
         shutil.copy(bob / name, tmp / name)
