@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .artifact import (RunFolder, check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
+from .artifact import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
                        read_artifact, rebuilt)
 from .base import FittedModel, RunContext
 from .calibration import Calibration
@@ -19,6 +19,7 @@ from .partitioned_calibration import PartitionedCalibration, load_partitioned, r
 from . import pipeline
 from .pipeline import RunResult
 from .recipe import Recipe, load_recipe
+from .runfolder import RunFolder
 
 
 def validate(recipe_path: str | Path, *, out: str | Path | None = None, extra_plugins: tuple = ()) -> Recipe:

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from .artifact import (ACCEPT_IF, RunFolder, check_common, check_labels, check_model, check_transform_kind,
-                       check_written, choose_estimator, load_json, lookup_component, read_artifact, rebuilt)
+from .artifact import (ACCEPT_IF, check_common, check_labels, check_model, check_transform_kind, check_written,
+                       choose_estimator, load_json, lookup_component, read_artifact, rebuilt)
 from .calibration import Calibration
 from .errors import CalibrationError
 from .partitioned import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
+from .runfolder import RunFolder
 from .safefiles import regular_file
 
 #: parts whose models are kept in memory at once
