@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .artifact import ACCEPT_IF, check_model, choose_estimator, lookup_component, read_artifact, rebuilt
+import numpy as np
+
+from .artifact import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
+                       read_artifact, rebuilt)
 from .base import FittedModel, RunContext
 from .calibration import Calibration
 from .confidence import from_saved_entry
@@ -16,6 +19,7 @@ from .partitioned_calibration import PartitionedCalibration, load_partitioned, r
 from . import pipeline
 from .pipeline import RunResult
 from .recipe import Recipe, load_recipe
+from .runfolder import RunFolder
 
 
 def validate(recipe_path: str | Path, *, out: str | Path | None = None, extra_plugins: tuple = ()) -> Recipe:
@@ -38,10 +42,13 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
     answering in the data's own score units.
     """
     path = calibration_path(path, "calibrate.load_calibration")
-    doc = read_artifact(path)
+    doc, data = read_artifact(path)
     _, entry = choose_estimator(doc, path, estimator)
     info = lookup_component(build_registry(extra_plugins), "estimators", entry.get("plugin"), path)
-    return rebuilt(path, f"estimator {entry.get('plugin')!r}", lambda: model_from_state(info.factory.model_class, entry["state"]))
+    model = rebuilt(path, f"estimator {entry.get('plugin')!r}",
+                    lambda: model_from_state(info.factory.model_class, entry["state"]))
+    check_written(doc, data, path)
+    return model
 
 
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
@@ -82,14 +89,16 @@ def _check_version(cal, path: Path) -> None:
 
 
 def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibration | PartitionedCalibration:
+    run = None
     if path.is_dir():  # a run's folder: its calibration.json, plain or the head of a sharded run's parts
         if not (path / "calibration.json").exists():
             raise CalibrationError(f"{path}: the folder holds no calibration.json; give a run's output folder (with "
                                    "`save_calibration` on, the default) or a calibration file")
+        run = RunFolder(path)  # what is read from it must be what the run wrote (its manifest)
         path = path / "calibration.json"
     if read_head(path) is not None:  # a sharded run's calibration: opened part by part
-        return load_partitioned(path, estimator, extra_plugins=extra_plugins)
-    doc = read_artifact(path)
+        return load_partitioned(path, estimator, extra_plugins=extra_plugins, run=run)
+    doc, data = read_artifact(path)
     label, entry = choose_estimator(doc, path, estimator)
     if doc["version"] < 2 or "transform" not in doc:
         raise CalibrationError(f"{path}: format version {doc['version']} holds distance thresholds only (no transform); "
@@ -99,20 +108,24 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
     est_info = lookup_component(registry, "estimators", entry.get("plugin"), path)
     tr = doc["transform"]
     tr_info = lookup_component(registry, "transforms", tr.get("plugin"), path)
+    check_transform_kind(doc["kind"], tr_info, path)
     what = f"estimator {label!r}"
     est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})))
     transform = rebuilt(path, f"transform {tr_info.name!r}",
                         lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})))
     model = rebuilt(path, what, lambda: _model(est_info.factory.model_class, entry))
-    kind = doc.get("kind", "distance")
-    if kind not in ACCEPT_IF:
-        raise CalibrationError(f"{path}: kind {kind!r} is not similarity or distance")
+    kind = doc["kind"]  # checked with the document (calibrate.artifact.check_document)
     normalization = _normalization(doc, registry, path)
     check_model(model, transform if normalization is None else None, kind, doc.get("targets") or (0.005, 0.001), path,
                 label)
     if normalization is not None and normalization.classes != model.classes:
         raise CalibrationError(f"{path}: normalizer.classes are not estimator {label!r}'s classes in its order; the file "
                                "is damaged: run the recipe again")
+    per_class = (entry.get("prediction") or {}).get("per_class")
+    if per_class and not set(per_class["classes"]) <= set(model.classes):
+        raise CalibrationError(f"{path}: estimators[{label[:60]!r}].prediction.per_class.classes names a class the "
+                               "estimator does not hold; the file is damaged: run the recipe again")
+    check_written(doc, data, path, run)  # every field is valid: now, is it what calibrate wrote?
     return Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                        transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
                        kind=kind, targets=doc.get("targets", ()),
@@ -142,9 +155,37 @@ def _normalization(doc: dict, registry, path: Path):
     try:
         normalizer = info.factory(**state.get("params", {}))
     except (TypeError, ValueError, KeyError, ParameterError, DataError) as exc:
-        raise CalibrationError(f"{path}: normalizer {state['plugin'][:40]!r} cannot be rebuilt from the file "
-                               f"({type(exc).__name__}: {str(exc)[:200]}); the file is damaged: run the recipe again") from None
+        raise _unbuildable(state, path, exc) from None
     try:  # its refusals name the file, the field and the fix
-        return FittedNormalization.from_state(state, normalizer, str(path))
+        fitted = FittedNormalization.from_state(state, normalizer, str(path))
+        _check_statistic_names(normalizer, state, path)
+        return fitted
     except DataError as exc:
         raise CalibrationError(str(exc)) from None
+    except (TypeError, ValueError, KeyError, ParameterError) as exc:
+        raise _unbuildable(state, path, exc) from None
+
+
+def _unbuildable(state: dict, path: Path, exc: Exception) -> CalibrationError:
+    return CalibrationError(f"{path}: normalizer {state['plugin'][:40]!r} cannot be rebuilt from the file "
+                            f"({type(exc).__name__}: {str(exc)[:200]}); the file is damaged: run the recipe again")
+
+
+#: the most cohort members a saved normaliser may need per row (its statistics' names are read from one such row)
+MAX_MEMBERS = 1_000_000
+
+
+def _check_statistic_names(normalizer, state: dict, path: Path) -> None:
+    """A normaliser that reads the enrolled side must find in the file exactly the statistics it computes
+    (their names, from one made-up cohort row): one missing would fail at the first decision."""
+    if "enrolled" not in normalizer.sides:
+        return
+    members = normalizer.min_members()
+    if isinstance(members, bool) or not isinstance(members, int) or not 1 <= members <= MAX_MEMBERS:
+        raise DataError(f"{path}: normalizer.params ask for {str(members)[:40]} cohort members per row (at most "
+                        f"{MAX_MEMBERS:,}); the file is damaged: run the recipe again")
+    names = set(normalizer.statistics(np.linspace(1.0, 2.0, max(members, 2))[None, :]))
+    if set(state["statistics"]) != names:
+        raise DataError(f"{path}: normalizer.statistics holds "
+                        f"{', '.join(sorted(map(str, state['statistics'])))[:200] or 'nothing'}, but it computes "
+                        f"{', '.join(sorted(names))[:200]}; the file is damaged: run the recipe again")

@@ -11,6 +11,7 @@ import hashlib
 import json
 import platform
 import uuid
+import warnings
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -27,6 +28,9 @@ FORMAT = "calibrate-calibration"
 #: 1: models only (distance units); 2: with the fitted transform, score direction, targets, versions, fingerprint
 FORMAT_VERSION = 2
 ACCEPT_IF = {"similarity": "score >= t", "distance": "score <= t"}
+#: the saved calibration's last entry: "sha256:" and the SHA-256 of the compact JSON of everything before it
+#: (calibrate.artifact.dumps_artifact), so that a file changed since calibrate wrote it is refused on load
+DIGEST = "digest"
 
 
 def fingerprint(impostors: ImpostorDistances) -> str:
@@ -40,6 +44,10 @@ def fingerprint(impostors: ImpostorDistances) -> str:
         pieces += [cls.encode("utf-8"), b"\0", raw[offsets[i]:offsets[i + 1]]]
     h.update(b"".join(pieces))  # the same bytes, in the same order, as one update per piece would hash
     return "sha256:" + h.hexdigest()
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
@@ -85,7 +93,8 @@ def dumps_artifact(doc: dict[str, Any]) -> str:
     """Compact JSON, the bytes ``json.dumps(doc, separators=(",", ":"))`` writes: the C encoder (a model's
     state can hold millions of values; indent is pure Python), and long lists of floats (auto's pooled
     scores: one per training distance) formatted in one pass by pyarrow when it is installed
-    (:func:`float_list_json`), each spliced in where a placeholder string stood."""
+    (:func:`float_list_json`), each spliced in where a placeholder string stood. The last entry is the
+    :data:`DIGEST` of those bytes (``doc``'s own digest, if any, left out), checked by :func:`read_artifact`."""
     lists: list[list] = []
     token = f"\0calibrate-floats-{uuid.uuid4().hex}-"
 
@@ -99,10 +108,11 @@ def dumps_artifact(doc: dict[str, Any]) -> str:
             return [swap(v) for v in value]
         return value
 
+    doc = {key: value for key, value in doc.items() if key != DIGEST}
     text = json.dumps(swap(doc) if _pyarrow() else doc, separators=(",", ":"))
     for i, values in enumerate(lists):
         text = text.replace(json.dumps(f"{token}{i}"), float_list_json(values), 1)
-    return text + "\n"
+    return f'{text[:-1]},"{DIGEST}":"{_sha256(text.encode("utf-8"))}"}}\n'
 
 
 #: lists of floats at least this long are formatted by pyarrow (below it the saving is nothing)
@@ -150,14 +160,16 @@ def pyarrow_float_json(values: list[float]) -> str | None:
     return "[" + joined[0].as_py() + "]"
 
 
-def read_artifact(path: str | Path) -> dict[str, Any]:
-    """A saved calibration's JSON, checked for its format and version."""
+def read_artifact(path: str | Path) -> tuple[dict[str, Any], bytes]:
+    """A saved calibration's JSON, its format, version and structure checked whole (:func:`check_document`), and
+    the bytes it was read from: once the loader has rebuilt and checked what it holds, :func:`check_written`
+    makes sure it is what calibrate wrote, before anything is answered from it."""
     path = Path(path)
     if not path.exists():
         raise CalibrationError(f"calibration file {str(path)!r} does not exist; run a recipe or Calibration.save first")
     regular_file(path, "the calibration", "give the calibration.json a run or Calibration.save wrote",
                  error=CalibrationError)
-    doc = load_json(path, "calibration file")
+    doc, data = load_json(path, "calibration file", raw=True)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CalibrationError(f"{path}: not a calibrate calibration file (no 'format: {FORMAT}')")
     version = doc.get("version")
@@ -169,18 +181,58 @@ def read_artifact(path: str | Path) -> dict[str, Any]:
     if not isinstance(doc.get("estimators"), dict) or not doc["estimators"]:
         raise CalibrationError(f"{path}: the file holds no estimator")
     check_document(doc, path)
-    return doc
+    return doc, data
 
 
-def load_json(path: Path, what: str) -> Any:
+def check_written(doc: dict, data: bytes, path: Path, run: Any = None) -> None:
+    """That a calibration read from ``path`` (``doc``, parsed from the bytes ``data``) is what calibrate wrote: its
+    :data:`DIGEST` matches, and with ``run`` (a :class:`calibrate.runfolder.RunFolder`: read from a run's output
+    folder) the folder's manifest records it as it is. Called last, after every field was checked (so that a damaged field is named as such) and before anything is
+    answered. A file without a digest (written by an earlier calibrate, or by hand) is read from a file path with a
+    warning saying that a change to it cannot be noticed."""
+    sealed = _check_digest(doc, data, path)
+    if run is not None:
+        run.check(path.name, data)
+    elif not sealed:
+        warnings.warn(f"{path} holds no content digest (written by an earlier calibrate, or by hand), so a change "
+                      "made to it since cannot be noticed: it loads unchecked; save it again (calibrate.load, then "
+                      ".save) to add one", stacklevel=4)
+
+
+def _check_digest(doc: dict, data: bytes, path: Path) -> bool:
+    """Whether ``doc`` (read from the bytes ``data``) carries a :data:`DIGEST` (False: none); a digest that is not
+    the one of its content is a CalibrationError. The bytes as written are hashed (the digest's own entry cut off
+    the end); a copy re-indented or re-encoded by another tool is hashed as compact JSON again."""
+    digest = doc.get(DIGEST)
+    if digest is None:
+        return False
+    own = f',"{DIGEST}":"{digest}"}}'.encode("ascii")
+    tail = data[-64:]
+    end = len(data) - len(tail) + len(tail.rstrip())  # without the trailing white space (and no copy of the rest)
+    if data.endswith(own, 0, end):
+        written = hashlib.sha256(memoryview(data)[:end - len(own)])
+        written.update(b"}")
+        if "sha256:" + written.hexdigest() == digest:
+            return True
+    rest = {key: value for key, value in doc.items() if key != DIGEST}
+    if _sha256(json.dumps(rest, separators=(",", ":")).encode("utf-8")) == digest:
+        return True
+    raise CalibrationError(f"{path}: the calibration was changed after calibrate wrote it (its content does not match "
+                           f"the {DIGEST} saved in it); restore the file, or write it again (run the recipe, "
+                           "`calibrate fit` or Calibration.save)")
+
+
+def load_json(path: Path, what: str, *, raw: bool = False) -> Any:
     """A JSON document from a file the user gave, whatever it holds: an unreadable, non-JSON or absurdly
-    nested file (RecursionError) is a CalibrationError naming it."""
+    nested file (RecursionError) is a CalibrationError naming it. ``raw``: (the document, the file's bytes)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        doc = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise CalibrationError(f"{path}: not a readable {what} ({type(exc).__name__}: {str(exc)[:200]})") from None
     except RecursionError:
         raise CalibrationError(f"{path}: not a {what}: it is nested too deeply to be one; run the recipe again") from None
+    return (doc, data) if raw else doc
 
 
 def _bad(path: Path, where: str, what: str) -> CalibrationError:
@@ -220,7 +272,71 @@ def _targets(values: Any, path: Path, where: str) -> None:
         raise _bad(path, where, "must be a list of target FPRs in (0, 1)")
 
 
+#: the longest string a saved prediction's descriptive entries (status, world, simulation) may hold
+MAX_WORDS = 1000
+
+
+def _strings(values: Any, n: int | None, path: Path, where: str) -> None:
+    if not isinstance(values, list) or (n is not None and len(values) != n) or not all(
+            isinstance(x, str) and len(x) <= MAX_WORDS for x in values):
+        raise _bad(path, where, f"must be {n if n is not None else 'a list of'} strings"
+                                f"{', one per target' if n is not None else ''}")
+
+
+def _rate_rows(rows: Any, count: int | None, n: int, path: Path, where: str) -> np.ndarray:
+    """A saved table of rates: ``count`` rows (at least one when None) of ``n`` entries, each a number in [0, 1] or
+    null (not predicted there); as floats, NaN for null."""
+    if not isinstance(rows, list) or (len(rows) != count if count is not None else not rows) or not all(
+            isinstance(r, list) and len(r) == n for r in rows):
+        raise _bad(path, where, f"must hold {count if count is not None else 'one or more'} lists of {n} rates "
+                                "(numbers in [0, 1], or null), one per target")
+    return _rate_values([v for r in rows for v in r], path, where, n).reshape(len(rows), n)
+
+
+def _rates(values: Any, n: int, path: Path, where: str) -> np.ndarray:
+    """A saved list of ``n`` rates, one per target, each a number in [0, 1] or null; as floats, NaN for null."""
+    if not isinstance(values, list) or len(values) != n:
+        raise _bad(path, where, f"must be {n} rates in [0, 1] (or null), one per target")
+    return _rate_values(values, path, where, None)
+
+
+def _rate_values(flat: list, path: Path, where: str, n: int | None) -> np.ndarray:
+    """The rates of ``flat`` (the rows of a table of ``n`` columns one after the other, or one list when None)."""
+    if not set(map(type, flat)) <= {int, float, type(None)}:
+        raise _bad(path, where, "must hold rates (numbers in [0, 1]) or null only, not strings, booleans or lists")
+    cells = np.array(flat, dtype=object)
+    null = np.equal(cells, None)
+    try:
+        values = np.where(null, 0.0, cells).astype(np.float64)
+    except OverflowError:  # a whole number beyond float64
+        values = np.full(len(flat), np.inf)
+    outside = ~null & ~((values >= 0) & (values <= 1))  # NaN and infinities too
+    if outside.any():
+        k = int(np.flatnonzero(outside)[0])
+        at = f"[{k}]" if n is None else f"[{k // n}][{k % n}]"
+        raise _bad(path, f"{where}{at}", f"is {repr(flat[k])[:40]}: a rate must be a number in [0, 1] (or null)")
+    values[null] = np.nan
+    return values
+
+
+def _interval(low: np.ndarray, high: np.ndarray, path: Path, where: str) -> None:
+    """Predicted intervals, low and high: null at the same places, low <= high elsewhere."""
+    def at(mask: np.ndarray) -> str:
+        i, j = np.argwhere(mask)[0]
+        return f"{where}[{j}]" if low.shape[0] == 1 else f"{where}[{i}][{j}]"
+
+    lonely = np.isnan(low) != np.isnan(high)
+    if lonely.any():
+        raise _bad(path, at(lonely), "has a low end without a high end (or the reverse); both are null where nothing "
+                                     "was predicted")
+    crossed = low > high
+    if crossed.any():
+        i, j = np.argwhere(crossed)[0]
+        raise _bad(path, at(crossed), f"has a low end {float(low[i, j])!r} above its high end {float(high[i, j])!r}")
+
+
 def _prediction(p: Any, path: Path, where: str) -> None:
+    """A saved predicted interval (calibrate.prediction.Prediction.saved), every entry that is read."""
     if p is None:
         return
     if not isinstance(p, dict):
@@ -230,27 +346,30 @@ def _prediction(p: Any, path: Path, where: str) -> None:
         raise _bad(path, f"{where}.level", "must be a coverage in (0, 1)")
     _targets(p.get("targets"), path, f"{where}.targets")
     n = len(p["targets"])
-    for key in ("predicted_fpr_low", "predicted_fpr_high"):
-        values = p.get(key)
-        if not isinstance(values, list) or len(values) != n or not all(
-                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1) for v in values):
-            raise _bad(path, f"{where}.{key}", f"must be {n} rates in [0, 1] (or null), one per target")
-    status = p.get("prediction_status")
-    if status is not None and (not isinstance(status, list) or len(status) != n
-                               or not all(isinstance(x, str) for x in status)):
-        raise _bad(path, f"{where}.prediction_status", f"must be {n} strings, one per target")
+    if n == 0:
+        raise _bad(path, f"{where}.targets", "must name at least one target")
+    low, high = (_rates(p.get(key), n, path, f"{where}.{key}") for key in ("predicted_fpr_low", "predicted_fpr_high"))
+    _interval(low[None, :], high[None, :], path, f"{where}.predicted_fpr")
+    reps = _rate_rows(p.get("replicates"), None, n, path, f"{where}.replicates")
+    galleries = p.get("simulated_galleries", len(reps))
+    if isinstance(galleries, bool) or galleries != len(reps):
+        raise _bad(path, f"{where}.simulated_galleries", f"is {str(galleries)[:40]!r}, but replicates holds {len(reps)}")
+    for key in ("prediction_status", "confidence_method"):
+        if p.get(key) is not None:
+            _strings(p[key], n, path, f"{where}.{key}")
+    for key in ("simulation", "world", "world_structure"):
+        if p.get(key) is not None and not (isinstance(p[key], str) and len(p[key]) <= MAX_WORDS):
+            raise _bad(path, f"{where}.{key}", "must be a string")
+    if p.get("world_check") is not None and not (isinstance(p["world_check"], list) and len(p["world_check"]) == n):
+        raise _bad(path, f"{where}.world_check", f"must be {n} entries, one per target")
     per = p.get("per_class")
     if per is not None:
         if not isinstance(per, dict):
             raise _bad(path, f"{where}.per_class", "must be a mapping")
         check_labels(per.get("classes"), path, f"{where}.per_class.classes")
-        for key in ("low", "high"):
-            rows = per.get(key)
-            if not isinstance(rows, list) or len(rows) != len(per["classes"]) or not all(
-                    isinstance(r, list) and len(r) == n and all(v is None or (isinstance(v, (int, float))
-                                                                          and not isinstance(v, bool)) for v in r)
-                    for r in rows):
-                raise _bad(path, f"{where}.per_class.{key}", f"must hold {n} rates (or null) for each class")
+        count = len(per["classes"])
+        low, high = (_rate_rows(per.get(key), count, n, path, f"{where}.per_class.{key}") for key in ("low", "high"))
+        _interval(low, high, path, f"{where}.per_class")
 
 
 #: the most training impostor distances a saved count may state (far beyond any gallery; keeps it a float)
@@ -288,6 +407,19 @@ def check_document(doc: dict, path: Path) -> None:
     """The whole of a calibration document's structure, before anything in it is used (names read from it
     are looked up in the registry only, never imported): every failure names the field."""
     check_common(doc, lambda where, what: _bad(path, where, what))
+    if doc["version"] >= 2:  # the score direction: format 2 always writes both, and one must say the other
+        kind = doc.get("kind")
+        if kind is None:
+            raise _bad(path, "kind", "is missing (similarity or distance)")
+        if doc.get("accept_if") != ACCEPT_IF[kind]:
+            raise _bad(path, "accept_if", f"is {str(doc.get('accept_if'))[:40]!r}, but kind {kind!r} accepts if "
+                                          f"{ACCEPT_IF[kind]}")
+    if not isinstance(doc.get("fingerprint", ""), str) or len(doc.get("fingerprint", "")) > MAX_WORDS:
+        raise _bad(path, "fingerprint", "must be the training data's fingerprint (a string)")
+    if DIGEST in doc and not (isinstance(doc[DIGEST], str) and len(doc[DIGEST]) == 71 and doc[DIGEST].startswith(
+            "sha256:") and all(c in "0123456789abcdef" for c in doc[DIGEST][7:])):
+        raise _bad(path, DIGEST, "must be 'sha256:' and 64 hexadecimal digits")
+    check_labels(list(doc["estimators"]), path, "estimators")
     if "transform" in doc:
         _component_entry(doc["transform"], path, "transform")
     if "normalizer" in doc:
@@ -305,6 +437,9 @@ def check_document(doc: dict, path: Path) -> None:
         if entry.get("confidence") is not None and not isinstance(entry["confidence"], dict):
             raise _bad(path, f"{where}.confidence", "must be a mapping")
         _prediction(entry.get("prediction"), path, f"{where}.prediction")
+        if entry.get("confidence") is None and (entry.get("prediction") or {}).get("confidence_method") is not None:
+            raise _bad(path, f"{where}.confidence", "is missing, but its prediction says how the confidence bound "
+                                                    "chose each threshold (confidence_method)")
 
 
 def choose_estimator(doc: dict, path: Path, estimator: str | None) -> tuple[str, dict]:
@@ -352,10 +487,20 @@ def rebuilt(path: Path, what: str, build, fix: str = "run the recipe (or Calibra
                                f"damaged: {fix}") from None
 
 
+def check_transform_kind(kind: str, info, path: Path) -> None:
+    """The saved score direction must be one the saved transform (``info``, its registry entry) takes."""
+    accepts = tuple(getattr(info.factory, "accepts", ACCEPT_IF))
+    if kind not in accepts:
+        raise CalibrationError(f"{path}: kind is {kind!r}, but transform {info.name!r} takes {' or '.join(accepts)} "
+                               "scores; the file is damaged: run the recipe (or Calibration.save) again")
+
+
 def check_model(model: FittedModel, transform: Transform | None, kind: str, targets, path: Path, label: str) -> None:
     """A loaded model must answer every class with a finite threshold (a hand-edited or damaged file
     may hold short arrays or NaN, which JSON allows): refuse it now rather than answer NaN later
     (``transform`` None: a normalised calibration, whose thresholds have no score form)."""
+    if not len(model.classes):
+        raise CalibrationError(f"{path}: estimator {label!r} holds no class; save or run it again")
     try:
         tau = model.thresholds([check_target(t) for t in targets]).values
         scores = None if transform is None else transform.score_thresholds(tau, kind)

@@ -265,11 +265,17 @@ class Calibration:
                 raise CalibrationError(f"class {name!r} has no predicted interval of its own ({why}); ask for the "
                                        "gallery's interval (no cls), or refit")
             i = per["classes"].index(name)
+            if per["low"][i][j] is None:  # the class's replicates gave no interval there
+                raise CalibrationError(f"class {name!r} has no predicted interval of its own at target {e:g}; ask for "
+                                       "the gallery's interval (no cls)")
             return float(per["low"][i][j]), float(per["high"][i][j])
         if attempts is not None:
             if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) or attempts < 1:
                 raise CalibrationError(f"attempts must be a positive whole number of impostor attempts, got {attempts!r}")
             low, high = measured_interval(as_array(p["replicates"]), int(attempts), float(p["level"]))
+            if not (np.isfinite(low[j]) and np.isfinite(high[j])):
+                raise CalibrationError(f"no predicted interval at target {e:g} for {attempts} attempts: none of the "
+                                       "simulated galleries gave an FPR there")
             return float(low[j]), float(high[j])
         return float(p["predicted_fpr_low"][j]), float(p["predicted_fpr_high"][j])
 

@@ -395,6 +395,14 @@ def read_manifest(folder: str | Path) -> dict[str, Any] | None:
     return doc
 
 
+def listed_files(folder: str | Path) -> dict[str, dict] | None:
+    """Integrity only, for a loader that checks what it reads (calibrate.runfolder.RunFolder): name -> {bytes,
+    sha256} as the folder's manifest records them, None when there is no manifest; a damaged one is an
+    OutputError naming it. It proves no ownership and needs nothing but the folder, so a copy loads anywhere."""
+    doc = _manifest_doc(Path(folder))
+    return None if doc is None else doc["files"]
+
+
 class StagedOutput:
     """A run's outputs, staged inside ``final`` and committed as one file set (see the module doc).
 

@@ -189,7 +189,12 @@ def _coerce_path(value: Any, where: str, base_dir: Path | None) -> Path:
     path = Path(value).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = (base_dir / path)
-    path = path.resolve()
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic-link loop (Python < 3.13)
+        why = "a symbolic-link loop" if isinstance(exc, RuntimeError) else exc.strerror or exc
+        raise ParameterError(f"{where}: file or folder {str(path)[:200]!r} cannot be used ({why}); give the path of "
+                             "the file itself") from None
     # a glob (sharded datasets take one) is resolved like a path; what it matches is the dataset's to check
     if not path.exists() and not (any(ch in str(value) for ch in "*?[") and path.parent.exists()):
         raise ParameterError(f"{where}: file or folder {str(path)!r} does not exist "

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from .artifact import (ACCEPT_IF, check_common, check_labels, check_model, choose_estimator, load_json, lookup_component,
-                       read_artifact, rebuilt)
+from .artifact import (ACCEPT_IF, check_common, check_labels, check_model, check_transform_kind, check_written,
+                       choose_estimator, load_json, lookup_component, read_artifact, rebuilt)
 from .calibration import Calibration
 from .errors import CalibrationError
 from .partitioned import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
+from .runfolder import RunFolder
 from .safefiles import regular_file
 
 #: parts whose models are kept in memory at once
@@ -82,7 +83,7 @@ class PartitionedCalibration:
     ``accept``, ``in``, ``len``, ``accept_if``, ``kind``, ``label``)."""
 
     def __init__(self, folder: Path, head: dict[str, Any], label: str, entry: dict[str, Any], extra_plugins: tuple,
-                 cache_parts: int = CACHE_PARTS):
+                 cache_parts: int = CACHE_PARTS, run: RunFolder | None = None):
         from .manager import build_registry
 
         check_head(head, folder / "calibration.json")
@@ -102,10 +103,16 @@ class PartitionedCalibration:
         self.targets = tuple(head.get("targets", ()))
         self._registry = build_registry(extra_plugins)
         head_path = folder / "calibration.json"
+        check_transform_kind(self.kind, lookup_component(self._registry, "transforms", head["transform"]["plugin"],
+                                                         head_path), head_path)
         info = lookup_component(self._registry, "estimators", self.plugin, head_path)
         self._model_class = rebuilt(head_path, f"estimator {label!r}",
                                     lambda: fitter_for(info.factory(**self.params), label).model_class,
                                     "run the recipe again")
+        #: every file read from the folder is checked against its manifest, last (a damaged field is named as
+        #: such): the head now, each part and class list as it is read
+        self._run = RunFolder(folder) if run is None else run
+        self._run.check("calibration.json")
         self._parts: OrderedDict[int, Calibration] = OrderedDict()
         self._cache = cache_parts
         self._index: dict[str, int] | None = None
@@ -133,6 +140,7 @@ class PartitionedCalibration:
                              error=CalibrationError)
                 names = load_json(path, f"class list of part {k}")
                 check_labels(names, path, "the class list")
+                self._run.check(path.name)
                 before = len(index)
                 index.update(dict.fromkeys(names, k))
                 if len(index) != before + len(names):
@@ -163,7 +171,7 @@ class PartitionedCalibration:
             self._parts.move_to_end(k)
             return self._parts[k]
         path = self.folder / f"calibration-{PART.format(k)}.json"
-        doc = read_artifact(path)
+        doc, data = read_artifact(path)
         label, entry = choose_estimator(doc, path, self.label)
         self._check_part(doc, path)
         tr = doc["transform"]
@@ -177,6 +185,8 @@ class PartitionedCalibration:
         est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})), fix)
         self._check_classes(model.classes, path, k)
         check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)
+        check_written(doc, data, path, self._run)  # every field is valid: now, is it what the run wrote?
+        self._run.check_state_files(entry["state"])  # and the files its model read (e.g. a pooled sample)
         cal = Calibration(estimator=est, plugin=est_info.name, label=label, params=entry.get("params", {}), model=model,
                           transform=transform, transform_plugin=tr_info.name, transform_params=tr.get("params", {}),
                           kind=self.kind, targets=self.targets)
@@ -248,8 +258,9 @@ class PartitionedCalibration:
 
 
 def load_partitioned(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = (),
-                     cache_parts: int = CACHE_PARTS) -> PartitionedCalibration:
-    """A sharded run's calibration (its folder, or the ``calibration.json`` head in it)."""
+                     cache_parts: int = CACHE_PARTS, run: RunFolder | None = None) -> PartitionedCalibration:
+    """A sharded run's calibration (its folder, or the ``calibration.json`` head in it); every file read from
+    the folder must be as its manifest records (``run``: that check, when the caller already made it)."""
     path = Path(path)
     head_path = path / "calibration.json" if path.is_dir() else path
     head = read_head(head_path)
@@ -257,4 +268,4 @@ def load_partitioned(path: str | Path, estimator: str | None = None, *, extra_pl
         raise CalibrationError(f"{head_path}: not the head of a partitioned calibration (format {HEAD_FORMAT!r})")
     check_head(head, head_path)  # before anything in it is used (choose_estimator reads its estimators)
     label, entry = choose_estimator(head, head_path, estimator)
-    return PartitionedCalibration(head_path.parent, head, label, entry, extra_plugins, cache_parts)
+    return PartitionedCalibration(head_path.parent, head, label, entry, extra_plugins, cache_parts, run)

@@ -3,6 +3,7 @@ each check compares with a reference written here, on seeded data, exactly (the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -81,7 +82,8 @@ def test_a_saved_calibration_is_the_bytes_json_writes():
     doc = {"estimators": {"a": {"state": {"sorted_z": big, "n": list(range(FAST_FLOATS)), "pair": (1.5, 2.5),
                                           "mixed": big[:-1] + [1], "nested": [[0.5] * 3, big]}}},
            "name": "\0calibrate-floats-0", "targets": [0.001, 0.0005], "k": 3}
-    assert dumps_artifact(doc) == json.dumps(doc, separators=(",", ":")) + "\n"
+    text = json.dumps(doc, separators=(",", ":"))  # then the digest of those bytes, as the last entry
+    assert dumps_artifact(doc) == f'{text[:-1]},"digest":"sha256:{hashlib.sha256(text.encode()).hexdigest()}"}}\n'
 
 
 def _standardise_each(impostors, family, robust, jackknife):

@@ -20,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 import calibrate
+from calibrate.artifact import dumps_artifact
 from calibrate.cli import app
 from calibrate.errors import CalibrationError
 
@@ -38,7 +39,7 @@ def plain(tmp_path_factory) -> dict:
     b = calibrate.fit(scores, estimator="class-interp", targets=(0.05, 0.01))
     doc = json.loads(Path(a.save(tmp / "a.json")).read_text())
     doc["estimators"]["class-interp"] = json.loads(Path(b.save(tmp / "b.json")).read_text())["estimators"]["class-interp"]
-    return doc
+    return json.loads(dumps_artifact(doc))  # sealed again: a file as calibrate writes it
 
 
 def _mutate(doc: dict, how) -> dict:
@@ -237,7 +238,8 @@ def _part_auto(part: dict) -> dict:
 
 @pytest.mark.parametrize("damage, words", [
     (lambda part: part.pop("transform"), "calibration-part00000.json: the part holds no transform"),  # audit T11
-    (lambda part: part.update(kind="similarity"), "the part's kind 'similarity' contradicts the head's 'distance'"),  # S4
+    (lambda part: part.update(kind="similarity", accept_if="score >= t"),  # S4
+     "the part's kind 'similarity' contradicts the head's 'distance'"),
     (lambda part: part["transform"].update(plugin="neg-log-complement"), "the part's transform contradicts the head's"),
     (lambda part: _part_auto(part)["state"]["classes"].__setitem__(0, "not-listed"),  # audit S4
      "the part's classes contradict classes-part00000.json"),
@@ -380,3 +382,295 @@ def test_a_damaged_confidence_entry_is_refused(confident_doc, tmp_path, damage, 
     path.write_text(json.dumps(doc))
     with pytest.raises(CalibrationError, match=re.escape(words)):
         calibrate.load(path)
+
+
+# ---- what calibrate wrote, and nothing else (issue 31, item 4) -----------------------------------
+
+def _one_line(result, *words: str) -> None:
+    """Exit 2 and exactly one `error:` line on stderr holding every one of ``words``."""
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+def _reseal(folder: Path, name: str) -> None:
+    """Record ``name``'s present bytes in the folder's manifest, as if the run had written it so."""
+    import hashlib
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    data = (folder / name).read_bytes()
+    manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory) -> Path:
+    """A run's output folder (distance scores, identity transform) and a score list of its classes (`attempts`)."""
+    tmp = tmp_path_factory.mktemp("small")
+    (tmp / "r.yaml").write_text(yaml.safe_dump({
+        "version": 1, "data": {"plugin": "synthetic-impostors", "classes": 12, "train": 60, "test": 30, "seed": 3},
+        "estimators": [{"plugin": "class-interp"}], "evaluation": {"targets": [0.05], "prediction": False},
+        "output": {"dir": str(tmp / "out"), "plots": False}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calibrate.run(tmp / "r.yaml")
+    rng = np.random.default_rng(8)
+    (tmp / "attempts").write_text("".join(f"c{k % 12:02d} x{k} x{k}/p {rng.uniform(0, 2)!r}\n" for k in range(60)))
+    return tmp
+
+
+def _run_copy(small_run: Path, tmp: Path) -> Path:
+    shutil.copytree(small_run / "out", tmp / "out")
+    return tmp / "out"
+
+
+def _commands(target: Path, attempts: Path, tmp: Path) -> list:
+    return [runner.invoke(app, args) for args in (
+        ["threshold", str(target), "--class", "c01", "--fpr", "0.05"],
+        ["accept", str(target), str(attempts), "--fpr", "0.05", "--out", str(tmp / "d.csv")],
+        ["evaluate", str(target), str(attempts)])]
+
+
+@pytest.mark.parametrize("edit, words", [
+    ("kind flipped", "calibration.json: kind is 'similarity', but transform 'identity' takes distance scores"),
+    ("a threshold moved", "calibration.json: changed since the run wrote it"),
+    ("reformatted", "calibration.json: changed since the run wrote it")])
+def test_a_run_folders_calibration_changed_since_the_run_is_refused(small_run, tmp_path, edit, words):
+    """The audit's repro: `kind` flipped in a run folder's calibration.json inverted every decision (95% FPR),
+    silently. Now the score direction must be one the transform takes, and whatever a valid document may still
+    say differently, the folder's manifest records what the run wrote."""
+    out = _run_copy(small_run, tmp_path)
+    doc = json.loads((out / "calibration.json").read_text())
+    doc.pop("digest")  # as a hand edit that also drops the digest would leave it
+    if edit == "kind flipped":
+        doc.update(kind="similarity", accept_if="score >= t")
+    elif edit == "a threshold moved":
+        doc["estimators"]["class-interp"]["state"]["values"][0] /= 2
+    (out / "calibration.json").write_text(json.dumps(doc, indent=1))
+    with pytest.raises(CalibrationError, match=re.escape(f"{out}/{words}")):
+        calibrate.load(out)
+    for result in _commands(out, small_run / "attempts", tmp_path):
+        _one_line(result, words)
+    assert not (tmp_path / "d.csv").exists()
+
+
+def test_a_run_folder_without_its_manifest_or_with_a_damaged_one_is_refused(small_run, tmp_path):
+    out = _run_copy(small_run, tmp_path)
+    assert calibrate.load(out).threshold("c01", 0.05) > 0
+    (out / "manifest.json").write_text("{not json")
+    with pytest.raises(CalibrationError, match="manifest.json: the run's manifest is damaged"):
+        calibrate.load(out)
+    (out / "manifest.json").unlink()
+    with pytest.raises(CalibrationError, match="the folder holds no manifest.json"):
+        calibrate.load(out)
+    _one_line(runner.invoke(app, ["threshold", str(out), "--class", "c01", "--fpr", "0.05"]), "holds no manifest.json")
+
+
+def test_a_saved_file_carries_a_digest_of_its_content(small_run, tmp_path):
+    """A calibration file is checked by the digest saved in it: a copy re-indented by another tool loads, an edit
+    is refused, a file without one (older, or written by hand) loads with a note saying it could not be checked."""
+    path = tmp_path / "cal.json"
+    calibrate.load(small_run / "out").save(path)
+    doc = json.loads(path.read_text())
+    assert doc["digest"].startswith("sha256:") and path.read_text().endswith(f'"digest":"{doc["digest"]}"}}\n')
+    path.write_text(json.dumps(doc, indent=2, sort_keys=False))
+    want = calibrate.load(path).threshold("c01", 0.05)
+    values = doc["estimators"]["class-interp"]["state"]["values"]
+    values[0] /= 2  # still a valid document, with other thresholds
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match=r"cal.json: the calibration was changed after calibrate wrote it"):
+        calibrate.load(path)
+    _one_line(runner.invoke(app, ["threshold", str(path), "--class", "c01", "--fpr", "0.05"]),
+              "cal.json: the calibration was changed after calibrate wrote it")
+    values[0] *= 2
+    del doc["digest"]
+    path.write_text(json.dumps(doc))
+    with pytest.warns(UserWarning, match="cal.json holds no content digest"):
+        assert calibrate.load(path).threshold("c01", 0.05) == want
+    done = runner.invoke(app, ["threshold", str(path), "--class", "c01", "--fpr", "0.05"])
+    assert done.exit_code == 0 and "note: " in done.stderr and "holds no content digest" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def normalised_run(tmp_path_factory) -> Path:
+    return snorm_run(tmp_path_factory.mktemp("snorm"))
+
+
+def snorm_run(tmp: Path) -> Path:
+    """``tmp``, holding a run normalised with S-norm (class-interp) in ``out`` and the bob score lists and cohort
+    files it read."""
+    bob = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
+    for name in ("scores-dev", "scores-eval", "cohort-znorm", "cohort-tnorm"):
+        shutil.copy(bob / name, tmp / name)
+    (tmp / "r.yaml").write_text(yaml.safe_dump({
+        "version": 1, "data": {"plugin": "score-list", "train": "scores-dev", "test": "scores-eval",
+                               "kind": "similarity", "missing": -1, "cohort_enrolled": "cohort-znorm",
+                               "cohort_probes": "cohort-tnorm"},
+        "normalizer": {"plugin": "snorm"}, "estimators": [{"plugin": "class-interp"}],
+        "evaluation": {"targets": [0.05], "prediction": False}, "output": {"dir": str(tmp / "out"), "plots": False}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calibrate.run(tmp / "r.yaml")
+    return tmp
+
+
+@pytest.mark.parametrize("edit", ["std 1e-300", "std 1e308", "std negative", "normalizer removed"])
+def test_a_changed_normaliser_is_refused_in_the_folder_and_in_the_file(normalised_run, tmp_path, edit):
+    """The audit's repros: a normaliser's std set to 1e-300 or 1e308, or negative, or the normaliser removed (z
+    thresholds applied to raw scores): each was used silently."""
+    out = tmp_path / "out"
+    shutil.copytree(normalised_run / "out", out)
+    doc = json.loads((out / "calibration.json").read_text())
+    stats = doc["normalizer"]["statistics"]
+    if edit == "normalizer removed":
+        del doc["normalizer"]
+    else:
+        stats["std"] = {"std 1e-300": [1e-300] * len(stats["std"]), "std 1e308": [1e308] * len(stats["std"]),
+                        "std negative": [-s for s in stats["std"]]}[edit]
+    (out / "calibration.json").write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match="changed after calibrate wrote it"):
+        calibrate.load(out / "calibration.json")
+    args = [str(normalised_run / "scores-eval"), "--missing", "-1", "--cohort", str(normalised_run / "cohort-tnorm")]
+    for target in (out, out / "calibration.json"):
+        _one_line(runner.invoke(app, ["accept", str(target), *args, "--fpr", "0.05", "--out", str(tmp_path / "d.csv")]),
+                  "calibration.json: ")
+        _one_line(runner.invoke(app, ["evaluate", str(target), *args]), "calibration.json: ")
+    assert not (tmp_path / "d.csv").exists()
+
+
+def test_a_normaliser_without_a_statistic_it_computes_is_refused_naming_it(normalised_run, tmp_path):
+    """The audit's repro: `normalizer.statistics` without `std` loaded, then failed at the first decision with a
+    KeyError (exit 1)."""
+    doc = json.loads((normalised_run / "out" / "calibration.json").read_text())
+    del doc["normalizer"]["statistics"]["std"], doc["digest"]
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match="normalizer.statistics holds mean, but it computes mean, std"):
+        calibrate.load(path)
+    _one_line(runner.invoke(app, ["accept", str(path), str(normalised_run / "scores-eval"), "--missing", "-1",
+                                  "--cohort", str(normalised_run / "cohort-tnorm"), "--fpr", "0.05", "--out",
+                                  str(tmp_path / "d.csv")]), "normalizer.statistics holds mean")
+
+
+@pytest.fixture(scope="module")
+def predicted(tmp_path_factory) -> tuple[Path, dict]:
+    """`calibrate fit`'s file (class-interp, with its predicted intervals, per class too) and a score list."""
+    tmp = tmp_path_factory.mktemp("predicted")
+    bob = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
+    result = runner.invoke(app, ["fit", str(bob / "scores-dev"), "--missing", "-1", "--estimator", "class-interp",
+                                 "--fpr", "0.05", "--fpr", "0.01", "--out", str(tmp / "cal.json")])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp / "cal.json").read_text())
+    del doc["digest"]  # each case below is a hand edit: the fields' own checks must refuse it
+    return bob / "scores-eval", doc
+
+
+def _prediction_of(doc: dict) -> dict:
+    return doc["estimators"]["class-interp"]["prediction"]
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda p: p.pop("replicates"), "prediction.replicates must hold one or more lists of 2 rates"),
+    (lambda p: p.update(replicates="x"), "prediction.replicates must hold one or more lists of 2 rates"),
+    (lambda p: p["replicates"][3].pop(), "prediction.replicates must hold one or more lists of 2 rates"),
+    (lambda p: p.update(replicates=[]), "prediction.replicates must hold one or more lists of 2 rates"),
+    (lambda p: p.update(replicates=None), "prediction.replicates must hold one or more lists of 2 rates"),
+    (lambda p: p["replicates"][0].__setitem__(1, float("nan")), "prediction.replicates[0][1] is nan"),
+    (lambda p: p["per_class"]["low"][1].__setitem__(0, None), "prediction.per_class[1][0] has a low end without"),
+    (lambda p: p["per_class"]["low"][1].__setitem__(0, -1), "prediction.per_class.low[1][0] is -1"),
+    (lambda p: p["per_class"]["high"].pop(), "prediction.per_class.high must hold 30 lists of 2 rates"),
+    (lambda p: p.update(predicted_fpr_low=[0.9, 0.001], predicted_fpr_high=[0.01, 0.02]),
+     "prediction.predicted_fpr[0] has a low end 0.9 above its high end 0.01"),
+    (lambda p: p["predicted_fpr_high"].__setitem__(0, float("nan")), "prediction.predicted_fpr_high[0] is nan"),
+    (lambda p: p["predicted_fpr_low"].__setitem__(0, 1.5), "prediction.predicted_fpr_low[0] is 1.5"),
+    (lambda p: p.update(level=float("nan")), "prediction.level must be a coverage in (0, 1)"),
+], ids=["replicates missing", "replicates a string", "replicates ragged", "replicates empty", "replicates null",
+        "a replicate NaN", "a class low null", "a class low of -1", "per-class rows short", "gallery 0.9-0.01",
+        "gallery high NaN", "gallery low 1.5", "level NaN"])
+def test_a_damaged_predicted_interval_is_one_line_in_every_command(predicted, tmp_path, damage, words):
+    """The audit's repros: `evaluate` on damaged replicates and `threshold` on a class low of null were tracebacks
+    (exit 1); out-of-range values were printed as they were ("gallery 0.9-0.01", "nan-nan%", a class low of -1)."""
+    evaluation, good = predicted
+    doc = copy.deepcopy(good)
+    damage(_prediction_of(doc))
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match=re.escape(words)):
+        calibrate.load(path)
+    for args in (["threshold", str(path), "--class", "subj01", "--fpr", "0.05"],
+                 ["evaluate", str(path), str(evaluation), "--missing", "-1"],
+                 ["accept", str(path), str(evaluation), "--missing", "-1", "--fpr", "0.05", "--out", str(tmp_path / "d")]):
+        _one_line(runner.invoke(app, args), "cal.json: ", words)
+
+
+def test_a_class_without_its_own_interval_is_said_not_a_traceback(predicted, tmp_path):
+    """Where a class's interval is null at a target (low and high together), `threshold` prints the gallery's."""
+    _, good = predicted
+    doc = copy.deepcopy(good)
+    per = _prediction_of(doc)["per_class"]
+    i = per["classes"].index("subj01")
+    per["low"][i][0] = per["high"][i][0] = None
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    with pytest.warns(UserWarning, match="no content digest"):
+        cal = calibrate.load(path)
+    with pytest.raises(CalibrationError, match="class 'subj01' has no predicted interval of its own at target 0.05"):
+        cal.predicted_fpr(0.05, cls="subj01")
+    done = runner.invoke(app, ["threshold", str(path), "--class", "subj01", "--fpr", "0.05"])
+    assert done.exit_code == 0 and "predicted long-run FPR (90%, from training data): gallery " in done.stdout
+    assert "this class" not in done.stdout
+
+
+def test_a_sharded_runs_files_are_checked_against_its_manifest(sharded, tmp_path):
+    """Every file a sharded run's calibration reads (head, parts, class lists, pooled sample) must be as the run
+    wrote it: a part edited consistently, a pooled value moved, class lists swapped are each refused."""
+    out = _copy(sharded, tmp_path)
+    assert calibrate.load(out, "auto").threshold("c0_1", 0.01) > 0
+
+    def refused(words: str, cls: str = "c0_1") -> None:
+        with pytest.raises(CalibrationError, match=words):
+            calibrate.load(out, "auto").threshold(cls, 0.01)
+        _one_line(runner.invoke(app, ["threshold", str(out), "--class", cls, "--fpr", "0.01", "--estimator", "auto"]),
+                  words)
+
+    part = json.loads((out / "calibration-part00000.json").read_text())
+    part["estimators"]["class-interp"]["state"]["values"][0] *= 0.5
+    del part["digest"]
+    (out / "calibration-part00000.json").write_text(json.dumps(part))
+    refused("calibration-part00000.json: changed since the run wrote it")
+    shutil.copy(sharded / "calibration-part00000.json", out / "calibration-part00000.json")
+    pooled = np.load(out / "pooled-auto.npy")
+    pooled[0] *= 0.5
+    np.save(out / "pooled-auto.npy", pooled)
+    refused("pooled-auto.npy: changed since the run wrote it")
+    shutil.copy(sharded / "pooled-auto.npy", out / "pooled-auto.npy")
+    first, second = (out / "classes-part00000.json").read_bytes(), (out / "classes-part00001.json").read_bytes()
+    (out / "classes-part00000.json").write_bytes(second)
+    (out / "classes-part00001.json").write_bytes(first)
+    refused("classes-part00000.json: changed since the run wrote it")
+    shutil.copy(sharded / "classes-part00000.json", out / "classes-part00000.json")
+    shutil.copy(sharded / "classes-part00001.json", out / "classes-part00001.json")
+    head = json.loads((out / "calibration.json").read_text())
+    head["targets"] = [0.02]
+    (out / "calibration.json").write_text(json.dumps(head))
+    refused("calibration.json: changed since the run wrote it")
+    _reseal(out, "calibration.json")  # the checks stand without the manifest's help too
+    assert calibrate.load(out, "auto").threshold("c0_1", 0.01) > 0
+    (out / "manifest.json").unlink()
+    refused("holds no manifest.json")
+    refused("holds no manifest.json")  # through the head's own path as well
+    with pytest.raises(CalibrationError, match="holds no manifest.json"):
+        calibrate.load(out / "calibration.json", "auto")
+
+
+def test_a_recipe_naming_a_symbolic_link_loop_is_one_line(tmp_path):
+    """The audit's repro: a data path that is a symbolic-link loop was a RuntimeError (exit 1) in `run` and
+    `validate`."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({
+        "version": 1, "data": {"plugin": "score-list", "train": "loop", "kind": "similarity"},
+        "estimators": [{"plugin": "class-interp"}], "output": {"dir": str(tmp_path / "out")}}))
+    for command in ("validate", "run"):
+        _one_line(runner.invoke(app, [command, str(tmp_path / "r.yaml")]), "data.train in ", "a symbolic-link loop")
+    with pytest.raises(calibrate.errors.RecipeError, match="a symbolic-link loop"):
+        calibrate.validate(tmp_path / "r.yaml")

@@ -152,13 +152,14 @@ def test_a_target_below_one_over_n_warns_or_is_refused_unless_asked(tmp_path):
 
 def test_a_calibration_from_another_version_loads_with_a_note(tmp_path):
     import calibrate
+    from calibrate.artifact import dumps_artifact
     from calibrate_test_helpers import invoke_cli
 
     dev, _ = _bob_pair(tmp_path, seed=16)
     assert runner.invoke(app, ["fit", str(dev), "--missing", "-1", "--no-predict", "--out", str(tmp_path / "c.json")]).exit_code == 0
     doc = json.loads((tmp_path / "c.json").read_text())
     doc["versions"]["calibrate-thresholds"] = "0.0.1"
-    (tmp_path / "old.json").write_text(json.dumps(doc))
+    (tmp_path / "old.json").write_text(dumps_artifact(doc))  # as that version wrote it: with its digest
     with pytest.warns(UserWarning, match="written by calibrate-thresholds 0.0.1"):
         calibrate.load(tmp_path / "old.json")
     done = invoke_cli("threshold", str(tmp_path / "old.json"), "--class", "s01", "--fpr", "0.05")
