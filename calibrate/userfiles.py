@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
 import os
 import re
 import secrets
@@ -74,8 +75,16 @@ def csv_texts(labels):
     return out
 
 
-class _Lines(list):
-    write = list.append  # csv.writer writes one whole row per call
+class _Lines:
+    """csv.writer's sink: each row (written whole, ending in ``\r\n``) kept with ``\n`` as its end, in one
+    growing string buffer (a list of a million row strings took three times the memory)."""
+
+    def __init__(self):
+        self.buffer = io.StringIO()
+
+    def write(self, row: str) -> None:
+        self.buffer.write(row[:-2])
+        self.buffer.write("\n")
 
 
 def csv_writer(fieldnames: list[str] | None = None):
@@ -88,7 +97,7 @@ def csv_writer(fieldnames: list[str] | None = None):
     lines = _Lines()
     writer = (csv.writer(lines, lineterminator="\r\n") if fieldnames is None  # \r in the terminator: quoted
               else csv.DictWriter(lines, fieldnames=fieldnames, lineterminator="\r\n", restval=""))
-    return writer, lambda: "".join([line[:-2] + "\n" for line in lines])
+    return writer, lines.buffer.getvalue
 
 
 def _fail(path: str, why: str, fix: str = "choose another path") -> CalibrateError:

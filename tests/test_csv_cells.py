@@ -133,3 +133,23 @@ def test_every_csv_writer_escapes_tab_and_carriage_return_labels():
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert [r["class"] for r in rows] == ["'\tTAB", "'\rCR", "-1", "ok"]
     assert {(r["family"], r["scale"], r["n_train"]) for r in rows} == {("'@x", "-0.5", "-3")}
+
+
+def test_a_csv_writer_holds_its_rows_once():
+    """`accept` writes a decision per attempt through csv_writer: a million rows kept as a list of row strings
+    and joined again took 631 MB against 377 MB before (1M-line bob list); the text is now built in one buffer."""
+    import tracemalloc
+
+    from calibrate.userfiles import csv_writer
+
+    tracemalloc.start()
+    try:
+        w, text = csv_writer()
+        for k in range(50_000):
+            w.writerow([f"c{k % 1000:04d}", f"c{k // 1000:04d}", f"p{k}", repr(k / 7), "0.5", "1"])
+        out = text()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.count("\n") == 50_000 and "\r" not in out
+    assert peak < 4.5 * len(out), peak / len(out)  # the list of rows: 5.9 x the text; one buffer: 3.6 x (2.0 at 200k)
