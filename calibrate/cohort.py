@@ -271,7 +271,9 @@ def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndar
       on each side (at least by the median fitted row spread): one probe's row is within the fitted range
       unless it is more extreme than every fitted probe. A negated or rescaled cohort moves far beyond.
     * The median of the rows' spreads must lie within the fitted rows' spreads, widened by
-      :data:`SPREAD_FACTOR` either way."""
+      :data:`SPREAD_FACTOR` either way.
+    * Then each row alike, so that one probe's rows unlike the cohort (its lines negated, rescaled or
+      shifted: all its attempts accepted) are not hidden by the others' median."""
     members = int(record["members"])
     lo, hi = (int(v) for v in record["lengths"])
     fewest = max(1, min(lo - 1, math.floor((1 - FEWER_MEMBERS) * lo)))
@@ -297,6 +299,14 @@ def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndar
         return (f"{what}: the cohort distances given do not spread like those the calibration was fitted with "
                 f"(their rows' median spread is {typical_spread:.4g}; the fitted rows' spreads were {s_lo:.4g} to "
                 f"{s_hi:.4g}): give the probes' scores against the same cohort, on the same scale")
+    far = kept & ~((m_lo - widen <= mean) & (mean <= m_hi + widen)
+                   & (s_lo / SPREAD_FACTOR <= std) & (std <= s_hi * SPREAD_FACTOR))
+    if far.any():
+        a = int(np.flatnonzero(far)[0])
+        return (f"{what}: attempt {a + 1}'s cohort distances are not like those the calibration was fitted with (their "
+                f"mean is {mean[a]:.4g} and spread {std[a]:.4g}; the fitted rows' means were {m_lo:.4g} to {m_hi:.4g}, "
+                f"their spreads {s_lo:.4g} to {s_hi:.4g}): give that probe's scores against the same cohort, on the "
+                "same scale and in the same direction")
     return None
 
 

@@ -211,6 +211,25 @@ def test_accept_refuses_a_cohort_unlike_the_fitted_one(snorm_run):
         cal.accept(claimed[0], scores[0], 0.05, probe_cohort_scores=rows[0][:2])
 
 
+def test_one_probes_cohort_rows_unlike_the_fitted_cohort_are_refused_among_many(snorm_run, tmp_path):
+    """The first probe's T-norm lines shifted by -1 among the 124 attempts' rows: the median of the rows hid them, and
+    all 9 of its impostor attempts were accepted (exit 0); each row is now checked, and the attempt named."""
+    folder, _ = snorm_run
+    cal = calibrate.load(folder / "out")
+    claimed, scores, _, rows = _eval_attempts(folder)
+    first = (folder / "scores-eval").read_text().split()[2]
+    hostile = [[s - 1.0 for s in r] if i < 10 else r for i, r in enumerate(rows)]  # the first probe's 10 attempts
+    with pytest.raises(CalibrationError, match=re.escape("probe_cohort_scores: attempt 1's cohort distances are not "
+                                                         "like those the calibration was fitted with")):
+        cal.accept(claimed, scores, 0.05, probe_cohort_scores=hostile)
+    path = tmp_path / "tnorm"
+    shutil.copy(folder / "cohort-tnorm", path)
+    _rewrite(path, lambda f: f[:3] + [repr(float(f[3]) - 1.0)] if f[2] == first else f)
+    line = _one_error_line(invoke_cli("accept", str(folder / "out"), str(folder / "scores-eval"), "--fpr", "0.05",
+                                      "--out", str(tmp_path / "d.csv"), "--cohort", str(path)))
+    assert f"--cohort {path}: attempt 1's cohort distances are not like" in line and not (tmp_path / "d.csv").exists()
+
+
 def test_the_command_line_refuses_a_cohort_file_unlike_the_fitted_one(snorm_run, tmp_path):
     folder, _ = snorm_run
     good = folder / "cohort-tnorm"
