@@ -24,8 +24,8 @@ import pytest
 import calibrate
 from calibrate.api import run
 from calibrate.base import Normalizer
-from calibrate.cohort import (FittedNormalization, attempt_statistics, row_moments, rows_mismatch, side_record,
-                              statistics_problem, to_distance)
+from calibrate.cohort import (FittedNormalization, attempt_statistics, row_moments, rows_drift, rows_mismatch,
+                              side_record, statistics_problem, to_distance)
 from calibrate.errors import CalibrateError, CalibrationError, DataError
 from calibrate_test_helpers import DATA, invoke_cli, write_recipe
 from cohort_lists import lists_recipe, refused_on_load, write_lists
@@ -228,6 +228,31 @@ def test_one_probes_cohort_rows_unlike_the_fitted_cohort_are_refused_among_many(
     line = _one_error_line(invoke_cli("accept", str(folder / "out"), str(folder / "scores-eval"), "--fpr", "0.05",
                                       "--out", str(tmp_path / "d.csv"), "--cohort", str(path)))
     assert f"--cohort {path}: attempt 1's cohort distances are not like" in line and not (tmp_path / "d.csv").exists()
+
+
+def test_a_cohort_shifted_or_squeezed_as_a_whole_within_the_bounds_is_noted(snorm_run, tmp_path):
+    """Every T-norm line shifted by -0.15 passes the bounds (each row within the fitted range widened by the range)
+    and gave a 24% FPR at a 5% target, silently; spreads squeezed to 0.6 a 7.4% FPR. Most rows beyond the fitted
+    rows' range is now a note (a warning), on the command line once."""
+    folder, _ = snorm_run
+    cal = calibrate.load(folder / "out")
+    claimed, scores, _, rows = _eval_attempts(folder)
+    cases = {"have a mean above the largest of the 34 rows": [[s - 0.15 for s in r] for r in rows],
+             "have a spread below the smallest of the 34 rows": [[np.mean(r) + 0.6 * (s - np.mean(r)) for s in r]
+                                                                 for r in rows]}
+    for message, drifted in cases.items():
+        with pytest.warns(UserWarning, match=message):
+            cal.accept(claimed, scores, 0.05, probe_cohort_scores=drifted)
+    path = tmp_path / "tnorm"
+    shutil.copy(folder / "cohort-tnorm", path)
+    _rewrite(path, lambda f: f[:3] + [repr(float(f[3]) - 0.15)])
+    out = invoke_cli("accept", str(folder / "out"), str(folder / "scores-eval"), "--fpr", "0.05", "--out",
+                     str(tmp_path / "d.csv"), "--cohort", str(path))
+    assert out.returncode == 0 and out.stderr.count("have a mean above the largest") == 1, out.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a few rows alone say nothing
+        cal.accept(claimed[:7], scores[:7], 0.05, probe_cohort_scores=cases["have a mean above the largest of the 34 "
+                                                                              "rows"][:7])
 
 
 def test_the_command_line_refuses_a_cohort_file_unlike_the_fitted_one(snorm_run, tmp_path):
@@ -452,6 +477,7 @@ def test_a_real_same_cohort_split_passes_and_hostile_cohorts_do_not():
         record = side_record(upper - s[fit], usable[fit], cohort.tolist())
         held = np.flatnonzero(~fit)
         assert rows_mismatch(record, upper - s[held], usable[held], "held out") is None
+        assert rows_drift(record, upper - s[held], usable[held]) is None
         assert all(rows_mismatch(record, upper - s[i:i + 1], usable[i:i + 1], "one") is None for i in held)
         assert all(rows_mismatch(record, upper + s[i:i + 1], usable[i:i + 1], "one") for i in held[:200])  # negated
         assert "not like" in rows_mismatch(record, upper - 100 * s[held], usable[held], "x100")
