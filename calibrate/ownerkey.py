@@ -133,6 +133,8 @@ def owner_key() -> bytes:
         if key is None:
             _create(path)
             key = _read(path)
+            if key is None and os.path.islink(path):  # a link to nothing: os.link does not replace it
+                raise _refuse(path, "is a symbolic link to nothing", "remove it (a new key is made)")
             if key is None:  # removed between the link and the read
                 raise _refuse(path, "vanished while it was made", "run again")
         _keys[str(path)] = key

@@ -223,7 +223,7 @@ def test_the_default_key_lives_in_the_users_state_folder(monkeypatch, tmp_path):
     assert ownerkey.key_path() == tmp_path / "home" / ".local" / "state" / "calibrate" / "owner.key"
 
 
-@pytest.mark.parametrize("damage", ["malformed", "empty", "shared", "folder", "unwritable", "relative"])
+@pytest.mark.parametrize("damage", ["malformed", "empty", "shared", "folder", "unwritable", "relative", "dangling"])
 def test_a_key_that_cannot_be_read_or_made_is_one_line_and_changes_nothing(setup, state, damage):
     tmp, recipe = setup
     key = state / "owner.key"
@@ -237,6 +237,8 @@ def test_a_key_that_cannot_be_read_or_made_is_one_line_and_changes_nothing(setup
         state.mkdir(mode=0o700)
         if damage == "folder":
             key.mkdir()
+        elif damage == "dangling":  # it said "vanished while it was made; run again", and again at every run
+            key.symlink_to(state / "nowhere")
         else:
             key.write_text({"malformed": "not a key\n", "empty": "", "shared": "ab" * 32 + "\n"}[damage])
             key.chmod(0o644 if damage == "shared" else 0o600)
@@ -249,6 +251,8 @@ def test_a_key_that_cannot_be_read_or_made_is_one_line_and_changes_nothing(setup
     assert not out.exists()
     if damage == "shared":
         assert "chmod 600" in line
+    if damage == "dangling":
+        assert "a symbolic link to nothing" in line and "run again" not in line
 
 
 def test_runs_starting_together_on_a_fresh_machine_agree_on_one_key(tmp_path):
