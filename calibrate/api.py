@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .artifact import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
-                       read_artifact, rebuilt)
+                       read_artifact, rebuilt, saved_span)
 from .base import FittedModel, RunContext
 from .calibration import Calibration
 from .confidence import from_saved_entry
@@ -132,7 +132,7 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
                        prediction=entry.get("prediction"),
                        training_impostors=doc.get("training", {}).get("impostors"), normalization=normalization,
-                       training_scores=doc.get("training", {}).get("scores"))
+                       training_scores=saved_span(doc.get("training")))
 
 
 def _model(model_class, entry: dict) -> FittedModel:

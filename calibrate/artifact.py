@@ -80,13 +80,31 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
     return {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind, "accept_if": ACCEPT_IF[kind],
             "transform": {"plugin": transform_plugin, "params": plain(transform_params), "state": transform_state},
             "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
-            **({"training": {"impostors": int(training_impostors),
-                             **({"scores": [float(x) for x in training_scores]} if training_scores is not None else {})}}
+            **({"training": {"impostors": int(training_impostors), **training_entry(training_scores)}}
                if training_impostors is not None else {}),
             **({"normalizer": plain(normalizer)} if normalizer is not None else {}),
             "estimators": {label: {"plugin": entry[0], "params": plain(entry[1]), "state": entry[2],
                                    **(entry[3] if len(entry) > 3 else {})}
                            for label, entry in estimators.items()}}
+
+
+def training_entry(span: Sequence[Any] | None) -> dict[str, Any]:
+    """``training.scores`` (lowest, highest training score) and ``training.scores_genuine`` (whether genuine
+    comparisons were among them) of a span (low, high[, genuine seen]); nothing when unknown."""
+    if span is None:
+        return {}
+    out: dict[str, Any] = {"scores": [float(span[0]), float(span[1])]}
+    if len(span) > 2:
+        out["scores_genuine"] = bool(span[2])
+    return out
+
+
+def saved_span(training: Any) -> tuple | None:
+    """The span :func:`training_entry` saved (checked with the document), or None."""
+    if not isinstance(training, dict) or "scores" not in training:
+        return None
+    low, high = training["scores"]
+    return (float(low), float(high), bool(training.get("scores_genuine", False)))
 
 
 def dumps_artifact(doc: dict[str, Any]) -> str:
@@ -396,6 +414,8 @@ def check_common(doc: dict, bad) -> None:
                 isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 1e308 for x in span)
                 and span[0] <= span[1]):  # abs(x) < 1e308: finite (NaN compares false), and no int beyond a float
             raise bad("training.scores", "must be the lowest and highest training score, two finite numbers in order")
+        if not isinstance(doc["training"].get("scores_genuine", False), bool):
+            raise bad("training.scores_genuine", "must be true or false (whether genuine scores were among them)")
     versions = doc.get("versions", {})
     if not isinstance(versions, dict) or len(versions) > MAX_VERSIONS or not all(
             isinstance(k, str) and len(k) <= MAX_VERSIONS and (v is None or isinstance(v, str) and len(v) <= MAX_VERSIONS)

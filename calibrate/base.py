@@ -874,9 +874,10 @@ class Fold:
     #: ``kind``, before the transform and any normaliser, same entries as ``test``. One pooled threshold, the
     #: baseline every estimator is judged against, is set on them. None: ``test`` stands for them
     raw_test: DistanceMatrix | None = None
-    #: (lowest, highest) training comparison score on the matcher's own scale (genuine ones included), saved with
-    #: the calibration for ``calibrate accept``/``evaluate`` to refuse scores on another scale; None: not known
-    training_scores: tuple[float, float] | None = None
+    #: (lowest, highest training comparison score on the matcher's own scale, genuine ones included; whether any
+    #: was genuine), saved with the calibration for ``calibrate accept``/``evaluate`` to refuse scores on another
+    #: scale; None: not known
+    training_scores: tuple[float, float, bool] | None = None
 
     def matcher_scores(self) -> tuple[np.ndarray, float]:
         """(the evaluation attempts on the matcher's own scale, shaped as ``test``: ``raw_test``'s values, else

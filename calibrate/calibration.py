@@ -58,7 +58,8 @@ class Calibration:
         self.training_impostors = None if training_impostors is None else int(training_impostors)
         #: (lowest, highest) training score in score units, genuine ones included where the fit had them, when known:
         #: ``calibrate accept`` and ``evaluate`` refuse scores far outside it (calibrate.sanity.scale_problem)
-        self.training_scores = None if training_scores is None else (float(training_scores[0]), float(training_scores[1]))
+        self.training_scores = None if training_scores is None else (
+            float(training_scores[0]), float(training_scores[1]), len(training_scores) > 2 and bool(training_scores[2]))
         #: the fitted normaliser (calibrate.cohort.FittedNormalization) when the run normalised the scores: its
         #: thresholds are then on the normalised distance exp(z), and a decision needs the probe's cohort scores
         self.normalization = normalization
@@ -629,7 +630,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
                        model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
                        versions=package_versions((est_spec, tr_spec)), prediction=saved,
-                       training_impostors=int(impostors.values.size), training_scores=_score_range(scores))
+                       training_impostors=int(impostors.values.size), training_scores=(*_score_range(scores), genuine is not None and genuine.values.size > 0))
 
 
 def _score_range(scores: Any) -> tuple[float, float]:

@@ -133,7 +133,7 @@ def check_scale(cal, values, scores: Path) -> str | None:
     from .errors import DataError
     from .sanity import scale_problem
 
-    error, note = scale_problem(values, getattr(cal, "training_scores", None), str(scores))
+    error, note = scale_problem(values, getattr(cal, "training_scores", None), str(scores), cal.kind)
     if error:
         raise DataError(error)
     return note

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .artifact import (ACCEPT_IF, check_common, check_labels, check_model, check_transform_kind, check_written,
-                       choose_estimator, load_json, lookup_component, read_artifact, rebuilt)
+                       choose_estimator, load_json, lookup_component, read_artifact, rebuilt, saved_span)
 from .calibration import Calibration
 from .errors import CalibrationError
 from .partitioned import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
@@ -95,7 +95,7 @@ class PartitionedCalibration:
         n = training.get("impostors") if isinstance(training, dict) else None
         self.training_impostors = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
         #: (lowest, highest) training score, as Calibration.training_scores (checked with the head: check_common)
-        self.training_scores = tuple(training["scores"]) if isinstance(training, dict) and "scores" in training else None
+        self.training_scores = saved_span(training)
         self.kind = head.get("kind", "distance")
         if self.kind not in ACCEPT_IF:
             raise CalibrationError(f"{folder}: kind {self.kind!r} is not similarity or distance")

@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from .artifact import artifact, dumps_artifact
+from .artifact import artifact, dumps_artifact, training_entry
+from .sanity import training_span
 from .base import Transform, overrides
 from .errors import DataError, RecipeError
 from .outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
@@ -77,7 +78,7 @@ def _survey(job: ShardJob):
     positive = d[d > 0]
     return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
             "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
-            "scores": split.train.score_range(),
+            "scores": training_span(split.train),
             "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
 
 
@@ -289,8 +290,8 @@ def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base:
         if recipe.save_calibration:
             ranges = [s["scores"] for s in survey if s["scores"] is not None]
             staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs),
-                                                        n_train, (min(r[0] for r in ranges), max(r[1] for r in ranges))
-                                                        if ranges else None))
+                                                        n_train, (min(r[0] for r in ranges), max(r[1] for r in ranges),
+                                                                  any(r[2] for r in ranges)) if ranges else None))
     notes = list(context.notes)
     _write_sharded_reports(staged, recipe, results, notes, times, len(fitters), len(jobs), n_classes, n_train)
     staged.commit()
@@ -373,7 +374,7 @@ def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict
           n_train: int, scores: tuple[float, float] | None = None) -> str:
     """The partitioned calibration's head (calibration.json), naming the parts the shards wrote; ``scores``: the
     lowest and highest training score over every shard."""
-    training = {"impostors": int(n_train), **({"scores": list(scores)} if scores is not None else {})}
+    training = {"impostors": int(n_train), **training_entry(scores)}
     head = {"format": HEAD_FORMAT, "version": HEAD_VERSION, "kind": data.kind, "classes": n_classes,
             "targets": list(recipe.targets), "parts": parts, "training": training,
             "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}

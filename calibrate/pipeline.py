@@ -306,7 +306,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
                             "of the predicted interval, which could not be made (see the notes)")
         tables[spec.label] = models[spec.label].thresholds(recipe.targets, label=spec.label)
     return Fold(name, train_d, test_d, models, tables, transform, train.kind, impostors, predictions,
-                normalization=normalization, raw_test=test, training_scores=train.score_range())
+                normalization=normalization, raw_test=test, training_scores=sanity.training_span(train))
 
 
 def _apply_both(transform, train: DistanceMatrix, test: DistanceMatrix) -> tuple[DistanceMatrix, DistanceMatrix]:

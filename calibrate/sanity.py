@@ -170,26 +170,45 @@ def id_problem(claimed, real, source: str, fix: str, evidence=None) -> tuple[str
 FAR_OUTSIDE = 1.0
 
 
-def scale_problem(values, training, source: str) -> tuple[str | None, str | None]:
-    """(error, note) on scores far outside the calibration's training scores ``training`` ((low, high), score
-    units, or None when the calibration did not record them): more than half of them far outside is an error
-    (they are on another scale: the thresholds mean nothing for them), some of them a note with the count."""
+def scale_problem(values, training, source: str, kind: str = "similarity") -> tuple[str | None, str | None]:
+    """(error, note) on scores far outside the calibration's training scores ``training`` ((low, high[, genuine
+    seen]), score units, or None when the calibration did not record them): more than half of them far outside is
+    an error (they are on another scale: the thresholds mean nothing for them), some of them a note with the count.
+    When the training scores held no genuine comparison (impostors only: ``calibrate.fit`` of a mapping, image
+    sets), scores beyond them on the genuine side (above for similarities, below for distances) may be genuine
+    attempts of a strong matcher: only those far out on the impostor side count toward the error."""
     v = np.asarray(values, dtype=np.float64).ravel()
     if training is None or v.size == 0:
         return None, None
     low, high = float(training[0]), float(training[1])
+    genuine_seen = len(training) > 2 and bool(training[2])
     margin = FAR_OUTSIDE * ((high - low) or max(abs(low), abs(high), 1.0))
-    far = int(np.count_nonzero((v < low - margin) | (v > high + margin)))
+    below, above = v < low - margin, v > high + margin
+    far = int(np.count_nonzero(below | above))
     if far == 0:
         return None, None
+    decisive = far if genuine_seen else int(np.count_nonzero(above if kind == "distance" else below))
     said = (f"{far:,} of the {v.size:,} scores ({100 * far / v.size:.3g}%) lie far outside the calibration's training "
             f"scores [{low:.6g}, {high:.6g}] (these span [{v.min():.6g}, {v.max():.6g}])")
-    if 2 * far > v.size:
+    if not genuine_seen and decisive < far:
+        said += ("; it saw no genuine training scores, so those beyond them on the genuine side may be genuine "
+                 "attempts")
+    if 2 * decisive > v.size:
         return (f"{source}: {said}: they are on another scale than the calibration was fitted on (another matcher, or "
                 "scores scaled), so its thresholds mean nothing for them; give scores on the calibration's scale, or "
                 "fit a calibration on scores like these"), None
     return None, (f"{source}: {said}; decisions on them extrapolate the calibration: check that they come from the "
                   "matcher and scale it was fitted on")
+
+
+def training_span(matrix) -> tuple[float, float, bool] | None:
+    """What a calibration saves of its training scores (``training.scores`` and ``training.scores_genuine``):
+    the lowest and highest valid score of ``matrix`` (genuine ones included), and whether it holds a genuine
+    comparison (a probe whose class is enrolled); None when nothing is valid."""
+    span = matrix.score_range()
+    if span is None:
+        return None
+    return (*span, bool(np.isin(matrix.probe_classes, matrix.gallery_classes).any()))
 
 
 def list_evidence(claimed, real, scores, kind: str):

@@ -164,9 +164,35 @@ def test_a_run_records_its_training_scores(tmp_path):
         "output": {"dir": str(tmp_path / "out"), "plots": False}})
     assert runner.invoke(app, ["run", str(recipe), "-q"]).exit_code == 0
     scores = [float(line.split()[3]) for line in dev.read_text().splitlines()]
-    saved = json.loads((tmp_path / "out" / "calibration.json").read_text())["training"]["scores"]
-    assert saved == pytest.approx([min(scores), max(scores)], rel=1e-12)
-    assert calibrate.load(tmp_path / "out").training_scores == pytest.approx(tuple(saved), rel=1e-12)
+    training = json.loads((tmp_path / "out" / "calibration.json").read_text())["training"]
+    saved = training["scores"]
+    assert saved == pytest.approx([min(scores), max(scores)], rel=1e-12) and training["scores_genuine"] is True
+    assert calibrate.load(tmp_path / "out").training_scores[:2] == pytest.approx(tuple(saved), rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["distance", "similarity"])
+def test_genuine_attempts_beyond_an_impostor_only_range_are_a_note_not_another_scale(kind, tmp_path):
+    """A calibration fitted on impostor scores alone (calibrate.fit of a mapping) never saw where genuine scores lie:
+    a batch of mostly genuine attempts of a strong matcher beyond that range on the genuine side is noted, not
+    refused as another scale (review of issue 31); the same batch on the impostor side, or scaled, still is."""
+    rng = np.random.default_rng(31)
+    impostor = {f"c{i}": rng.uniform(0.42, 0.52, 200) for i in range(20)}  # iris-like Hamming distances
+    sign = 1.0 if kind == "distance" else -1.0
+    cal = calibrate.fit({c: sign * v for c, v in impostor.items()}, kind=kind, predict=False, targets=(0.01,))
+    assert cal.training_scores[2] is False
+    path = cal.save(tmp_path / "cal.json")
+    genuine_side = sign * rng.uniform(0.05, 0.25, 90)  # far beyond the range, where genuine attempts lie
+    impostor_side = sign * rng.uniform(0.9, 1.0, 90)
+    for values, refused in ((genuine_side, False), (impostor_side, True)):
+        lines = "".join(f"c{k % 20} c{k % 20} p{k} {v:.4f}\n" for k, v in enumerate(values))
+        lines += "".join(f"c{k % 20} c{(k + 1) % 20} q{k} {sign * 0.47:.4f}\n" for k in range(10))
+        scores = _write(tmp_path / f"s{refused}", [lines])
+        result = runner.invoke(app, ["accept", str(path), str(scores), "--fpr", "0.01", "--out", str(tmp_path / "d.csv")])
+        if refused:
+            assert result.exit_code == 2 and "another scale" in result.stderr, result.stderr
+        else:
+            assert result.exit_code == 0, result.stderr
+            assert any("may be genuine attempts" in n for n in _notes(result)), result.stderr
 
 
 def test_a_damaged_training_range_is_refused_on_load(fitted, tmp_path):
