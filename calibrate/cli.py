@@ -250,6 +250,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     from .cli_scores import (_check_groups, check_ids, check_options, check_reach, check_scale, cli_number,
                              command_inputs, read_attempts, read_groups_option)
     from .errors import CalibrateError
+    from .types import factorise
     from .userfiles import check_target, write_user_file
 
     try:
@@ -297,7 +298,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                 said += (f"; same-group impostor attempts {int(same.sum())}, false accepts "
                          f"{int(decided[rows][same].sum())}")
             typer.echo(f"group {name}: {said}", err=str(out) == "-")
-    absent = absent_note(cal, np.unique(claimed[known].astype(str)), str(scores))
+    absent = absent_note(cal, factorise(claimed[known])[0], str(scores))
     if absent:
         typer.echo(f"note: {absent}", err=True)
 
@@ -324,22 +325,48 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
                              "(leave them out), or enroll the class")
     decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
     rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
-    from .types import UNLABELLED
-    from .userfiles import csv_texts, csv_writer
+    return decided, known, rows, _decision_lines(cal, claimed, real, values, probe, known, decided, thresholds, fpr,
+                                                 rows, labels)
 
-    chosen = claimed[rows]
-    texts = [csv_texts(chosen), csv_texts(real[rows])] + ([csv_texts(probe[rows])] if probe is not None else [])
-    group_of = dict(zip(labels.classes, labels.groups)) if labels is not None else {}
-    groups = [] if labels is None else [csv_texts([group_of.get(str(c), UNLABELLED) for c in chosen.tolist()])]
+
+#: decisions written per block of the CSV (its text is never held whole)
+DECISION_BLOCK = 1 << 16
+
+
+def _decision_lines(cal, claimed, real, values, probe, known, decided, thresholds, fpr: float, rows, labels):
+    """The decisions' CSV as blocks of bytes: a header, then per attempt of ``rows`` its claimed, real (and probe)
+    labels (calibrate.types.CodedLabels, as read_attempts gives them), score, threshold (empty for a class the
+    calibration does not hold) and decision, and with ``labels`` the claimed class's group. A label's cell is made
+    once per distinct label (calibrate.userfiles.csv_cells: no cell a spreadsheet reads as a formula, quoted as
+    csv.writer quotes), so a million decisions cost a join per line, and their text is never held whole."""
+    import numpy as np
+
+    from .types import UNLABELLED
+    from .userfiles import csv_cells, csv_writer
+
+    def cells(texts) -> np.ndarray:
+        return np.array(csv_cells(texts) + [""], dtype=object)  # one more: never empty (nothing indexes it)
+
+    names = claimed.names.tolist()
+    columns = [(cells(x.names.tolist()), x.codes) for x in ([claimed, real] + ([probe] if probe is not None else []))]
+    threshold_of = np.array([(repr(thresholds[x] if thresholds is not None else cal.threshold(x, fpr))
+                              if x in cal else "") for x in names] + [""], dtype=object)
+    groups = None
+    if labels is not None:
+        group_of = dict(zip(labels.classes, labels.groups))
+        groups = cells([group_of.get(x, UNLABELLED) for x in names])
     w, text = csv_writer()
     w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"]
                + (["group"] if labels is not None else []))
-    for k, i in enumerate(rows.tolist()):
-        c = claimed[i]
-        t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
-        w.writerow([column[k] for column in texts] + [repr(float(values[i])), t, "1" if decided[i] else "0"]
-                   + [column[k] for column in groups])
-    return decided, known, rows, text().encode("utf-8")
+    yield text().encode("utf-8")
+    for lo in range(0, rows.size, DECISION_BLOCK):
+        block = rows[lo:lo + DECISION_BLOCK]
+        c = claimed.codes[block]
+        parts = [table[codes[block]] for table, codes in columns]
+        parts += [map(repr, values[block].tolist()), threshold_of[c], np.where(decided[block], "1", "0").tolist()]
+        if groups is not None:
+            parts.append(groups[c])
+        yield ("\n".join(map(",".join, zip(*parts))) + "\n").encode("utf-8")
 
 
 def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int, missing: float | None) -> str:

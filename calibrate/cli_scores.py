@@ -114,10 +114,11 @@ def check_known(cal, claimed, known, scores: Path) -> str | None:
 
     from .errors import CalibrateError
     from .formatting import shown
+    from .types import factorise
 
     if known.all():
         return None
-    missing = np.unique(np.asarray(claimed)[~known].astype(str))
+    missing = factorise(claimed[~known])[0]
     if not known.any():
         held = getattr(cal, "classes", None)
         raise CalibrateError(f"{scores}: none of its {missing.size:,} claimed classes ({shown(missing, 3)}) is in the "
@@ -142,24 +143,30 @@ def check_scale(cal, values, scores: Path) -> str | None:
 def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column: str | None,
                   score_column: str | None, missing: float | None, probes: bool = False):
     """(claimed, real, scores, failed) of a score list, failed comparisons (``missing``) left out; with
-    ``probes``, also each attempt's probe label (None when the file has no probe column)."""
+    ``probes``, also each attempt's probe label (None when the file has no probe column). The labels are
+    :class:`calibrate.types.CodedLabels` (a small integer per attempt into the file's distinct labels), which
+    ``calibrate.fit``, ``Calibration.accept`` and ``calibrate.assess`` take as they are: the file is read as a
+    recipe run reads it, never as a string per attempt."""
     import numpy as np
 
     from .scorefiles import COMMAND_LINE, DEFAULT_COLUMNS, read_comparisons
+    from .types import CodedLabels
 
     columns = None
     if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
         columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
                    "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
     rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing, words=COMMAND_LINE)
-    keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
-    claimed = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed[keep]].astype(str)
-    real = np.asarray(rows.real_labels, dtype=object)[rows.real[keep]].astype(str)
+    keep = slice(None) if missing is None else rows.scores != missing
+    failed = 0 if missing is None else int(rows.scores.size - np.count_nonzero(keep))
+    claimed = CodedLabels.of(rows.claimed[keep], rows.claimed_labels)
+    real = CodedLabels.of(rows.real[keep], rows.real_labels)
+    scores = rows.scores[keep]
     if not probes:
-        return claimed, real, rows.scores[keep], int((~keep).sum())
+        return claimed, real, scores, failed
     probe = (None if rows.probe is None or rows.probe_labels is None
-             else np.asarray(rows.probe_labels, dtype=object)[rows.probe[keep]].astype(str))
-    return claimed, real, rows.scores[keep], int((~keep).sum()), probe
+             else CodedLabels.of(rows.probe[keep], rows.probe_labels))
+    return claimed, real, scores, failed, probe
 
 
 _COHORT_HELP = ("A normalised calibration: the probes' cohort scores, bob's T-norm file (T-models x probes: claimed_id a "
@@ -278,11 +285,10 @@ def read_groups_option(path: Path | None):
 def _check_groups(labels, claimed, real) -> list[str]:
     if labels is None:
         return []
-    import numpy as np
-
     from .groups import check_against
+    from .types import factorise
 
-    return check_against(labels, np.unique(claimed), np.unique(real))
+    return check_against(labels, factorise(claimed)[0], factorise(real)[0])
 
 
 def _clean(value):
@@ -481,9 +487,8 @@ def evaluate_command(
     --groups the figures per group; attempts claiming classes the calibration does not hold are left out
     and counted."""
     from .api import load
-    import numpy as np
-
     from .assess import absent_note, assess, known_classes, verification
+    from .types import factorise
     from .userfiles import check_target, write_user_file
 
     try:
@@ -519,7 +524,7 @@ def evaluate_command(
         _fail(exc, scores)
         return
     unknown = int((~known).sum())
-    present = np.unique(claimed[known].astype(str))
+    present = factorise(claimed[known])[0]
     absent = absent_note(cal, present, str(scores))
     if as_json:
         doc = {"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,

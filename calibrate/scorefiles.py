@@ -520,6 +520,17 @@ def _read_pyarrow(path: Path, fmt: str, delimiter: str | None, columns: dict | N
     return Comparisons(claimed, claimed_labels, real, real_labels, probe, probe_labels, np.asarray(scores, np.float64), None)
 
 
+def _release_arrow_memory() -> None:
+    """Hand the memory pyarrow's pool kept from a read back to the system: the file's columns are numpy arrays
+    by now, and what comes after (numpy) never allocates from that pool, so it would only sit there (about 1.5x
+    the file's size, for the rest of the process)."""
+    import pyarrow as pa
+
+    release = getattr(pa.default_memory_pool(), "release_unused", None)
+    if release is not None:
+        release()
+
+
 def line_of(rows: Comparisons, i: int) -> int:
     """The 1-based file line (or Parquet row) of comparison ``i``; from the pyarrow reader (no lines),
     :class:`NeedLines`, which makes :func:`read_then` read the file again with the python reader to
@@ -545,9 +556,16 @@ def read_then(path: Path, fmt: str, delimiter: str | None, columns: dict | None,
     fmt, delimiter = sniff(path, fmt, delimiter, words)
     if max_rows is None and reader != "python" and (reader == "pyarrow" or pyarrow_available()):
         try:
-            return finish(check_labels(path, _read_pyarrow(path, fmt, delimiter, columns)), fmt)
+            rows = _read_pyarrow(path, fmt, delimiter, columns)
         except NeedLines:
-            pass  # the python reader reads it, or says what is wrong and where
+            rows = None  # the python reader reads it, or says what is wrong and where
+        finally:
+            _release_arrow_memory()
+        if rows is not None:
+            try:
+                return finish(check_labels(path, rows), fmt)
+            except NeedLines:
+                pass
     if fmt in BOB_FORMATS:
         rows = _read_whitespace_python(path, fmt, max_rows, words)
     else:
