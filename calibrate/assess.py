@@ -140,11 +140,12 @@ def _spread(accepted: np.ndarray, genuine: np.ndarray, codes: np.ndarray, n_clas
     return out
 
 
-def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups: GroupLabels | None = None
-           ) -> list[Assessment]:
+def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups: GroupLabels | None = None,
+           task=None) -> list[Assessment]:
     """The figures of :class:`Assessment` at each target for attempts ``(claimed, real, score)``, all
     claiming classes the calibration holds (see :func:`known_classes`); ``probe_cohort_scores`` as
-    ``Calibration.accept``'s, for a normalised calibration; ``groups``: figures per group."""
+    ``Calibration.accept``'s, for a normalised calibration; ``groups``: figures per group; ``task``: a progress
+    task (calibrate.progress.Task) advanced by one as each target is judged."""
     c, r, s = _checked(claimed, real, scores)
     genuine = same_labels(c, r)
     n_imp, n_gen = int((~genuine).sum()), int(genuine.sum())
@@ -191,6 +192,8 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
             extra["one_threshold"] = reference
         out.append(Assessment(float(target), n_imp, fa, fpr, None if fpr is None else fpr / target, low, high,
                               n_gen, fr, fr / n_gen if n_gen else None, p_low, p_high, **extra))
+        if task is not None:
+            task.advance(1)
     return out
 
 

@@ -577,7 +577,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
-        **params: Any) -> Calibration:
+        context: RunContext | None = None, **params: Any) -> Calibration:
     """Fit a calibration from training impostor scores held in memory.
 
     :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
@@ -601,6 +601,9 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         ``budget_s`` seconds allow at the cost of its fit, and gets no interval when 20 refits do not fit).
     :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
         ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
+    :param context: a :class:`~calibrate.base.RunContext` whose progress reporter shows the fit's stages (the
+        estimator's classes, the simulated galleries) as a run shows them (``calibrate fit`` passes its own);
+        default: none shown.
     """
     if kind is None:
         kind = "similarity"
@@ -621,7 +624,8 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
     _warn_unreachable_targets(dist, checked_targets)
     est = est_spec.build()
     fit_started = time.perf_counter()
-    model = est.fit(impostors, RunContext(), genuine=genuine)
+    context = RunContext() if context is None else context
+    model = est.fit(impostors, context, genuine=genuine)
     fit_seconds = time.perf_counter() - fit_started
     label, saved = est_spec.label, None
     if confidence is not None:
@@ -631,7 +635,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
         world = choose_world(build_worlds(impostors, dist), impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
-                                         seed=[int(seed)], context=RunContext(), world=world, fit_seconds=fit_seconds)
+                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds)
         saved = predicted.saved(model.classes)
     _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,

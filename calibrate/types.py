@@ -437,6 +437,8 @@ class CodedLabels:
     def __init__(self, codes, names):
         self.names = np.asarray(names, dtype=str).reshape(-1)
         self.codes = np.asarray(codes).reshape(-1)
+        if not self.codes.size:
+            self.codes = self.codes.astype(np.int32)
         if self.codes.dtype.kind not in "iu":
             raise DataError(f"label codes must be integers, got {self.codes.dtype}")
         if self.names.size > 1 and not np.all(self.names[1:] > self.names[:-1]):
@@ -452,7 +454,7 @@ class CodedLabels:
         rank = np.empty(order.size, np.int64)
         rank[order] = np.arange(order.size)
         small = np.int32 if names.size < 2 ** 31 else np.int64
-        return cls(rank.astype(small)[np.asarray(codes)], names[order])
+        return cls(rank.astype(small)[np.asarray(codes, dtype=np.int64)], names[order])
 
     @property
     def shape(self) -> tuple[int]:
