@@ -110,13 +110,15 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
               as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output."),
               quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Print a class's threshold in the data's own score units, with its training support."""
+    from .api import load
     from .calibration import extrapolation_message
-    from .cli_scores import check_reach, cli_number, load_reporting
+    from .cli_scores import check_reach, cli_number
 
     try:
         fpr = cli_number(fpr, "--fpr")
-        with command_progress(quiet) as context:
-            cal = load_reporting(context, artifact, estimator)
+        with command_progress(quiet) as context, context.stage(f"loading {artifact}", None, "classes") as task:
+            cal = load(artifact, estimator)
+            task.advance(len(cal))
         support = cal.training_support(fpr) if 0 < fpr < 1 else None
         if support is not None:
             check_reach([fpr], cal.training_impostors, "answer", allow_extrapolation)
@@ -246,9 +248,10 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     scores (--cohort). --out may not be one of the command's inputs (nor a file of the run folder it reads)."""
     import numpy as np
 
+    from .api import load
     from .assess import absent_note
     from .cli_scores import (_check_groups, check_ids, check_options, check_reach, check_scale, cli_number,
-                             command_inputs, load_reporting, read_attempts, read_groups_option)
+                             command_inputs, read_attempts, read_groups_option)
     from .errors import CalibrateError
     from .types import factorise
     from .userfiles import check_target, write_user_file
@@ -262,7 +265,9 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         labels = read_groups_option(groups)
         with command_progress(quiet) as context:
-            cal = load_reporting(context, artifact, estimator)
+            with context.stage(f"loading {artifact}", None, "classes") as task:
+                cal = load(artifact, estimator)
+                task.advance(len(cal))
             if 0 < fpr < 1:
                 check_reach([fpr], cal.training_impostors, "decide", allow_extrapolation)
             claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,

@@ -174,17 +174,6 @@ def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column:
     return claimed, real, scores, failed, probe
 
 
-def load_reporting(context, artifact: Path, estimator: str | None):
-    """``calibrate.load(artifact, estimator)`` in a progress stage of its own (a calibration of many classes takes
-    a while to read and check), counting the classes loaded."""
-    from .api import load
-
-    with context.stage(f"loading {artifact}", None, "classes") as task:
-        cal = load(artifact, estimator)
-        task.advance(len(cal))
-    return cal
-
-
 def save_reporting(context, cal, out: str) -> None:
     """``cal.save(out)`` in a progress stage of its own, counting the classes written."""
     with context.stage(f"writing {'standard output' if str(out) == '-' else out}", None, "classes") as task:
@@ -513,6 +502,7 @@ def evaluate_command(
     more genuine users beyond counting noise), the file's EER, AUC, d' and FNMR at fixed FMRs, and with
     --groups the figures per group; attempts claiming classes the calibration does not hold are left out
     and counted."""
+    from .api import load
     from .assess import absent_note, assess, known_classes, verification
     from .types import factorise
     from .userfiles import check_target, write_user_file
@@ -530,7 +520,9 @@ def evaluate_command(
             check_target(det, inputs, "--det")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         with command_progress(quiet) as context:
-            cal = load_reporting(context, artifact, estimator)
+            with context.stage(f"loading {artifact}", None, "classes") as task:
+                cal = load(artifact, estimator)  # here: its warnings are the command's (one note each)
+                task.advance(len(cal))
             check_cohort_flag(cal, cohort)
             claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
                                                                  score_column, missing, probes=True, context=context)

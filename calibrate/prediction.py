@@ -332,8 +332,11 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
     t = np.asarray(targets, dtype=np.float64)
     name = progress_name(estimator)
     if confidence is None and simulates(estimator):
-        with context.stage(f"{name}: predicted FPR, simulated galleries", settings.replicates, "galleries") as task:
-            pred = _simulated([estimator], world, t, settings, seed, task)[0]
+        if context is None:
+            pred = _simulated([estimator], world, t, settings, seed)[0]
+        else:
+            with context.stage(f"{name}: predicted FPR, simulated galleries", settings.replicates, "galleries") as task:
+                pred = _simulated([estimator], world, t, settings, seed, task)[0]
     elif confidence is None:
         pred = _refitted(estimator, world, t, settings, seed, context, name, fit_seconds, base_seconds)
     else:
