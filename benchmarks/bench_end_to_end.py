@@ -31,7 +31,6 @@ import argparse
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cli_memory import cli  # noqa: E402
 from bench_ncx2 import DIMS, machine, reference_fit, reference_grid  # noqa: E402
 
 from calibrate_builtins.datasets.synthetic_impostors import impostor_distances  # noqa: E402
@@ -50,15 +50,6 @@ from calibrate_builtins.datasets.synthetic_impostors import impostor_distances  
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = (0.005, 0.0025, 0.001, 0.0005)  # the recipe default
 GOAL = 100.0
-
-
-def cli() -> str:
-    """The installed console script next to this interpreter (else the one on PATH)."""
-    here = Path(sys.executable).parent / "calibrate"
-    found = str(here) if here.exists() else shutil.which("calibrate")
-    if not found:
-        raise SystemExit("the `calibrate` command is not installed (pip install -e . in the repository)")
-    return found
 
 
 def recipe_text(classes: int, train: int, test: int, seed: int) -> str:

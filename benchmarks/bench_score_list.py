@@ -24,10 +24,20 @@ import numpy as np
 from calibrate_builtins.datasets.score_list import pyarrow_available, read_score_list
 
 
-def generate(path: Path, classes: int, probes: int, seed: int = 0) -> int:
-    """probes x classes comparisons; probe i belongs to class i mod classes; written in blocks with numpy."""
+def long_names(classes: int, seed: int = 0) -> np.ndarray:
+    """Class names as long as LFW's (``Firstname_Lastname``, 8 to 32 characters; distinct, seeded)."""
     rng = np.random.default_rng(seed)
-    claimed = np.array([f"c{j:05d}" for j in range(classes)])
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    return np.array([f"{''.join(rng.choice(letters, int(rng.integers(3, 14)))).title()}_"
+                     f"{''.join(rng.choice(letters, int(rng.integers(3, 12)))).title()}_{j}" for j in range(classes)])
+
+
+def generate(path: Path, classes: int, probes: int, seed: int = 0, labels: str = "short") -> int:
+    """probes x classes comparisons; probe i belongs to class i mod classes; written in blocks with numpy.
+    ``labels``: ``short`` (classes ``c00042``, probes ``p1234``) or ``lfw`` (names as long as LFW's, probes
+    ``Name/Name_0003.jpg``: 20 to 80 characters)."""
+    rng = np.random.default_rng(seed)
+    claimed = long_names(classes) if labels == "lfw" else np.array([f"c{j:05d}" for j in range(classes)])
     with open(path, "w", encoding="ascii") as fh:
         step = max(1, 1_000_000 // classes)
         for lo in range(0, probes, step):
@@ -35,13 +45,20 @@ def generate(path: Path, classes: int, probes: int, seed: int = 0) -> int:
             real = claimed[ids % classes]
             genuine = real[:, None] == claimed[None, :]
             scores = np.where(genuine, rng.beta(6, 2, genuine.shape), rng.beta(2, 6, genuine.shape))
+            probe = probe_labels(real, ids // classes) if labels == "lfw" else np.char.add("p", ids.astype(str))
             cols = [np.broadcast_to(claimed[None, :], genuine.shape).ravel(), np.repeat(real, classes),
-                    np.repeat(np.char.add("p", ids.astype(str)), classes), np.char.mod("%.6f", scores.ravel())]
+                    np.repeat(probe, classes), np.char.mod("%.6f", scores.ravel())]
             lines = np.char.add(np.char.add(np.char.add(np.char.add(cols[0], " "), cols[1]), " "),
                                 np.char.add(np.char.add(cols[2], " "), cols[3]))
             fh.write("\n".join(lines.tolist()))
             fh.write("\n")
     return classes * probes
+
+
+def probe_labels(real: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """LFW-like probe labels: ``Name/Name_0003.jpg`` for the (k+1)-th image of class ``Name``."""
+    return np.char.add(np.char.add(np.char.add(real, "/"), np.char.add(real, "_")),
+                       np.char.add(np.char.zfill((k + 1).astype(str), 4), ".jpg"))
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import CalibrationError
 from .stats import clopper_pearson
-from .types import GroupLabels
+from .types import CodedLabels, GroupLabels, factorise, same_labels
 from .verification import (STANDARD_FMRS, GroupCounts, PooledScores, class_spread, d_prime, det_rows, group_figures,
                            one_threshold, paired_fields, paired_fnr, verification_metrics)
 
@@ -67,8 +67,7 @@ class Assessment:
 
 def known_classes(cal, claimed: np.ndarray) -> np.ndarray:
     """Which claimed classes the calibration holds (a boolean mask)."""
-    names = np.asarray(claimed).astype(str)
-    unique, inverse = np.unique(names, return_inverse=True)
+    unique, inverse = factorise(claimed)
     held = np.array([str(u) in cal for u in unique.tolist()], dtype=bool)
     return held[inverse] if unique.size else np.zeros(0, dtype=bool)
 
@@ -95,9 +94,9 @@ def as_distances(scores: np.ndarray, kind: str) -> np.ndarray:
     return -s if kind == "similarity" else s
 
 
-def _checked(claimed, real, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    c = np.asarray(claimed).astype(str)
-    r = np.asarray(real).astype(str)
+def _checked(claimed, real, scores) -> tuple[np.ndarray | CodedLabels, np.ndarray | CodedLabels, np.ndarray]:
+    """The attempts' claimed and real classes (:class:`CodedLabels` kept, anything else as str arrays) and scores."""
+    c, r = (x if isinstance(x, CodedLabels) else np.asarray(x).astype(str) for x in (claimed, real))
     s = np.asarray(scores, dtype=np.float64)
     if not (c.shape == r.shape == s.shape) or s.ndim != 1:
         raise CalibrationError(f"claimed {c.shape}, real {r.shape} and scores {s.shape} must be 1-D and of one length")
@@ -112,7 +111,7 @@ class _Groups:
         self.n = len(self.names) + 1
         of_class = groups.codes(classes)  # per distinct claimed class, then per attempt: one lookup per class
         self.claimed = of_class[codes]
-        ur, r_codes = np.unique(r, return_inverse=True)
+        ur, r_codes = factorise(r)
         self.probe = groups.codes(ur)[r_codes]
         self.impostors = self.pairs(~genuine)
         self.genuine_mask = genuine
@@ -141,17 +140,18 @@ def _spread(accepted: np.ndarray, genuine: np.ndarray, codes: np.ndarray, n_clas
     return out
 
 
-def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups: GroupLabels | None = None
-           ) -> list[Assessment]:
+def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups: GroupLabels | None = None,
+           task=None) -> list[Assessment]:
     """The figures of :class:`Assessment` at each target for attempts ``(claimed, real, score)``, all
     claiming classes the calibration holds (see :func:`known_classes`); ``probe_cohort_scores`` as
-    ``Calibration.accept``'s, for a normalised calibration; ``groups``: figures per group."""
+    ``Calibration.accept``'s, for a normalised calibration; ``groups``: figures per group; ``task``: a progress
+    task (calibrate.progress.Task) advanced by one as each target is judged."""
     c, r, s = _checked(claimed, real, scores)
-    genuine = c == r
+    genuine = same_labels(c, r)
     n_imp, n_gen = int((~genuine).sum()), int(genuine.sum())
     d = as_distances(s, cal.kind)
     pooled = PooledScores.of(d[~genuine], d[genuine])
-    uc, codes = np.unique(c, return_inverse=True)
+    uc, codes = factorise(c)
     unit_imp = np.bincount(codes[~genuine], minlength=uc.size)
     by_group = _Groups(groups, uc, codes, r, genuine) if groups is not None and s.size else None
     out = []
@@ -192,6 +192,8 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
             extra["one_threshold"] = reference
         out.append(Assessment(float(target), n_imp, fa, fpr, None if fpr is None else fpr / target, low, high,
                               n_gen, fr, fr / n_gen if n_gen else None, p_low, p_high, **extra))
+        if task is not None:
+            task.advance(1)
     return out
 
 
@@ -200,7 +202,7 @@ def verification(kind: str, claimed, real, scores, targets=()) -> tuple[dict, tu
     with ``eer_score_threshold`` and d' on the scores as given) and its DET rows (score thresholds, FMR, FNMR);
     every threshold in the file's own units (accept as ``kind`` says)."""
     c, r, s = _checked(claimed, real, scores)
-    genuine = c == r
+    genuine = same_labels(c, r)
     d = as_distances(s, kind)
     pooled = PooledScores.of(d[~genuine], d[genuine])
     fmrs = tuple(STANDARD_FMRS) + tuple(t for t in sorted(targets, reverse=True) if t not in STANDARD_FMRS)

@@ -85,6 +85,11 @@ class Beside:
         return self._value
 
     @property
+    def ready(self) -> bool:
+        """Whether :meth:`result` would return (or raise) without waiting."""
+        return self._done or self._reader.poll()
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`result` or :meth:`close` has ended the child."""
         return self._done

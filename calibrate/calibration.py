@@ -33,7 +33,7 @@ from .sanity import check_direction, id_problem, list_evidence
 from .safefiles import refuse_bad_labels
 from .scorefiles import strict_floats
 from .stats import saved_reach, tie_message, tied_floor
-from .types import DistanceMatrix, GenuineDistances, ImpostorDistances
+from .types import CodedLabels, DistanceMatrix, GenuineDistances, ImpostorDistances, factorise, same_labels
 
 class Calibration:
     """One estimator's fitted thresholds for every enrolled class, in the data's own score units."""
@@ -194,10 +194,11 @@ class Calibration:
             s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
         except (TypeError, ValueError):
             raise CalibrationError("scores must be numbers (one score per claim)") from None
-        c = np.atleast_1d(np.asarray(classes))
+        coded = isinstance(classes, CodedLabels)  # the score-list commands' codes: looked up once per distinct class
+        c = classes if coded else np.atleast_1d(np.asarray(classes))
         if s.ndim != 1 or c.ndim != 1:
             raise CalibrationError(f"classes and scores must be one-dimensional, got shapes {c.shape} and {s.shape}")
-        if np.ndim(classes) == 0 and s.size > 1:  # one class named for every score (a list must match them)
+        if not coded and np.ndim(classes) == 0 and s.size > 1:  # one class named for every score (a list must match them)
             c = np.broadcast_to(c, s.shape)
         if c.size != s.size:
             raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or a single "
@@ -208,10 +209,12 @@ class Calibration:
         if self.normalization is None and probe_cohort_scores is not None:
             raise CalibrationError("this calibration does not normalise scores; leave out probe_cohort_scores")
         tau, score_t = self._table(target_fpr, need_scores=self.normalization is None)
-        c = c.astype(str)
         # class -> row by binary search over the sorted names (no Python loop over attempts)
-        pos = np.minimum(np.searchsorted(self._sorted_names, c), max(len(self) - 1, 0))
-        known = self._sorted_names[pos] == c
+        names = c.names if coded else c.astype(str)
+        pos = np.minimum(np.searchsorted(self._sorted_names, names), max(len(self) - 1, 0))
+        known = self._sorted_names[pos] == names
+        if coded:
+            pos, known = pos[c.codes], known[c.codes]
         if not known.all():
             self._row(c[np.flatnonzero(~known)[0]])  # raises, naming the class
         rows = self._sorted_rows[pos]
@@ -401,7 +404,7 @@ def _padded(scores: Any, classes: Any) -> tuple[list[str], np.ndarray, np.ndarra
     s, c = _checked_arrays(scores, classes)
     if s.size == 0:
         raise DataError("no classes to calibrate")
-    names, inverse = np.unique(c.astype(str), return_inverse=True)
+    names, inverse = factorise(c)
     order = np.argsort(inverse, kind="stable")
     counts = np.bincount(inverse, minlength=names.size)
     starts = np.r_[0, np.cumsum(counts)[:-1]]
@@ -413,13 +416,19 @@ def _padded(scores: Any, classes: Any) -> tuple[list[str], np.ndarray, np.ndarra
     return names.tolist(), values, valid
 
 
+def _column(labels: Any) -> np.ndarray | CodedLabels:
+    """A column of class labels as given: :class:`CodedLabels` kept (the score-list commands' codes), anything
+    else as a numpy array."""
+    return labels if isinstance(labels, CodedLabels) else np.asarray(labels)
+
+
 def _checked_arrays(scores: Any, classes: Any) -> tuple[np.ndarray, np.ndarray]:
     s = strict_floats(scores, "scores (a 1-D array of impostor comparison scores)")
     if s.ndim != 1:
         raise DataError(f"scores must be a 1-D array of impostor comparison scores, got shape {s.shape}")
     if classes is None:
         raise ParameterError("classes is required with an array of scores: the enrolled class of each score")
-    c = np.asarray(classes)
+    c = _column(classes)
     if c.shape != s.shape:
         raise DataError(f"{s.size} scores but classes has shape {c.shape}; give the enrolled class of each score")
     return s, c
@@ -438,7 +447,7 @@ def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
         refuse_bad_labels(out, "calibrate.fit")  # what is fitted must load again (issue 19: S1)
         return out
     s, c = _checked_arrays(scores, classes)
-    names, inverse = np.unique(c.astype(str), return_inverse=True)
+    names, inverse = factorise(c)
     refuse_bad_labels(names.tolist(), "calibrate.fit classes")
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(names.size + 1))
@@ -456,11 +465,11 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
         s = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError):
         raise DataError("scores must be numbers (a 1-D array of comparison scores)") from None
-    c, r = np.asarray(classes), np.asarray(real)
+    c, r = _column(classes), _column(real)
     if not s.ndim == 1 or c.shape != s.shape or r.shape != s.shape:
         raise DataError(f"scores {s.shape}, classes {c.shape} and real {r.shape} must be 1-D arrays of one length: "
                         "per comparison its score, claimed class and the probe's real class")
-    genuine = c.astype(str) == r.astype(str)
+    genuine = same_labels(c, r)
     if not genuine.any():  # two spellings of the same ids: every genuine score would be fitted as an impostor's
         error, _ = id_problem(c, r, "calibrate.fit", "give real= the ids spelled as in classes",
                               list_evidence(c, r, s, kind))
@@ -481,8 +490,8 @@ def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transfor
     if real is None:
         return None
     s = np.asarray(scores, dtype=np.float64)
-    c, r = np.asarray(classes).astype(str), np.asarray(real).astype(str)
-    genuine = c == r
+    c, r = _column(classes), _column(real)
+    genuine = same_labels(c, r)
     if not genuine.any():
         return None
     gs, gc = s[genuine], c[genuine]
@@ -569,7 +578,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
-        **params: Any) -> Calibration:
+        context: RunContext | None = None, **params: Any) -> Calibration:
     """Fit a calibration from training impostor scores held in memory.
 
     :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
@@ -593,6 +602,9 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         ``budget_s`` seconds allow at the cost of its fit, and gets no interval when 20 refits do not fit).
     :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
         ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.prediction.
+    :param context: a :class:`~calibrate.base.RunContext` whose progress reporter shows the fit's stages (the
+        estimator's classes, the simulated galleries) as a run shows them (``calibrate fit`` passes its own);
+        default: none shown.
     """
     if kind is None:
         kind = "similarity"
@@ -613,7 +625,8 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
     _warn_unreachable_targets(dist, checked_targets)
     est = est_spec.build()
     fit_started = time.perf_counter()
-    model = est.fit(impostors, RunContext(), genuine=genuine)
+    context = RunContext() if context is None else context
+    model = est.fit(impostors, context, genuine=genuine)
     fit_seconds = time.perf_counter() - fit_started
     label, saved = est_spec.label, None
     if confidence is not None:
@@ -623,7 +636,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
         world = choose_world(build_worlds(impostors, dist), impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
-                                         seed=[int(seed)], context=RunContext(), world=world, fit_seconds=fit_seconds)
+                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds)
         saved = predicted.saved(model.classes)
     _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,

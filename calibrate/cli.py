@@ -16,7 +16,7 @@ import typer
 from .formatting import format_count, shown
 from .version import __version__
 
-from .cli_app import EXTRAPOLATION_HELP, _fail, app  # noqa: F401 (_environment_message's users import it from here too)
+from .cli_app import EXTRAPOLATION_HELP, QUIET_HELP, _fail, app, command_progress  # noqa: F401 (_environment_message's users import it from here too)
 
 
 def _version(value: bool) -> None:
@@ -48,8 +48,7 @@ def _progress_context(quiet: bool):
 @app.command()
 def run(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML file."),
         out: Optional[Path] = typer.Option(None, "--out", help="Output folder (overrides the recipe's `output:`)."),
-        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help="No progress output (bars on a terminal, "
-                                   "else progress lines on stderr every $CALIBRATE_PROGRESS_INTERVAL s, default 10).")) -> None:
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Run a recipe and write thresholds.csv, results.json and report.md."""
     from .api import validate
     from .pipeline import run_recipe
@@ -108,7 +107,8 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
               estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
               allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
                                                        help=EXTRAPOLATION_HELP),
-              as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
+              as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output."),
+              quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Print a class's threshold in the data's own score units, with its training support."""
     from .api import load
     from .calibration import extrapolation_message
@@ -116,7 +116,9 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
 
     try:
         fpr = cli_number(fpr, "--fpr")
-        cal = load(artifact, estimator)
+        with command_progress(quiet) as context, context.stage(f"loading {artifact}", None, "classes") as task:
+            cal = load(artifact, estimator)
+            task.advance(len(cal))
         support = cal.training_support(fpr) if 0 < fpr < 1 else None
         if support is not None:
             check_reach([fpr], cal.training_impostors, "answer", allow_extrapolation)
@@ -237,7 +239,8 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                                                  "a header `class,group`; adds a `group` column (the claimed class's) and "
                                                  "a summary line per group."),
            allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
-                                                    help=EXTRAPOLATION_HELP)) -> None:
+                                                    help=EXTRAPOLATION_HELP),
+           quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Decide every attempt of a score list with a saved calibration; write one decision per line
     (claimed, real, probe, score, threshold, accept; with --groups, the claimed class's group; a label beginning
     with =, +, -, @, a tab or a carriage return gets a leading ' so that no spreadsheet runs it as a formula).
@@ -250,6 +253,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     from .cli_scores import (_check_groups, check_ids, check_options, check_reach, check_scale, cli_number,
                              command_inputs, read_attempts, read_groups_option)
     from .errors import CalibrateError
+    from .types import factorise
     from .userfiles import check_target, write_user_file
 
     try:
@@ -260,18 +264,24 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
         if unknown not in ("error", "reject", "skip"):
             raise CalibrateError(f"--unknown {unknown!r}: give error, reject or skip")
         labels = read_groups_option(groups)
-        cal = load(artifact, estimator)
-        if 0 < fpr < 1:
-            check_reach([fpr], cal.training_impostors, "decide", allow_extrapolation)
-        claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
-                                                             missing, probes=True)
-        # decisions need no real ids, so ids that never coincide are a note here: the tallies below would be wrong
-        group_notes = (check_ids(claimed, real, values, cal.kind, scores, refuse=False)
-                       + _check_groups(labels, claimed, real))
-        decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown, cohort,
-                                                 missing, labels)
-        scale_note = check_scale(cal, values[known], scores)
-        written = write_user_file(out, table, inputs, "--out")
+        with command_progress(quiet) as context:
+            with context.stage(f"loading {artifact}", None, "classes") as task:
+                cal = load(artifact, estimator)
+                task.advance(len(cal))
+            if 0 < fpr < 1:
+                check_reach([fpr], cal.training_impostors, "decide", allow_extrapolation)
+            claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
+                                                                 score_column, missing, probes=True, context=context)
+            # decisions need no real ids, so ids that never coincide are a note here: the tallies below would be wrong
+            group_notes = (check_ids(claimed, real, values, cal.kind, scores, refuse=False)
+                           + _check_groups(labels, claimed, real))
+            with context.stage(f"deciding {values.size:,} attempts", None, "attempts") as task:
+                decided, known, rows, table = _decisions(cal, scores, claimed, real, values, probe, fpr, unknown,
+                                                         cohort, missing, labels, context.advance)
+                task.advance(values.size)
+            scale_note = check_scale(cal, values[known], scores)
+            with context.stage(f"writing {rows.size:,} decisions", rows.size, "decisions"):
+                written = write_user_file(out, table, inputs, "--out")
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
@@ -297,17 +307,18 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                 said += (f"; same-group impostor attempts {int(same.sum())}, false accepts "
                          f"{int(decided[rows][same].sum())}")
             typer.echo(f"group {name}: {said}", err=str(out) == "-")
-    absent = absent_note(cal, np.unique(claimed[known].astype(str)), str(scores))
+    absent = absent_note(cal, factorise(claimed[known])[0], str(scores))
     if absent:
         typer.echo(f"note: {absent}", err=True)
 
 
 def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unknown: str, cohort: Path | None,
-               missing: float | None, labels=None):
+               missing: float | None, labels=None, advance=None):
     """(decision per attempt, whether its class is calibrated, the rows written, the CSV's bytes); attempts
     claiming an unknown class stop it (``unknown`` error), are decided 0 (reject) or left out (skip); with
     ``labels`` (calibrate.types.GroupLabels), a last column with the claimed class's group; labels written
-    through calibrate.userfiles.csv_text (no cell a spreadsheet reads as a formula)."""
+    through calibrate.userfiles.csv_text (no cell a spreadsheet reads as a formula); the CSV's bytes come in
+    blocks as they are written (:func:`_decision_lines`), each calling ``advance`` with its decisions."""
     import numpy as np
 
     from .assess import known_classes
@@ -324,22 +335,50 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
                              "(leave them out), or enroll the class")
     decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
     rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
-    from .types import UNLABELLED
-    from .userfiles import csv_texts, csv_writer
+    return decided, known, rows, _decision_lines(cal, claimed, real, values, probe, decided, thresholds, fpr, rows,
+                                                 labels, advance)
 
-    chosen = claimed[rows]
-    texts = [csv_texts(chosen), csv_texts(real[rows])] + ([csv_texts(probe[rows])] if probe is not None else [])
-    group_of = dict(zip(labels.classes, labels.groups)) if labels is not None else {}
-    groups = [] if labels is None else [csv_texts([group_of.get(str(c), UNLABELLED) for c in chosen.tolist()])]
+
+#: decisions written per block of the CSV (its text is never held whole)
+DECISION_BLOCK = 1 << 16
+
+
+def _decision_lines(cal, claimed, real, values, probe, decided, thresholds, fpr: float, rows, labels, advance=None):
+    """The decisions' CSV as blocks of bytes: a header, then per attempt of ``rows`` its claimed, real (and probe)
+    labels (calibrate.types.CodedLabels, as read_attempts gives them), score, threshold (empty for a class the
+    calibration does not hold) and decision, and with ``labels`` the claimed class's group. A label's cell is made
+    once per distinct label (calibrate.userfiles.csv_cells: no cell a spreadsheet reads as a formula, quoted as
+    csv.writer quotes), so a million decisions cost a join per line, and their text is never held whole."""
+    import numpy as np
+
+    from .types import UNLABELLED
+    from .userfiles import csv_cells, csv_writer
+
+    def cells(texts) -> np.ndarray:
+        return np.array(csv_cells(texts) + [""], dtype=object)  # one more: never empty (nothing indexes it)
+
+    names = claimed.names.tolist()
+    columns = [(cells(x.names.tolist()), x.codes) for x in ([claimed, real] + ([probe] if probe is not None else []))]
+    threshold_of = np.array([(repr(thresholds[x] if thresholds is not None else cal.threshold(x, fpr))
+                              if x in cal else "") for x in names] + [""], dtype=object)
+    groups = None
+    if labels is not None:
+        group_of = dict(zip(labels.classes, labels.groups))
+        groups = cells([group_of.get(x, UNLABELLED) for x in names])
     w, text = csv_writer()
     w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"]
                + (["group"] if labels is not None else []))
-    for k, i in enumerate(rows.tolist()):
-        c = claimed[i]
-        t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
-        w.writerow([column[k] for column in texts] + [repr(float(values[i])), t, "1" if decided[i] else "0"]
-                   + [column[k] for column in groups])
-    return decided, known, rows, text().encode("utf-8")
+    yield text().encode("utf-8")
+    for lo in range(0, rows.size, DECISION_BLOCK):
+        block = rows[lo:lo + DECISION_BLOCK]
+        c = claimed.codes[block]
+        parts = [table[codes[block]] for table, codes in columns]
+        parts += [map(repr, values[block].tolist()), threshold_of[c], np.where(decided[block], "1", "0").tolist()]
+        if groups is not None:
+            parts.append(groups[c])
+        yield ("\n".join(map(",".join, zip(*parts))) + "\n").encode("utf-8")
+        if advance is not None:
+            advance(block.size)
 
 
 def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int, missing: float | None) -> str:

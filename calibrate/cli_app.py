@@ -10,6 +10,8 @@ import io
 import os
 import sys
 import traceback
+from contextlib import contextmanager
+from typing import Iterator
 
 import typer
 import typer.core
@@ -32,6 +34,29 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 #: --allow-extrapolation's help, the same on every command that takes it (fit, accept, threshold)
 EXTRAPOLATION_HELP = "Answer a target below 1/N of the N training impostor distances (refused otherwise)."
+
+
+#: -q/--quiet's help, the same on every command that reports progress
+QUIET_HELP = ("No progress output (bars on a terminal, else progress lines on stderr every $CALIBRATE_PROGRESS_INTERVAL "
+              "s, default 10).")
+
+
+@contextmanager
+def command_progress(quiet: bool) -> Iterator:
+    """The progress of a score-list command (``fit``, ``evaluate``, ``accept``, ``threshold``): a RunContext whose
+    stages (reading, fitting, predicting, deciding, writing) report as a run's do (calibrate.progress: live bars on
+    a terminal; else plain lines on stderr every $CALIBRATE_PROGRESS_INTERVAL seconds, with counts and a rate),
+    except that a stage is first shown when its first line is due, so that a command done within the interval
+    prints no progress; none with ``quiet``."""
+    from .base import RunContext
+    from .progress import make_reporter
+
+    reporter = make_reporter(quiet, sys.stderr, announce=False)
+    if reporter is None:
+        yield RunContext()
+        return
+    with reporter:
+        yield RunContext(reporter=reporter)
 
 
 #: what to do when the machine, not the input, stops a command (errno -> the fix)

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from .cli_app import EXTRAPOLATION_HELP, _fail, app
+from .cli_app import EXTRAPOLATION_HELP, QUIET_HELP, _fail, app, command_progress
 
 #: the targets when none are given (a recipe's default)
 DEFAULT_FPRS = (0.005, 0.0025, 0.001, 0.0005)
@@ -114,10 +114,11 @@ def check_known(cal, claimed, known, scores: Path) -> str | None:
 
     from .errors import CalibrateError
     from .formatting import shown
+    from .types import factorise
 
     if known.all():
         return None
-    missing = np.unique(np.asarray(claimed)[~known].astype(str))
+    missing = factorise(claimed[~known])[0]
     if not known.any():
         held = getattr(cal, "classes", None)
         raise CalibrateError(f"{scores}: none of its {missing.size:,} claimed classes ({shown(missing, 3)}) is in the "
@@ -140,26 +141,44 @@ def check_scale(cal, values, scores: Path) -> str | None:
 
 
 def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column: str | None,
-                  score_column: str | None, missing: float | None, probes: bool = False):
+                  score_column: str | None, missing: float | None, probes: bool = False, context=None):
     """(claimed, real, scores, failed) of a score list, failed comparisons (``missing``) left out; with
-    ``probes``, also each attempt's probe label (None when the file has no probe column)."""
+    ``probes``, also each attempt's probe label (None when the file has no probe column). The labels are
+    :class:`calibrate.types.CodedLabels` (a small integer per attempt into the file's distinct labels), which
+    ``calibrate.fit``, ``Calibration.accept`` and ``calibrate.assess`` take as they are: the file is read as a
+    recipe run reads it, never as a string per attempt. ``context``: a RunContext whose progress shows the
+    reading (a stage counting comparisons)."""
     import numpy as np
 
     from .scorefiles import COMMAND_LINE, DEFAULT_COLUMNS, read_comparisons
+    from .types import CodedLabels
 
     columns = None
     if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
         columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
                    "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
-    rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing, words=COMMAND_LINE)
-    keep = np.ones(len(rows.scores), bool) if missing is None else rows.scores != missing
-    claimed = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed[keep]].astype(str)
-    real = np.asarray(rows.real_labels, dtype=object)[rows.real[keep]].astype(str)
+    if context is None:
+        rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing, words=COMMAND_LINE)
+    else:
+        with context.stage(f"reading {path}", None, "comparisons") as task:
+            rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing, words=COMMAND_LINE, task=task)
+    keep = slice(None) if missing is None else rows.scores != missing
+    failed = 0 if missing is None else int(rows.scores.size - np.count_nonzero(keep))
+    claimed = CodedLabels.of(rows.claimed[keep], rows.claimed_labels)
+    real = CodedLabels.of(rows.real[keep], rows.real_labels)
+    scores = rows.scores[keep]
     if not probes:
-        return claimed, real, rows.scores[keep], int((~keep).sum())
+        return claimed, real, scores, failed
     probe = (None if rows.probe is None or rows.probe_labels is None
-             else np.asarray(rows.probe_labels, dtype=object)[rows.probe[keep]].astype(str))
-    return claimed, real, rows.scores[keep], int((~keep).sum()), probe
+             else CodedLabels.of(rows.probe[keep], rows.probe_labels))
+    return claimed, real, scores, failed, probe
+
+
+def save_reporting(context, cal, out: str) -> None:
+    """``cal.save(out)`` in a progress stage of its own, counting the classes written."""
+    with context.stage(f"writing {'standard output' if str(out) == '-' else out}", None, "classes") as task:
+        cal.save(out)
+        task.advance(len(cal))
 
 
 _COHORT_HELP = ("A normalised calibration: the probes' cohort scores, bob's T-norm file (T-models x probes: claimed_id a "
@@ -278,11 +297,10 @@ def read_groups_option(path: Path | None):
 def _check_groups(labels, claimed, real) -> list[str]:
     if labels is None:
         return []
-    import numpy as np
-
     from .groups import check_against
+    from .types import factorise
 
-    return check_against(labels, np.unique(claimed), np.unique(real))
+    return check_against(labels, factorise(claimed)[0], factorise(real)[0])
 
 
 def _clean(value):
@@ -400,7 +418,8 @@ def fit_command(
                                                  help=EXTRAPOLATION_HELP),
         groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Prints each "
                                               "group's same-group FMR and FNMR on the training comparisons (in-sample); "
-                                              "the calibration does not keep the groups.")) -> None:
+                                              "the calibration does not keep the groups."),
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Fit thresholds on every comparison of one score file and save the calibration."""
     import warnings
 
@@ -416,26 +435,28 @@ def fit_command(
         inputs = command_inputs(None, {"SCORES": scores, "--groups": groups})
         check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
-        claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column, missing)
-        group_notes = check_ids(claimed, real, values, kind, scores) + _check_groups(labels, claimed, real)
-        # before the fit, the rule `threshold` and `accept` apply too
-        check_reach(targets, int((claimed != real).sum()) or None, "fit", allow_extrapolation, defaults=not fpr)
-        if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
-            genuine = claimed == real
-            check_direction(values[genuine], values[~genuine], kind, str(scores),
-                            f"give --kind {'distance' if kind == 'similarity' else 'similarity'}")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
-                      predict=predict, seed=seed)
-        in_sample = None
-        if labels is not None:
-            from .assess import assess, known_classes
+        with command_progress(quiet) as context:
+            claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column,
+                                                          missing, context=context)
+            group_notes = check_ids(claimed, real, values, kind, scores) + _check_groups(labels, claimed, real)
+            # before the fit, the rule `threshold` and `accept` apply too
+            check_reach(targets, int((claimed != real).sum()) or None, "fit", allow_extrapolation, defaults=not fpr)
+            if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
+                genuine = claimed == real
+                check_direction(values[genuine], values[~genuine], kind, str(scores),
+                                f"give --kind {'distance' if kind == 'similarity' else 'similarity'}")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
+                          predict=predict, seed=seed, context=context)
+            in_sample = None
+            if labels is not None:
+                from .assess import assess, known_classes
 
-            known = known_classes(cal, claimed)
-            in_sample = assess(cal, claimed[known], real[known], values[known], targets, groups=labels)
-        check_target(out, inputs, "--out")  # again, after the fit: still not an input
-        cal.save(out)
+                known = known_classes(cal, claimed)
+                in_sample = assess(cal, claimed[known], real[known], values[known], targets, groups=labels)
+            check_target(out, inputs, "--out")  # again, after the fit: still not an input
+            save_reporting(context, cal, out)
     except Exception as exc:  # noqa: BLE001
         _fail(exc, scores)
         return
@@ -474,16 +495,16 @@ def evaluate_command(
         det: Optional[str] = typer.Option(None, "--det", metavar="FILE", help="Write the DET of the file's scores with "
                                           "one pooled threshold (CSV: fpr,fnr,score_threshold; at most 10,000 rows, "
                                           "spaced on the probit scale)."),
-        as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output.")) -> None:
+        as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output."),
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
     another score file, the FNR of one pooled threshold at the same FPR (and whether the calibration costs
     more genuine users beyond counting noise), the file's EER, AUC, d' and FNMR at fixed FMRs, and with
     --groups the figures per group; attempts claiming classes the calibration does not hold are left out
     and counted."""
     from .api import load
-    import numpy as np
-
     from .assess import absent_note, assess, known_classes, verification
+    from .types import factorise
     from .userfiles import check_target, write_user_file
 
     try:
@@ -498,20 +519,27 @@ def evaluate_command(
             inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
             check_target(det, inputs, "--det")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
-        cal = load(artifact, estimator)
-        check_cohort_flag(cal, cohort)
-        claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column, score_column,
-                                                             missing, probes=True)
-        group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
-        known = known_classes(cal, claimed)
-        unknown_note = check_known(cal, claimed, known, scores)
-        scale_note = check_scale(cal, values[known], scores)
-        targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
-        cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
-                                                             claimed[known], real[known], missing, cal)
-        rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts,
-                      groups=labels)
-        metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
+        with command_progress(quiet) as context:
+            with context.stage(f"loading {artifact}", None, "classes") as task:
+                cal = load(artifact, estimator)  # here: its warnings are the command's (one note each)
+                task.advance(len(cal))
+            check_cohort_flag(cal, cohort)
+            claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
+                                                                 score_column, missing, probes=True, context=context)
+            group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
+            known = known_classes(cal, claimed)
+            unknown_note = check_known(cal, claimed, known, scores)
+            scale_note = check_scale(cal, values[known], scores)
+            targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
+            cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
+                                                                 claimed[known], real[known], missing, cal)
+            n = int(known.sum())
+            with context.stage(f"judging {n:,} attempts at {len(targets)} target(s)", len(targets), "targets") as task:
+                rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts,
+                              groups=labels, task=task)
+            with context.stage(f"EER, AUC and DET of {n:,} attempts", None, "attempts") as task:
+                metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
+                task.advance(n)
         written = None
         if det is not None and metrics["genuine_attempts"] and metrics["impostor_attempts"]:
             written = write_user_file(det, det_csv(*curve), inputs, "--det")
@@ -519,7 +547,7 @@ def evaluate_command(
         _fail(exc, scores)
         return
     unknown = int((~known).sum())
-    present = np.unique(claimed[known].astype(str))
+    present = factorise(claimed[known])[0]
     absent = absent_note(cal, present, str(scores))
     if as_json:
         doc = {"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,

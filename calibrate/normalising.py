@@ -72,11 +72,14 @@ def normalise_fold(spec: Any, train: DistanceMatrix, test: DistanceMatrix, train
     train_c, test_c = cohorts if cohorts[0] is not None else matrix_cohorts(train, test)
     train_c, test_c = (c.map(lambda m: _transformed(transform, m)) for c in (train_c, test_c))
     classes = train_d.gallery_classes.tolist()
-    stats = class_statistics(normalizer, train_c.enrolled, classes) if "enrolled" in normalizer.sides else {}
-    with context.stage(f"{spec.info.name}: normalising {int(train_d.valid.sum()) + int(test_d.valid.sum())} "
-                       "comparisons"):
+    n_train, n_test = int(train_d.valid.sum()), int(test_d.valid.sum())
+    with context.stage(f"{spec.info.name}: normalising {n_train + n_test:,} comparisons", n_train + n_test,
+                       "comparisons") as task:  # a line at the interval (the heartbeat), counts as each matrix is done
+        stats = class_statistics(normalizer, train_c.enrolled, classes) if "enrolled" in normalizer.sides else {}
         train_n = normalise_matrix(normalizer, train_d, train_c, stats)
+        task.advance(n_train)
         test_n = normalise_matrix(normalizer, test_d, test_c, stats)
+        task.advance(n_test)
     fitted = FittedNormalization(normalizer, spec.info.name, dict(spec.params), tuple(classes), stats,
                                  "training impostors" if train_c.leave_out else "cohort file",
                                  fitted_cohort(normalizer, train_c, train_d, classes))

@@ -355,7 +355,11 @@ class PendingPredictions(Mapping):
 
     def _get(self) -> dict:
         if self._value is None:
-            value, notes, spent = self._job.result()
+            if self._job.ready:
+                value, notes, spent = self._job.result()
+            else:  # shown while the run waits for it (the child itself shows nothing)
+                with self._context.stage(f"waiting for {self._job.name} (computed beside the run)"):
+                    value, notes, spent = self._job.result()
             self._context.notes[self._at:self._at] = notes
             for note in notes:
                 warnings.warn(note, stacklevel=2)

@@ -332,7 +332,11 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
     t = np.asarray(targets, dtype=np.float64)
     name = progress_name(estimator)
     if confidence is None and simulates(estimator):
-        pred = _simulated([estimator], world, t, settings, seed)[0]
+        if context is None:
+            pred = _simulated([estimator], world, t, settings, seed)[0]
+        else:
+            with context.stage(f"{name}: predicted FPR, simulated galleries", settings.replicates, "galleries") as task:
+                pred = _simulated([estimator], world, t, settings, seed, task)[0]
     elif confidence is None:
         pred = _refitted(estimator, world, t, settings, seed, context, name, fit_seconds, base_seconds)
     else:
@@ -366,15 +370,18 @@ def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], i
 
 
 def _simulated(estimators: list, world: Any, t: np.ndarray, settings: PredictionSettings,
-               seed: Sequence[int]) -> list[Prediction]:
+               seed: Sequence[int], task: Any = None) -> list[Prediction]:
     """All replicates by ``Estimator.simulate``, chunk by chunk, every estimator on the same galleries,
-    drawn only at the ranks the estimators read (``Estimator.simulation_ranks``; whole when one says None)."""
+    drawn only at the ranks the estimators read (``Estimator.simulation_ranks``; whole when one says None).
+    ``task``: a progress task (calibrate.progress.Task) given the replicates' number and advanced by each chunk."""
     counts = world.counts
     n = int(counts.sum())
     ranks = _union_ranks([e.simulation_ranks(counts, t, world) for e in estimators], counts)
     drawn = n if ranks is None or world.slots is not None else int(sum(r.size for r in ranks))  # slots: whole
     total = simulated_replicates(settings, drawn)
     per_chunk = int(max(1, min(total, _CHUNK_VALUES // max(drawn, 1))))
+    if task is not None:
+        task.set_total(total)
     keep = total * len(world.classes) * t.size <= _PER_CLASS_LIMIT
     shape = (len(world.classes), t.size)
     gallery = [[] for _ in estimators]
@@ -410,6 +417,8 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
                 per_class[i].append(fpr)
         done += size
         chunk += 1
+        if task is not None:
+            task.advance(size)
     out = []
     a = (1 - settings.level) / 2
     for i, estimator in enumerate(estimators):

@@ -10,9 +10,15 @@ Two reporters:
 * :class:`RichReporter` - live bars on a terminal (count, rate, elapsed time, ETA); a finished
   stage leaves one line with its duration.
 * :class:`LogReporter` - plain lines for logs (CI, cron, nohup): one when a stage starts, one
-  at most every ``interval`` seconds while it runs (count, rate, ETA), one when it ends (its
-  duration). The interval defaults to 10 s; the environment variable
-  ``CALIBRATE_PROGRESS_INTERVAL`` (seconds, ``0`` = every update) overrides it.
+  every ``interval`` seconds while it runs (count, rate, ETA), one when it ends (its duration,
+  count and rate). The interval defaults to 10 s; the environment variable
+  ``CALIBRATE_PROGRESS_INTERVAL`` (seconds, ``0`` = every update) overrides it. The running
+  stage's line comes at the interval whether or not its work advances it meanwhile (a
+  heartbeat thread writes it; ``heartbeat=False``: only as the work advances), so a long step
+  that reports nothing until it ends still shows how long it has run. With ``announce=False``
+  (the score-list commands: ``fit``, ``evaluate``, ``accept``, ``threshold``) a stage is first
+  shown when its first periodic line is due, and its end only then: a command that is done
+  within the interval prints no progress at all.
 
 This module imports nothing heavy; rich is imported only when a :class:`RichReporter` starts.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from typing import Callable, TextIO
 
@@ -55,7 +62,7 @@ def format_duration(seconds: float) -> str:
 
 
 def _number(x: float) -> str:
-    return f"{int(x)}" if float(x).is_integer() else f"{x:.1f}"
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:,.1f}"
 
 
 def singular(unit: str) -> str:
@@ -122,8 +129,12 @@ class _LogTask(Task):
         self.done = 0.0
         self.started = self.last = reporter.clock()
         self.finished = False
+        #: whether a line of this stage was written (without ``announce``, its end is written only then, or when it
+        #: lasted the interval)
+        self.shown = reporter.announce
         size = f" ({_number(total)} {self.unit})" if total is not None else ""
-        reporter.emit(f"{description}: started{size}")
+        if reporter.announce:
+            reporter.emit(f"{description}: started{size}")
 
     def set_total(self, total: float | None) -> None:
         self.total = total
@@ -132,14 +143,25 @@ class _LogTask(Task):
         if self.finished:
             return
         self.done += n
-        now = self.reporter.clock()
-        if now - self.last >= self.reporter.interval and (self.total is None or self.done < self.total):
+        self.tick(self.reporter.clock())
+
+    def tick(self, now: float) -> None:
+        """The periodic line, when ``interval`` seconds have passed since the last (or the start) and the stage is not
+        complete; called as the work advances and by the reporter's heartbeat."""
+        with self.reporter.lock:
+            if self.finished or now - self.last < self.reporter.interval or (
+                    self.total is not None and self.done >= self.total):
+                return
             self.last = now
+            self.shown = True
             self.reporter.emit(self.line(now))
 
     def line(self, now: float) -> str:
         elapsed = now - self.started
         rate = format_rate(self.done, elapsed, self.unit)
+        if not self.done:  # nothing counted yet (a step that counts only when it ends): how long it has run
+            of = f"/{_number(self.total)}" if self.total is not None else ""
+            return f"{self.description}: 0{of} {self.unit} so far, elapsed {format_duration(elapsed)}"
         if self.total is None:
             return f"{self.description}: {_number(self.done)} {self.unit}, {rate}, elapsed {format_duration(elapsed)}"
         pct = 100.0 * self.done / self.total if self.total else 100.0
@@ -148,44 +170,89 @@ class _LogTask(Task):
                 f"elapsed {format_duration(elapsed)}, ETA {'?' if eta is None else format_duration(eta)}")
 
     def finish(self, ok: bool = True) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        elapsed = self.reporter.clock() - self.started
-        if ok:
-            done = self.total if self.total is not None and self.done < self.total else self.done
-            what = f"{_number(done)} {self.unit} " if done else ""
-            rate = f" ({format_rate(done, elapsed, self.unit)})" if done else ""
-            self.reporter.emit(f"{self.description}: done, {what}in {format_duration(elapsed)}{rate}")
-        else:
-            of = f"/{_number(self.total)}" if self.total is not None else ""
-            self.reporter.emit(f"{self.description}: stopped after {format_duration(elapsed)} "
-                               f"({_number(self.done)}{of} {self.unit})")
+        with self.reporter.lock:
+            if self.finished:
+                return
+            self.finished = True
+            self.reporter.closed(self)
+            elapsed = self.reporter.clock() - self.started
+            if not self.shown and elapsed < self.reporter.interval:
+                return  # done before its first line was due: nothing to say (announce=False)
+            if ok:
+                done = self.total if self.total is not None and self.done < self.total else self.done
+                what = f"{_number(done)} {self.unit} " if done else ""
+                rate = f" ({format_rate(done, elapsed, self.unit)})" if done else ""
+                self.reporter.emit(f"{self.description}: done, {what}in {format_duration(elapsed)}{rate}")
+            else:
+                of = f"/{_number(self.total)}" if self.total is not None else ""
+                self.reporter.emit(f"{self.description}: stopped after {format_duration(elapsed)} "
+                                   f"({_number(self.done)}{of} {self.unit})")
 
 
 class LogReporter(Reporter):
     """Plain progress lines (``progress: <stage>: ...``) for output that is not a terminal.
 
     :param stream: where lines go (default: ``sys.stderr`` at the time of writing).
-    :param interval: least seconds between two lines of a running stage; default from
+    :param interval: seconds between two lines of a running stage; default from
         ``$CALIBRATE_PROGRESS_INTERVAL``, else 10.
     :param clock: monotonic seconds (tests pass a fake one).
+    :param announce: write a line as each stage starts (else a stage is first shown when its first
+        periodic line is due, and its end only if it was shown or lasted the interval).
+    :param heartbeat: a thread writes the running stage's line at the interval even when its work
+        does not advance it (only while a stage is open; not with interval 0, where every update
+        writes one).
     """
 
     def __init__(self, stream: TextIO | None = None, interval: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, prefix: str = "progress: "):
+                 clock: Callable[[], float] = time.monotonic, prefix: str = "progress: ", announce: bool = True,
+                 heartbeat: bool = True):
         self.stream = stream
         self.interval = interval_from_env() if interval is None else float(interval)
         self.clock = clock
         self.prefix = prefix
+        self.announce = announce
+        self.heartbeat = heartbeat and self.interval > 0
+        #: guards the open stages and the stream (advances may come from an executor's threads, beats from ours)
+        self.lock = threading.RLock()
+        self._open: list[_LogTask] = []
+        self._wake = threading.Condition(self.lock)
+        self._beating = False
 
     def emit(self, text: str) -> None:
-        stream = self.stream or sys.stderr
-        stream.write(f"{self.prefix}{text}\n")
-        stream.flush()
+        with self.lock:
+            stream = self.stream or sys.stderr
+            stream.write(f"{self.prefix}{text}\n")
+            stream.flush()
 
     def start(self, description: str, total: float | None = None, unit: str = "", depth: int = 0) -> Task:
-        return _LogTask(self, description, total, unit)
+        with self.lock:
+            task = _LogTask(self, description, total, unit)
+            self._open.append(task)
+            if self.heartbeat and not self._beating:
+                self._beating = True
+                threading.Thread(target=self._beat, name="calibrate-progress", daemon=True).start()
+        return task
+
+    def closed(self, task: _LogTask) -> None:
+        """``task`` has finished: no more lines of it (the heartbeat stops with the last open stage)."""
+        with self.lock:
+            if task in self._open:
+                self._open.remove(task)
+            self._wake.notify_all()
+
+    def beat(self) -> None:
+        """One heartbeat: the innermost open stage's periodic line, if it is due (what the thread does at each wake;
+        tests call it with a fake clock)."""
+        with self.lock:
+            if self._open:
+                self._open[-1].tick(self.clock())
+
+    def _beat(self) -> None:
+        with self.lock:
+            while self._open:
+                self._wake.wait(min(self.interval, 1.0))
+                self.beat()
+            self._beating = False
 
 
 class _RichTask(Task):
@@ -264,12 +331,13 @@ class RichReporter(Reporter):
         self.progress.stop()
 
 
-def make_reporter(quiet: bool = False, stream: TextIO | None = None) -> Reporter | None:
-    """None when quiet; rich bars when ``stream`` (default stderr) is a terminal; plain lines otherwise."""
+def make_reporter(quiet: bool = False, stream: TextIO | None = None, announce: bool = True) -> Reporter | None:
+    """None when quiet; rich bars when ``stream`` (default stderr) is a terminal; plain lines otherwise
+    (``announce``: :class:`LogReporter`'s)."""
     if quiet:
         return None
     stream = stream or sys.stderr
     isatty = getattr(stream, "isatty", None)
     if isatty is not None and isatty():
         return RichReporter()
-    return LogReporter(stream)
+    return LogReporter(stream, announce=announce)

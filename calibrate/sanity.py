@@ -30,6 +30,7 @@ import numpy as np
 
 from .errors import DataError
 from .formatting import shown
+from .types import CodedLabels, factorise
 
 #: an AUC (as read) below this means the scores were read the wrong way round: an error
 REVERSED_AUC = 0.25
@@ -123,9 +124,9 @@ def spelled_alike(claimed, real) -> np.ndarray:
     """Whether each claimed id and real id (arrays that broadcast together, e.g. a row and a column of labels)
     are the same id spelled two ways (:func:`_spelling`), whatever they are letter by letter."""
     def keys(labels) -> np.ndarray:
-        arr = np.asarray(labels).astype(str)
-        uniq, inverse = np.unique(arr, return_inverse=True)
-        return np.array([_spelling(u) for u in uniq.tolist()], dtype=object)[inverse].reshape(arr.shape)
+        shape = labels.shape if isinstance(labels, CodedLabels) else np.shape(labels)
+        uniq, inverse = factorise(labels)
+        return np.array([_spelling(u) for u in uniq.tolist()], dtype=object)[inverse].reshape(shape)
 
     return keys(claimed) == keys(real)
 
@@ -140,8 +141,7 @@ def id_problem(claimed, real, source: str, fix: str, evidence=None) -> tuple[str
     people than the enrolled). ``evidence``: called only then, gives (the scores of the comparisons spelled alike,
     the other scores, their kind, one (claimed, real) pair spelled alike), or None. Fewer than
     :data:`FEW_SHARED_IDS` of the claimed ids ever being a real id: a note."""
-    c = np.unique(np.asarray(claimed).astype(str))
-    r = np.unique(np.asarray(real).astype(str))
+    c, r = factorise(claimed)[0], factorise(real)[0]
     if c.size == 0 or r.size == 0:
         return None, None
     shared = np.intersect1d(c, r, assume_unique=True)
@@ -219,5 +219,5 @@ def list_evidence(claimed, real, scores, kind: str):
             return None
         i = int(np.flatnonzero(alike)[0])
         values = np.asarray(scores, dtype=np.float64)
-        return values[alike], values[~alike], kind, (np.asarray(claimed)[i], np.asarray(real)[i])
+        return values[alike], values[~alike], kind, (claimed[i], real[i])
     return evidence

@@ -40,6 +40,8 @@ DEFAULT_COLUMNS = {"claimed": "claimed_id", "real": "real_id", "probe": "test_la
 BOB_FORMATS = {"4-column": (4, (0, 1, 2, 3)), "5-column": (5, (0, 2, 3, 4))}
 _ASCII_SPACE = " \t\n\r\x0b\x0c"  # what bytes.split() splits on
 _BLOCK = 1 << 24
+#: the python CSV reader's progress is advanced every this many rows
+_PROGRESS_ROWS = 1 << 16
 
 
 def pyarrow_available() -> bool:
@@ -337,7 +339,8 @@ def _block_tokens(text: bytes, split: list, ncols: int, line: int, max_rows: int
     return tokens, ln.tolist()
 
 
-def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None, words: Wording = RECIPE) -> Comparisons:
+def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None, words: Wording = RECIPE,
+                            task=None) -> Comparisons:
     ncols, (ic, ir, ip, isc) = BOB_FORMATS[fmt]
     tables: tuple[dict, dict, dict] = ({}, {}, {})
     parts: list[tuple[np.ndarray, ...]] = []
@@ -388,6 +391,8 @@ def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None, words: W
                 if c:
                     parts.append((_factor(tables[0], c), _factor(tables[1], r), _factor(tables[2], p), to_floats(path, s, ln, "", words=words),
                                   np.array(ln, np.int64)))
+                    if task is not None:
+                        task.advance(len(c))
                 if not block or (max_rows is not None and rows >= max_rows):
                     break
     except OSError as exc:
@@ -399,7 +404,7 @@ def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None, words: W
 
 
 def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows: int | None,
-                     words: Wording = RECIPE) -> Comparisons:
+                     words: Wording = RECIPE, task=None) -> Comparisons:
     tables: tuple[dict, dict, dict] = ({}, {}, {})
     c, r, p, s, ln = [], [], [], [], []
     header = None
@@ -430,6 +435,8 @@ def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows:
                 s.append(row[isc])
                 if max_rows is not None and len(ln) >= max_rows:
                     break
+                if task is not None and not len(ln) % _PROGRESS_ROWS:
+                    task.advance(_PROGRESS_ROWS)
     except UnicodeDecodeError:
         raise DataError(f"{path}, line {len(ln) + 2 if header else 1} or near it: not UTF-8 text; "
                         "save the file as UTF-8") from None
@@ -437,6 +444,8 @@ def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows:
         raise DataError(f"{path}: cannot read the score list ({exc})") from None
     if header is None:
         raise DataError(f"{path}: empty file; a CSV score list needs a header row and one comparison per row")
+    if task is not None:
+        task.advance(len(ln) % _PROGRESS_ROWS)
     lines = np.array(ln, np.int64)
     scores = to_floats(path, s, ln, f" (column {header[isc]!r})", words=words)
     probe = _factor(tables[2], p) if ip is not None else None
@@ -520,6 +529,17 @@ def _read_pyarrow(path: Path, fmt: str, delimiter: str | None, columns: dict | N
     return Comparisons(claimed, claimed_labels, real, real_labels, probe, probe_labels, np.asarray(scores, np.float64), None)
 
 
+def _release_arrow_memory() -> None:
+    """Hand the memory pyarrow's pool kept from a read back to the system: the file's columns are numpy arrays
+    by now, and what comes after (numpy) never allocates from that pool, so it would only sit there (about 1.5x
+    the file's size, for the rest of the process)."""
+    import pyarrow as pa
+
+    release = getattr(pa.default_memory_pool(), "release_unused", None)
+    if release is not None:
+        release()
+
+
 def line_of(rows: Comparisons, i: int) -> int:
     """The 1-based file line (or Parquet row) of comparison ``i``; from the pyarrow reader (no lines),
     :class:`NeedLines`, which makes :func:`read_then` read the file again with the python reader to
@@ -537,21 +557,34 @@ def place(rows: Comparisons, i: int) -> str:
 
 
 def read_then(path: Path, fmt: str, delimiter: str | None, columns: dict | None, reader: str, max_rows: int | None,
-              finish: Callable[[Comparisons, str], T], words: Wording = RECIPE) -> T:
+              finish: Callable[[Comparisons, str], T], words: Wording = RECIPE, task=None) -> T:
     """``finish(rows, fmt)`` on the file's comparisons: read by pyarrow when it may, by the python reader
     when pyarrow is not wanted, reads a prefix only, or ``finish`` needs line numbers (``NeedLines``).
-    ``words``: how messages name the settings (a recipe's keys, or the command line's flags)."""
+    ``words``: how messages name the settings (a recipe's keys, or the command line's flags); ``task``: a
+    progress task (calibrate.progress.Task) advanced by the comparisons read, as the python reader reads its
+    blocks, and at once when pyarrow's read is taken."""
     regular_file(path, "the score list", "give a score file")
     fmt, delimiter = sniff(path, fmt, delimiter, words)
     if max_rows is None and reader != "python" and (reader == "pyarrow" or pyarrow_available()):
         try:
-            return finish(check_labels(path, _read_pyarrow(path, fmt, delimiter, columns)), fmt)
+            rows = _read_pyarrow(path, fmt, delimiter, columns)
         except NeedLines:
-            pass  # the python reader reads it, or says what is wrong and where
+            rows = None  # the python reader reads it, or says what is wrong and where
+        finally:
+            _release_arrow_memory()
+        if rows is not None:
+            try:
+                out = finish(check_labels(path, rows), fmt)
+            except NeedLines:
+                pass
+            else:
+                if task is not None:
+                    task.advance(rows.scores.size)
+                return out
     if fmt in BOB_FORMATS:
-        rows = _read_whitespace_python(path, fmt, max_rows, words)
+        rows = _read_whitespace_python(path, fmt, max_rows, words, task)
     else:
-        rows = _read_csv_python(path, delimiter, columns, max_rows, words)
+        rows = _read_csv_python(path, delimiter, columns, max_rows, words, task)
     return finish(check_labels(path, rows), fmt)
 
 
@@ -605,11 +638,12 @@ def check_labels(path: Path, rows: Comparisons) -> Comparisons:
 
 
 def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = None, columns: dict | None = None,
-                     reader: str = "auto", missing: float | None = None, words: Wording = RECIPE) -> Comparisons:
+                     reader: str = "auto", missing: float | None = None, words: Wording = RECIPE,
+                     task=None) -> Comparisons:
     """Every comparison of one score list, in file order (no matrix is built): what
-    ``calibrate accept`` decides on. Same formats, readers, checks and messages as the dataset (a probe
-    compared twice with one class: :func:`refuse_repeats`); a NaN or infinite score (other than ``missing``)
-    is a DataError naming file and line."""
+    ``calibrate fit``, ``evaluate`` and ``accept`` read. Same formats, readers, checks and messages as the dataset
+    (a probe compared twice with one class: :func:`refuse_repeats`); a NaN or infinite score (other than
+    ``missing``) is a DataError naming file and line. ``task``: as :func:`read_then`'s."""
     path = Path(path)
 
     def finite(rows: Comparisons, fmt: str) -> Comparisons:
@@ -621,4 +655,4 @@ def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = N
         refuse_repeats(path, rows, fmt)
         return rows
 
-    return read_then(path, fmt, delimiter, columns, reader, None, finite, words)
+    return read_then(path, fmt, delimiter, columns, reader, None, finite, words, task)

@@ -417,6 +417,115 @@ class EvaluationResult:
     summary: dict = field(default_factory=dict)
 
 
+
+class CodedLabels:
+    """A column of labels, one per comparison, held as codes into its distinct labels (``names``, sorted): what
+    the score-list commands (``calibrate fit``, ``evaluate``, ``accept``) hand to ``calibrate.fit``,
+    ``Calibration.accept`` and ``calibrate.assess``, so that a file of millions of comparisons costs a small
+    integer per label, not a fixed-width string each (4 bytes a character, as long as the longest label).
+
+    It behaves as the 1-D array of its labels where that is cheap: indexing with an array, a slice or a mask
+    gives a CodedLabels over the same names, an integer gives the label (str); ``==`` and ``!=`` with another
+    CodedLabels compare codes. numpy (``np.asarray``, ``astype``) gets the labels themselves, so code that does not
+    know the type still gets the right answer, at the cost it always had; :func:`factorise` and
+    :func:`same_labels` are the cheap ways in."""
+
+    __slots__ = ("codes", "names")
+    __hash__ = None  # type: ignore[assignment]  (== is elementwise)
+    ndim = 1
+
+    def __init__(self, codes, names):
+        self.names = np.asarray(names, dtype=str).reshape(-1)
+        self.codes = np.asarray(codes).reshape(-1)
+        if not self.codes.size:
+            self.codes = self.codes.astype(np.int32)
+        if self.codes.dtype.kind not in "iu":
+            raise DataError(f"label codes must be integers, got {self.codes.dtype}")
+        if self.names.size > 1 and not np.all(self.names[1:] > self.names[:-1]):
+            raise DataError("the names of coded labels must be distinct and sorted")
+        if self.codes.size and (int(self.codes.min()) < 0 or int(self.codes.max()) >= self.names.size):
+            raise DataError(f"label codes must be in 0..{self.names.size - 1}")
+
+    @classmethod
+    def of(cls, codes, labels) -> "CodedLabels":
+        """From codes into ``labels`` (distinct, in any order, e.g. a file's order of first appearance)."""
+        names = np.asarray(labels, dtype=str).reshape(-1)
+        order = np.argsort(names, kind="stable")
+        rank = np.empty(order.size, np.int64)
+        rank[order] = np.arange(order.size)
+        small = np.int32 if names.size < 2 ** 31 else np.int64
+        return cls(rank.astype(small)[np.asarray(codes, dtype=np.int64)], names[order])
+
+    @property
+    def shape(self) -> tuple[int]:
+        return self.codes.shape
+
+    @property
+    def size(self) -> int:
+        return int(self.codes.size)
+
+    def __len__(self) -> int:
+        return int(self.codes.size)
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)):
+            return str(self.names[self.codes[key]])
+        return CodedLabels(self.codes[key], self.names)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.names[self.codes]
+        return out if dtype is None else out.astype(dtype)
+
+    def astype(self, dtype) -> np.ndarray:
+        return np.asarray(self).astype(dtype)
+
+    def tolist(self) -> list:
+        names = self.names.tolist()  # one str per distinct label, shared by the list
+        return [names[k] for k in self.codes.tolist()]
+
+    def __eq__(self, other):  # type: ignore[override]
+        return same_labels(self, other)
+
+    def __ne__(self, other):  # type: ignore[override]
+        return ~same_labels(self, other)
+
+    def __repr__(self) -> str:
+        return f"CodedLabels({self.size} labels, {self.names.size} distinct)"
+
+
+def factorise(labels) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(labels as str, return_inverse=True)``: the distinct labels, sorted, and each one's index into
+    them; for :class:`CodedLabels` without touching a string per label."""
+    if not isinstance(labels, CodedLabels):
+        names, inverse = np.unique(np.asarray(labels).astype(str), return_inverse=True)
+        return names, inverse.reshape(-1)
+    used = np.bincount(labels.codes, minlength=labels.names.size) > 0
+    if used.all():
+        return labels.names, labels.codes
+    remap = (np.cumsum(used) - 1).astype(labels.codes.dtype)
+    return labels.names[used], remap[labels.codes]
+
+
+def same_labels(a, b) -> np.ndarray:
+    """Elementwise ``a == b`` of two label columns (arrays or :class:`CodedLabels`) as str; codes are compared
+    when both are coded, through one table of their names when those differ."""
+    if isinstance(a, CodedLabels) and isinstance(b, CodedLabels):
+        if a.names is b.names or (a.names.shape == b.names.shape and np.array_equal(a.names, b.names)):
+            return a.codes == b.codes
+        if not a.names.size or not b.names.size:
+            return np.zeros(np.broadcast_shapes(a.codes.shape, b.codes.shape), bool)
+        position = np.searchsorted(a.names, b.names)  # each of b's names in a's (or -1 when a has none)
+        found = np.minimum(position, max(a.names.size - 1, 0))
+        b_in_a = np.where((position < a.names.size) & (a.names[found] == b.names), position, -1)
+        return a.codes == b_in_a[b.codes]
+    if isinstance(a, CodedLabels) or isinstance(b, CodedLabels):
+        coded, other = (a, b) if isinstance(a, CodedLabels) else (b, a)
+        other = np.asarray(other).astype(str)
+        if other.ndim == 0:  # one label against the column
+            return coded.codes == (np.flatnonzero(coded.names == other)[:1].tolist() or [-1])[0]
+        return np.asarray(coded) == other
+    return np.asarray(a).astype(str) == np.asarray(b).astype(str)
+
 #: the group of a class that a groups file does not name
 UNLABELLED = "unlabelled"
 #: the most distinct groups one groups file may name (a report table per group beyond it is unreadable)
@@ -489,10 +598,10 @@ class GroupLabels:
         names = self.names
         index = {g: k for k, g in enumerate(names)}
         of = {c: index[g] for c, g in zip(self.classes, self.groups)}
-        arr = np.asarray(classes).astype(str)
-        unique, inverse = np.unique(arr, return_inverse=True)
+        shape = classes.shape if isinstance(classes, CodedLabels) else np.shape(classes)
+        unique, inverse = factorise(classes)
         table = np.array([of.get(u, len(names)) for u in unique.tolist()], dtype=np.int64)
-        return table[inverse].reshape(arr.shape) if unique.size else np.zeros(arr.shape, dtype=np.int64)
+        return table[inverse].reshape(shape) if unique.size else np.zeros(shape, dtype=np.int64)
 
 
 @dataclass(frozen=True)

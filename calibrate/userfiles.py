@@ -20,11 +20,16 @@ spreadsheet would run as a formula).
   than waited on.
 * A folder, a socket or a block device: refused.
 
+``data`` is the file's bytes, or an iterable of byte blocks written one after the other (``accept``'s
+decisions, a million lines, are never one string in memory); a file replaced is replaced only once every
+block is written.
+
 Every failure is a :class:`~calibrate.errors.CalibrateError` naming the path and the fix.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import errno
 import io
@@ -34,10 +39,16 @@ import secrets
 import stat
 import sys
 from pathlib import Path
+from typing import Iterable
 
 from .errors import CalibrateError
 
 STDOUT = "-"
+
+
+def _blocks(data) -> Iterable[bytes]:
+    """``data`` (bytes, or an iterable of byte blocks) as blocks to write."""
+    return (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
 
 #: what a spreadsheet reads as the start of a formula (OWASP, CSV injection): =, +, -, @, tab, carriage return;
 #: and ' itself, so that one ' taken off any cell that starts with one gives the text back
@@ -87,6 +98,21 @@ class _Lines:
         self.buffer.write("\n")
 
 
+def csv_cells(labels: list) -> list[str]:
+    """Each label as a cell of a row :func:`csv_writer` writes: :func:`csv_text`, then quoted where csv.writer
+    quotes (a delimiter, a quote, a line break in it). For writers that make each distinct label's cell once and
+    join rows themselves (``calibrate accept``'s decisions)."""
+    rows: list[str] = []
+
+    class Rows:
+        write = rows.append  # csv.writer writes one whole row per call
+
+    writer = csv.writer(Rows(), lineterminator="\r\n")
+    for text in csv_texts(labels).tolist() if labels else []:
+        writer.writerow([text, ""])  # a second, empty cell: a lone empty cell would be written as ""
+    return [line[:-3] for line in rows]
+
+
 def csv_writer(fieldnames: list[str] | None = None):
     """(a ``csv.writer``, or with ``fieldnames`` a ``csv.DictWriter`` (missing cells empty), for the rows of a
     CSV file the user may open in a spreadsheet; a function giving the file's text once they are written).
@@ -104,7 +130,7 @@ def _fail(path: str, why: str, fix: str = "choose another path") -> CalibrateErr
     return CalibrateError(f"cannot write {path!r}: {why}; {fix}")
 
 
-def write_temp_beside(folder: Path, name: str, data: bytes, mode: int | None = None) -> Path:
+def write_temp_beside(folder: Path, name: str, data: bytes | Iterable[bytes], mode: int | None = None) -> Path:
     """A new file holding ``data`` in ``folder``, durably written: created exclusively under a random
     name (O_CREAT|O_EXCL|O_NOFOLLOW, so a planted file or symbolic link of a guessed name is never opened
     or followed). Renamed over its target by the caller; removed again if writing fails.
@@ -128,7 +154,8 @@ def write_temp_beside(folder: Path, name: str, data: bytes, mode: int | None = N
         with os.fdopen(fd, "wb") as fh:
             if mode is not None:
                 os.fchmod(fd, mode)
-            fh.write(data)
+            for block in _blocks(data):
+                fh.write(block)
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:
@@ -137,7 +164,7 @@ def write_temp_beside(folder: Path, name: str, data: bytes, mode: int | None = N
     return tmp
 
 
-def _replace_regular(target: Path, data: bytes, shown: str) -> None:
+def _replace_regular(target: Path, data: bytes | Iterable[bytes], shown: str) -> None:
     """``target`` replaced whole by ``data`` (or made); a file replaced keeps its permission bits (a file the
     user made private stays private), a new one gets the umask's."""
     tmp = None
@@ -155,7 +182,7 @@ def _replace_regular(target: Path, data: bytes, shown: str) -> None:
         raise _fail(shown, exc.strerror or str(exc), fix) from None
 
 
-def _write_through(target: Path, data: bytes, shown: str, fifo: bool) -> None:
+def _write_through(target: Path, data: bytes | Iterable[bytes], shown: str, fifo: bool) -> None:
     flags = os.O_WRONLY | (os.O_NONBLOCK if fifo else 0)
     try:
         fd = os.open(target, flags)
@@ -166,9 +193,10 @@ def _write_through(target: Path, data: bytes, shown: str, fifo: bool) -> None:
     try:
         if fifo:
             os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for block in _blocks(data):
+            view = memoryview(block)
+            while view:
+                view = view[os.write(fd, view):]
     except OSError as exc:
         fix = "free space on the device or choose another path" if exc.errno == errno.ENOSPC else "choose another path"
         raise _fail(shown, exc.strerror or str(exc), fix) from None
@@ -191,19 +219,20 @@ def _checked_name(path: object) -> str:
     return shown
 
 
-def _write_stdout(data: bytes) -> str:
+def _write_stdout(data: bytes | Iterable[bytes]) -> str:
     stream = sys.stdout
     try:
         if stream is None or getattr(stream, "closed", False):
             raise OSError(errno.EBADF, "it is closed")
         stream.flush()
         out = getattr(stream, "buffer", None)
-        if out is not None:
-            out.write(data)
-            out.flush()
-        else:  # a text stream (e.g. a test runner's capture)
-            stream.write(data.decode("utf-8"))
-            stream.flush()
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        for block in _blocks(data):
+            if out is not None:
+                out.write(block)
+            else:  # a text stream (e.g. a test runner's capture)
+                stream.write(decoder.decode(block))
+        (out if out is not None else stream).flush()
     except (OSError, ValueError) as exc:  # ValueError: closed meanwhile
         raise _fail("standard output", getattr(exc, "strerror", None) or str(exc),
                     "give a file name with --out, or run with standard output open") from None
@@ -245,7 +274,7 @@ def check_target(path: object, inputs: tuple = (), option: str | None = None) ->
     return shown
 
 
-def write_user_file(path: str | os.PathLike, data: bytes, inputs: tuple = (), option: str | None = None) -> str:
+def write_user_file(path: str | os.PathLike, data: bytes | Iterable[bytes], inputs: tuple = (), option: str | None = None) -> str:
     """Write ``data`` to the file the user named (see the module doc); returns how to name it in messages.
     ``inputs``: the command's input files, which the output must not be (S9 of issue 19's audit; checked
     again here, after the computation); ``option``: the command line's name of the output (``--out``)."""

@@ -111,6 +111,90 @@ def test_log_reporter_unknown_total_and_failure():
     assert lines[2] == "progress: distances: stopped after 4.0s (10 items)"
 
 
+def test_the_heartbeat_writes_the_running_stage_at_the_interval_whether_or_not_it_advances():
+    """Issue 32: the S-norm stage printed "started" and two minutes later "done", nothing between, although the
+    help promises a line every 10 s. The heartbeat (here called by hand, on a fake clock) writes the innermost
+    running stage's line at the interval: how long it has run, and once it counts, its count and rate."""
+    reporter, stream, clock = log(interval=10)
+    outer = reporter.start("snorm: normalising 2,000 comparisons", 2000, "comparisons")
+    clock.now += 9
+    reporter.beat()  # not due yet
+    clock.now += 1
+    reporter.beat()
+    clock.now += 4
+    outer.advance(1000)  # 4 s after the last line: none
+    clock.now += 6
+    reporter.beat()
+    inner = reporter.start("reading images", None, "images")
+    clock.now += 10
+    reporter.beat()  # the innermost stage only
+    inner.finish()
+    outer.finish()
+    assert stream.getvalue().splitlines() == [
+        "progress: snorm: normalising 2,000 comparisons: started (2,000 comparisons)",
+        "progress: snorm: normalising 2,000 comparisons: 0/2,000 comparisons so far, elapsed 10s",
+        "progress: snorm: normalising 2,000 comparisons: 1,000/2,000 comparisons (50%), 50 comparisons/s, "
+        "elapsed 20s, ETA 20s",
+        "progress: reading images: started",
+        "progress: reading images: 0 images so far, elapsed 10s",
+        "progress: reading images: done, in 10s",
+        "progress: snorm: normalising 2,000 comparisons: done, 2,000 comparisons in 30s (66.7 comparisons/s)",
+    ]
+    reporter.beat()  # nothing open: nothing written
+    assert len(stream.getvalue().splitlines()) == 7
+
+
+def test_without_announce_a_stage_is_shown_once_its_first_line_is_due():
+    """The score-list commands' reporter: a stage done within the interval says nothing; a longer one gets its
+    periodic lines (count and rate) and its end."""
+    stream, clock = io.StringIO(), FakeClock()
+    reporter = LogReporter(stream, interval=10, clock=clock, announce=False, heartbeat=False)
+    quick = reporter.start("reading small.txt", None, "comparisons")
+    clock.now += 3
+    quick.advance(5000)
+    quick.finish()
+    assert stream.getvalue() == ""
+    slow = reporter.start("writing 3,000,000 decisions", 3e6, "decisions")
+    clock.now += 12
+    slow.advance(1.2e6)
+    clock.now += 18
+    slow.advance(1.8e6)
+    slow.finish()
+    failed = reporter.start("deciding 10 attempts", None, "attempts")
+    clock.now += 11
+    failed.finish(ok=False)  # it lasted the interval: its end is said even without a line before
+    assert stream.getvalue().splitlines() == [
+        "progress: writing 3,000,000 decisions: 1,200,000/3,000,000 decisions (40%), 100,000 decisions/s, "
+        "elapsed 12s, ETA 18s",
+        "progress: writing 3,000,000 decisions: done, 3,000,000 decisions in 30s (100,000 decisions/s)",
+        "progress: deciding 10 attempts: stopped after 11s (0 attempts)",
+    ]
+
+
+def test_the_heartbeat_thread_writes_while_a_step_blocks():
+    """The thread itself (a tiny interval; the test waits for a line, it does not time one)."""
+    import threading
+
+    seen = threading.Event()
+
+    class Stream(io.StringIO):
+        def write(self, text):
+            if "so far" in text:
+                seen.set()
+            return super().write(text)
+
+    stream = Stream()
+    reporter = LogReporter(stream, interval=0.01)
+    task = reporter.start("a step that counts only when it ends", None, "items")
+    assert seen.wait(60), stream.getvalue()  # the main thread is blocked here, as in a long numpy call
+    task.advance(7)
+    task.finish()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "progress: a step that counts only when it ends: started"
+    assert re.fullmatch(r"progress: a step that counts only when it ends: done, 7 items in [\d.]+s \(.+ items/s\)",
+                        lines[-1]), lines
+
+
 def test_interval_from_env(monkeypatch):
     monkeypatch.delenv(INTERVAL_VARIABLE, raising=False)
     assert interval_from_env() == 10.0
@@ -310,3 +394,69 @@ def test_expected_counts_read_as_counts():
 
     assert [format_count(x) for x in (199.0, 39800.0, 19.9, 3.96, 0.04, None)] == \
         ["199", "39,800", "19.9", "3.96", "0.04", "n/a"]
+
+
+# -- the score-list commands (issue 32: fit, evaluate and accept printed nothing for up to 24 s) ----------------
+
+@pytest.fixture(scope="module")
+def score_list(tmp_path_factory):
+    import numpy as np
+
+    tmp = tmp_path_factory.mktemp("lists")
+    rng = np.random.default_rng(3)
+    with open(tmp / "scores.txt", "w") as fh:
+        for i in range(120):
+            real = f"c{i % 12}"
+            for j in range(12):
+                score = rng.beta(6, 2) if j == i % 12 else rng.beta(2, 6)
+                fh.write(f"c{j} {real} p{i} {score:.6f}\n")
+    return tmp
+
+
+COMMANDS = {
+    "fit": ("fit", "scores.txt", "--estimator", "class-interp", "--fpr", "0.05", "--out", "cal.json"),
+    "evaluate": ("evaluate", "cal.json", "scores.txt"),
+    "accept": ("accept", "cal.json", "scores.txt", "--fpr", "0.05", "--out", "decisions.csv"),
+    "threshold": ("threshold", "cal.json", "--class", "c3", "--fpr", "0.05"),
+}
+
+
+def test_the_commands_report_their_stages_with_counts_and_rates(score_list):
+    lines = {}
+    for name, command in COMMANDS.items():
+        done = invoke_cli(*command, cwd=score_list, env={"CALIBRATE_PROGRESS_INTERVAL": "0"})
+        assert done.returncode == 0, done.stderr
+        lines[name] = _progress_lines(done.stderr)
+        assert "progress:" not in done.stdout
+    counted = r"(\d[\d,]*) {unit} in [\d.]+s \([\d.,]+ (?:{unit}/s|s/\w+)\)"
+    reading = "progress: reading scores.txt: done, " + counted.format(unit="comparisons")
+    for name in ("fit", "evaluate", "accept"):
+        assert any(re.fullmatch(reading, line) and "1,440" in line for line in lines[name]), lines[name]
+    assert any(re.fullmatch(r"progress: class-interp: fitting 12 classes: done, " + counted.format(unit="classes"),
+                            line) for line in lines["fit"]), lines["fit"]
+    assert any(re.fullmatch(r"progress: class-interp: predicted FPR, simulated galleries: done, " + counted.format(
+        unit="galleries"), line) for line in lines["fit"]), lines["fit"]
+    assert any(re.fullmatch(r"progress: writing cal.json: done, " + counted.format(unit="classes"), line)
+               for line in lines["fit"]), lines["fit"]
+    assert any(re.fullmatch(r"progress: judging 1,440 attempts at 1 target\(s\): done, " + counted.format(
+        unit="targets"), line) for line in lines["evaluate"]), lines["evaluate"]
+    assert any(re.fullmatch(r"progress: writing 1,440 decisions: done, " + counted.format(unit="decisions"), line)
+               for line in lines["accept"]), lines["accept"]
+    assert any(re.fullmatch(r"progress: deciding 1,440 attempts: done, " + counted.format(unit="attempts"), line)
+               for line in lines["accept"]), lines["accept"]
+    for name in COMMANDS:
+        assert any(re.fullmatch(r"progress: loading cal.json: done, " + counted.format(unit="classes"), line)
+                   for line in lines[name]) == (name != "fit"), lines[name]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_the_commands_are_quiet_with_q_and_when_done_within_the_interval(score_list, name):
+    invoke_cli(*COMMANDS["fit"], cwd=score_list)
+    for extra, env in ((("-q",), {"CALIBRATE_PROGRESS_INTERVAL": "0"}), ((), {"CALIBRATE_PROGRESS_INTERVAL": "600"})):
+        done = invoke_cli(*COMMANDS[name], *extra, cwd=score_list, env=env)
+        assert done.returncode == 0 and not _progress_lines(done.stderr), done.stderr
+
+
+def test_a_failing_command_still_says_one_line(score_list):
+    done = invoke_cli("accept", "cal.json", "missing.txt", "--fpr", "0.05", "--out", "d.csv", cwd=score_list)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
