@@ -166,7 +166,7 @@ class GpdTailModel(FittedModel):
         values, offsets, counts = lowest_segments(self._values, self._offsets, reach, self._counts)
         if values.size == self._values.size:
             return self
-        return GpdTailModel(self.classes, [f.__dict__ for f in self._fits], values, offsets, self._shared,
+        return type(self)(self.classes, [f.__dict__ for f in self._fits], values, offsets, self._shared,
                             self.pooling, counts)
 
     def to_state(self) -> dict[str, Any]:

@@ -95,7 +95,7 @@ class _SortedModel(FittedModel):
         values, offsets, counts = lowest_segments(self._values, self._offsets, reach, self._counts)
         if values.size == self._values.size:
             return self
-        return _SortedModel(self.classes, values, offsets, False, counts)
+        return type(self)(self.classes, values, offsets, False, counts)
 
     def to_state(self) -> dict[str, Any]:
         state = {"classes": list(self.classes), "values": packed(self._values),

@@ -134,7 +134,7 @@ class ShrinkageModel(FittedModel):
         pooled = self._pooled[:saved_pool_count(self._n_pooled, reach)]
         if values.size == self._values.size and pooled.size == self._pooled.size:
             return self
-        return ShrinkageModel(self.classes, values, offsets, self.weights, self.weight_rule,
+        return type(self)(self.classes, values, offsets, self.weights, self.weight_rule,
                               (counts, pooled.copy(), self._n_pooled))
 
     def to_state(self) -> dict[str, Any]:
