@@ -62,6 +62,7 @@ PUBLIC_MODULES = (
     "calibrate.sanity",        # score-direction checks (AUC of genuine against impostor scores)
     "calibrate.verification",  # one pooled threshold, FNR at equal FPR, EER/AUC/d'/DET, per-class spread, groups
     "calibrate.statecheck",    # checks of a saved model's or transform's state (from_state, set_fitted_state)
+    "calibrate.packed",        # long float arrays in a saved state, exact and compact (packed, unpacked)
     "calibrate.safefiles",     # files named by other files: plain names, regular files, .npy/.npz headers checked
     "calibrate.testing",       # the conformance kit for plugin authors
 )

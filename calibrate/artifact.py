@@ -21,6 +21,7 @@ import numpy as np
 
 from .base import FittedModel, Transform, check_target
 from .errors import CalibrateError, CalibrationError
+from .packed import is_packed, unpacked
 from .safefiles import MAX_LABEL, label_problem, regular_file
 from .types import ImpostorDistances
 
@@ -71,7 +72,8 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
              normalizer: dict | None = None, training_scores: Sequence[float] | None = None) -> dict[str, Any]:
     """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
     ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
-    entries), the extra entries being ``prediction`` and ``confidence`` (:func:`calibrate.confidence.saved_entries`);
+    entries), the extra entries being ``reach``, ``prediction`` and ``confidence``
+    (:func:`calibrate.confidence.saved_entries`);
     ``normalizer``: the fitted normalisation's state (calibrate.cohort.FittedNormalization.to_state), when the
     distances were normalised."""
     def plain(value: Any) -> Any:
@@ -303,7 +305,21 @@ def _strings(values: Any, n: int | None, path: Path, where: str) -> None:
 
 def _rate_rows(rows: Any, count: int | None, n: int, path: Path, where: str) -> np.ndarray:
     """A saved table of rates: ``count`` rows (at least one when None) of ``n`` entries, each a number in [0, 1] or
-    null (not predicted there); as floats, NaN for null."""
+    null (not predicted there); as floats, NaN for null. Packed (calibrate.prediction.saved_table): the rows one
+    after the other, NaN for null."""
+    if is_packed(rows):
+        try:
+            flat = unpacked(rows, where)
+        except CalibrateError as exc:
+            raise _bad(path, where, str(exc).removeprefix(where).strip()) from None
+        if not flat.size or flat.size % n or (count is not None and flat.size != count * n):
+            raise _bad(path, where, f"holds {flat.size} packed rates; it must hold "
+                                    f"{count if count is not None else 'one or more'} rows of {n}, one rate per target")
+        outside = ~np.isnan(flat) & ~((flat >= 0) & (flat <= 1))
+        if outside.any():
+            k = int(np.flatnonzero(outside)[0])
+            raise _bad(path, f"{where}[{k // n}][{k % n}]", f"is {flat[k]!r}: a rate must be a number in [0, 1] (or null)")
+        return flat.reshape(-1, n)
     if not isinstance(rows, list) or (len(rows) != count if count is not None else not rows) or not all(
             isinstance(r, list) and len(r) == n for r in rows):
         raise _bad(path, where, f"must hold {count if count is not None else 'one or more'} lists of {n} rates "
@@ -454,6 +470,10 @@ def check_document(doc: dict, path: Path) -> None:
             raise _bad(path, f"{where}.state", "is missing")
         if "classes" in entry["state"]:
             check_labels(entry["state"]["classes"], path, f"{where}.state.classes")
+        reach = entry.get("reach", 1.0)
+        if isinstance(reach, bool) or not isinstance(reach, (int, float)) or not 0 < reach <= 1:
+            raise _bad(path, f"{where}.reach", f"is {str(reach)[:40]!r}: must be the largest target FPR the saved model "
+                                               "answers, a number in (0, 1]")
         if entry.get("confidence") is not None and not isinstance(entry["confidence"], dict):
             raise _bad(path, f"{where}.confidence", "must be a mapping")
         _prediction(entry.get("prediction"), path, f"{where}.prediction")

@@ -691,10 +691,13 @@ class FittedModel(ABC):
     @optional
     def compact(self, reach: float) -> "FittedModel":
         """Called when a calibration is saved, with ``reach``, the largest target FPR the saved model must answer
-        (:func:`calibrate.stats.saved_reach`: the calibration's largest target, at least 1%): a model with
-        this one's thresholds at every target up to ``reach`` but less state (e.g. only the lowest values of
-        a pooled sample), which refuses a larger target with a ParameterError naming its reach; the run
-        itself (thresholds, evaluation, pictures) uses the full model. Default: the model itself."""
+        (:func:`calibrate.stats.saved_reach`: 10 times the calibration's largest target, at least 1%): a model
+        with this one's thresholds at every target up to ``reach`` but less state (e.g. only the lowest
+        ``ceil(reach n) + 1`` values of a sample: calibrate.stats.saved_pool_count; long arrays packed with
+        calibrate.packed), which refuses a larger target with a ParameterError naming its reach; the file states
+        ``reach``, or 1 when this returns the model itself (saved whole: every target), and a loaded calibration
+        refuses targets beyond it. The run itself (thresholds, evaluation, pictures) uses the full model.
+        Default: the model itself."""
         return self
 
     @abstractmethod

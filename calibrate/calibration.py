@@ -16,6 +16,7 @@ units, refined to the last floating-point step so that ``score >= t`` (similarit
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ from .prediction import PredictionSettings, as_array, build_worlds, choose_world
 from .sanity import check_direction, id_problem, list_evidence
 from .safefiles import refuse_bad_labels
 from .scorefiles import strict_floats
-from .stats import saved_reach, tie_message, tied_floor
+from .stats import REACH_FACTOR, SAVED_REACH, saved_reach, tie_message, tied_floor
 from .types import CodedLabels, DistanceMatrix, GenuineDistances, ImpostorDistances, factorise, same_labels
 
 class Calibration:
@@ -42,7 +43,8 @@ class Calibration:
                  transform: Transform, transform_plugin: str, transform_params: dict[str, Any], kind: str,
                  targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None,
                  prediction: dict[str, Any] | None = None, training_impostors: int | None = None,
-                 normalization: Any = None, training_scores: Sequence[float] | None = None):
+                 normalization: Any = None, training_scores: Sequence[float] | None = None,
+                 reach: float | None = None):
         if kind not in ACCEPT_IF:
             raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
         self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
@@ -63,6 +65,9 @@ class Calibration:
         #: the fitted normaliser (calibrate.cohort.FittedNormalization) when the run normalised the scores: its
         #: thresholds are then on the normalised distance exp(z), and a decision needs the probe's cohort scores
         self.normalization = normalization
+        #: a loaded calibration's reach: the largest target FPR its saved model answers (the file's estimator entry
+        #: says; ``saved_reach`` of its targets when it was saved); None: every target (fitted here, or an older file)
+        self.reach = None if reach is None else float(reach)
         if normalization is not None and tuple(normalization.classes) != tuple(model.classes):
             raise CalibrationError(f"the normaliser's statistics are for {len(normalization.classes)} classes, the model "
                                    f"for {len(model.classes)} (or in another order); fit them together")
@@ -112,11 +117,24 @@ class Calibration:
             raise CalibrationError(f"class {str(cls)!r} is not enrolled in this calibration ({len(self)} classes); "
                                    "check the name, or enroll the class first (Calibration.enroll in Python)") from None
 
+    def within_reach(self, target_fpr: float) -> float:
+        """The target, checked: in (0, 1), and for a loaded calibration within its :attr:`reach` (a CalibrationError
+        naming the reach and the fix beyond it). Every threshold and decision asks this first; the command line
+        asks before any work."""
+        e = self._target(target_fpr)
+        if self.reach is not None and e > self.reach:
+            raise CalibrationError(f"target FPR {e:g} is beyond this saved calibration's reach: it answers target FPRs "
+                                   f"up to {self.reach:g} ({REACH_FACTOR:g} times the largest target it was fitted "
+                                   f"at, at least {SAVED_REACH:g}; it keeps only the training values those targets "
+                                   f"read); fit again with {e:g} among the targets (a recipe's `evaluation: targets`, "
+                                   "`calibrate fit --fpr`, `calibrate.fit(targets=...)`)")
+        return e
+
     def _table(self, target_fpr: float, need_scores: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(distance thresholds, score thresholds) of every class at one target, computed once (for a
         normalised calibration the distance is exp(z), and score thresholds exist only when its normaliser
         reads the enrolled side alone: calibrate.cohort.FittedNormalization.score_thresholds)."""
-        e = self._target(target_fpr)
+        e = self.within_reach(target_fpr)
         n = self.normalization
         if e not in self._by_target:
             tau = self.model.thresholds([e]).values[:, 0]
@@ -269,14 +287,15 @@ class Calibration:
                 raise CalibrationError(f"class {name!r} has no predicted interval of its own ({why}); ask for the "
                                        "gallery's interval (no cls), or refit")
             i = per["classes"].index(name)
-            if per["low"][i][j] is None:  # the class's replicates gave no interval there
+            low, high = (float(as_array(per[end], len(p["targets"]))[i, j]) for end in ("low", "high"))
+            if math.isnan(low):  # the class's replicates gave no interval there
                 raise CalibrationError(f"class {name!r} has no predicted interval of its own at target {e:g}; ask for "
                                        "the gallery's interval (no cls)")
-            return float(per["low"][i][j]), float(per["high"][i][j])
+            return low, high
         if attempts is not None:
             if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) or attempts < 1:
                 raise CalibrationError(f"attempts must be a positive whole number of impostor attempts, got {attempts!r}")
-            low, high = measured_interval(as_array(p["replicates"]), int(attempts), float(p["level"]))
+            low, high = measured_interval(as_array(p["replicates"], len(p["targets"])), int(attempts), float(p["level"]))
             if not (np.isfinite(low[j]) and np.isfinite(high[j])):
                 raise CalibrationError(f"no predicted interval at target {e:g} for {attempts} attempts: none of the "
                                        "simulated galleries gave an FPR there")
@@ -357,7 +376,8 @@ class Calibration:
                         training_scores=self.training_scores,
                         normalizer=None if self.normalization is None else self.normalization.to_state(),
                         estimators={self.label: (self.plugin, self.params,
-                                                 *saved_entries(self.model, self.prediction, saved_reach(self.targets)))})
+                                                 *saved_entries(self.model, self.prediction, saved_reach(self.targets),
+                                                                self.reach))})
 
     def save(self, path: str | Path) -> Path:
         """Write the calibration as JSON: a regular file is written beside and renamed (never half-written),

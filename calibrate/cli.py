@@ -250,8 +250,8 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
 
     from .api import load
     from .assess import absent_note
-    from .cli_scores import (_check_groups, check_ids, check_options, check_reach, check_scale, cli_number,
-                             command_inputs, read_attempts, read_groups_option)
+    from .cli_scores import (_check_groups, check_ids, check_options, check_reach, check_saved_reach, check_scale,
+                             cli_number, command_inputs, read_attempts, read_groups_option)
     from .errors import CalibrateError
     from .types import factorise
     from .userfiles import check_target, write_user_file
@@ -270,6 +270,7 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
                 task.advance(len(cal))
             if 0 < fpr < 1:
                 check_reach([fpr], cal.training_impostors, "decide", allow_extrapolation)
+            check_saved_reach(cal, [fpr])
             claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
                                                                  score_column, missing, probes=True, context=context)
             # decisions need no real ids, so ids that never coincide are a note here: the tallies below would be wrong

@@ -92,6 +92,15 @@ def check_reach(targets, n: int | None, verb: str, allow: bool, defaults: bool =
         raise CalibrateError(f"{extrapolation_message(low[0], n)}{which}; give --allow-extrapolation to {verb} anyway")
 
 
+def check_saved_reach(cal, targets) -> None:
+    """Targets beyond what a loaded calibration answers (its reach: calibrate.calibration.Calibration.within_reach)
+    are refused before any work, in ``accept`` and ``evaluate`` (``threshold`` asks at once)."""
+    within = getattr(cal, "within_reach", None)
+    for t in targets:
+        if within is not None and 0 < t < 1:
+            within(t)
+
+
 def check_ids(claimed, real, values, kind: str, scores: Path, refuse: bool = True) -> list[str]:
     """Claimed and real ids that never coincide where the scores show them to be one set of ids spelled two ways:
     an error (``refuse``), else a note; without that evidence, or few that do: a note (calibrate.sanity.id_problem,
@@ -523,6 +532,7 @@ def evaluate_command(
             with context.stage(f"loading {artifact}", None, "classes") as task:
                 cal = load(artifact, estimator)  # here: its warnings are the command's (one note each)
                 task.advance(len(cal))
+            check_saved_reach(cal, fpr or ())
             check_cohort_flag(cal, cohort)
             claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
                                                                  score_column, missing, probes=True, context=context)

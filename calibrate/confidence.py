@@ -291,17 +291,21 @@ def predict_model(model: FittedModel, estimator: Any, impostors: Any, targets: S
                           model=model, fit_seconds=fit_seconds, base_seconds=base_seconds)
 
 
-def saved_entries(model: FittedModel, prediction: dict | None, reach: float) -> tuple[dict, dict]:
+def saved_entries(model: FittedModel, prediction: dict | None, reach: float, held: float | None = None
+                  ) -> tuple[dict, dict]:
     """(model state, extra entries) of one estimator in a saved calibration that answers targets up to
     ``reach`` (:func:`calibrate.stats.saved_reach`; the state is the compacted model's,
-    :meth:`FittedModel.compact`): ``prediction`` (:meth:`Prediction.saved`) and, for a confident model,
-    ``confidence`` (its bound; the state is the inner model's, so the estimator's own ``from_state``
-    rebuilds it)."""
+    :meth:`FittedModel.compact`): ``reach``, what the saved model answers (``reach``, or 1 when the model is saved
+    whole; ``held``: the reach of a model loaded from a file, which a model it compacts no further keeps);
+    ``prediction`` (:meth:`Prediction.saved`) and, for a confident model, ``confidence`` (its bound; the state is
+    the inner model's, so the estimator's own ``from_state`` rebuilds it)."""
     extra: dict[str, Any] = {}
     if prediction:
         extra["prediction"] = prediction
+    inner = model.inner if isinstance(model, ConfidentModel) else model
     if isinstance(model, ConfidentModel):
         extra["confidence"] = model.confidence_state()
-        return model.inner.compact(reach).to_state(), extra
-    return model.compact(reach).to_state(), extra
+    small = inner.compact(reach)
+    extra["reach"] = float(reach if small is not inner else (1.0 if held is None else held))
+    return small.to_state(), extra
 

@@ -81,7 +81,10 @@ class GroupedModel(FittedModel):
         return self.parts[int(self._part[row])][1].cdf(int(self._row[row]), x)
 
     def compact(self, reach: float) -> "GroupedModel":
-        return GroupedModel(self.classes, [(g, m.compact(reach)) for g, m in self.parts])
+        parts = [(g, m.compact(reach)) for g, m in self.parts]
+        if all(small is m for (_, small), (_, m) in zip(parts, self.parts)):
+            return self  # every group's model is saved whole
+        return GroupedModel(self.classes, parts)
 
     def to_state(self) -> dict[str, Any]:
         return {GROUPED_KEY: 1, "classes": list(self.classes),

@@ -191,13 +191,23 @@ class Prediction:
 
     def saved(self, classes: Sequence[str]) -> dict[str, Any]:
         """What a saved calibration keeps: the summary, the replicates (for the interval on any number of
-        attempts) and the per-class intervals when they were kept."""
+        attempts) and the per-class intervals when they were kept; each table as :func:`saved_table` writes it."""
         out = self.summary()
-        out["replicates"] = [_nones(row) for row in self.replicates]
+        out["replicates"] = saved_table(self.replicates)
         if self.class_low is not None:
-            out["per_class"] = {"classes": list(classes), "low": [_nones(r) for r in self.class_low],
-                                "high": [_nones(r) for r in self.class_high]}
+            out["per_class"] = {"classes": list(classes), "low": saved_table(self.class_low),
+                                "high": saved_table(self.class_high)}
         return out
+
+
+def saved_table(rows: np.ndarray) -> list | dict:
+    """A table of rates (one row per replicate or class, one column per target) as a saved calibration holds it:
+    lists with null for NaN (JSON has no NaN), or, from ``calibrate.packed.PACK_FROM`` values (a per-class table
+    of hundreds of classes), its rows one after the other packed exactly (calibrate.packed; NaN kept)."""
+    from .packed import PACK_FROM, packed
+
+    r = np.asarray(rows, dtype=np.float64)
+    return packed(r.ravel()) if r.size >= PACK_FROM else [_nones(row) for row in r]
 
 
 def _nones(values: np.ndarray) -> list:
@@ -209,8 +219,13 @@ def _jsonable_check(check: dict) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in check.items()}
 
 
-def as_array(values: Any) -> np.ndarray:
-    """A saved (JSON) list of floats or None back to an array with NaN."""
+def as_array(values: Any, columns: int | None = None) -> np.ndarray:
+    """A saved (JSON) list of floats or None back to an array with NaN; a packed table (:func:`saved_table`) of
+    ``columns`` columns back to its rows."""
+    from .packed import is_packed, unpacked
+
+    if is_packed(values):
+        return unpacked(values, "prediction").reshape(-1, columns)
     return np.array([[np.nan if v is None else v for v in row] if isinstance(row, list) else
                      (np.nan if row is None else row) for row in values], dtype=np.float64)
 

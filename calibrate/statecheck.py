@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import DataError
+from .packed import is_packed, unpacked
 
 #: the widest GPD shape the fitting code allows (calibrate.gpd.check_shape_bounds): a saved shape outside
 #: it was not fitted
@@ -69,17 +70,21 @@ def choice(value: Any, name: str, choices: Sequence[str]) -> str:
 
 def numbers(value: Any, name: str, low: float = -math.inf, high: float = math.inf, *, size: int | None = None,
             open_low: bool = False, integer: bool = False) -> np.ndarray:
-    """A list of JSON numbers (each as :func:`number`), of ``size`` elements when given, as a float64 array."""
-    if not isinstance(value, list | tuple | np.ndarray):
+    """A list of JSON numbers (each as :func:`number`), of ``size`` elements when given, as a float64 array; a long
+    float array may be packed (calibrate.packed: exact, about a quarter of the JSON)."""
+    if not integer and is_packed(value):
+        arr = unpacked(value, f"state.{name}")
+    elif not isinstance(value, list | tuple | np.ndarray):
         raise bad(name, f"must be a list of numbers, got {type(value).__name__}")
-    try:  # a string, a list or a too large integer among the numbers gives a non-numeric dtype
-        arr = np.asarray(value)
-    except (ValueError, OverflowError):  # ragged nesting
-        arr = np.asarray([], dtype=object)
-    # numpy reads [True, 60] as integers: a boolean among the numbers is looked for on its own
-    mixed_bool = not isinstance(value, np.ndarray) and any(v is True or v is False for v in value)
-    if mixed_bool or arr.dtype.kind not in ("iu" if integer else "iuf") or (arr.size == 0 and len(value) != 0):
-        raise bad(name, f"must hold {'whole numbers' if integer else 'numbers'} only (no strings, booleans or lists)")
+    else:
+        try:  # a string, a list or a too large integer among the numbers gives a non-numeric dtype
+            arr = np.asarray(value)
+        except (ValueError, OverflowError):  # ragged nesting
+            arr = np.asarray([], dtype=object)
+        # numpy reads [True, 60] as integers: a boolean among the numbers is looked for on its own
+        mixed_bool = not isinstance(value, np.ndarray) and any(v is True or v is False for v in value)
+        if mixed_bool or arr.dtype.kind not in ("iu" if integer else "iuf") or (arr.size == 0 and len(value) != 0):
+            raise bad(name, f"must hold {'whole numbers' if integer else 'numbers'} only (no strings, booleans or lists)")
     if arr.ndim != 1 or (size is not None and arr.size != size):
         raise bad(name, f"must hold {size if size is not None else 'a list of'} numbers, got shape {arr.shape}")
     arr = arr.astype(np.float64)

@@ -3,8 +3,8 @@
 * ``interpolate_rank`` / ``interp_threshold``: the paper's linear interpolation between order statistics;
 * ``rank_values`` / ``below_ties``: the k-th smallest value and the tie rule of the order-statistic bound;
 * ``clopper_pearson``: the exact binomial interval of k successes in n trials;
-* ``saved_reach`` / ``saved_pool_count``: how much of a pooled sample a saved calibration keeps
-  (``FittedModel.compact``).
+* ``saved_reach`` / ``saved_pool_count`` / ``lowest_segments`` / ``refuse_beyond``: how far a saved calibration
+  answers, how much of a sample it keeps for that (``FittedModel.compact``), and the refusal beyond.
 """
 
 from __future__ import annotations
@@ -26,21 +26,24 @@ def interpolate_rank(sorted_values: np.ndarray, ranks: np.ndarray) -> np.ndarray
     return d[lo - 1] + frac * (d[hi - 1] - d[lo - 1])
 
 
-def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """The paper's interpolation formula for every target (``sorted_distances`` ascending)."""
+def interp_threshold(sorted_distances: np.ndarray, targets: np.ndarray, n: int | None = None) -> np.ndarray:
+    """The paper's interpolation formula for every target (``sorted_distances`` ascending); ``n``: the sample's
+    size when ``sorted_distances`` are only its lowest values (a saved model's, enough for the targets)."""
     d = np.asarray(sorted_distances, dtype=np.float64)
-    k = np.asarray(targets, dtype=np.float64) * d.size
+    k = np.asarray(targets, dtype=np.float64) * (d.size if n is None else int(n))
     return np.where(k <= 1.0, k * d[0], interpolate_rank(d, k))
 
 
 def interp_thresholds_segments(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray,
-                               targets: np.ndarray) -> np.ndarray:
+                               targets: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
     """:func:`interp_threshold` for many classes at once, (len(rows), T): class i's ascending distances are
-    ``values[offsets[i]:offsets[i + 1]]`` (non-empty); no loop over classes."""
+    ``values[offsets[i]:offsets[i + 1]]`` (non-empty); no loop over classes. ``counts``: each class's sample size
+    when its segment holds only its lowest values (enough for the targets: :func:`refuse_beyond`)."""
     v = np.asarray(values, dtype=np.float64)
     rows = np.asarray(rows, dtype=np.int64)
     start = np.asarray(offsets, dtype=np.int64)[rows][:, None]
-    n = (np.asarray(offsets, dtype=np.int64)[rows + 1][:, None] - start)
+    n = (np.asarray(offsets, dtype=np.int64)[rows + 1][:, None] - start if counts is None
+         else np.asarray(counts, dtype=np.int64)[rows][:, None])
     k = np.asarray(targets, dtype=np.float64)[None, :] * n
     lo = np.clip(np.floor(k).astype(np.int64), 1, n)
     hi = np.clip(np.ceil(k).astype(np.int64), 1, n)
@@ -108,20 +111,68 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return low, high
 
 
-#: a saved model answers target FPRs up to the calibration's largest target, and at least up to this rate
-#: (FittedModel.compact: pooled models keep only the lowest values of their pooled sample)
+#: a saved calibration answers target FPRs up to REACH_FACTOR times its largest target, and at least up to this
+#: rate (:func:`saved_reach`; FittedModel.compact keeps only the training values those targets read)
 SAVED_REACH = 0.01
-#: ... and a saved pooled sample keeps at least this many of its lowest values (about 2 MB of JSON), so
-#: that a gallery of up to this many training distances answers every target
-SAVED_POOL = 100_000
+#: ... how far above its largest target a saved calibration answers: a deployment may loosen its target tenfold
+#: without refitting
+REACH_FACTOR = 10.0
 
 
 def saved_reach(targets: Sequence[float]) -> float:
-    """The largest target FPR a saved calibration must answer: its largest target, at least :data:`SAVED_REACH`."""
-    return float(max([SAVED_REACH, *(float(t) for t in targets)]))
+    """The largest target FPR a saved calibration answers: :data:`REACH_FACTOR` times its largest target, at least
+    :data:`SAVED_REACH`, at most 1 (1: every target, the model saved whole)."""
+    return float(min(1.0, max([SAVED_REACH, *(REACH_FACTOR * float(t) for t in targets)])))
 
 
 def saved_pool_count(n_total: int, reach: float) -> int:
-    """How many of a pooled sample's ``n_total`` lowest values a saved model keeps to answer every target up
-    to ``reach`` (a pooled quantile at e reads ranks up to ``ceil(e N) + 1``): at least :data:`SAVED_POOL`."""
-    return int(min(n_total, max(math.ceil(reach * n_total) + 1, SAVED_POOL)))
+    """How many of a sample's ``n_total`` lowest values a saved model keeps to answer every target up to ``reach``:
+    the paper's interpolation at e reads ranks up to ``ceil(e n)``, and the tie rule of an order statistic one
+    more (:func:`rank_values`), so ``ceil(reach n) + 1`` (all of them when that is more)."""
+    return int(min(n_total, math.ceil(reach * n_total) + 1))
+
+
+def lowest_segments(values: np.ndarray, offsets: np.ndarray, reach: float, counts: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kept values, their offsets, each segment's full size) of ascending segments ``values[offsets[i]:offsets[i +
+    1]]`` cut to their lowest :func:`saved_pool_count` values each: what a class-specific model keeps of its
+    classes' sorted training distances to answer every target up to ``reach`` (no loop over segments).
+    ``counts``: the segments' full sizes when they already hold only their lowest values."""
+    off = np.asarray(offsets, dtype=np.int64)
+    held = np.diff(off)
+    n = held if counts is None else np.asarray(counts, dtype=np.int64)
+    kept = np.minimum(held, np.ceil(reach * n).astype(np.int64) + 1)
+    starts = np.repeat(off[:-1], kept)
+    within = np.arange(int(kept.sum()), dtype=np.int64) - np.repeat(np.r_[0, np.cumsum(kept)[:-1]], kept)
+    return (np.asarray(values, dtype=np.float64)[starts + within],
+            np.r_[0, np.cumsum(kept)].astype(np.int64), n)
+
+
+def segment_reach(kept: np.ndarray, n: np.ndarray) -> float:
+    """The largest target FPR every segment of ``kept`` lowest values out of ``n`` answers (1 when all are kept)."""
+    kept, n = np.asarray(kept, dtype=np.int64), np.asarray(n, dtype=np.int64)
+    partial = kept < n
+    return float(((kept[partial] - 1) / n[partial]).min()) if partial.any() else 1.0
+
+
+def refuse_beyond(targets: np.ndarray, kept: np.ndarray, n: np.ndarray, who: str, *, ranks: bool = False) -> None:
+    """A model that keeps, per segment (a class, or the pooled sample), only its lowest ``kept`` of ``n`` values
+    refuses a target whose threshold reads beyond them (rank ``ceil(e n)`` above ``kept``; with ``ranks``,
+    ``targets`` are 1-based order statistics read with their tie rule, rank k + 1 above ``kept``), with a
+    ParameterError naming what it answers and the fix (a saved calibration refuses sooner, at the reach it states:
+    ``Calibration.reach``)."""
+    from .errors import ParameterError
+
+    kept, n = np.atleast_1d(np.asarray(kept, dtype=np.int64)), np.atleast_1d(np.asarray(n, dtype=np.int64))
+    partial = kept < n
+    if not partial.any():
+        return
+    t = np.asarray(targets, dtype=np.float64)
+    need = (np.broadcast_to(t[None, :] + 1, (int(partial.sum()), t.size)) if ranks
+            else np.ceil(t[None, :] * n[partial][:, None]))
+    if np.any(need > kept[partial][:, None]):
+        where = (f"the pooled sample's lowest {int(kept[0])} of {int(n[0])} values" if n.size == 1
+                 else f"each class's lowest training distances ({int(kept.sum())} of {int(n.sum())})")
+        raise ParameterError(f"{who}: this saved calibration keeps {where}, enough for target FPRs up to "
+                             f"{segment_reach(kept, n):.4g}; fit again with the larger target among its targets (a "
+                             "recipe's `evaluation: targets`, `calibrate fit --fpr`, `calibrate.fit(targets=...)`)")

@@ -5,6 +5,7 @@ blocks on a FIFO. The sharded run's calibration answers `calibrate threshold`.""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -23,6 +24,7 @@ import calibrate
 from calibrate.artifact import dumps_artifact
 from calibrate.cli import app
 from calibrate.errors import CalibrationError
+from calibrate.packed import packed, unpacked
 
 from test_partitioned import make_shards
 
@@ -70,7 +72,8 @@ CASES = {
     "tail scale 0": (lambda d: _auto(d)["state"]["tail"].update(beta=0), "state.tail.beta is 0"),
     "tail probability 2": (lambda d: _auto(d)["state"]["tail"].update(p_u=2), "state.tail.p_u is 2"),
     "tail without a threshold": (lambda d: _auto(d)["state"]["tail"].pop("u"), "state.tail.u is missing"),
-    "pooled_shape as a string": (lambda d: _auto(d)["state"].update(pooled_shape="yes"), "state.pooled_shape is 'yes'"),
+    "kept pooled sample as a string": (lambda d: _auto(d)["state"].update(pooled="yes"),
+                                       "state.pooled must be a list of numbers, got str"),
     "transform upper as a string": (lambda d: d["transform"]["state"].update(upper="1"),
                                     "transform 'similarity-to-distance' cannot be rebuilt from the file (state.upper is '1'"),
     "transform method not declared": (lambda d: d["transform"]["params"].update(method="cube"),
@@ -115,25 +118,48 @@ def test_a_damaged_calibration_is_refused_naming_the_field(plain, tmp_path, case
 
 @pytest.fixture(scope="module")
 def compacted() -> dict:
-    """A saved calibration of a gallery of 110,000 training distances: auto and generic-interp keep only
-    their pooled sample's lowest 100,000 values and its size (FittedModel.compact)."""
+    """A saved calibration of a gallery of 30,000 training distances fitted at 1%: auto and generic-interp keep only
+    their pooled sample's lowest ceil(10% N) + 1 values (packed: calibrate.packed) and its size (FittedModel.compact)."""
     rng = np.random.default_rng(5)
-    scores = {f"c{i}": rng.gamma(4.0, 1.0, 500) + rng.uniform(0, 1) for i in range(220)}
+    scores = {f"c{i}": rng.gamma(4.0, 1.0, 300) + rng.uniform(0, 1) for i in range(100)}
     doc = calibrate.fit(scores, kind="distance", predict=False, targets=(0.01,)).to_dict()
     doc["estimators"].update(calibrate.fit(scores, kind="distance", estimator="generic-interp", predict=False,
                                            targets=(0.01,)).to_dict()["estimators"])
-    assert len(doc["estimators"]["auto"]["state"]["pooled"]) == 100_000 == len(
-        doc["estimators"]["generic-interp"]["state"]["pooled"])
+    for label in ("auto", "generic-interp"):
+        assert doc["estimators"][label]["state"]["pooled"]["count"] == 3001
     return json.loads(json.dumps(doc))
+
+
+def _listed(state: dict) -> dict:
+    """The pooled sample as a JSON list (as a file of issue 22 holds it, which still loads)."""
+    state["pooled"] = unpacked(state["pooled"], "state.pooled").tolist()
+    return state
+
+
+def _packed_data(state: dict, change) -> None:
+    raw = bytearray(base64.b64decode(state["pooled"]["data"]))
+    state["pooled"]["data"] = base64.b64encode(bytes(change(raw))).decode("ascii")
 
 
 POOLED_CASES = {
     "pooled size as a string": (lambda s: s.update(n_pooled="yes"), "state.n_pooled is 'yes'"),
     "pooled size below the values kept": (lambda s: s.update(n_pooled=3), "state.n_pooled is 3"),
-    "pooled values not ascending": (lambda s: s["pooled"].reverse(), "ascending"),
+    "pooled values not ascending": (lambda s: _listed(s)["pooled"].reverse(), "ascending"),
     "pooled values missing": (lambda s: s.pop("pooled"), "state.pooled is missing"),
-    "a pooled value is NaN": (lambda s: s["pooled"].__setitem__(5, float("nan")), "finite"),
+    "a pooled value is NaN": (lambda s: _listed(s)["pooled"].__setitem__(5, float("nan")), "finite"),
     "pooled file outside the folder": (lambda s: s.update(pooled={"file": "../x.npy"}), "not a plain .npy name"),
+    # issue 32: a packed array (calibrate.packed), damaged
+    "packed values: another encoding": (lambda s: s["pooled"].update(encoding="pickle"),
+                                        "state.pooled names encoding 'pickle'"),
+    "packed values: a count too large": (lambda s: s["pooled"].update(count=10**12), "state.pooled has count"),
+    "packed values: fewer than counted": (lambda s: s["pooled"].update(count=s["pooled"]["count"] + 1),
+                                          "state.pooled data does not hold the 3002 values"),
+    "packed values: not base64": (lambda s: s["pooled"].update(data="**" + s["pooled"]["data"]),
+                                  "state.pooled data cannot be decoded"),
+    "packed values: cut short": (lambda s: _packed_data(s, lambda raw: raw[:len(raw) // 2]),
+                                 "state.pooled data does not hold the 3001 values"),
+    "packed values: a NaN among them": (lambda s: s.update(pooled=packed(np.r_[np.nan, unpacked(s["pooled"], "")])),
+                                        "finite"),
 }
 
 
@@ -148,6 +174,8 @@ def test_a_damaged_saved_pooled_sample_is_refused_naming_the_field(compacted, tm
     with pytest.raises(CalibrationError) as err:
         calibrate.load(path, estimator)
     assert words in str(err.value) and str(path) in str(err.value)
+    result = runner.invoke(app, ["threshold", str(path), "--class", "c1", "--fpr", "0.01", "--estimator", estimator])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1 and words in result.stderr
 
 
 def test_a_deeply_nested_file_is_refused_not_a_recursion_error(tmp_path):

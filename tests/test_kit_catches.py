@@ -92,6 +92,22 @@ class _ShiftedWhenSaved(interp._SortedModel):
         return interp.PooledSortedModel(self.classes, self._values[1:50_001].copy(), self._values.size)
 
 
+class _SavedWholeButShort(interp._SortedModel):
+    """Is saved whole (compact: itself), but what its state gives back keeps only the lowest 5% of the pooled values:
+    the loaded model refuses targets the file says it answers (issue 32: the reach a file states is checked)."""
+
+    def compact(self, reach):
+        return self
+
+    def to_state(self):
+        n = self._values.size
+        return interp.PooledSortedModel(self.classes, self._values[:n // 20 + 1].copy(), n).to_state()
+
+    @classmethod
+    def from_state(cls, state):
+        return interp.PooledSortedModel.from_state(state)
+
+
 def _pooled_with(model_class):
     class Pooled(interp.GenericInterp):
         def _fit(self, impostors, context):
@@ -105,6 +121,7 @@ def _pooled_with(model_class):
 @pytest.mark.parametrize("factory, failing, message", [
     (_pooled_with(_TooFewKept), "check_model_compact", "refuses target"),
     (_pooled_with(_ShiftedWhenSaved), "check_model_compact", "gives other thresholds"),
+    (_pooled_with(_SavedWholeButShort), "check_model_compact", "within the reach 1.0 its file states"),
     (PooledClaimsPerClass, "check_estimator_enroll", "enroll_mode 'per-class', after enrolling"),
     (PooledClaimsPerClass, "check_estimator_partitioned", "fitted shard by shard"),
     (EnrollMovesOthers, "check_estimator_enroll", "changed another class's threshold"),

@@ -225,7 +225,7 @@ def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
         assert len(part) == 24 and "c1_3" in part and "nobody" not in part
         assert part.training_scores is not None  # issue 31: what accept checks, the same as the in-memory run's
         assert part.training_scores == pytest.approx(same.training_scores, rel=RTOL)
-        for e in (0.2, 0.01, 0.004, 0.001):  # not all recipe targets; a pool under 100,000 values is kept whole
+        for e in (0.1, 0.01, 0.004, 0.001):  # not all recipe targets; up to the in-memory calibration's reach (10 x 1%)
             for c in classes:
                 assert part.threshold(c, e) == pytest.approx(same.threshold(c, e), rel=RTOL)
         scores = np.linspace(0.5, 8, len(classes))

@@ -326,34 +326,45 @@ def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = No
         f"{case.id}: changing the state dict after from_state() changed the model; copy what you keep"
 
 
-#: reaches a saved calibration may ask of ``compact`` (its largest target, at least 1%)
-_REACHES = (0.01, 0.05)
+#: the targets of saved calibrations ``check_model_compact`` asks ``compact`` for: their reaches (10 times the largest
+#: target, at least 1%: calibrate.stats.saved_reach) are 0.01, 0.05 and 0.2
+_SAVED_TARGETS = ((0.0005,), (0.005, 0.001), (0.02,))
+#: ... and where their thresholds are compared: the kit's targets and a dense grid up to 0.5
+_REACH_GRID = np.unique(np.r_[TARGETS, np.geomspace(1e-5, 0.5, 41)])
 
 
 def check_model_compact(case: ComponentCase, tmp_path: Path | None = None) -> None:
-    """``compact(reach)`` (what a saved calibration keeps), through ``to_state`` -> JSON ->
-    ``model_class.from_state``, gives the model's thresholds at every target up to ``reach`` (rtol 1e-12), and
-    beyond it the same thresholds or a ParameterError; the model itself is left as it was. A model that
-    overrides ``compact`` is fitted for this on 220 classes of 500 distances (110,000: more than the 100,000
-    pooled values a built-in pooled model keeps at least)."""
+    """A model as a saved calibration keeps it (``compact(reach)``, for the reach
+    :func:`calibrate.stats.saved_reach` gives its targets: 0.01, 0.05 and 0.2 here; calibrate.confidence.saved_entries)
+    and loads it (``to_state`` -> JSON -> ``model_class.from_state``) gives the fitted model's thresholds at every
+    target up to the reach the file states (rtol 1e-12; the reach, or 1 where ``compact`` returned the model itself:
+    saved whole), and beyond it the same thresholds or a ParameterError; the model itself is left as it was. A
+    model that overrides ``compact`` is fitted for this on 40 classes of 300 distances (12,000)."""
+    from ..confidence import saved_entries
+    from ..grouped import model_from_state
+    from ..stats import saved_reach
+
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)
-    if not overrides(case.factory.model_class, FittedModel, "compact"):
-        return
-    imp = make_impostors(sizes=(500,) * 220)
+    compacts = overrides(case.factory.model_class, FittedModel, "compact")
+    imp = make_impostors(sizes=(300,) * 40) if compacts else make_impostors()
     model = _fit(case, params, imp)
     before = model.thresholds(TARGETS).values.copy()
-    for reach in _REACHES:
-        small = model.compact(reach)
-        assert isinstance(small, FittedModel), f"{case.id}: compact returned {type(small).__name__}"
-        loaded = case.factory.model_class.from_state(json.loads(json.dumps(small.to_state())))
+    for targets in _SAVED_TARGETS:
+        reach = saved_reach(targets)
+        state, extra = saved_entries(model, None, reach)
+        stated = extra["reach"]
+        assert stated in (reach, 1.0), f"{case.id}: a calibration saved at reach {reach} states reach {stated}"
+        loaded = model_from_state(case.factory.model_class, json.loads(json.dumps(state)))
+        assert isinstance(loaded, FittedModel), f"{case.id}: from_state returned {type(loaded).__name__}"
         assert loaded.classes == model.classes, f"{case.id}: compact({reach}) lost the classes"
-        for t in sorted({*TARGETS, reach}):
+        for t in sorted({*_REACH_GRID.tolist(), reach}):
             want = model.thresholds([t]).values
             try:
                 got = loaded.thresholds([t]).values
             except ParameterError:
-                assert t > reach, f"{case.id}: the model saved with compact({reach}) refuses target {t}, within its reach"
+                assert t > stated, (f"{case.id}: the model saved with compact({reach}) refuses target {t}, within the "
+                                    f"reach {stated} its file states")
                 continue
             assert _close(got, want, rtol=1e-12), \
                 f"{case.id}: the model saved with compact({reach}) gives other thresholds at target {t} than the fitted one"

@@ -70,8 +70,9 @@ from calibrate.types import ImpostorDistances
 
 from calibrate.gpd import (TailFit, check_shape_bounds, check_tail_params, exceedance_count, fit_lower_tail,  # noqa: F401
                            gpd_mle, gpd_pwm, guard_shape, monotone)
+from calibrate.packed import packed
 from calibrate.statecheck import bad, choice, field, flag, numbers, sorted_segments, tail_fit
-from calibrate.stats import below_ties, interp_threshold
+from calibrate.stats import below_ties, interp_threshold, lowest_segments, refuse_beyond
 
 Method = Literal["pwm", "mle"]
 Pooling = Literal["class", "pooled", "shrunk"]
@@ -81,10 +82,11 @@ Pooling = Literal["class", "pooled", "shrunk"]
 # pure functions, shared with znorm/auto
 
 
-def tail_thresholds(sorted_distances: np.ndarray, fit: TailFit, targets: np.ndarray) -> np.ndarray:
-    """Thresholds for distances (>= 0): GPD below p_u, the paper's interpolation above; monotone."""
+def tail_thresholds(sorted_distances: np.ndarray, fit: TailFit, targets: np.ndarray, n: int | None = None) -> np.ndarray:
+    """Thresholds for distances (>= 0): GPD below p_u, the paper's interpolation above; monotone. ``n``: the
+    sample's size when ``sorted_distances`` are only its lowest values (a saved model's)."""
     targets = np.asarray(targets, dtype=np.float64)
-    emp = np.maximum(interp_threshold(sorted_distances, targets), fit.u)  # continuous at p_u: GPD(p_u) = u
+    emp = np.maximum(interp_threshold(sorted_distances, targets, n), fit.u)  # continuous at p_u: GPD(p_u) = u
     out = np.where(targets < fit.p_u, fit.quantile(targets), emp)
     return monotone(np.maximum(out, 0.0), targets)
 
@@ -94,9 +96,11 @@ def tail_thresholds(sorted_distances: np.ndarray, fit: TailFit, targets: np.ndar
 
 
 class GpdTailModel(FittedModel):
-    """Per class: the GPD tail (u, p_u, xi, beta, k) and the sorted training distances above it."""
+    """Per class: the GPD tail (u, p_u, xi, beta, k) and the sorted training distances above it; ``counts`` (a model
+    as saved, ``compact``): each segment's number of training distances, of which it holds the lowest."""
 
-    def __init__(self, classes, fits: list[dict], values: np.ndarray, offsets: np.ndarray, shared: bool, pooling: str):
+    def __init__(self, classes, fits: list[dict], values: np.ndarray, offsets: np.ndarray, shared: bool, pooling: str,
+                 counts: np.ndarray | None = None):
         super().__init__(classes)
         self._fits = [TailFit(float(f["u"]), float(f["p_u"]), float(f["xi"]), float(f["beta"]), int(f["k"])) for f in fits]
         self._values = np.asarray(values, dtype=np.float64)
@@ -106,25 +110,41 @@ class GpdTailModel(FittedModel):
         expected = 1 if self._shared else len(self.classes)
         if len(self._fits) != expected or self._offsets.size != expected + 1:
             raise DataError(f"gpd-tail model: {len(self._fits)} fits for {len(self.classes)} classes")
+        self._counts = None if counts is None else np.asarray(counts, dtype=np.int64)
+        if self._counts is not None and (self._counts.shape != (expected,)
+                                         or np.any(self._counts < np.diff(self._offsets))):
+            raise DataError("gpd-tail model: counts must hold, per segment, at least as many distances as it keeps")
+
+    def _n(self) -> np.ndarray:
+        """Each segment's number of training distances."""
+        return np.diff(self._offsets) if self._counts is None else self._counts
 
     def _slot(self, i: int) -> int:
         return 0 if self._shared else i
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        n = self._n()
+        if self._counts is not None:
+            refuse_beyond(targets, np.diff(self._offsets), n, "gpd-tail")
         out = np.empty((rows.size, targets.size))
         for r, i in enumerate(rows):
             s = self._slot(int(i))
-            out[r] = tail_thresholds(self._values[self._offsets[s]:self._offsets[s + 1]], self._fits[s], targets)
+            out[r] = tail_thresholds(self._values[self._offsets[s]:self._offsets[s + 1]], self._fits[s], targets,
+                                     int(n[s]))
         return out
 
     def order_statistic_pool(self) -> int | None:
-        return int(self._values.size) if self._shared else None
+        return int(self._n()[0]) if self._shared else None
 
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        refuse_beyond(ranks, self._values.size, self._n()[0], "gpd-tail", ranks=True)
         return np.tile(below_ties(self._values, ranks), (len(rows), 1))
 
-    def cdf(self, row: int, x: np.ndarray) -> np.ndarray:
-        """Model CDF: GPD below u, empirical above (for the calibration plots)."""
+    def cdf(self, row: int, x: np.ndarray) -> np.ndarray | None:
+        """Model CDF: GPD below u, empirical above (for the calibration plots; None for a saved model, which keeps
+        only its lowest distances)."""
+        if self._counts is not None:
+            return None
         s = self._slot(int(row))
         d = self._values[self._offsets[s]:self._offsets[s + 1]]
         fit = self._fits[s]
@@ -140,26 +160,46 @@ class GpdTailModel(FittedModel):
                          "shape_xi": f.xi, "scale_beta": f.beta, "exceedances": f.k})
         return rows
 
+    def compact(self, reach: float) -> FittedModel:
+        """What a saved calibration keeps to answer every target up to ``reach``: the tail fits, and each segment's
+        lowest ``ceil(reach n) + 1`` distances and n (the model itself when that is everything)."""
+        values, offsets, counts = lowest_segments(self._values, self._offsets, reach, self._counts)
+        if values.size == self._values.size:
+            return self
+        return type(self)(self.classes, [f.__dict__ for f in self._fits], values, offsets, self._shared,
+                            self.pooling, counts)
+
     def to_state(self) -> dict[str, Any]:
-        return {"classes": list(self.classes), "shared": self._shared, "pooling": self.pooling,
-                "fits": [{"u": f.u, "p_u": f.p_u, "xi": f.xi, "beta": f.beta, "k": f.k} for f in self._fits],
-                "values": self._values.tolist(), "offsets": self._offsets.tolist()}
+        state = {"classes": list(self.classes), "shared": self._shared, "pooling": self.pooling,
+                 "fits": [{"u": f.u, "p_u": f.p_u, "xi": f.xi, "beta": f.beta, "k": f.k} for f in self._fits],
+                 "values": packed(self._values), "offsets": self._offsets.tolist()}
+        if self._counts is not None:
+            state["counts"] = self._counts.tolist()
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "GpdTailModel":
         """The model a saved state describes, every field checked (calibrate.statecheck): the distances >= 0
-        and ascending per class, each tail's threshold u within its class's distances."""
+        and ascending per class, each tail's threshold u within its class's distances (at or above the lowest
+        where a saved model keeps only those: ``counts``)."""
         classes, shared = field(state, "classes"), flag(field(state, "shared"), "shared")
         segments = 1 if shared else (len(classes) if isinstance(classes, list) else 0)
         values = numbers(field(state, "values"), "values", 0.0)
         offsets = sorted_segments(values, field(state, "offsets"), segments)
+        held = np.diff(offsets)
+        counts = field(state, "counts", None)
+        if counts is not None:
+            counts = numbers(counts, "counts", 1, size=segments, integer=True).astype(np.int64)
+            if np.any(counts < held):
+                raise bad("counts", "must be at least the number of distances each segment keeps")
+        n = held if counts is None else counts
         fits = field(state, "fits")
         if not isinstance(fits, list) or len(fits) != segments:
             raise bad("fits", f"must hold {segments} tail fit(s), one per {'model' if shared else 'class'}")
-        fits = [tail_fit(f, f"fits[{i}]", 0.0, float(values[offsets[i + 1] - 1]), int(offsets[i + 1] - offsets[i]))
-                for i, f in enumerate(fits)]
+        fits = [tail_fit(f, f"fits[{i}]", 0.0, float(values[offsets[i + 1] - 1]) if n[i] == held[i] else np.inf,
+                         int(n[i])) for i, f in enumerate(fits)]
         pooling = choice(field(state, "pooling", "class"), "pooling", ("class", "pooled", "shrunk"))
-        return cls(classes, fits, values, offsets, shared, pooling)
+        return cls(classes, fits, values, offsets, shared, pooling, counts)
 
 
 class GpdTail(Estimator):

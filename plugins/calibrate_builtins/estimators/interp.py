@@ -16,17 +16,21 @@ from typing import Any
 import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
-from calibrate.statecheck import field, flag, numbers
+from calibrate.packed import packed
+from calibrate.statecheck import bad, field, flag, numbers
 from calibrate.stats import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values, saved_pool_count  # noqa: F401 (re-exported)
+from calibrate.stats import lowest_segments, refuse_beyond
 from calibrate.types import ImpostorDistances
 
 from .pooled import PooledSortedModel
 
 
 class _SortedModel(FittedModel):
-    """Per-class sorted training distances; generic models share one row for every class."""
+    """Per-class sorted training distances; generic models share one row for every class. ``counts`` (class-specific
+    models as saved, ``compact``): each class's number of training distances, of which its segment holds the
+    lowest, enough for every target up to the saved calibration's reach."""
 
-    def __init__(self, classes, values: np.ndarray, offsets: np.ndarray, shared: bool):
+    def __init__(self, classes, values: np.ndarray, offsets: np.ndarray, shared: bool, counts: np.ndarray | None = None):
         super().__init__(classes)
         self._values = np.asarray(values, dtype=np.float64)
         raw = np.asarray(offsets)
@@ -45,6 +49,10 @@ class _SortedModel(FittedModel):
             within[self._offsets[1:-1] - 1] = False  # each class's segment ascends on its own
         if np.any(np.diff(self._values)[within] < 0):
             raise ValueError("each class's distances must be sorted ascending")
+        self._counts = None if counts is None or shared else np.asarray(counts, dtype=np.int64)
+        if self._counts is not None and (self._counts.shape != (len(self.classes),)
+                                         or np.any(self._counts < np.diff(self._offsets))):
+            raise ValueError("counts must hold, per class, at least as many distances as its segment keeps")
 
     def _row(self, i: int) -> np.ndarray:
         if self._shared:
@@ -56,7 +64,9 @@ class _SortedModel(FittedModel):
             return np.tile(interp_threshold(self._values, targets), (len(rows), 1))
         if not len(rows):
             return np.empty((0, targets.size))
-        return interp_thresholds_segments(self._values, self._offsets, np.asarray(rows), targets)
+        if self._counts is not None:
+            refuse_beyond(targets, np.diff(self._offsets), self._counts, "class-interp")
+        return interp_thresholds_segments(self._values, self._offsets, np.asarray(rows), targets, self._counts)
 
     def order_statistic_pool(self) -> int | None:
         return int(self._values.size) if self._shared else None
@@ -65,20 +75,34 @@ class _SortedModel(FittedModel):
         return np.tile(below_ties(self._values, ranks), (len(rows), 1))
 
     def parameters(self) -> list[dict[str, Any]]:
-        counts = [self._values.size] * len(self.classes) if self._shared else np.diff(self._offsets).tolist()
-        return [{"class": c, "n_train": int(n)} for c, n in zip(self.classes, counts)]
+        return [{"class": c, "n_train": int(n)} for c, n in zip(self.classes, self.counts())]
+
+    def counts(self) -> np.ndarray:
+        """Each class's number of training distances (all of them, also where only the lowest are kept)."""
+        if self._shared:
+            return np.full(len(self.classes), self._values.size, dtype=np.int64)
+        return np.diff(self._offsets) if self._counts is None else self._counts
 
     def compact(self, reach: float) -> FittedModel:
-        """A generic model saved keeps only its pooled distances' lowest ``ceil(reach N) + 1`` (a
-        PooledSortedModel, as a sharded run's); a class-specific one keeps everything."""
-        kept = saved_pool_count(self._values.size, reach)
-        if not self._shared or kept >= self._values.size:
+        """What a saved calibration keeps to answer every target up to ``reach``: a generic model, its pooled
+        distances' lowest ``ceil(reach N) + 1`` (a PooledSortedModel, as a sharded run's); a class-specific one,
+        each class's lowest ``ceil(reach n_c) + 1`` and n_c. The model itself when that is everything."""
+        if self._shared:
+            kept = saved_pool_count(self._values.size, reach)
+            if kept >= self._values.size:
+                return self
+            return PooledSortedModel(self.classes, self._values[:kept].copy(), self._values.size)
+        values, offsets, counts = lowest_segments(self._values, self._offsets, reach, self._counts)
+        if values.size == self._values.size:
             return self
-        return PooledSortedModel(self.classes, self._values[:kept].copy(), self._values.size)
+        return type(self)(self.classes, values, offsets, False, counts)
 
     def to_state(self) -> dict[str, Any]:
-        return {"classes": list(self.classes), "values": self._values.tolist(),
-                "offsets": self._offsets.tolist(), "shared": self._shared}
+        state = {"classes": list(self.classes), "values": packed(self._values),
+                 "offsets": self._offsets.tolist(), "shared": self._shared}
+        if self._counts is not None:
+            state["counts"] = self._counts.tolist()
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "_SortedModel":
@@ -87,8 +111,15 @@ class _SortedModel(FittedModel):
         lowest values (a compacted or a sharded run's generic model): a PooledSortedModel."""
         if isinstance(state, dict) and "n_pooled" in state:
             return PooledSortedModel.from_state(state)
-        return cls(field(state, "classes"), numbers(field(state, "values"), "values", 0.0),
-                   numbers(field(state, "offsets"), "offsets", integer=True), flag(field(state, "shared"), "shared"))
+        classes, shared = field(state, "classes"), flag(field(state, "shared"), "shared")
+        counts = field(state, "counts", None)
+        if counts is not None:
+            if shared:
+                raise bad("counts", "belongs to a class-specific model (shared false)")
+            counts = numbers(counts, "counts", 1, size=len(classes) if isinstance(classes, list) else None,
+                             integer=True)
+        return cls(classes, numbers(field(state, "values"), "values", 0.0),
+                   numbers(field(state, "offsets"), "offsets", integer=True), shared, counts)
 
 
 class GenericInterp(Estimator):
@@ -139,10 +170,14 @@ class ClassInterp(Estimator):
 
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
         rows = {c: model._row(i) for i, c in enumerate(model.classes)}
+        counts = dict(zip(model.classes, model.counts().tolist()))
         rows[cls] = np.sort(single.of(0))
+        counts[cls] = rows[cls].size
         values = np.concatenate(list(rows.values()))
         offsets = np.concatenate([[0], np.cumsum([r.size for r in rows.values()])])
-        return _SortedModel(list(rows), values, offsets, shared=False)
+        # a saved (compacted) model's classes keep their lowest distances and counts; the new class all of its own
+        return _SortedModel(list(rows), values, offsets, shared=False,
+                            counts=None if model._counts is None else np.array(list(counts.values())))
 
     def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:
         from .simulate import class_interp

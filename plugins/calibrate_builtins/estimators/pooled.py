@@ -1,8 +1,9 @@
 """A saved pooled sample: what a pooled model (auto's standardised scores, generic-interp's distances) keeps
-of it when saved, in memory (``FittedModel.compact``) or by a sharded run (partitioned.py): its lowest
-``ceil(max(1%, largest target) N) + 1`` values, at least 100,000, and its size N. Such a model answers
-targets up to that reach and names it for larger ones. The values are a JSON list in the model's state,
-or a ``.npy`` file beside a partitioned calibration's parts."""
+of it, in memory (``FittedModel.compact``: its lowest ``ceil(reach N) + 1`` values, reach
+:func:`calibrate.stats.saved_reach`) or by a sharded run (partitioned.py, :func:`kept_count`), and its size N.
+Such a model answers targets up to that reach and names it for larger ones. The values are a JSON list or a
+packed array in the model's state (calibrate.packed), or a ``.npy`` file beside a partitioned calibration's
+parts."""
 
 from __future__ import annotations
 
@@ -14,20 +15,26 @@ import numpy as np
 
 from calibrate.base import FittedModel
 from calibrate.errors import CalibrationError, ParameterError
+from calibrate.packed import is_packed, packed
 from calibrate.safefiles import npy_array, plain_name
 from calibrate.statecheck import bad, field, number, numbers
-from calibrate.stats import interpolate_rank, saved_pool_count, saved_reach
+from calibrate.stats import SAVED_REACH, below_ties, interpolate_rank, refuse_beyond, saved_pool_count
+
+#: a sharded run keeps at least this many of the pooled sample's lowest values
+SHARDED_POOL = 100_000
 
 
 def kept_count(n_total: int, targets) -> int:
-    """How many of a pooled sample's ``n_total`` lowest values a saved pooled model keeps: enough for every
-    target up to the largest of ``targets`` and 1%, at least 100,000 (calibrate.stats.saved_pool_count)."""
-    return saved_pool_count(n_total, saved_reach(targets))
+    """How many of a pooled sample's ``n_total`` lowest values a sharded run's pooled model keeps (the run's own
+    thresholds read them): enough for every target up to the largest of ``targets`` and 1%, at least
+    :data:`SHARDED_POOL`."""
+    reach = max([SAVED_REACH, *(float(t) for t in targets)])
+    return max(saved_pool_count(n_total, reach), min(n_total, SHARDED_POOL))
 
 
 def load_pooled(state: dict[str, Any]) -> np.ndarray:
     pooled = field(state, "pooled")
-    if isinstance(pooled, dict):  # a file beside the calibration's parts; "root" is set by the loader
+    if isinstance(pooled, dict) and not is_packed(pooled):  # a file beside the calibration's parts; "root": the loader's
         name = pooled.get("file")
         if not plain_name(name) or not str(name).endswith(".npy"):
             raise CalibrationError(f"the pooled sample's file {str(name)[:80]!r} is not a plain .npy name in the "
@@ -41,14 +48,10 @@ def load_pooled(state: dict[str, Any]) -> np.ndarray:
     return numbers(pooled, "pooled")
 
 
-def check_reach(targets: np.ndarray, kept: int, n_pooled: int, who: str) -> None:
-    need = np.ceil(np.asarray(targets) * n_pooled)
-    if kept < n_pooled and np.any(need > kept):
-        reach = (kept - 1) / n_pooled
-        raise ParameterError(f"{who}: this saved calibration keeps the pooled sample's lowest {kept} of {n_pooled} "
-                             f"values, enough for target FPRs up to {reach:.4g}; fit again with the larger target among "
-                             "its targets (a recipe's `evaluation: targets`, `calibrate fit --fpr`, "
-                             "`calibrate.fit(targets=...)`)")
+def pooled_file(state: dict[str, Any]) -> str | None:
+    """The name of the ``.npy`` file a (checked) state's pooled sample is in, None when the state holds it."""
+    pooled = state["pooled"]
+    return pooled.get("file") if isinstance(pooled, dict) and not is_packed(pooled) else None
 
 
 def checked_pooled(state: dict[str, Any], what: str, low: float) -> tuple[np.ndarray, int]:
@@ -72,20 +75,28 @@ class PooledSortedModel(FittedModel):
         self.lowest, self.n_pooled, self.pooled_file = lowest, int(n_pooled), pooled_file
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        check_reach(targets, len(self.lowest), self.n_pooled, "generic-interp")
+        refuse_beyond(targets, len(self.lowest), self.n_pooled, "generic-interp")
         k = np.asarray(targets, dtype=np.float64) * self.n_pooled
         one = np.where(k <= 1.0, k * float(self.lowest[0]), interpolate_rank(self.lowest, k))
         return np.tile(one, (len(rows), 1))
+
+    def order_statistic_pool(self) -> int | None:
+        return self.n_pooled
+
+    def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The fitted model's (interp._SortedModel's): the k-th smallest pooled distance, or one float step below
+        it when tied with the next; a rank beyond the kept values is refused."""
+        refuse_beyond(ranks, len(self.lowest), self.n_pooled, "generic-interp", ranks=True)
+        return np.tile(below_ties(self.lowest, ranks), (len(rows), 1))
 
     def parameters(self) -> list[dict[str, Any]]:
         return [{"class": c, "n_train": self.n_pooled} for c in self.classes]
 
     def to_state(self) -> dict[str, Any]:
         return {"classes": list(self.classes), "n_pooled": self.n_pooled,
-                "pooled": {"file": self.pooled_file} if self.pooled_file else np.asarray(self.lowest).tolist()}
+                "pooled": {"file": self.pooled_file} if self.pooled_file else packed(self.lowest)}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PooledSortedModel":
         lowest, n_pooled = checked_pooled(state, "distances", 0.0)
-        pooled = state["pooled"]
-        return cls(field(state, "classes"), lowest, n_pooled, pooled.get("file") if isinstance(pooled, dict) else None)
+        return cls(field(state, "classes"), lowest, n_pooled, pooled_file(state))

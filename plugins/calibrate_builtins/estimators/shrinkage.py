@@ -36,8 +36,9 @@ from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.types import ImpostorDistances
 
-from calibrate.statecheck import choice, field, numbers, sorted_segments
-from calibrate.stats import interp_threshold
+from calibrate.packed import packed
+from calibrate.statecheck import bad, choice, field, number, numbers, sorted_segments
+from calibrate.stats import interp_threshold, lowest_segments, refuse_beyond, saved_pool_count
 
 Weight = Literal["count", "empirical-bayes"]
 
@@ -80,37 +81,68 @@ def eb_weights(class_t: np.ndarray, variances: np.ndarray) -> np.ndarray:
 
 
 class ShrinkageModel(FittedModel):
-    """Sorted training distances per class (and pooled) and one weight per class."""
+    """Sorted training distances per class (and pooled) and one weight per class. A model as saved (``compact``)
+    keeps each class's lowest distances and the pooled sample's lowest (``lowest``: (counts, pooled lowest,
+    N))."""
 
-    def __init__(self, classes, values: np.ndarray, offsets: np.ndarray, weights: np.ndarray, weight_rule: str = "count"):
+    def __init__(self, classes, values: np.ndarray, offsets: np.ndarray, weights: np.ndarray, weight_rule: str = "count",
+                 lowest: tuple[np.ndarray, np.ndarray, int] | None = None):
         super().__init__(classes)
         self._values = np.asarray(values, dtype=np.float64)
         self._offsets = np.asarray(offsets, dtype=np.int64)
-        self._pooled = np.sort(self._values)
         self.weights = np.asarray(weights, dtype=np.float64)
         self.weight_rule = weight_rule
         if self._offsets.size != len(self.classes) + 1 or self.weights.shape != (len(self.classes),):
             raise DataError("shrinkage model: offsets or weights do not match the classes")
+        if lowest is None:
+            self._counts, self._pooled, self._n_pooled = None, np.sort(self._values), self._values.size
+        else:
+            self._counts = np.asarray(lowest[0], dtype=np.int64)
+            self._pooled, self._n_pooled = np.asarray(lowest[1], dtype=np.float64), int(lowest[2])
+            if self._counts.shape != (len(self.classes),) or np.any(self._counts < np.diff(self._offsets)) \
+                    or not 0 < self._pooled.size <= self._n_pooled:
+                raise DataError("shrinkage model: the counts or the pooled sample do not match the distances kept")
+
+    def _n(self) -> np.ndarray:
+        return np.diff(self._offsets) if self._counts is None else self._counts
 
     def _row(self, i: int) -> np.ndarray:
         return self._values[self._offsets[i]:self._offsets[i + 1]]
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         targets = np.asarray(targets, dtype=np.float64)
-        pooled_t = interp_threshold(self._pooled, targets)
+        n = self._n()
+        if self._counts is not None:
+            refuse_beyond(targets, self._pooled.size, self._n_pooled, "shrinkage")
+            refuse_beyond(targets, np.diff(self._offsets), n, "shrinkage")
+        pooled_t = interp_threshold(self._pooled, targets, self._n_pooled)
         out = np.empty((rows.size, targets.size))
         for r, i in enumerate(rows):
             w = self.weights[i]
-            out[r] = w * interp_threshold(self._row(int(i)), targets) + (1 - w) * pooled_t
+            out[r] = w * interp_threshold(self._row(int(i)), targets, int(n[i])) + (1 - w) * pooled_t
         return out
 
     def parameters(self) -> list[dict[str, Any]]:
         return [{"class": c, "n_train": int(n), "weight_rule": self.weight_rule, "class_weight": float(w)}
-                for c, n, w in zip(self.classes, np.diff(self._offsets), self.weights)]
+                for c, n, w in zip(self.classes, self._n(), self.weights)]
+
+    def compact(self, reach: float) -> FittedModel:
+        """What a saved calibration keeps to answer every target up to ``reach``: each class's lowest
+        ``ceil(reach n_c) + 1`` distances and n_c, the pooled sample's lowest ``ceil(reach N) + 1`` and N (the model
+        itself when that is everything)."""
+        values, offsets, counts = lowest_segments(self._values, self._offsets, reach, self._counts)
+        pooled = self._pooled[:saved_pool_count(self._n_pooled, reach)]
+        if values.size == self._values.size and pooled.size == self._pooled.size:
+            return self
+        return type(self)(self.classes, values, offsets, self.weights, self.weight_rule,
+                              (counts, pooled.copy(), self._n_pooled))
 
     def to_state(self) -> dict[str, Any]:
-        return {"classes": list(self.classes), "values": self._values.tolist(), "offsets": self._offsets.tolist(),
-                "weights": self.weights.tolist(), "weight_rule": self.weight_rule}
+        state = {"classes": list(self.classes), "values": packed(self._values), "offsets": self._offsets.tolist(),
+                 "weights": self.weights.tolist(), "weight_rule": self.weight_rule}
+        if self._counts is not None:
+            state.update(counts=self._counts.tolist(), pooled=packed(self._pooled), n_pooled=self._n_pooled)
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "ShrinkageModel":
@@ -119,9 +151,17 @@ class ShrinkageModel(FittedModel):
         classes = field(state, "classes")
         size = len(classes) if isinstance(classes, list) else 0
         values = numbers(field(state, "values"), "values", 0.0)
-        return cls(classes, values, sorted_segments(values, field(state, "offsets"), size),
-                   numbers(field(state, "weights"), "weights", 0.0, 1.0, size=size),
-                   choice(field(state, "weight_rule", "count"), "weight_rule", ("count", "empirical-bayes")))
+        offsets = sorted_segments(values, field(state, "offsets"), size)
+        lowest = None
+        if "counts" in state:  # a saved model: each class's and the pooled sample's lowest distances
+            counts = numbers(field(state, "counts"), "counts", 1, size=size, integer=True)
+            pooled = numbers(field(state, "pooled"), "pooled", 0.0)
+            n_pooled = int(number(field(state, "n_pooled"), "n_pooled", max(pooled.size, 1), integer=True))
+            if pooled.size == 0 or np.any(np.diff(pooled) < 0):
+                raise bad("pooled", "must hold the pooled distances' lowest values, ascending")
+            lowest = (counts, pooled, n_pooled)
+        return cls(classes, values, offsets, numbers(field(state, "weights"), "weights", 0.0, 1.0, size=size),
+                   choice(field(state, "weight_rule", "count"), "weight_rule", ("count", "empirical-bayes")), lowest)
 
 
 class Shrinkage(Estimator):

@@ -62,9 +62,10 @@ from calibrate.standardise import (IQR_TO_SD, from_working, location_scale, loo_
                                    pooled_quantile, pooled_sorted, standardise, standardise_classes, to_working,
                                    working_offset)
 from calibrate.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
-from calibrate.stats import interpolate_rank, rank_values, saved_pool_count
+from calibrate.packed import packed
+from calibrate.stats import interpolate_rank, rank_values, refuse_beyond, saved_pool_count
 
-from .pooled import check_reach, checked_pooled
+from .pooled import checked_pooled, pooled_file
 
 Family = Literal["gaussian", "lognormal"]
 FAMILIES = ("gaussian", "lognormal")
@@ -133,9 +134,9 @@ class ZnormModel(FittedModel):
 
     def z_quantiles(self, targets: np.ndarray) -> np.ndarray:
         """The pooled standardised-score quantile at each target (pooled_shape models); a target beyond what the
-        kept values reach (a saved model, pooled.check_reach) is refused."""
+        kept values reach (a saved model: calibrate.stats.refuse_beyond) is refused."""
         targets = np.asarray(targets, dtype=np.float64)
-        check_reach(targets, len(self.sorted_z), self.n_pooled, "auto")
+        refuse_beyond(targets, len(self.sorted_z), self.n_pooled, "auto")
         emp = self._quantile(targets)
         switch = self.min_tail_count / self.n_pooled
         if self.tail is None or self.tail.p_u <= switch:
@@ -166,6 +167,7 @@ class ZnormModel(FittedModel):
     def order_statistic_thresholds(self, ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``m_c + s_c z_(k)``, the k-th smallest pooled standardised score, mapped back to a distance; one
         float step below it where z_(k) is tied with the next score (so that no tie group is accepted whole)."""
+        refuse_beyond(ranks, len(self.sorted_z), self.n_pooled, "auto", ranks=True)
         z, tied = rank_values(self.sorted_z, ranks)
         y = self.loc[rows][:, None] + self.scale[rows][:, None] * z[None, :]
         tau = from_working(y, self.family, self.offset)
@@ -221,7 +223,7 @@ class ZnormModel(FittedModel):
         state = {"classes": list(self.classes), "loc": self.loc.tolist(), "scale": self.scale.tolist(),
                  "n": self.n.tolist(), "family": self.family, "offset": self.offset,
                  "pooled_shape": self.pooled_shape, "predictive": self.predictive,
-                 "sorted_z": None if self.sorted_z is None else self.sorted_z.tolist(),
+                 "sorted_z": None if self.sorted_z is None else packed(self.sorted_z),
                  "tail": None if self.tail is None else dict(self.tail.__dict__),
                  "min_tail_count": self.min_tail_count}
         if self.anchor is not None:
@@ -393,7 +395,7 @@ class PooledZnormModel(ZnormModel):
     def to_state(self) -> dict[str, Any]:
         state = {"classes": list(self.classes), "loc": self.loc.tolist(), "scale": self.scale.tolist(),
                  "n": self.n.tolist(), "family": self.family, "offset": self.offset, "n_pooled": self.n_pooled,
-                 "pooled": {"file": self.pooled_file} if self.pooled_file else np.asarray(self.sorted_z).tolist(),
+                 "pooled": {"file": self.pooled_file} if self.pooled_file else packed(self.sorted_z),
                  "tail": None if self.tail is None else dict(self.tail.__dict__), "min_tail_count": self.min_tail_count}
         if self.anchor is not None:
             state["anchor"] = dict(self.anchor)
@@ -410,6 +412,5 @@ class PooledZnormModel(ZnormModel):
         if tail is not None:
             tail = tail_fit(tail, "tail", float(sorted_z[0]), math.inf, n_pooled)
         min_tail_count = number(field(state, "min_tail_count"), "min_tail_count", 0.0, open_low=True)
-        pooled = state["pooled"]
         return cls(state["classes"], loc, scale, n, family, offset, sorted_z, n_pooled, tail, min_tail_count,
-                   pooled.get("file") if isinstance(pooled, dict) else None, anchor=checked_anchor(state))
+                   pooled_file(state), anchor=checked_anchor(state))
