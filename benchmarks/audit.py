@@ -262,10 +262,15 @@ def _valid_run(tmp: Path, sharded: bool) -> Path:
     else:
         (work / "scores.csv").write_text(score_matrix_text(rng))
     recipe["output"] = {"dir": str(cache), "plots": False}
+    return _run_once(work, recipe, cache, "valid")
+
+
+def _run_once(work: Path, recipe: dict, cache: Path, what: str) -> Path:
+    """Run ``recipe`` from ``work`` into ``cache`` (the audit stops when it fails); ``cache``."""
     (work / "recipe.yaml").write_text(json.dumps(recipe))
     done = subprocess.run([CALIBRATE, "run", str(work / "recipe.yaml"), "-q"], capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"the audit's valid run failed: {done.stderr}")
+        raise SystemExit(f"the audit's {what} run failed: {done.stderr}")
     return cache
 
 
@@ -444,11 +449,7 @@ def _normalised_run(tmp: Path) -> Path:
               "normalizer": {"plugin": "snorm"}, "estimators": [{"plugin": "class-interp"}, {"plugin": "auto"}],
               "evaluation": {"targets": [0.05, 0.02], "prediction": False},
               "output": {"dir": str(cache), "plots": False}}
-    (work / "recipe.yaml").write_text(json.dumps(recipe))
-    done = subprocess.run([CALIBRATE, "run", str(work / "recipe.yaml"), "-q"], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the audit's normalised run failed: {done.stderr}")
-    return cache
+    return _run_once(work, recipe, cache, "normalised")
 
 
 def inputs(tmp: Path, rng: random.Random, n: int):
