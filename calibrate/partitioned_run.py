@@ -60,8 +60,10 @@ from .stats import clopper_pearson  # the in-memory evaluation's interval
 from .types import ImpostorDistances, TargetResult
 
 
-def _survey(job: ShardJob):
-    """Pass 0: the shard's counts, class hashes and the transform's state fitted on its training impostors."""
+def _survey(item):
+    """Pass 0: the shard's counts, class hashes and the transform's state fitted on its training impostors, and what
+    the estimators' first passes (PartitionedFitter.first_pass) return for it."""
+    job, firsts = item
     split, columns, absent, notes = job.dataset.read_shard(job.shard, job.offset)
     transform = job.transform.fit(split.train.impostors_only())
     train_d = transform.apply(split.train)
@@ -75,7 +77,9 @@ def _survey(job: ShardJob):
                        for c in classes], dtype=np.int64)
     d = impostors.values
     positive = d[d > 0]
+    first = {label: function(impostors, arg, job.index) for label, function, arg in firsts}
     return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
+            "first": first,
             "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
             "scores": split.train.score_range(),
             "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
@@ -242,8 +246,31 @@ def _remove_cache(cache: str, shards: int) -> None:
 
 
 def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str) -> Any:
+    fitters = {est_spec.label: (est_spec, fitter_for(est_spec.build(), est_spec.label)) for est_spec in recipe.estimators}
+    # the estimators' first passes run in the survey, which reads every shard anyway; their scratch files are named
+    # {first}-<estimator's position>... and removed after the reductions, whether used or not
+    first = str(staged.dir / f".first-{uuid.uuid4().hex[:8]}")
+    firsts = []
+    for i, (label, (_, fitter)) in enumerate(fitters.items()):
+        plan = getattr(fitter, "first_pass", None)
+        got = plan(len(data.shards), f"{first}-{i}", recipe.targets) if plan is not None else None
+        if got is not None:
+            firsts.append((label, *got))
+    try:
+        return _passes(recipe, context, staged, data, times, spec, base, cache, fitters, tuple(firsts), first)
+    finally:
+        _remove_scratch(staged.dir, Path(first).name)
+
+
+def _remove_scratch(folder: Path, prefix: str) -> None:
+    for path in folder.glob(f"{prefix}*"):
+        path.unlink(missing_ok=True)
+
+
+def _passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str, built: dict,
+            firsts: tuple, first: str) -> Any:
     with times("survey shards"):
-        survey, offsets = _survey_shards(data, base, context, cache)
+        survey, offsets = _survey_shards(data, base, context, cache, firsts)
     states = _one_transform_state(spec, data, survey)
     transform = spec.build().set_fitted_state(states) if states else base
     # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
@@ -260,15 +287,18 @@ def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base:
     n_classes = sum(s["classes"] for s in survey)
     n_train = sum(s["train"] for s in survey)
     runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey),
-                         n_train)
+                         n_train, {label: [s["first"].get(label) for s in survey] for label, _, _ in firsts})
+    for s in survey:
+        del s["first"]
     fitters = {}
-    for est_spec in recipe.estimators:
-        with times(f"fit {est_spec.label} (pooled)"):
-            fitter = fitter_for(est_spec.build(), est_spec.label)
+    for label, (est_spec, fitter) in built.items():
+        with times(f"fit {label} (pooled)"):
             if getattr(fitter, "note", None):
                 context.note(fitter.note)
-            fitter.reduce(runner, recipe.targets, est_spec.label)
-            fitters[est_spec.label] = (est_spec.info.name, est_spec.params, fitter)
+            fitter.reduce(runner, recipe.targets, label)
+            runner.first.pop(label, None)
+            fitters[label] = (est_spec.info.name, est_spec.params, fitter)
+    _remove_scratch(staged.dir, Path(first).name)
     plan = {"staging": str(staged.dir), "estimators": fitters, "targets": recipe.targets, "kind": data.kind,
             "transform_plugin": spec.info.name, "transform_params": spec.params,
             "save_calibration": recipe.save_calibration}
@@ -332,9 +362,11 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
     return spec, base
 
 
-def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None) -> tuple[list[dict], np.ndarray]:
+def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None,
+                   firsts: tuple = ()) -> tuple[list[dict], np.ndarray]:
     """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
-    each shard's distances are saved to ``{cache}-{index:05d}.npz`` for the later passes."""
+    each shard's distances are saved to ``{cache}-{index:05d}.npz`` for the later passes; ``firsts``: the
+    estimators' first passes, (label, function, arg) each, whose results are each survey's ``first``."""
     jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
     # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
     # the class counts of the shards before it; a shard's count does not depend on its offset
@@ -346,7 +378,8 @@ def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | N
         offsets = np.zeros(len(jobs0), dtype=int)
     jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else f"{cache}-{i:05d}.npz")
              for i, (shard, off) in enumerate(zip(data.shards, offsets))]
-    return context.map(_survey, jobs0, description="fitting the transform per shard", unit="shards"), offsets
+    return context.map(_survey, [(job, firsts) for job in jobs0], description="reading the shards",
+                       unit="shards"), offsets
 
 
 def _one_transform_state(spec, data: ShardedScores, survey: list[dict]) -> dict:
