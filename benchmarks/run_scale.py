@@ -10,11 +10,15 @@ classes in a temporary folder (synthetic-impostors' generator, block = shard); t
 every shard's scores once (pyarrow to numpy: the read limit, ``read_limit_rows_per_second``); then a
 ``score-shards`` recipe runs auto and ncx2-grid fast mode through the same cluster (a LocalCluster
 of ``--workers``, or the scheduler at ``--address``): ``rows_per_second`` and ``run_over_read_limit``
-against it, and ``worker_peak_bytes`` (issue 22 asks for under 1 GB). A second process then fits the same
-estimators in memory (calibrate's own Estimator.fit) on ``--check`` sampled classes' shards (auto:
-on every class, up to ``--check-auto-max`` classes, since its pooled shape needs all of them) and
-compares thresholds. Prints one JSON object; peaks are each process's ``ru_maxrss`` (main process,
-every worker, the checking process).
+against it, ``worker_peak_bytes`` (issue 32 asks for under 1 GB), the workers' and the main process's CPU
+seconds during the run (``worker_cpu_seconds``, ``main_cpu_seconds``: what the machine's other work changes
+least) and the load average sampled during the run. A second process then checks the thresholds in bounded
+memory (``check_in_memory``): ncx2-grid fitted with its own fit on ``--check // 100`` sampled shards; auto
+recomputed for the same classes from every shard, selecting the pooled lowest 1% exactly by its own means
+(``streamed_auto``; the run's saved pooled sample must be those floats); and auto's in-memory fit on every
+class as well up to ``--check-auto-max`` classes. ``check.passed`` is false (and the exit status 1) when a
+compared threshold differs by more than a relative 1e-12. Prints one JSON object; peaks are each process's
+``ru_maxrss`` (main process, every worker, the checking process).
 
 With a recipe: runs it through the pipeline (calibrate.api.run) and reports the wall time of every
 stage that reports progress (each ncx2-grid fit: classes/s), the total, and the peak resident

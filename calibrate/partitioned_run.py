@@ -17,14 +17,19 @@ Passes:
    impostors and report its fitted state (every shard must agree: a transform whose fit depends on
    the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), check the
    evaluation distances, count, and save the distances for the later passes (about 9 bytes per distance,
-   removed before the commit).
+   removed before the commit). The estimators' first passes (``PartitionedFitter.first_pass``) run here
+   too, on the distances just read: auto's tail selection begins here (its histogram, and each shard's
+   lowest standardised scores saved), on the guess that every training distance is positive (a zero
+   makes auto's working offset depend on all shards: it then makes its own pass), generic-interp's
+   histogram always.
 1. per estimator, its reduction (:class:`PartitionedFitter.reduce`): per-class estimators need
    none; pooled quantities come from :func:`lowest_sorted`, an exact two-pass selection of the
    pooled lower tail (per-shard histograms of the values' order-preserving 64-bit keys, cut at the
    bin holding rank k; then only the values at or below the cut are written to scratch files and
    one task sorts them), or :func:`lowest_moments` (auto's tail: one pass that also saves each
-   shard's lowest values, then buckets summed without gathering). The k smallest values are bit for
-   bit those of ``np.sort`` of all values.
+   shard's lowest values, then buckets summed without gathering). With their first pass made in
+   pass 0, auto reads no shard here and generic-interp one pass (the values up to the cut). The k
+   smallest values are bit for bit those of ``np.sort`` of all values.
 2. per shard: fit each estimator's part model (its classes, with the pooled state), write the
    shard's ``thresholds-partNNNNN.csv``, ``models-partNNNNN.csv``, ``calibration-partNNNNN.json``
    and ``classes-partNNNNN.json`` into the run's staging folder, and count false accepts, impostor
