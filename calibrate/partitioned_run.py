@@ -247,7 +247,12 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
 
 def _remove_cache(cache: str, shards: int) -> None:
     for i in range(shards):
-        Path(f"{cache}-{i:05d}.npz").unlink(missing_ok=True)
+        Path(_cache_file(cache, i)).unlink(missing_ok=True)
+
+
+def _cache_file(cache: str, index: int) -> str:
+    """Shard ``index``'s scratch file of distances (calibrate.partitioned.save_shard_data)."""
+    return f"{cache}-{index:05d}.npy"
 
 
 def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str) -> Any:
@@ -280,7 +285,7 @@ def _passes(recipe, context, staged, data: ShardedScores, times, spec, base: Tra
     transform = spec.build().set_fitted_state(states) if states else base
     # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
     # and (checked above) the same fitted state, so its distances are these
-    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, f"{cache}-{i:05d}.npz")
+    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, _cache_file(cache, i))
             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     failed = sum(s["failed"] for s in survey)
     if failed:
@@ -370,7 +375,7 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
 def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None,
                    firsts: tuple = ()) -> tuple[list[dict], np.ndarray]:
     """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
-    each shard's distances are saved to ``{cache}-{index:05d}.npz`` for the later passes; ``firsts``: the
+    each shard's distances are saved to ``{cache}-{index:05d}.npy`` for the later passes; ``firsts``: the
     estimators' first passes, (label, function, arg) each, whose results are each survey's ``first``."""
     jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
     # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
@@ -381,7 +386,7 @@ def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | N
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     else:
         offsets = np.zeros(len(jobs0), dtype=int)
-    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else f"{cache}-{i:05d}.npz")
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else _cache_file(cache, i))
              for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     return context.map(_survey, [(job, firsts) for job in jobs0], description="reading the shards",
                        unit="shards"), offsets

@@ -148,3 +148,28 @@ def test_the_benchmark_check_catches_a_wrong_pooled_selection(tmp_path):
     np.save(pooled, values)
     _, out = run_scale.streamed_auto(tmp_path, ["c0000000"])
     assert out["auto_streamed"] and not out["saved_pooled_sample_identical"]  # check_in_memory: passed is false
+
+
+def test_a_first_pass_whose_guess_saved_too_little_is_completed_exactly(tmp_path):
+    # lowest_moments with its first pass made beforehand (as in a run's survey): a shard far below the others holds
+    # more of the tail than the share each saved, so it alone is read again; the tail is the in-memory fit's
+    from functools import partial
+
+    from calibrate.gpd import exceedance_count, fit_lower_tail, fit_lower_tail_moments
+    from test_tail_moments import _Runner, _values
+
+    rng = np.random.default_rng(3)
+    shards = [rng.standard_normal(n) for n in (4000, 2500, 6100)]
+    shards[1] = shards[1] - 3.0
+    k, keep = partial(exceedance_count, tail_fraction=0.1, min_exceedances=30), partial(min, 50)
+    function, arg = partitioned.moments_first_pass(_values, None, k, keep, len(shards), str(tmp_path / ".first-0"))
+    first = [function(shard, arg, i) for i, shard in enumerate(shards)]
+    runner = _Runner(shards, tmp_path)
+    m = partitioned.lowest_moments(runner, _values, None, k, keep, "t", bucket_values=97, first=first)
+    assert runner.reads == 1  # the low shard, once
+    pooled = np.sort(np.concatenate(shards))
+    ref, _ = fit_lower_tail(pooled, tail_fraction=0.1, min_exceedances=30)
+    got = fit_lower_tail_moments(m.n_total, m.k, m.u, m.lowest, m.sum_low, m.sum_ranked)
+    assert (got.u, got.k) == (ref.u, ref.k) and got.beta == pytest.approx(ref.beta, rel=1e-10)
+    assert m.kept.tobytes() == pooled[:50].tobytes()
+    assert not list(tmp_path.iterdir())  # its files and the first pass's removed

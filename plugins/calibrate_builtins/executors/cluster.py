@@ -87,7 +87,7 @@ class Dask(Executor):
                 return self._map(function, items, on_done)
         from distributed import as_completed as dask_completed
 
-        chunks = _chunks(items, 4 * self.n_workers())
+        chunks = _chunks(items, self.n_workers())
         spans = _spans(chunks)
         futures = self._client.map(_apply_chunk, [function] * len(chunks), chunks, pure=False)
         index = {future.key: k for k, future in enumerate(futures)}
