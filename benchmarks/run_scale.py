@@ -45,24 +45,22 @@ import yaml
 from calibrate.base import RunContext
 
 
-class Memory:
-    """Peak RSS of this process and of this process + its children, sampled in a thread."""
+class Sampler:
+    """Calls ``sample()`` every ``every`` seconds in a thread while a ``with`` block runs (and once at its start)."""
 
-    def __init__(self, every: float = 0.2):
-        self.every, self.main, self.total = every, 0, 0
+    def __init__(self, every: float):
+        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def sample(self) -> None:
+        raise NotImplementedError
+
     def _run(self):
-        me = psutil.Process()
-        while not self._stop.is_set():
-            try:
-                rss = me.memory_info().rss
-                kids = sum(c.memory_info().rss for c in me.children(recursive=True))
-            except psutil.Error:
-                continue
-            self.main, self.total = max(self.main, rss), max(self.total, rss + kids)
-            time.sleep(self.every)
+        while True:
+            self.sample()
+            if self._stop.wait(self.every):
+                return
 
     def __enter__(self):
         self._thread.start()
@@ -71,6 +69,22 @@ class Memory:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+class Memory(Sampler):
+    """Peak RSS of this process and of this process + its children, sampled in a thread."""
+
+    def __init__(self, every: float = 0.2):
+        super().__init__(every)
+        self.main, self.total, self._me = 0, 0, psutil.Process()
+
+    def sample(self) -> None:
+        try:
+            rss = self._me.memory_info().rss
+            kids = sum(c.memory_info().rss for c in self._me.children(recursive=True))
+        except psutil.Error:
+            return
+        self.main, self.total = max(self.main, rss), max(self.total, rss + kids)
 
 
 class Stages:
@@ -158,27 +172,15 @@ def _cpu() -> tuple[float, float]:
     return r.ru_utime, r.ru_stime
 
 
-class LoadAverage:
+class LoadAverage(Sampler):
     """The 1-minute load average sampled every 5 s while a block runs (the machine is shared: say how busy)."""
 
     def __init__(self):
+        super().__init__(5.0)
         self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self):
-        while True:
-            self.samples.append(os.getloadavg()[0])
-            if self._stop.wait(5.0):
-                return
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
 
     def summary(self) -> dict:
         return {"start": round(self.samples[0], 2), "mean": round(float(np.mean(self.samples)), 2),
