@@ -61,6 +61,16 @@ class PartitionedFitter(Protocol):
     #: files ``reduce`` wrote beside the result (into ``runner.scratch``, the run's staging folder, with
     #: :func:`write_staged`), as (name, size, SHA-256); the run adopts them into its output folder. Default: none
     files: tuple[tuple[str, int, str], ...] = ()
+    #: ``first_pass(shards, prefix, targets)``, a method called in the main process before the run's first pass over
+    #: the shards (the one that reads them), with the number of shards, a scratch-file prefix and the run's targets:
+    #: a module-level ``function`` and a picklable ``arg``, or None. Each shard's task then also returns
+    #: ``function(impostors, arg, index)`` (its training impostor distances, transformed by the transform fitted on
+    #: that shard, which the run checks is every shard's), and ``reduce`` finds the results in shard order with
+    #: ``runner.take_first(label)``, e.g. the histograms its selection starts with (:func:`moments_first_pass`,
+    #: :func:`histogram_first_pass`), a pass saved. A result may be None (the function saw that its work is not the
+    #: one ``reduce`` will need: ``take_first`` then gives None). Scratch files must be named ``prefix*``: the run
+    #: removes every such file after the reductions, used or not. Default: none (no first pass)
+    first_pass: Callable[[int, str, tuple[float, ...]], tuple[Callable, Any] | None] | None = None
 
     def reduce(self, runner: "ShardRunner", targets: tuple[float, ...], label: str) -> None:
         """Called once in the main process, before any part is fitted, with a :class:`ShardRunner` over every
@@ -70,16 +80,6 @@ class PartitionedFitter(Protocol):
     def fit_part(self, impostors: ImpostorDistances) -> Any:
         """Called on a worker for each shard, with its classes' training impostor distances: a ``model_class``
         instance whose thresholds equal those an in-memory fit on every shard gives these classes."""
-
-    # optional: def first_pass(self, shards: int, prefix: str, targets: tuple[float, ...]) -> tuple[Callable, Any] | None
-    #   Called in the main process before the run's first pass over the shards (the one that reads them): a
-    #   module-level ``function`` and picklable ``arg``, or None. Each shard's task then also returns
-    #   ``function(impostors, arg, index)`` (its training impostor distances, transformed by the transform fitted
-    #   on that shard, which the run checks is every shard's), and ``reduce`` finds the results in shard order as
-    #   ``runner.first[label]``: e.g. the histogram its selection starts with (:func:`moments_first_pass`,
-    #   :func:`histogram_first_pass`), saving a pass. A result may be None (the function saw that its work is not
-    #   the one ``reduce`` will need); ``reduce`` then ignores them all. Scratch files must be named ``prefix*``:
-    #   the run removes every such file after the reductions, used or not.
 
 
 class PerClassFitter:
