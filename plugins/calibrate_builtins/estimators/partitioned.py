@@ -8,6 +8,9 @@ with :func:`calibrate.partitioned.lowest_sorted` (two passes over the shards; th
 are the very floats ``np.sort`` of everything would give). auto's tail (k = 10% of the pooled scores:
 10^8 of them at a million classes) is not gathered: :func:`calibrate.partitioned.lowest_moments` sums
 it bucket by bucket into the two probability-weighted moments its fit needs (gpd.fit_lower_tail_moments).
+Both begin in the run's reading of each shard (``first_pass``): the histograms, and auto's saved lowest
+scores on the guess that its working offset is 0 (every training distance positive; else auto makes its own
+pass over the cached distances, as it did before there was a first pass).
 Hence the thresholds equal the in-memory fit's: per-class location and scale are computed by
 the same functions on the same distances, the pooled order statistics are the same numbers, the
 tail's moments the same sums added in another order; ``tests/test_partitioned.py`` compares them
