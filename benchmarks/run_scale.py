@@ -10,11 +10,15 @@ classes in a temporary folder (synthetic-impostors' generator, block = shard); t
 every shard's scores once (pyarrow to numpy: the read limit, ``read_limit_rows_per_second``); then a
 ``score-shards`` recipe runs auto and ncx2-grid fast mode through the same cluster (a LocalCluster
 of ``--workers``, or the scheduler at ``--address``): ``rows_per_second`` and ``run_over_read_limit``
-against it, and ``worker_peak_bytes`` (issue 22 asks for under 1 GB). A second process then fits the same
-estimators in memory (calibrate's own Estimator.fit) on ``--check`` sampled classes' shards (auto:
-on every class, up to ``--check-auto-max`` classes, since its pooled shape needs all of them) and
-compares thresholds. Prints one JSON object; peaks are each process's ``ru_maxrss`` (main process,
-every worker, the checking process).
+against it, ``worker_peak_bytes`` (issue 32 asks for under 1 GB), the workers' and the main process's CPU
+seconds during the run (``worker_cpu_seconds``, ``main_cpu_seconds``: what the machine's other work changes
+least) and the load average sampled during the run. A second process then checks the thresholds in bounded
+memory (``check_in_memory``): ncx2-grid fitted with its own fit on ``--check // 100`` sampled shards; auto
+recomputed for the same classes from every shard, selecting the pooled lowest 1% exactly by its own means
+(``streamed_auto``; the run's saved pooled sample must be those floats); and auto's in-memory fit on every
+class as well up to ``--check-auto-max`` classes. ``check.passed`` is false (and the exit status 1) when a
+compared threshold differs by more than a relative 1e-12. Prints one JSON object; peaks are each process's
+``ru_maxrss`` (main process, every worker, the checking process).
 
 With a recipe: runs it through the pipeline (calibrate.api.run) and reports the wall time of every
 stage that reports progress (each ncx2-grid fit: classes/s), the total, and the peak resident
@@ -41,24 +45,22 @@ import yaml
 from calibrate.base import RunContext
 
 
-class Memory:
-    """Peak RSS of this process and of this process + its children, sampled in a thread."""
+class Sampler:
+    """Calls ``sample()`` every ``every`` seconds in a thread while a ``with`` block runs (and once at its start)."""
 
-    def __init__(self, every: float = 0.2):
-        self.every, self.main, self.total = every, 0, 0
+    def __init__(self, every: float):
+        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def sample(self) -> None:
+        raise NotImplementedError
+
     def _run(self):
-        me = psutil.Process()
-        while not self._stop.is_set():
-            try:
-                rss = me.memory_info().rss
-                kids = sum(c.memory_info().rss for c in me.children(recursive=True))
-            except psutil.Error:
-                continue
-            self.main, self.total = max(self.main, rss), max(self.total, rss + kids)
-            time.sleep(self.every)
+        while True:
+            self.sample()
+            if self._stop.wait(self.every):
+                return
 
     def __enter__(self):
         self._thread.start()
@@ -67,6 +69,22 @@ class Memory:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+class Memory(Sampler):
+    """Peak RSS of this process and of this process + its children, sampled in a thread."""
+
+    def __init__(self, every: float = 0.2):
+        super().__init__(every)
+        self.main, self.total, self._me = 0, 0, psutil.Process()
+
+    def sample(self) -> None:
+        try:
+            rss = self._me.memory_info().rss
+            kids = sum(c.memory_info().rss for c in self._me.children(recursive=True))
+        except psutil.Error:
+            return
+        self.main, self.total = max(self.main, rss), max(self.total, rss + kids)
 
 
 class Stages:
@@ -136,12 +154,37 @@ def scan(workers: list[int], classes: int, mode: str) -> None:
 
 TRAIN, TEST = 1000, 100
 TARGETS = [0.005, 0.0025, 0.001, 0.0005]
+#: the most classes --json accepts: its check holds about 2% of the 1,000 N training distances (1.6 GB at the most)
+MAX_CLASSES = 10_000_000
 
 
 def _peak_rss() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kB
+
+
+def _cpu() -> tuple[float, float]:
+    """This process's CPU seconds so far: (user, system)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
+
+
+class LoadAverage(Sampler):
+    """The 1-minute load average sampled every 5 s while a block runs (the machine is shared: say how busy)."""
+
+    def __init__(self):
+        super().__init__(5.0)
+        self.samples: list[float] = []
+
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
+
+    def summary(self) -> dict:
+        return {"start": round(self.samples[0], 2), "mean": round(float(np.mean(self.samples)), 2),
+                "max": round(max(self.samples), 2), "end": round(os.getloadavg()[0], 2)}
 
 
 def _write_shard(args) -> int:
@@ -213,10 +256,18 @@ def sharded(args) -> dict:
             t0 = time.perf_counter()
             rows = sum(client.gather(client.map(_read_rows, files, pure=False)))
             read_seconds = time.perf_counter() - t0
+            before, main_before = client.run(_cpu), _cpu()
             t0 = time.perf_counter()
-            result = run(root / "recipe.yaml", context=RunContext(executor=ex, seed=0))
+            with LoadAverage() as load:
+                result = run(root / "recipe.yaml", context=RunContext(executor=ex, seed=0))
             out["seconds"] = round(time.perf_counter() - t0, 2)
             out["load_average_end"] = round(os.getloadavg()[0], 2)
+            out["load_average_during_run"] = load.summary()
+            # CPU seconds the run took, which the machine's other work changes far less than the wall time
+            after, main_after = client.run(_cpu), _cpu()
+            out["worker_cpu_seconds"] = {"user": round(sum(after[w][0] - before[w][0] for w in after), 1),
+                                         "system": round(sum(after[w][1] - before[w][1] for w in after), 1)}
+            out["main_cpu_seconds"] = round(main_after[0] - main_before[0] + main_after[1] - main_before[1], 1)
             out["classes_per_second"] = round(n / out["seconds"], 1)
             out["rows"] = rows
             out["read_limit_seconds"] = round(read_seconds, 2)
@@ -245,69 +296,164 @@ def sharded(args) -> dict:
     return out
 
 
+#: thresholds of the sharded run and of the check agree within this relative difference (in practice they are equal)
+CHECK_RTOL = 1e-12
+#: bytes per training distance that auto's in-memory fit on every class holds at its peak (measured, section 7)
+IN_MEMORY_BYTES = 60
+
+
+def _shard_impostors(path: Path):
+    """One training shard as the benchmark wrote it (all rows impostors, each class's scores in probe order), read
+    with pyarrow alone: not through score-shards' reader, whose parsing the check must not share."""
+    import pyarrow.parquet as pq
+
+    from calibrate.types import ImpostorDistances
+
+    table = pq.read_table(path, columns=["claimed_id", "score"])
+    claimed = table.column("claimed_id").unify_dictionaries().combine_chunks()
+    codes = claimed.indices.to_numpy().astype(np.int64)
+    names = claimed.dictionary.to_pylist()
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes, minlength=len(names))
+    values = table.column("score").to_numpy()[order]
+    return ImpostorDistances(tuple(names), values, np.concatenate([[0], np.cumsum(counts)]))
+
+
+class _Lowest:
+    """The ``m`` smallest of values added in pieces, exactly (as a multiset), holding at most about 2m + a piece:
+    values above the m-th smallest seen so far are dropped as they come."""
+
+    def __init__(self, m: int):
+        self.m, self.parts, self.size, self.cut = m, [], 0, np.inf
+
+    def add(self, values: np.ndarray) -> None:
+        kept = values[values <= self.cut]
+        self.parts.append(kept)
+        self.size += kept.size
+        if self.size > 2 * self.m + (1 << 20):
+            self._shrink()
+
+    def _shrink(self) -> None:
+        values = np.concatenate(self.parts)
+        if values.size > self.m:
+            values = np.partition(values, self.m - 1)[:self.m]
+            self.cut = float(values.max())
+        self.parts, self.size = [values], values.size
+
+    def sorted(self) -> np.ndarray:
+        self._shrink()
+        return np.sort(self.parts[0])
+
+
+def streamed_auto(root: Path, classes: list[str]) -> tuple[dict, dict]:
+    """auto's thresholds for ``classes``, recomputed apart from the run and in bounded memory: every training shard
+    read in turn (pyarrow), its distances taken to auto's working scale (calibrate.standardise.to_working, auto's
+    family), and the lowest ``kept_count(N)`` (about 1% of N) of all N kept exactly by :class:`_Lowest` (no
+    histogram, no buckets: not the run's selection). The run's own saved pooled sample (pooled-auto.npy) must be
+    those very floats; the thresholds come from them and N through auto's model (one pooled threshold: a sharded
+    run's auto is structure ``one``). The GPD tail is not recomputed: at these sizes every target lies where the
+    empirical quantile is used (at least ``min_tail_count`` pooled values below it, asserted)."""
+    import pyarrow.parquet as pq
+
+    from calibrate.standardise import ANCHOR_MAX_RANK, to_working
+    from calibrate_builtins.estimators.auto import AUTO_CONFIG
+    from calibrate_builtins.estimators.pooled import kept_count
+    from calibrate_builtins.estimators.znorm import PooledZnormModel
+
+    files = sorted((root / "train").glob("*.parquet"))
+    n_total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    family = AUTO_CONFIG["family"]
+    if min(TARGETS) * n_total < AUTO_CONFIG["min_tail_count"]:
+        return {}, {"auto_streamed": False, "auto_streamed_not_checked_because": "a target reaches auto's GPD tail"}
+    lowest, minimum = _Lowest(kept_count(n_total, TARGETS)), np.inf
+    for f in files:
+        d = pq.read_table(f, columns=["score"]).column("score").to_numpy()
+        minimum = min(minimum, float(d.min()))
+        lowest.add(to_working(d, family, 0.0))
+    if not minimum > 0:  # the benchmark's generator gives positive distances; the offset rule is not redone here
+        return {}, {"auto_streamed": False, "auto_streamed_not_checked_because": "a training distance is 0"}
+    pooled = lowest.sorted()
+    saved = np.load(root / "out" / "pooled-auto.npy")
+    n = len(classes)
+    model = PooledZnormModel(classes, np.zeros(n), np.ones(n), np.full(n, TRAIN), family, 0.0, pooled, n_total, None,
+                             AUTO_CONFIG["min_tail_count"],
+                             anchor={"structure": "one", "mean": 0.0, "between_var": 0.0, "max_rank": ANCHOR_MAX_RANK})
+    table = model.thresholds(TARGETS)
+    expected = {("auto", c, t): float(table.values[i, j]) for i, c in enumerate(classes) for j, t in enumerate(TARGETS)}
+    return expected, {"auto_streamed": True, "pooled_values": int(n_total), "pooled_kept": int(pooled.size),
+                      "saved_pooled_sample_identical": saved.shape == pooled.shape and saved.tobytes() == pooled.tobytes()}
+
+
+def _compare(expected: dict, got: dict) -> dict:
+    """The largest relative difference per estimator between the run's thresholds and the check's."""
+    assert set(got) >= set(expected), "the sampled classes are missing from the partitioned thresholds"
+    worst: dict = {}
+    for (label, c, t), v in expected.items():
+        worst[label] = max(worst.get(label, 0.0), abs(got[(label, c, t)] / v - 1))
+    return worst
+
+
 def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
-    """Fit in memory with the estimators' own fit and compare thresholds on a sample of classes."""
+    """Compare the sharded run's thresholds with fits made apart from it, in bounded memory, on sampled classes:
+    ncx2-grid (per class) fitted in memory with its own fit on ``sample // 100`` sampled shards; auto recomputed on
+    the same classes from every shard by :func:`streamed_auto`; and, up to ``auto_max`` classes, auto's own in-memory
+    fit on every class as well (about IN_MEMORY_BYTES per training distance). A wrong threshold in the sampled parts
+    (or a wrong pooled selection, which moves every auto threshold) shows as a relative difference above CHECK_RTOL,
+    and then ``passed`` is false."""
     import csv
 
     from calibrate.types import ImpostorDistances
-    from calibrate_builtins.datasets.score_shards import ScoreShards
     from calibrate_builtins.estimators.auto import Auto
     from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid
 
-    data = ScoreShards(train=root / "train", test=root / "test", kind="distance")
-    shards = data.load(RunContext()).shards
+    files = sorted((root / "train").glob("*.parquet"))
     rng = np.random.default_rng(0)
-    chosen = sorted(rng.choice(len(shards), size=min(len(shards), max(1, sample // 100)), replace=False).tolist())
-
-    def impostors(k):
-        split = data.read_shard(shards[k], 0)[0]
-        return ImpostorDistances.from_matrix(split.train)
-
-    parts = {k: impostors(k) for k in chosen}
+    chosen = sorted(rng.choice(len(files), size=min(len(files), max(1, sample // 100)), replace=False).tolist())
+    parts = {k: _shard_impostors(files[k]) for k in chosen}
     sample_classes = {k: [parts[k].classes[i] for i in
                           sorted(rng.choice(len(parts[k]), size=min(len(parts[k]), 100), replace=False).tolist())]
                       for k in chosen}
-    expected: dict = {}
-    total = sum(1 for _ in root.glob("train/*.parquet"))
-    fitted = {}
+    classes = [c for k in chosen for c in sample_classes[k]]
     labels = [e.get("name", e["plugin"]) for e in yaml.safe_load((root / "recipe.yaml").read_text())["estimators"]]
+    expected: dict = {}
     if "ncx2-fast" in labels:
-        fitted["ncx2-fast"] = {k: Ncx2Grid(mode="fast").fit(parts[k]) for k in chosen}
-    out = {"sampled_classes": sum(len(v) for v in sample_classes.values()), "sampled_shards": len(chosen)}
-    all_classes = total * len(parts[chosen[0]])
+        for k in chosen:
+            table = Ncx2Grid(mode="fast").fit(parts[k]).thresholds(TARGETS)
+            index = {c: i for i, c in enumerate(table.classes)}
+            expected.update({("ncx2-fast", c, t): float(table.values[index[c], j])
+                             for c in sample_classes[k] for j, t in enumerate(TARGETS)})
+    streamed, out = streamed_auto(root, classes)
+    in_memory: dict = {}
+    all_classes = sum(1 for _ in files) * len(parts[chosen[0]])
     if all_classes <= auto_max:
-        whole = [impostors(k) if k not in parts else parts[k] for k in range(total)]
+        whole = [_shard_impostors(f) for f in files]
         allimp = ImpostorDistances(tuple(c for p in whole for c in p.classes), np.concatenate([p.values for p in whole]),
                                    np.concatenate([[0], np.cumsum(np.concatenate([p.counts() for p in whole]))]))
         del whole
-        model = Auto().fit(allimp)
+        table = Auto().fit(allimp).thresholds(TARGETS)
         del allimp
-        fitted["auto"] = {k: model for k in chosen}
-        out["auto_checked"] = True
+        index = {c: i for i, c in enumerate(table.classes)}
+        in_memory = {("auto", c, t): float(table.values[index[c], j]) for c in classes for j, t in enumerate(TARGETS)}
+        out["auto_in_memory"] = True
     else:
-        out["auto_checked"] = False
-        out["auto_not_checked_because"] = f"{all_classes} classes > --check-auto-max {auto_max} (in memory, about 30 bytes per distance)"
-    for label, models in fitted.items():
-        for k in chosen:
-            table = models[k].thresholds(TARGETS)
-            index = {c: i for i, c in enumerate(table.classes)}
-            for c in sample_classes[k]:
-                for j, t in enumerate(TARGETS):
-                    expected[(label, c, t)] = float(table.values[index[c], j])
+        out["auto_in_memory"] = False
+        out["auto_in_memory_not_checked_because"] = (f"{all_classes} classes > --check-auto-max {auto_max} (about "
+                                                     f"{IN_MEMORY_BYTES} bytes per training distance in memory)")
     got = {}
     for k in chosen:
         with open(root / "out" / f"thresholds-part{k:05d}.csv", newline="") as fh:
             for r in csv.DictReader(fh):
-                key = (r["estimator"], r["class"], float(r["target_fpr"]))
-                if key in expected:
-                    got[key] = float(r["threshold"])
-    assert set(got) == set(expected), "the sampled classes are missing from the partitioned thresholds"
-    worst = {}
-    for (label, c, t), v in expected.items():
-        worst[label] = max(worst.get(label, 0.0), abs(got[(label, c, t)] / v - 1))
-    out["max_relative_difference"] = worst
-    out["compared_thresholds"] = len(expected)
-    out["saved_calibration"] = time_saved_calibration(root, [c for k in chosen for c in sample_classes[k]])
+                got[(r["estimator"], r["class"], float(r["target_fpr"]))] = float(r["threshold"])
+    out["sampled_classes"], out["sampled_shards"] = len(classes), len(chosen)
+    out["max_relative_difference"] = _compare({**expected, **streamed}, got)
+    if in_memory:
+        out["max_relative_difference_auto_in_memory"] = _compare(in_memory, got)["auto"]
+    out["compared_thresholds"] = len(expected) + len(streamed) + len(in_memory)
+    out["passed"] = bool(all(v <= CHECK_RTOL for v in out["max_relative_difference"].values())
+                         and out.get("max_relative_difference_auto_in_memory", 0.0) <= CHECK_RTOL
+                         and out.get("saved_pooled_sample_identical", True)
+                         and bool(streamed or in_memory or "auto" not in labels))
+    out["saved_calibration"] = time_saved_calibration(root, classes)
     out["check_peak_bytes"] = _peak_rss()
     return out
 
@@ -348,8 +494,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-ncx2", action="store_true", help="--json: auto only")
     ap.add_argument("--check", type=int, default=500, help="--json: classes compared with the in-memory fit")
-    ap.add_argument("--check-auto-max", type=int, default=200_000,
-                    help="--json: check auto in memory (all classes) up to this many classes")
+    ap.add_argument("--check-auto-max", type=int, default=20_000,
+                    help=f"--json: also fit auto in memory on every class up to this many classes (about "
+                         f"{IN_MEMORY_BYTES * TRAIN / 1e6:.2f} MB a class)")
     ap.add_argument("--tmp", help="--json: folder for the shards and outputs (default: the system's temp)")
     ap.add_argument("--keep", action="store_true", help="--json: keep the shards and outputs")
     ap.add_argument("--check-dir", help=argparse.SUPPRESS)
@@ -364,7 +511,12 @@ def main() -> None:
 
         if args.workers is None and not args.address:
             args.workers = 2
-        print(json.dumps(sharded(args)), flush=True)
+        if not 1 <= (args.classes or 0) <= MAX_CLASSES:
+            ap.error(f"--json needs --classes from 1 to {MAX_CLASSES:,} (its shards take about 9.6 KB a class on disk)")
+        out = sharded(args)
+        print(json.dumps(out), flush=True)
+        if not out["check"]["passed"]:
+            raise SystemExit("the check failed: the sharded run's thresholds differ from the check's (see \"check\")")
         return
     if args.scan:
         scan([int(w) for w in args.scan.split(",")], args.classes or 20000, args.mode)

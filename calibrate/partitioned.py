@@ -61,6 +61,16 @@ class PartitionedFitter(Protocol):
     #: files ``reduce`` wrote beside the result (into ``runner.scratch``, the run's staging folder, with
     #: :func:`write_staged`), as (name, size, SHA-256); the run adopts them into its output folder. Default: none
     files: tuple[tuple[str, int, str], ...] = ()
+    #: ``first_pass(shards, prefix, targets)``, a method called in the main process before the run's first pass over
+    #: the shards (the one that reads them), with the number of shards, a scratch-file prefix and the run's targets:
+    #: a module-level ``function`` and a picklable ``arg``, or None. Each shard's task then also returns
+    #: ``function(impostors, arg, index)`` (its training impostor distances, transformed by the transform fitted on
+    #: that shard, which the run checks is every shard's), and ``reduce`` finds the results in shard order with
+    #: ``runner.take_first(label)``, e.g. the histograms its selection starts with (:func:`moments_first_pass`,
+    #: :func:`histogram_first_pass`), a pass saved. A result may be None (the function saw that its work is not the
+    #: one ``reduce`` will need: ``take_first`` then gives None). Scratch files must be named ``prefix*``: the run
+    #: removes every such file after the reductions, used or not. Default: none (no first pass)
+    first_pass: Callable[[int, str, tuple[float, ...]], tuple[Callable, Any] | None] | None = None
 
     def reduce(self, runner: "ShardRunner", targets: tuple[float, ...], label: str) -> None:
         """Called once in the main process, before any part is fitted, with a :class:`ShardRunner` over every
@@ -114,26 +124,33 @@ class ShardJob:
     cache: str | None = None
 
 
+#: the order of the arrays in a shard's scratch file (:func:`save_shard_data`): the training ones first, so that a
+#: pass that needs only those stops reading there
+_CACHED = ("values", "offsets", "classes", "test_values", "test_probes", "test_gallery", "test_valid", "test_ids")
+
+
 def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d) -> None:
     """The shard's training impostor distances and evaluation distances (transformed and checked), as the later
-    passes need them, in one uncompressed .npz (about 9 bytes per distance), written whole under a temporary name."""
+    passes need them: one file of consecutive .npy arrays (``_CACHED``; about 9 bytes per distance; no zip
+    container, whose CRC costs more than the writing), written whole under a temporary name."""
     path = Path(path)
-    temp = path.with_name(f"{path.stem}.{uuid.uuid4().hex[:8]}.tmp.npz")
+    temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    arrays = (impostors.values, np.asarray(impostors.offsets, dtype=np.int64), np.asarray(impostors.classes, dtype=str),
+              test_d.values, test_d.probe_classes, test_d.gallery_classes, test_d.valid, test_d.probe_ids)
     with open(temp, "wb") as fh:
-        np.savez(fh, values=impostors.values, offsets=np.asarray(impostors.offsets, dtype=np.int64),
-                 classes=np.asarray(impostors.classes, dtype=str), test_values=test_d.values,
-                 test_probes=test_d.probe_classes, test_gallery=test_d.gallery_classes, test_valid=test_d.valid,
-                 test_ids=test_d.probe_ids)
+        for array in arrays:
+            np.save(fh, np.asarray(array), allow_pickle=False)
     os.replace(temp, path)
 
 
 def _load_shard_data(job: ShardJob, evaluation: bool):
     from .types import DistanceMatrix
 
-    with np.load(job.cache, allow_pickle=False) as z:
-        impostors = ImpostorDistances(tuple(z["classes"].tolist()), z["values"], z["offsets"])
-        test_d = (DistanceMatrix(z["test_values"], z["test_probes"], z["test_gallery"], z["test_valid"], "distance",
-                                 z["test_ids"], source=f"{job.shard[-1]} (evaluation rows)") if evaluation else None)
+    with open(job.cache, "rb") as fh:
+        z = {name: np.load(fh, allow_pickle=False) for name in _CACHED[:len(_CACHED) if evaluation else 3]}
+    impostors = ImpostorDistances(tuple(z["classes"].tolist()), z["values"], z["offsets"])
+    test_d = (DistanceMatrix(z["test_values"], z["test_probes"], z["test_gallery"], z["test_valid"], "distance",
+                             z["test_ids"], source=f"{job.shard[-1]} (evaluation rows)") if evaluation else None)
     return impostors, test_d
 
 
@@ -165,9 +182,19 @@ class ShardRunner:
     temporary files."""
 
     def __init__(self, context, jobs: list[ShardJob], scratch: Path, minimum: float = np.inf,
-                 min_positive: float = np.inf, n_train: int = 0):
+                 min_positive: float = np.inf, n_train: int = 0, first: dict[str, list] | None = None):
         self.context, self.jobs, self.scratch = context, jobs, scratch
         self.minimum, self.min_positive, self.n_train = minimum, min_positive, n_train
+        #: per estimator label, what its ``first_pass`` function returned for each shard (PartitionedFitter)
+        self.first = dict(first or {})
+
+    def take_first(self, label: str) -> list | None:
+        """The first pass's results of estimator ``label``, one per shard, handed over (the runner forgets them, so
+        that the caller can free them as it goes); None when it has none or any is None."""
+        got = self.first.pop(label, None)
+        if got is None or len(got) != len(self.jobs) or any(r is None for r in got):
+            return None
+        return got
 
     def map(self, function: Callable, arg: Any = None, description: str | None = None,
             only: list[int] | None = None) -> list:
@@ -216,14 +243,21 @@ def _gather_sorted(arg):
     return finish(out[:k], n_total, finish_arg)
 
 
+def histogram_first_pass(values_fn: Callable, values_arg: Any) -> tuple[Callable, Any]:
+    """A ``first_pass`` for :func:`lowest_sorted` (its ``first``): the shards' histograms made as they are read."""
+    return _histogram, (values_fn, values_arg)
+
+
 def lowest_sorted(runner: ShardRunner, values_fn: Callable, values_arg: Any, k: Callable[[int], int],
-                  finish: Callable, finish_arg: Any, name: str) -> Any:
+                  finish: Callable, finish_arg: Any, name: str, first: list | None = None) -> Any:
     """Exact selection of the pooled lower tail: ``finish(lowest, n_total, finish_arg)`` in one task,
     with ``lowest`` the ``k(n_total)`` smallest of every shard's ``values_fn(impostors, values_arg)``
     pooled, ascending (the same floats as ``np.sort(all values)[:k]``). Two passes over the shards:
     histograms of the values' order keys, then only the values in the bins up to the one holding
-    rank k, written to scratch files that the finishing task reads."""
-    hists = runner.map(_histogram, (values_fn, values_arg))
+    rank k, written to scratch files that the finishing task reads. ``first``: the histograms already made
+    (the run's first pass, :func:`histogram_first_pass` with the same values), saving the first of the two."""
+    hists = first if first is not None else runner.map(_histogram, (values_fn, values_arg))
+    first = None  # freed below with hists
     n_total = int(sum(int(c.sum()) for _, c in hists))
     if n_total == 0:
         raise DataError("no training impostor distances in any shard")
@@ -285,12 +319,40 @@ def _save_keys(path: Path, keys: np.ndarray) -> None:
     os.replace(temp, path)
 
 
+def _tail_share(n: int, k: Callable[[int], int], keep: Callable[[int], int]) -> float:
+    """The share of ``n`` pooled values that :func:`lowest_moments` needs: ranks up to k(n), and keep(n)."""
+    return min(1.0, max(int(k(n)) + 1, int(keep(n))) / n) if n > 0 else 1.0
+
+
 def _histogram_saved(impostors, arg, index):
-    """Pass 1 of :func:`lowest_moments` on one shard: the histogram of its values' order keys (bins, counts), and
-    its lowest ``SAVE_MARGIN`` x ``share`` of them as sorted order keys in a scratch file, completed to whole bins;
-    returns (bins, counts, path, the last bin saved whole)."""
+    """Pass 1 of :func:`lowest_moments` on one shard: see :func:`_save_lowest`."""
     values_fn, values_arg, share, prefix = arg
-    keys = np.sort(order_keys(np.asarray(values_fn(impostors, values_arg), dtype=np.float64)))
+    return _save_lowest(np.asarray(values_fn(impostors, values_arg), dtype=np.float64), share,
+                        Path(f"{prefix}-{index:05d}.npy"))
+
+
+def _histogram_saved_first(impostors, arg, index):
+    """:func:`_histogram_saved` in the run's first pass, where the pooled count is not known yet: the share is
+    guessed from this shard's count times the number of shards (a guess that only decides how often a shard is
+    read twice, never the result)."""
+    values_fn, values_arg, k, keep, shards, prefix = arg
+    values = np.asarray(values_fn(impostors, values_arg), dtype=np.float64)
+    return _save_lowest(values, _tail_share(values.size * shards, k, keep), Path(f"{prefix}-{index:05d}.npy"))
+
+
+def moments_first_pass(values_fn: Callable, values_arg: Any, k: Callable[[int], int], keep: Callable[[int], int],
+                       shards: int, prefix: str) -> tuple[Callable, Any]:
+    """A ``first_pass`` for :func:`lowest_moments` (its ``first``): each shard's histogram and its lowest values
+    saved as it is read. ``k`` and ``keep`` travel to the workers: module-level functions or ``functools.partial``
+    of them."""
+    return _histogram_saved_first, (values_fn, values_arg, k, keep, shards, prefix)
+
+
+def _save_lowest(values: np.ndarray, share: float, path: Path):
+    """One shard's part of :func:`lowest_moments`' first pass: the histogram of its values' order keys (bins,
+    counts), and its lowest ``SAVE_MARGIN`` x ``share`` of them as sorted order keys in the scratch file ``path``,
+    completed to whole bins; returns (bins, counts, path, the last bin saved whole)."""
+    keys = np.sort(order_keys(values))
     bins = keys >> np.uint64(_BIN_SHIFT)
     starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]]) if keys.size else np.zeros(0, np.int64)
     uniq, counts = bins[starts].astype(np.int64), np.diff(np.r_[starts, keys.size]).astype(np.int64)
@@ -300,18 +362,17 @@ def _histogram_saved(impostors, arg, index):
         if n_save < keys.size:
             through = int(bins[n_save - 1])
             end = int(np.searchsorted(bins, np.uint64(through), side="right"))
-    path = Path(f"{prefix}-{index:05d}.npy")
     _save_keys(path, keys[:end])
     return uniq, counts, str(path), through
 
 
 def _below_cut_sorted(impostors, arg, index):
     """The second reading of :func:`lowest_moments` on a shard whose saved keys (pass 1) end below the cut: its
-    values in the bins up to the cut, as order keys sorted, replacing its scratch file."""
-    values_fn, values_arg, cut, prefix = arg
+    values in the bins up to the cut, as order keys sorted, replacing its scratch file (``paths[index]``)."""
+    values_fn, values_arg, cut, paths = arg
     keys = order_keys(np.asarray(values_fn(impostors, values_arg), dtype=np.float64))
     keys = np.sort(keys[(keys >> np.uint64(_BIN_SHIFT)) <= np.uint64(cut)])
-    path = Path(f"{prefix}-{index:05d}.npy")
+    path = Path(paths[index])
     _save_keys(path, keys)
     return str(path), int(keys.size)
 
@@ -360,20 +421,24 @@ def _bucket_bins(counts: np.ndarray, cut: int, size: int) -> tuple[np.ndarray, n
 
 
 def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k: Callable[[int], int],
-                   keep: Callable[[int], int], name: str, bucket_values: int = BUCKET_VALUES) -> TailMoments:
+                   keep: Callable[[int], int], name: str, bucket_values: int = BUCKET_VALUES,
+                   first: list | None = None) -> TailMoments:
     """:class:`TailMoments` of every shard's ``values_fn(impostors, values_arg)`` pooled: ``k(n_total)`` exceedances,
     the ``keep(n_total)`` smallest kept. One pass over the shards: each computes its values once, returns their
     histogram (of order keys, as :func:`lowest_sorted`) and writes its lowest ones, sorted, to a scratch file
     (about twice the share the tail needs; a shard whose file ends below the pooled cut is read again for the
     rest). Tasks of about ``bucket_values`` values each (consecutive bins) then take their bins from every file,
-    sort them and sum them: no task holds the whole tail, and no shard is read twice unless it must be."""
+    sort them and sum them: no task holds the whole tail, and no shard is read twice unless it must be.
+    ``first``: that pass's results already made (the run's first pass, :func:`moments_first_pass` with the same
+    values), so that this reads no shard unless it must."""
     prefix = str(runner.scratch / f".moments-{name}-{uuid.uuid4().hex[:8]}")
-
-    # the share of its values each shard saves, from the run's count of training distances (the survey's, when the
-    # runner has it): a guess that only decides how often a shard is read twice, never the result
-    n_est = int(getattr(runner, "n_train", 0) or 0)
-    share = min(1.0, max(int(k(n_est)) + 1, int(keep(n_est))) / n_est) if n_est > 0 else 1.0
-    hists = runner.map(_histogram_saved, (values_fn, values_arg, share, prefix))
+    if first is not None:
+        hists, first = list(first), None  # freed below with hists
+    else:
+        # the share of its values each shard saves, from the run's count of training distances (the survey's, when
+        # the runner has it): a guess that only decides how often a shard is read twice, never the result
+        share = _tail_share(int(getattr(runner, "n_train", 0) or 0), k, keep)
+        hists = runner.map(_histogram_saved, (values_fn, values_arg, share, prefix))
     paths = [p for _, _, p, _ in hists]
     kept_paths: list[str] = []
     try:
@@ -393,7 +458,7 @@ def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k:
         short = [i for i, (_, _, _, through) in enumerate(hists) if through < cut]
         del hists
         if short:
-            again = runner.map(_below_cut_sorted, (values_fn, values_arg, cut, prefix), only=short)
+            again = runner.map(_below_cut_sorted, (values_fn, values_arg, cut, paths), only=short)
             if any(n != int(offsets[i][-1]) for i, (_, n) in zip(short, again)):
                 raise DataError("the shards changed between two passes of the run (the lower-tail counts differ); "
                                 "do not write into the shards while a run reads them")

@@ -17,14 +17,19 @@ Passes:
    impostors and report its fitted state (every shard must agree: a transform whose fit depends on
    the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), check the
    evaluation distances, count, and save the distances for the later passes (about 9 bytes per distance,
-   removed before the commit).
+   removed before the commit). The estimators' first passes (``PartitionedFitter.first_pass``) run here
+   too, on the distances just read: auto's tail selection begins here (its histogram, and each shard's
+   lowest standardised scores saved), on the guess that every training distance is positive (a zero
+   makes auto's working offset depend on all shards: it then makes its own pass), generic-interp's
+   histogram always.
 1. per estimator, its reduction (:class:`PartitionedFitter.reduce`): per-class estimators need
    none; pooled quantities come from :func:`lowest_sorted`, an exact two-pass selection of the
    pooled lower tail (per-shard histograms of the values' order-preserving 64-bit keys, cut at the
    bin holding rank k; then only the values at or below the cut are written to scratch files and
    one task sorts them), or :func:`lowest_moments` (auto's tail: one pass that also saves each
-   shard's lowest values, then buckets summed without gathering). The k smallest values are bit for
-   bit those of ``np.sort`` of all values.
+   shard's lowest values, then buckets summed without gathering). With their first pass made in
+   pass 0, auto reads no shard here and generic-interp one pass (the values up to the cut). The k
+   smallest values are bit for bit those of ``np.sort`` of all values.
 2. per shard: fit each estimator's part model (its classes, with the pooled state), write the
    shard's ``thresholds-partNNNNN.csv``, ``models-partNNNNN.csv``, ``calibration-partNNNNN.json``
    and ``classes-partNNNNN.json`` into the run's staging folder, and count false accepts, impostor
@@ -61,8 +66,10 @@ from .stats import clopper_pearson  # the in-memory evaluation's interval
 from .types import ImpostorDistances, TargetResult
 
 
-def _survey(job: ShardJob):
-    """Pass 0: the shard's counts, class hashes and the transform's state fitted on its training impostors."""
+def _survey(item):
+    """Pass 0: the shard's counts, class hashes and the transform's state fitted on its training impostors, and what
+    the estimators' first passes (PartitionedFitter.first_pass) return for it."""
+    job, firsts = item
     split, columns, absent, notes = job.dataset.read_shard(job.shard, job.offset)
     transform = job.transform.fit(split.train.impostors_only())
     train_d = transform.apply(split.train)
@@ -76,7 +83,9 @@ def _survey(job: ShardJob):
                        for c in classes], dtype=np.int64)
     d = impostors.values
     positive = d[d > 0]
+    first = {label: function(impostors, arg, job.index) for label, function, arg in firsts}
     return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
+            "first": first,
             "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
             "scores": training_span(split.train),
             "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
@@ -239,17 +248,45 @@ def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
 
 def _remove_cache(cache: str, shards: int) -> None:
     for i in range(shards):
-        Path(f"{cache}-{i:05d}.npz").unlink(missing_ok=True)
+        Path(_cache_file(cache, i)).unlink(missing_ok=True)
+
+
+def _cache_file(cache: str, index: int) -> str:
+    """Shard ``index``'s scratch file of distances (calibrate.partitioned.save_shard_data)."""
+    return f"{cache}-{index:05d}.npy"
 
 
 def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str) -> Any:
+    fitters = {est_spec.label: (est_spec, fitter_for(est_spec.build(), est_spec.label)) for est_spec in recipe.estimators}
+    # the estimators' first passes run in the survey, which reads every shard anyway; their scratch files are named
+    # {first}-<estimator's position>... and removed after the reductions, whether used or not
+    first = str(staged.dir / f".first-{uuid.uuid4().hex[:8]}")
+    firsts = []
+    for i, (label, (_, fitter)) in enumerate(fitters.items()):
+        plan = getattr(fitter, "first_pass", None)
+        got = plan(len(data.shards), f"{first}-{i}", recipe.targets) if plan is not None else None
+        if got is not None:
+            firsts.append((label, *got))
+    try:
+        return _passes(recipe, context, staged, data, times, spec, base, cache, fitters, tuple(firsts), first)
+    finally:
+        _remove_scratch(staged.dir, Path(first).name)
+
+
+def _remove_scratch(folder: Path, prefix: str) -> None:
+    for path in folder.glob(f"{prefix}*"):
+        path.unlink(missing_ok=True)
+
+
+def _passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str, built: dict,
+            firsts: tuple, first: str) -> Any:
     with times("survey shards"):
-        survey, offsets = _survey_shards(data, base, context, cache)
+        survey, offsets = _survey_shards(data, base, context, cache, firsts)
     states = _one_transform_state(spec, data, survey)
     transform = spec.build().set_fitted_state(states) if states else base
     # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
     # and (checked above) the same fitted state, so its distances are these
-    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, f"{cache}-{i:05d}.npz")
+    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, _cache_file(cache, i))
             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     failed = sum(s["failed"] for s in survey)
     if failed:
@@ -261,15 +298,18 @@ def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base:
     n_classes = sum(s["classes"] for s in survey)
     n_train = sum(s["train"] for s in survey)
     runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey),
-                         n_train)
+                         n_train, {label: [s["first"].get(label) for s in survey] for label, _, _ in firsts})
+    for s in survey:
+        del s["first"]
     fitters = {}
-    for est_spec in recipe.estimators:
-        with times(f"fit {est_spec.label} (pooled)"):
-            fitter = fitter_for(est_spec.build(), est_spec.label)
+    for label, (est_spec, fitter) in built.items():
+        with times(f"fit {label} (pooled)"):
             if getattr(fitter, "note", None):
                 context.note(fitter.note)
-            fitter.reduce(runner, recipe.targets, est_spec.label)
-            fitters[est_spec.label] = (est_spec.info.name, est_spec.params, fitter)
+            fitter.reduce(runner, recipe.targets, label)
+            runner.first.pop(label, None)
+            fitters[label] = (est_spec.info.name, est_spec.params, fitter)
+    _remove_scratch(staged.dir, Path(first).name)
     plan = {"staging": str(staged.dir), "estimators": fitters, "targets": recipe.targets, "kind": data.kind,
             "transform_plugin": spec.info.name, "transform_params": spec.params,
             "save_calibration": recipe.save_calibration}
@@ -333,9 +373,11 @@ def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Trans
     return spec, base
 
 
-def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None) -> tuple[list[dict], np.ndarray]:
+def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None,
+                   firsts: tuple = ()) -> tuple[list[dict], np.ndarray]:
     """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
-    each shard's distances are saved to ``{cache}-{index:05d}.npz`` for the later passes."""
+    each shard's distances are saved to ``{cache}-{index:05d}.npy`` for the later passes; ``firsts``: the
+    estimators' first passes, (label, function, arg) each, whose results are each survey's ``first``."""
     jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
     # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
     # the class counts of the shards before it; a shard's count does not depend on its offset
@@ -345,9 +387,10 @@ def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | N
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     else:
         offsets = np.zeros(len(jobs0), dtype=int)
-    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else f"{cache}-{i:05d}.npz")
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else _cache_file(cache, i))
              for i, (shard, off) in enumerate(zip(data.shards, offsets))]
-    return context.map(_survey, jobs0, description="fitting the transform per shard", unit="shards"), offsets
+    return context.map(_survey, [(job, firsts) for job in jobs0], description="reading the shards",
+                       unit="shards"), offsets
 
 
 def _one_transform_state(spec, data: ShardedScores, survey: list[dict]) -> dict:

@@ -8,6 +8,9 @@ with :func:`calibrate.partitioned.lowest_sorted` (two passes over the shards; th
 are the very floats ``np.sort`` of everything would give). auto's tail (k = 10% of the pooled scores:
 10^8 of them at a million classes) is not gathered: :func:`calibrate.partitioned.lowest_moments` sums
 it bucket by bucket into the two probability-weighted moments its fit needs (gpd.fit_lower_tail_moments).
+Both begin in the run's reading of each shard (``first_pass``): the histograms, and auto's saved lowest
+scores on the guess that its working offset is 0 (every training distance positive; else auto makes its own
+pass over the cached distances, as it did before there was a first pass).
 Hence the thresholds equal the in-memory fit's: per-class location and scale are computed by
 the same functions on the same distances, the pooled order statistics are the same numbers, the
 tail's moments the same sums added in another order; ``tests/test_partitioned.py`` compares them
@@ -23,13 +26,15 @@ from __future__ import annotations
 
 import io
 import math
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from calibrate.errors import DataError
 from calibrate.gpd import exceedance_count, fit_lower_tail_moments
-from calibrate.partitioned import TailMoments, lowest_moments, lowest_sorted, write_staged
+from calibrate.partitioned import (TailMoments, histogram_first_pass, lowest_moments, lowest_sorted, moments_first_pass,
+                                   write_staged)
 from calibrate.standardise import ANCHOR_MAX_RANK, standardise_classes, to_working
 from calibrate.types import ImpostorDistances
 
@@ -62,6 +67,21 @@ def _auto_z(impostors: ImpostorDistances, arg: tuple[float, dict]) -> np.ndarray
     return np.concatenate(_standardised(impostors, offset, cfg["jackknife"], cfg)[0])
 
 
+def _auto_first(impostors: ImpostorDistances, arg, index: int) -> tuple | None:
+    """auto's tail selection begun in the run's first pass (calibrate.partitioned.moments_first_pass), on the guess
+    that every training distance is positive, so that the working offset is 0 (working_offset's rule): None on a
+    shard where that is false (then no shard's result is used) or whose scores cannot be standardised (the second
+    pass says why, as it did before there was a first)."""
+    function, first_arg = arg
+    d = impostors.values
+    if d.size == 0 or not float(d.min()) > 0:
+        return None
+    try:
+        return function(impostors, first_arg, index)
+    except DataError:
+        return None
+
+
 def _auto_tail(m: TailMoments, cfg: dict) -> dict | None:
     """fit_znorm's GPD tail, from the pooled scores' moments (the streamed form of fit_lower_tail's PWM fit)."""
     try:
@@ -86,6 +106,18 @@ class AutoPartitioned:
         self.offset, self.n_pooled, self.tail, self.files = 0.0, 0, None, ()
         self._pooled_path: str | None = None
 
+    def _counts(self, targets) -> tuple:
+        """The tail's exceedance count and the kept count, as functions of the pooled count (picklable)."""
+        cfg = self.config
+        return (partial(exceedance_count, tail_fraction=cfg["tail_fraction"], min_exceedances=cfg["min_exceedances"]),
+                partial(kept_count, targets=tuple(targets)))
+
+    def first_pass(self, shards: int, prefix: str, targets):
+        """The tail's first pass, on the run's first reading of each shard, with the working offset 0 (every
+        training distance positive, as distances from a matcher mostly are; else not used, see _auto_first)."""
+        k, keep = self._counts(targets)
+        return _auto_first, moments_first_pass(_auto_z, (0.0, self.config), k, keep, shards, prefix)
+
     def reduce(self, runner, targets, label: str) -> None:
         if runner.minimum > 0:
             self.offset = 0.0  # working_offset's rule, from the shards' minima
@@ -96,11 +128,12 @@ class AutoPartitioned:
             self.offset = 0.5 * positive
         name = f"pooled-{label}.npy"
         cfg = self.config
+        k, keep = self._counts(targets)
         # the tail's k exceedances are summed bucket by bucket (at 10% of a billion scores they would not fit
-        # one worker); only the lowest max(1%, largest target) are kept, for the thresholds above the tail
-        moments = lowest_moments(runner, _auto_z, (self.offset, cfg),
-                                 lambda n: exceedance_count(n, cfg["tail_fraction"], cfg["min_exceedances"]),
-                                 lambda n: kept_count(n, targets), name=label)
+        # one worker); only the lowest max(1%, largest target) are kept, for the thresholds above the tail. The
+        # first pass's selection was made with offset 0 (first_pass): used only if that is the offset
+        moments = lowest_moments(runner, _auto_z, (self.offset, cfg), k, keep, name=label,
+                                 first=runner.take_first(label) if self.offset == 0.0 else None)
         self.tail, self.n_pooled = _auto_tail(moments, cfg), moments.n_total
         self.files = (_save_pooled(str(runner.scratch), name, moments.kept),)
         self._pooled_path = str(runner.scratch / name)
@@ -139,10 +172,15 @@ class GenericInterpPartitioned:
     def __init__(self):
         self.n_pooled, self.files, self._pooled_path = 0, (), None
 
+    def first_pass(self, shards: int, prefix: str, targets):
+        """The pooled distances' histograms, made on the run's first reading of each shard."""
+        return histogram_first_pass(_distances, None)
+
     def reduce(self, runner, targets, label: str) -> None:
         name = f"pooled-{label}.npy"
         self.n_pooled, info = lowest_sorted(runner, _distances, None, lambda n: kept_count(n, targets), _interp_finish,
-                                            (str(runner.scratch), name, tuple(targets)), name=label)
+                                            (str(runner.scratch), name, tuple(targets)), name=label,
+                                            first=runner.take_first(label))
         self.files = (info,)
         self._pooled_path = str(runner.scratch / name)
 

@@ -1,5 +1,12 @@
 """Executor ``dask``: dask.distributed, a LocalCluster or an existing scheduler (optional extra
-``pip install "calibrate-thresholds[dask]"``); chunks work exactly as the local executors do."""
+``pip install "calibrate-thresholds[dask]"``); chunks work exactly as the local executors do.
+
+A LocalCluster's workers start without dask's ``MALLOC_TRIM_THRESHOLD_=65536`` (its default
+``distributed.nanny.pre-spawn-environ``): that setting also turns off glibc's adaptive mmap threshold, so
+every array over 128 KB is mapped fresh and its pages faulted in again, and a sharded run's workers spent
+a third of their CPU time in the kernel (docs/performance.md, "Issue 32"). A value the user set (in dask's
+configuration or the environment) is kept.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,22 @@ from calibrate.base import Executor
 from calibrate.errors import CalibrateError, ParameterError
 
 from .local import _apply_chunk, _chunks, _flatten, _spans, OnDone
+
+
+#: dask's own default for its workers' MALLOC_TRIM_THRESHOLD_ (distributed.yaml)
+_DASK_TRIM_DEFAULT = "65536"
+
+
+def _glibc_malloc():
+    """A dask configuration context in which new workers keep glibc's default malloc tuning, unless the user chose a
+    MALLOC_TRIM_THRESHOLD_ (dask's configuration other than its default, or this process's environment)."""
+    import dask
+
+    key = "distributed.nanny.pre-spawn-environ"
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ or str(dask.config.get(key, {}).get("MALLOC_TRIM_THRESHOLD_")) != \
+            _DASK_TRIM_DEFAULT:
+        return dask.config.set({})
+    return dask.config.set({f"{key}.MALLOC_TRIM_THRESHOLD_": None})
 
 
 class Dask(Executor):
@@ -41,8 +64,9 @@ class Dask(Executor):
                 raise CalibrateError(f"executor dask: cannot reach the scheduler at {self.address!r} ({exc}); "
                                      "check the address or omit it to start a local cluster") from None
         else:
-            self._cluster = LocalCluster(n_workers=self.workers or os.cpu_count() or 1, threads_per_worker=1,
-                                         processes=True, memory_limit=self.memory_limit, dashboard_address=None)
+            with _glibc_malloc():
+                self._cluster = LocalCluster(n_workers=self.workers or os.cpu_count() or 1, threads_per_worker=1,
+                                             processes=True, memory_limit=self.memory_limit, dashboard_address=None)
             self._client = Client(self._cluster)
         return self
 
@@ -63,7 +87,7 @@ class Dask(Executor):
                 return self._map(function, items, on_done)
         from distributed import as_completed as dask_completed
 
-        chunks = _chunks(items, 4 * self.n_workers())
+        chunks = _chunks(items, self.n_workers())
         spans = _spans(chunks)
         futures = self._client.map(_apply_chunk, [function] * len(chunks), chunks, pure=False)
         index = {future.key: k for k, future in enumerate(futures)}

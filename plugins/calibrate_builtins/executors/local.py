@@ -1,8 +1,10 @@
 """Executors ``serial`` and ``processes`` (and the chunking that ``dask`` shares, in cluster.py).
 
 Each returns exactly what ``[function(item) for item in items]`` returns, in order; work
-is sent in chunks (about four per worker) so that per-task overhead stays small against
-per-class fits that take milliseconds. ``map(..., on_done=f)`` reports each chunk (its item
+is sent in chunks (about four per worker, and at least :data:`MIN_CHUNKS` when there are as many
+items) so that per-task overhead stays small against per-class fits that take milliseconds, while a
+worker that the machine's other work slows down holds up the end of a map of heavy items (a sharded
+run's pass over 1,000 shards) by a small share of it. ``map(..., on_done=f)`` reports each chunk (its item
 indices) as it completes, so progress is real in parallel too. ``dask`` needs the optional extra
 ``pip install "calibrate-thresholds[dask]"`` (see cluster.py).
 """
@@ -18,8 +20,13 @@ from calibrate.base import Executor
 from calibrate.errors import ParameterError
 
 
-def _chunks(items: list, n_chunks: int) -> list[list]:
-    n_chunks = max(1, min(n_chunks, len(items)))
+#: a map is cut into at least this many chunks when it has as many items (a chunk takes a few milliseconds to send)
+MIN_CHUNKS = 64
+
+
+def _chunks(items: list, workers: int) -> list[list]:
+    """``items`` in consecutive chunks: about four per worker, at least MIN_CHUNKS, at most one per item."""
+    n_chunks = max(1, min(max(4 * workers, MIN_CHUNKS), len(items)))
     size, extra = divmod(len(items), n_chunks)
     out, start = [], 0
     for k in range(n_chunks):
@@ -89,7 +96,7 @@ class Processes(Executor):
         if self._pool is None:
             with self:
                 return self._map(function, items, on_done)
-        chunks = _chunks(items, 4 * self._n())
+        chunks = _chunks(items, self._n())
         spans = _spans(chunks)
         futures = {self._pool.submit(_apply_chunk, function, chunk): k for k, chunk in enumerate(chunks)}
         parts: list = [None] * len(chunks)
