@@ -447,7 +447,8 @@ def prediction_notes(label: str, fold: str, predicted: "prediction.Prediction", 
     refits cut short by the budget, and targets without a prediction (the world does not fit there)."""
     out = []
     if predicted.budget_note:
-        out.append(f"{label}: predicted FPR interval from refits: {predicted.budget_note}")
+        out.append(f"{label}: predicted FPR interval from "
+                   f"{'refits: ' if predicted.simulation == 'refits' else ''}{predicted.budget_note}")
     missing = [(t, s) for t, s in zip(targets, predicted.status) if s not in prediction.PREDICTED]
     if missing:
         where = ", ".join(f"{100 * t:.3g}%" for t, _ in missing)
