@@ -12,9 +12,11 @@ done with the class's own FPR.
 
 Cost, by design. An estimator that implements ``Estimator.simulate`` gets all its replicates as
 array operations over the B galleries at once (generic-interp, class-interp and auto do: the same
-formulas as their fit, checked equal by the conformance kit); the number of replicates is then
-``replicates`` (100), lowered for very large galleries so that at most ``SIMULATED_VALUES`` distances
-are drawn (never below 20): deterministic, so a run gives the same interval on every machine. Any
+formulas as their fit, checked equal by the conformance kit), on galleries drawn only at the ranks
+they read; the number of replicates is then ``replicates`` (100), lowered only where that would draw
+more than ``SIMULATED_PER_DISTANCE`` values per training distance (and more than ``SIMULATED_VALUES``
+in all; never below 20): deterministic, so a run gives the same interval on every machine, and the
+run's notes say what fewer galleries do to the level (:func:`replicate_level`). Any
 other estimator is refitted one gallery at a time, within a time budget: ``budget`` (0.2) times
 the run's time so far (or ``budget_s`` seconds); as many refits as the estimator's own measured
 fit time allows, and none, with a note saying what it would cost, when fewer than 20 fit.
@@ -380,7 +382,9 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
     drawn = ranks.drawn if ranks is not None and world.slots is None else n  # slots: whole galleries
     total = simulated_replicates(settings, drawn, n)
     whole = [e for e, a in zip(estimators, asked) if a is None]
-    note = "" if total >= settings.replicates else _fewer_note(total, settings, drawn, world.slots is not None, whole)
+    note = ""
+    if total < settings.replicates:  # said in the run's notes, with what it does to the level
+        note = _fewer_note(total, settings, drawn, n, world.slots is not None, whole)
     per_chunk = int(max(1, min(total, _CHUNK_VALUES // max(drawn, 1))))
     keep = total * len(world.classes) * t.size <= _PER_CLASS_LIMIT
     shape = (len(world.classes), t.size)
@@ -441,7 +445,8 @@ def replicate_level(replicates: int, level: float) -> tuple[float, float]:
     return mean, math.sqrt(mean * (1 - mean) / (b + 2))
 
 
-def _fewer_note(total: int, settings: PredictionSettings, drawn: int, paired: bool, whole: list) -> str:
+def _fewer_note(total: int, settings: PredictionSettings, drawn: int, training: int, paired: bool,
+                whole: list) -> str:
     """Why a vectorised simulation drew fewer galleries than asked (``paired``: pair slots; ``whole``: the estimators
     that asked for whole galleries), and what that does to the interval's level."""
     if paired:
@@ -453,8 +458,9 @@ def _fewer_note(total: int, settings: PredictionSettings, drawn: int, paired: bo
     mean, sd = replicate_level(total, settings.level)
     at_asked, _ = replicate_level(settings.replicates, settings.level)
     lo, hi = 100 * (1 - settings.level) / 2, 100 * (1 + settings.level) / 2
+    limit = max(SIMULATED_VALUES, SIMULATED_PER_DISTANCE * training)
     return (f"{total} of {settings.replicates} simulated galleries ({drawn:,} values each, {why}; "
-            f"{settings.replicates} would draw more than {SIMULATED_PER_DISTANCE} per training distance): its "
+            f"{settings.replicates} would draw over {limit:,}, the most for {training:,} training distances): its "
             f"{100 * settings.level:g}% bounds are the {lo:g}th and {hi:g}th percentiles of {total} draws, which hold "
             f"a further draw from the world {100 * mean:.0f}% +- {100 * sd:.0f}% of the time "
             f"({100 * at_asked:.0f}% at {settings.replicates})")

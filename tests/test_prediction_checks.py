@@ -250,12 +250,7 @@ def test_fewer_galleries_than_asked_are_said_with_what_they_do_to_the_level(tmp_
 
     monkeypatch.setattr(prediction_module, "SIMULATED_VALUES", 1_000)
     monkeypatch.setattr(prediction_module, "SIMULATED_PER_DISTANCE", 0)
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("version: 1\ndata: {plugin: synthetic-impostors, classes: 40, train: 100, test: 50, seed: 3}\n"
-                      "estimators: [{plugin: generic-interp}]\nevaluation: {targets: [0.01]}\n", encoding="utf-8")
-    with pytest.warns(UserWarning):
-        result = calibrate.run(recipe, out=tmp_path / "out")
-    doc = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    result, doc = _run_small(tmp_path, "estimators: [{plugin: generic-interp}]\nevaluation: {targets: [0.01]}\n")
     assert doc["estimators"]["generic-interp"]["targets"][0]["simulated_galleries"] == 20
     said = [n for n in result.notes if n.startswith("generic-interp: predicted FPR interval from 20 of 100")]
     assert said and "5th and 95th percentiles of 20 draws" in said[0] and "81% +- 8%" in said[0], result.notes
@@ -309,14 +304,19 @@ def test_refits_take_what_the_budget_allows_and_say_what_more_would_cost():
     assert refit_plan(s, fit_seconds=1.0, base_seconds=None) == (100, "")  # calibrate.fit: asked for, paid for
 
 
-def test_an_estimator_over_budget_gets_a_note_and_no_interval(tmp_path):
+def _run_small(tmp_path, rest: str) -> tuple:
+    """A run on 40 synthetic classes x 100 training distances with the recipe's ``rest``: (its result, results.json)."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text("version: 1\ndata: {plugin: synthetic-impostors, classes: 40, train: 100, test: 50, seed: 3}\n"
-                      "estimators: [{plugin: znorm}, {plugin: generic-interp}]\n"
-                      "evaluation: {targets: [0.01], prediction: {budget_s: 0.000001}}\n", encoding="utf-8")
+                      + rest, encoding="utf-8")
     with pytest.warns(UserWarning):
         result = calibrate.run(recipe, out=tmp_path / "out")
-    doc = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    return result, json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+
+
+def test_an_estimator_over_budget_gets_a_note_and_no_interval(tmp_path):
+    result, doc = _run_small(tmp_path, "estimators: [{plugin: znorm}, {plugin: generic-interp}]\n"
+                                       "evaluation: {targets: [0.01], prediction: {budget_s: 0.000001}}\n")
     assert "predicted_fpr_low" not in doc["estimators"]["znorm"]["targets"][0]
     assert doc["estimators"]["generic-interp"]["targets"][0]["prediction_simulation"] == "vectorised"
     said = [n for n in result.notes if n.startswith("znorm: no predicted FPR interval")]
