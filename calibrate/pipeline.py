@@ -344,6 +344,7 @@ class PendingPredictions(Mapping):
             spent = {k: v - before.get(k, 0.0) for k, v in times.seconds.items() if v != before.get(k)}
             return out, quiet.notes, spent
 
+        prediction.before_beside()
         self._job = beside.start(work, f"the predicted FPR intervals of fold {fold!r}")
         context._beside.append(self)
 
