@@ -124,6 +124,20 @@ def test_partial_draws_give_the_replicates_refits_on_whole_galleries_give():
             assert abs(share - q) < 4 * np.sqrt(2 * q * (1 - q) / 300), (j, q, share)
 
 
+def test_the_world_s_cdf_is_np_interp_over_its_ranks_to_the_bit():
+    """shape_cdf's body reads the sorted pooled scores as np.interp over ranks 1..n / n would, ties, knots, both ends
+    and NaN included, without building the n-array of ranks."""
+    from calibrate.world import _rank_cdf
+
+    rng = np.random.default_rng(9)
+    s = np.sort(np.round(rng.normal(size=5_000), 2))  # many ties
+    z = np.concatenate([rng.normal(0.0, 1.5, 20_000), s[rng.integers(0, s.size, 2_000)],
+                        [s[0], s[-1], s[0] - 1, s[-1] + 1, np.nan, -np.inf, np.inf]])
+    expected = np.interp(z, s, np.arange(1, s.size + 1, dtype=np.float64) / s.size, left=0.0, right=1.0)
+    assert np.array_equal(_rank_cdf(s, z), expected, equal_nan=True)
+    assert np.array_equal(_rank_cdf(s, z.reshape(-1, 1)), expected.reshape(-1, 1), equal_nan=True)
+
+
 # ---- the world's tail ----------------------------------------------------------------------------------
 
 
