@@ -344,6 +344,7 @@ class PendingPredictions(Mapping):
             spent = {k: v - before.get(k, 0.0) for k, v in times.seconds.items() if v != before.get(k)}
             return out, quiet.notes, spent
 
+        prediction.before_beside()
         self._job = beside.start(work, f"the predicted FPR intervals of fold {fold!r}")
         context._beside.append(self)
 
@@ -451,7 +452,8 @@ def prediction_notes(label: str, fold: str, predicted: "prediction.Prediction", 
     refits cut short by the budget, and targets without a prediction (the world does not fit there)."""
     out = []
     if predicted.budget_note:
-        out.append(f"{label}: predicted FPR interval from refits: {predicted.budget_note}")
+        out.append(f"{label}: predicted FPR interval from "
+                   f"{'refits: ' if predicted.simulation == 'refits' else ''}{predicted.budget_note}")
     missing = [(t, s) for t, s in zip(targets, predicted.status) if s not in prediction.PREDICTED]
     if missing:
         where = ", ".join(f"{100 * t:.3g}%" for t, _ in missing)

@@ -70,6 +70,74 @@ def test_a_rank_that_was_not_drawn_is_refused():
     assert list(g.lowest_drawn()) == [1] * 5
 
 
+def _per_class_draw(world, rng: np.random.Generator, replicates: int, ranks: list) -> np.ndarray:
+    """The partial draw written one class at a time (the layout before DrawPlan): per class the Gamma increments
+    between its sorted ranks, laid side by side in one row, cumulated over the row, each class's sum before it
+    subtracted."""
+    ks = [np.unique(np.asarray(r)) + 1 for r in ranks]
+    shapes = np.concatenate([np.diff(np.concatenate([[0], k, [n + 1]])) for k, n in zip(ks, world.counts)])
+    g = np.cumsum(rng.standard_gamma(shapes.astype(np.float64), size=(replicates, shapes.size)), axis=1)
+    out, start = [], 0
+    for c, k in enumerate(ks):
+        before = g[:, start - 1:start] if start else np.zeros((replicates, 1))
+        u = (g[:, start:start + k.size] - before) / (g[:, start + k.size:start + k.size + 1] - before)
+        out.append(world._distances(np.clip(u, 0.0, np.nextafter(1.0, 0.0)), np.full(k.size, c)))
+        start += k.size + 1
+    return np.concatenate(out, axis=1)
+
+
+def test_a_draw_plan_draws_what_a_class_by_class_draw_draws():
+    world = build_world(lognormal(np.random.default_rng(1), classes=9, n=50))
+    rng = np.random.default_rng(4)
+    # unsorted, repeated, a class at one rank, a class at every rank
+    ranks = [rng.integers(0, 50, 8) for _ in range(7)] + [np.array([49]), np.arange(50)[::-1]]
+    drawn = world.draw_galleries(np.random.default_rng(5), 6, ranks)
+    assert np.array_equal(drawn.values, _per_class_draw(world, np.random.default_rng(5), 6, ranks))
+    assert np.array_equal(drawn.keys, np.concatenate([o + np.unique(r) for o, r in zip(world.offsets[:-1], ranks)]))
+    again = world.draw_galleries(np.random.default_rng(5), 6, world.draw_plan(ranks))  # the plan made once
+    assert np.array_equal(again.values, drawn.values)
+    with pytest.raises(ValueError, match="within its count"):
+        world.draw_plan(ranks[:-1] + [np.array([50])])
+
+
+def test_partial_draws_give_the_replicates_refits_on_whole_galleries_give():
+    """The vectorised simulation on galleries drawn only at the ranks auto-bulk reads, against refitting auto-bulk
+    on whole galleries drawn afresh: the replicate FPRs agree in law (two-sample KS, 300 galleries each, fixed
+    seeds) and their 5th and 95th percentiles within Monte Carlo error (4 standard deviations on the probability
+    scale: where the one sample's percentile falls among the other's)."""
+    from calibrate.prediction import _simulated, simulated_replicates
+
+    imp = lognormal(np.random.default_rng(12), classes=30, n=200)
+    world = build_world(imp)
+    t = np.array([0.01, 0.005])
+    est = estimator("auto-bulk")
+    assert est.simulation_ranks(world.counts, t, world) is not None  # a partial draw: 37 of 200 ranks per class
+    partial = _simulated([est], world, t, PredictionSettings(0.9, 300), [3])[0].replicates
+    assert partial.shape == (300, 2) and simulated_replicates(PredictionSettings(0.9, 300), 37 * 30, imp.values.size) == 300
+    rng = np.random.default_rng(13)
+    whole = np.array([world.gallery_fpr(world.class_fpr(est.fit(world.draw(rng)).thresholds(t).values))
+                      for _ in range(300)])
+    for j in range(t.size):
+        assert stats.ks_2samp(partial[:, j], whole[:, j]).pvalue > 1e-3
+        for q in (0.05, 0.95):  # on the probability scale two samples' q-quantiles differ by sd sqrt(2 q (1 - q) / B)
+            share = np.mean(whole[:, j] <= np.quantile(partial[:, j], q))
+            assert abs(share - q) < 4 * np.sqrt(2 * q * (1 - q) / 300), (j, q, share)
+
+
+def test_the_world_s_cdf_is_np_interp_over_its_ranks_to_the_bit():
+    """shape_cdf's body reads the sorted pooled scores as np.interp over ranks 1..n / n would, ties, knots, both ends
+    and NaN included, without building the n-array of ranks."""
+    from calibrate.world import _rank_cdf
+
+    rng = np.random.default_rng(9)
+    s = np.sort(np.round(rng.normal(size=5_000), 2))  # many ties
+    z = np.concatenate([rng.normal(0.0, 1.5, 20_000), s[rng.integers(0, s.size, 2_000)],
+                        [s[0], s[-1], s[0] - 1, s[-1] + 1, np.nan, -np.inf, np.inf]])
+    expected = np.interp(z, s, np.arange(1, s.size + 1, dtype=np.float64) / s.size, left=0.0, right=1.0)
+    assert np.array_equal(_rank_cdf(s, z), expected, equal_nan=True)
+    assert np.array_equal(_rank_cdf(s, z.reshape(-1, 1)), expected.reshape(-1, 1), equal_nan=True)
+
+
 # ---- the world's tail ----------------------------------------------------------------------------------
 
 
@@ -175,6 +243,67 @@ def test_no_interval_is_said_in_the_calibration_the_run_and_the_cli(tmp_path, mo
     assert any("does not fit these training scores" in n for n in result.notes)
 
 
+# ---- how many simulated galleries ------------------------------------------------------------------------
+
+
+def test_galleries_drawn_at_their_ranks_are_budgeted_per_training_distance():
+    from calibrate.prediction import SIMULATED_PER_DISTANCE, simulated_replicates
+
+    s = PredictionSettings()  # 100 replicates
+    lfw = 4_786_008  # training distances of the 5,701 x 1,680 face matrix (benchmarks/bench_whole_run.py)
+    assert simulated_replicates(s, 140_972, lfw) == 100  # auto's ranks there: 2.9 values per training distance
+    assert simulated_replicates(s, 140_972, None) == 20  # the old rule (2 million values in all) gave 20
+    assert simulated_replicates(s, lfw, lfw) == 20  # whole galleries: never below 20
+    assert simulated_replicates(s, 5_000, 20_000) == 100  # small galleries: 2 million values in all
+    assert simulated_replicates(s, 30_000, 100_000) == 66
+    assert simulated_replicates(s, 500_000, 10_000_000) == SIMULATED_PER_DISTANCE * 20
+
+
+def test_fewer_galleries_than_asked_are_said_with_what_they_do_to_the_level(tmp_path, monkeypatch):
+    import calibrate.prediction as prediction_module
+
+    monkeypatch.setattr(prediction_module, "SIMULATED_VALUES", 1_000)
+    monkeypatch.setattr(prediction_module, "SIMULATED_PER_DISTANCE", 0)
+    result, doc = _run_small(tmp_path, "estimators: [{plugin: generic-interp}]\nevaluation: {targets: [0.01]}\n")
+    assert doc["estimators"]["generic-interp"]["targets"][0]["simulated_galleries"] == 20
+    said = [n for n in result.notes if n.startswith("generic-interp: predicted FPR interval from 20 of 100")]
+    assert said and "5th and 95th percentiles of 20 draws" in said[0] and "81% +- 8%" in said[0], result.notes
+    assert "(88% at 100)" in said[0] and "refits" not in said[0]
+
+
+@pytest.mark.parametrize("replicates", [20, 47, 100])
+def test_the_level_of_b_percentiles_is_what_monte_carlo_says(replicates):
+    """The 5th and 95th percentiles of B draws (numpy's, as Prediction.low/high) hold a further draw level (B - 1) /
+    (B + 1) of the time on average, varying from one set of B draws to another by the sd replicate_level says."""
+    from calibrate.prediction import replicate_level
+
+    u = np.random.default_rng(replicates).random((20_000, replicates))
+    held = np.quantile(u, 0.95, axis=1) - np.quantile(u, 0.05, axis=1)  # the share of uniforms between them
+    mean, sd = replicate_level(replicates, 0.9)
+    assert held.mean() == pytest.approx(mean, abs=0.003)
+    assert held.std() == pytest.approx(sd, rel=0.05)
+
+
+def test_each_world_is_checked_once_against_the_training_distances(monkeypatch):
+    """choose_world, predict_in_worlds and the per-target check ask the same question of each world: one pass over
+    the training distances each."""
+    import calibrate.world as world_module
+    from calibrate.prediction import build_worlds, choose_world, predict_in_worlds
+
+    imp = lognormal(np.random.default_rng(21), classes=40, n=80)
+    est = estimator("auto-bulk")
+    model = est.fit(imp)
+    worlds = build_worlds(imp)
+    calls = []
+    real = world_module.training_check
+    monkeypatch.setattr(world_module, "training_check", lambda *a: calls.append(a[0]) or real(*a))
+    chosen = choose_world(worlds, imp, model, TARGETS)
+    pred = predict_in_worlds([est], [model], imp, TARGETS, settings=PredictionSettings(0.9, 20), seed=[1],
+                             worlds=worlds)[0]
+    assert len(calls) == len(worlds) == 2 and pred.world == chosen.structure
+    assert pred.checks == real(chosen, imp, model._thresholds(np.asarray(TARGETS), model.all_rows()))
+
+
 # ---- the refits' time budget --------------------------------------------------------------------------
 
 
@@ -189,14 +318,19 @@ def test_refits_take_what_the_budget_allows_and_say_what_more_would_cost():
     assert refit_plan(s, fit_seconds=1.0, base_seconds=None) == (100, "")  # calibrate.fit: asked for, paid for
 
 
-def test_an_estimator_over_budget_gets_a_note_and_no_interval(tmp_path):
+def _run_small(tmp_path, rest: str) -> tuple:
+    """A run on 40 synthetic classes x 100 training distances with the recipe's ``rest``: (its result, results.json)."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text("version: 1\ndata: {plugin: synthetic-impostors, classes: 40, train: 100, test: 50, seed: 3}\n"
-                      "estimators: [{plugin: znorm}, {plugin: generic-interp}]\n"
-                      "evaluation: {targets: [0.01], prediction: {budget_s: 0.000001}}\n", encoding="utf-8")
+                      + rest, encoding="utf-8")
     with pytest.warns(UserWarning):
         result = calibrate.run(recipe, out=tmp_path / "out")
-    doc = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    return result, json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+
+
+def test_an_estimator_over_budget_gets_a_note_and_no_interval(tmp_path):
+    result, doc = _run_small(tmp_path, "estimators: [{plugin: znorm}, {plugin: generic-interp}]\n"
+                                       "evaluation: {targets: [0.01], prediction: {budget_s: 0.000001}}\n")
     assert "predicted_fpr_low" not in doc["estimators"]["znorm"]["targets"][0]
     assert doc["estimators"]["generic-interp"]["targets"][0]["prediction_simulation"] == "vectorised"
     said = [n for n in result.notes if n.startswith("znorm: no predicted FPR interval")]

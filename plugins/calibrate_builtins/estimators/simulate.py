@@ -25,6 +25,7 @@ import numpy as np
 from calibrate.gpd import exceedance_count, fit_lower_tail, monotone
 from calibrate.standardise import IQR_TO_SD, from_working
 from calibrate.stats import interpolate_rank
+from calibrate.world import sorted_unique
 
 #: a partial draw holds each class's expected count below the pooled threshold times this, plus
 #: MARGIN_SD standard deviations and MARGIN_FIXED values
@@ -47,7 +48,7 @@ def _interp_ranks(counts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
 
 def class_interp_ranks(counts: np.ndarray, targets: np.ndarray) -> list[np.ndarray]:
     _, lo, hi, _ = _interp_ranks(counts, targets)
-    return [np.unique(np.concatenate([[0], lo[c] - 1, hi[c] - 1])) for c in range(len(counts))]
+    return lowest_and(np.ones(len(counts), dtype=np.int64), np.concatenate([lo - 1, hi - 1], axis=1))
 
 
 def class_interp(galleries, targets: np.ndarray) -> np.ndarray:
@@ -193,15 +194,25 @@ def pooled_shape_ranks(counts: np.ndarray, targets: np.ndarray, world, *, min_ta
     j0_low = np.floor((counts - 2) * 0.25).astype(np.int64)
     if np.any(lowest - 1 > j0_low) or lowest.sum() > PARTIAL_SHARE * n_total:
         return None
-    out = []
-    for c, n in enumerate(counts):
-        extra = []
-        for p in _PS:
-            j, j1, _ = _quantile_index(np.array([n]), p)
-            i0, i1, _ = _loo_index(np.array([n]), np.array([0]), p)
-            extra += [j[0], j1[0], i0[0], i1[0]]
-        out.append(np.unique(np.concatenate([np.arange(lowest[c]), extra])))
-    return out
+    extra = []
+    for p in _PS:
+        j, j1, _ = _quantile_index(counts, p)
+        i0, i1, _ = _loo_index(counts, np.zeros(counts.size, dtype=np.int64), p)
+        extra += [j, j1, i0, i1]
+    return lowest_and(lowest, np.stack(extra, axis=1))
+
+
+def lowest_and(lowest: np.ndarray, extra: np.ndarray) -> list[np.ndarray]:
+    """Per class its ``lowest[c]`` lowest ranks and the ranks in row c of ``extra`` (C x E), sorted and unique, all
+    classes at once (a loop over classes costs about as much as a chunk of the draw at a few thousand classes)."""
+    lowest = np.asarray(lowest, dtype=np.int64)
+    c_count, e_count = extra.shape
+    width = np.int64(max(int(lowest.max(initial=0)), int(extra.max(initial=0)) + 1))
+    cls = np.repeat(np.arange(c_count), lowest)
+    low = np.arange(cls.size) - np.repeat(np.cumsum(lowest) - lowest, lowest)
+    keys = sorted_unique(np.concatenate([cls * width + low, (np.arange(c_count)[:, None] * width + extra).ravel()]))
+    split = np.searchsorted(keys, np.arange(1, c_count) * width)
+    return [r - c * width for c, r in enumerate(np.split(keys, split))]
 
 
 def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
