@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Normalizer, progress_name
+from .base import Normalizer, overrides, progress_name
 from .errors import DataError
 from .types import CohortScores, DistanceMatrix
 
@@ -77,29 +77,36 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     """The normaliser's statistics for each attempt a: of cohort row ``rows[a]`` (of ``values``, where
     ``usable``), without member ``left_out[a]`` (-1, or an unusable member: none left out).
 
-    Attempts with the same row and member left out are computed once. ``describe(row)`` names a row in
-    errors (e.g. "cohort-tnorm: probe 'p1' (c1)"): a row with fewer than ``normalizer.min_members()``
-    usable distances, or whose statistics cannot normalise (:func:`statistics_problem`), is a DataError."""
+    A normaliser with a fast path (``Normalizer._statistics_left_out``, the built-ins) gets the rows as they
+    are, a block of whole rows at a time with their attempts: O(row) per row and O(1) per attempt. Otherwise
+    each row is sorted once and each distinct (row, member left out) reduced by ``_statistics``:
+    O(attempts x cohort size). ``describe(row)`` names a row in errors (e.g. "cohort-tnorm: probe 'p1'
+    (c1)"): a row with fewer than ``normalizer.min_members()`` usable distances (besides the one left out),
+    or whose statistics cannot normalise (:func:`statistics_problem`), is a DataError."""
     values = np.asarray(values, dtype=np.float64)
     usable = np.asarray(usable, dtype=bool) & np.isfinite(values)
     rows = np.asarray(rows, dtype=np.int64)
-    n_members = values.shape[1]
     left = np.full(rows.shape, -1, np.int64) if left_out is None else np.asarray(left_out, dtype=np.int64)
-    ordered, counts, rank = _sorted_rows(values, usable)
+    counts = usable.sum(axis=1)
     safe = np.where(left >= 0, left, 0)
     removed = (left >= 0) & usable[rows, safe] if rows.size else np.zeros(0, bool)
+    need = int(normalizer.min_members())
+    subject = describe or (lambda r: f"cohort row {r}")
+    short = np.flatnonzero(counts[rows] - removed < need) if rows.size else np.zeros(0, np.int64)
+    if short.size:
+        a = int(short[0])
+        r, n = int(rows[a]), int(counts[rows[a]] - removed[a])
+        raise DataError(f"{subject(r)} has {n} usable cohort distance(s); {progress_name(normalizer)} needs at least "
+                        f"{need}: give a larger cohort, or a normaliser setting that needs fewer (e.g. a smaller top_k)")
+    if overrides(normalizer, Normalizer, "_statistics_left_out"):
+        return _left_out_statistics(normalizer, values, usable, rows, np.where(removed, left, -1), subject)
+    n_members = values.shape[1]
+    ordered, _, rank = _sorted_rows(values, usable)
     position = np.where(removed, rank[rows, safe] if rows.size else 0, n_members)  # n_members: none removed
     uniq, inverse = np.unique(rows * (n_members + 1) + position, return_inverse=True)
     u_rows, u_pos = uniq // (n_members + 1), uniq % (n_members + 1)
     u_count = counts[u_rows] - (u_pos < n_members)
-    need = int(normalizer.min_members())
     name = progress_name(normalizer)
-    subject = describe or (lambda r: f"cohort row {r}")
-    short = np.flatnonzero(u_count < need)
-    if short.size:
-        r, n = int(u_rows[short[0]]), int(u_count[short[0]])
-        raise DataError(f"{subject(r)} has {n} usable cohort distance(s); {name} needs at least {need}: give a larger "
-                        "cohort, or a normaliser setting that needs fewer (e.g. a smaller top_k)")
     out: dict[str, np.ndarray] = {}
     for count in np.unique(u_count).tolist():
         which = np.flatnonzero(u_count == count)
@@ -122,6 +129,55 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     if not out:  # no attempts: the names are unknown, and nothing reads them
         return {}
     return {stat: v[inverse] for stat, v in out.items()}
+
+
+def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.ndarray, rows: np.ndarray,
+                         left: np.ndarray, subject: Callable[[int], str]) -> dict[str, np.ndarray]:
+    """:func:`attempt_statistics` through the normaliser's ``statistics_left_out``: the attempts grouped by
+    row, blocks of whole rows (at most :data:`BLOCK_VALUES` values, copied contiguous) with their attempts."""
+    name = progress_name(normalizer)
+    ordered = rows.size < 2 or bool(np.all(rows[1:] >= rows[:-1]))
+    order = None if ordered else np.argsort(rows.astype(np.min_scalar_type(max(values.shape[0] - 1, 0))),
+                                            kind="stable")
+    s_rows, s_left = (rows, left) if order is None else (rows[order], left[order])
+    per = max(1, BLOCK_VALUES // max(values.shape[1], 1))
+    out: dict[str, np.ndarray] = {}
+    start = 0
+    while start < s_rows.size:
+        r0 = int(s_rows[start])
+        stop = int(np.searchsorted(s_rows, r0 + per))
+        block = np.ascontiguousarray(values[r0:r0 + per])
+        mask = np.ascontiguousarray(usable[r0:r0 + per])
+        local, gone = s_rows[start:stop] - r0, s_left[start:stop]
+        stats = normalizer.statistics_left_out(block, mask, local, gone)
+        if out and set(stats) != set(out):
+            raise DataError(f"{name}: _statistics_left_out returned the statistics {sorted(stats)} for some rows "
+                            f"and {sorted(out)} for others; return the same names for every row")
+        problem = statistics_problem(normalizer, stats, _smallest_left_out(block, mask, local, gone))
+        if problem is not None:
+            raise DataError(f"{subject(int(local[problem[0]]) + r0)} {statistics_refusal(normalizer, problem)}")
+        where = slice(start, stop) if order is None else order[start:stop]
+        for stat, v in stats.items():
+            out.setdefault(stat, np.empty(rows.size))[where] = v
+        start = stop
+    return out
+
+
+def _smallest_left_out(block: np.ndarray, mask: np.ndarray, rows: np.ndarray, left: np.ndarray) -> np.ndarray:
+    """Per attempt, the smallest |value| of its row's usable values without the one left out (0 where they
+    span 0): :func:`_smallest_magnitude` of the row the attempt reads."""
+    def two_lowest(keyed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        at = np.argmin(keyed, axis=1)
+        first = keyed[np.arange(keyed.shape[0]), at]
+        rest = keyed.copy()
+        rest[np.arange(keyed.shape[0]), at] = np.inf
+        return first, at, rest.min(axis=1)
+
+    lo, lo_at, lo_next = two_lowest(np.where(mask, block, np.inf))
+    hi, hi_at, hi_next = two_lowest(np.where(mask, -block, np.inf))
+    low = np.where(left == lo_at[rows], lo_next[rows], lo[rows])
+    high = -np.where(left == hi_at[rows], hi_next[rows], hi[rows])
+    return np.where(low >= 0, low, np.where(high <= 0, -high, 0.0))
 
 
 def _smallest_magnitude(block: np.ndarray) -> np.ndarray:

@@ -1,37 +1,283 @@
 """What the built-in normalisers share: a cohort row's mean and spread, and the standardised distance.
 
-The spread is the population standard deviation (ddof 0, as bob.bio.base's Z- and T-norm). Each row
-is reduced on its own (numpy reduces the last axis of a C-ordered block row by row), so a row's
-statistics do not depend on the rows computed with it: a run and a saved calibration's ``accept``
-get the same numbers for the same cohort.
+The spread is the population standard deviation (ddof 0, as bob.bio.base's Z- and T-norm).
 
-A row whose largest distance lies beyond 2**500 (or below 2**-500) is brought near 1 by a power of
-two first, which is exact: its sum and squares neither overflow (distances near 1e300 gave a mean
-and a std of inf) nor underflow. Every other row is reduced as it is, so its statistics are bit for
-bit what they were before this scaling existed. The core refuses a spread of 0 or a rounding residue
-(calibrate.cohort.statistics_problem: the ``std`` named in ``Normalizer.spreads``).
+**Correctly rounded, so the same cohort gives the same bits by any path.** A row's ``mean`` is its exact
+mean rounded to the nearest double, its variance the exact ``sum((x - mean_exact)**2) / n`` rounded to the
+nearest double, and ``std`` that variance's square root (IEEE, correctly rounded). These are functions of
+the row's values as a multiset, so the same cohort gives the same statistics whether they are computed
+from the row itself (``_statistics``: a class's saved statistics, a probe's row given to
+``Calibration.accept``) or from a longer row with one member left out (``_statistics_left_out``: every
+training attempt of a run, a probe's row with the claimed class left out), in any order and with any other
+rows: a run, ``accept``, ``enroll`` and the command line decide alike, bit for bit.
+
+How, in O(1) per attempt after O(row) per row. Each row is centred on c (its mean, rounded) and every
+y = x - c is held exactly as two doubles (TwoSum); y**2 likewise to within 2**-104 of itself (TwoProduct).
+The row's sums of y and y**2 are kept as double-doubles with a rigorous error bound (a TwoSum tree, the
+error terms summed with their bound), and one member's y and y**2 come off them exactly. With
+A = sum(y), Q = sum(y**2) over the n members kept, the exact mean is c + A / n and the exact variance
+Q / n - (A / n)**2, each evaluated in double-double arithmetic (Joldes, Muller and Popescu's algorithms,
+relative error below 8 * 2**-106 per operation) with its bound carried along. The rounded result is the
+correctly rounded one whenever the interval (value +- bound) holds no rounding boundary, which fails
+with probability of order 2**-45 per statistic (exact ties and near-ties); those, and only those, are
+computed exactly in Python integers. A variance whose upper bound is far below the spread floor
+(calibrate.cohort.SPREAD_FLOOR, a row without spread that the core refuses anyway) is returned as its
+approximation without that: the row is refused by either path.
+
+Against numpy's ``mean``/``std`` (pairwise sums, the earlier built-ins): within a few units in the last
+place, and exact where numpy's was off by a rounding residue (0.1 forty-seven times: std 0, not 5.6e-17).
+
+A row whose largest |distance| lies beyond 2**500 (or below 2**-500) is brought near 1 by a power of two
+first, which is exact, so that squares neither overflow nor underflow; the results are scaled back
+exactly (a correctly rounded value scales exactly), so this does not depend on which members are kept.
+The core refuses a spread of 0 or a rounding residue (calibrate.cohort.statistics_problem: the ``std``
+named in ``Normalizer.spreads``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from fractions import Fraction
 
 import numpy as np
 
+from calibrate.cohort import SPREAD_FLOOR
+
 #: rows whose largest |distance| lies outside [2**-LIMIT, 2**LIMIT] are scaled by a power of two first
-LIMIT = 500
+LIMIT = 250
+_U = 2.0 ** -53        # unit roundoff
+_U2 = 2.0 ** -106      # its square: the double-double operations' relative error unit
+_SPLIT = 134217729.0   # 2**27 + 1, Dekker's splitter
+_SAFE = 1.0 + 2.0 ** -40  # bounds computed in floating point, inflated by this
+_TINY = 2.0 ** -1000   # absolute slack per operation for products near underflow
+#: a variance whose upper bound is below (this x the spread floor x the row's level)**2 is refused anyway
+_FAR_BELOW_FLOOR = 0.25
+
+
+# ---- error-free transformations and double-double operations (exact inputs, bounds carried) -----------
+
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _fast_two_sum(a, b):  # |a| >= |b| (or a == 0)
+    s = a + b
+    return s, b - (s - a)
+
+
+def _split(a):
+    t = _SPLIT * a
+    hi = t - (t - a)
+    return hi, a - hi
+
+
+def _two_square(a):
+    p = a * a
+    hi, lo = _split(a)
+    return p, ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
+
+
+def _two_prod(a, b):
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _dd_div(ah, al, b):
+    """A double-double over a (small, exact) whole number: relative error below 3u**2."""
+    th = ah / b
+    ph, pl = _two_prod(th, b)
+    return _fast_two_sum(th, (((ah - ph) - pl) + al) / b)
+
+
+def _tree_sum(v):
+    """Row sums of ``v`` as (s, e, bound): the exact sum lies within ``bound`` of s + e."""
+    width = v.shape[1]
+    e_sum = np.zeros(v.shape[0])
+    e_abs = np.zeros(v.shape[0])
+    while v.shape[1] > 1:
+        half = v.shape[1] // 2
+        s, e = _two_sum(v[:, :half], v[:, half:2 * half])
+        e_sum += e.sum(axis=1)
+        e_abs += np.abs(e).sum(axis=1)
+        v = np.concatenate([s, v[:, 2 * half:]], axis=1) if v.shape[1] % 2 else s
+    # the error terms' float sum, over at most 2 x width terms in any order: within 2.1 x width x u of their
+    # absolute sum, itself computed within that factor
+    return v[:, 0], e_sum, 2.2 * max(width, 1) * _U * e_abs
+
+
+# ---- the moments -------------------------------------------------------------------------------------
+
+#: values per chunk of work: arrays of 128 KB, which numpy allocates and reuses without mapping pages
+CHUNK = 1 << 14
+
+
+def moments(values: np.ndarray, usable: np.ndarray, rows: np.ndarray, left_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) per attempt a: of row ``rows[a]``'s ``usable`` values, without column ``left_out[a]``
+    (-1: none), correctly rounded (see the module). Every attempt keeps at least one value."""
+    values = np.asarray(values, dtype=np.float64)
+    usable = np.asarray(usable, dtype=bool)
+    rows = np.asarray(rows, dtype=np.int64)
+    left_out = np.asarray(left_out, dtype=np.int64)
+    mean, std = np.empty(rows.size), np.empty(rows.size)
+    if not rows.size:
+        return mean, std
+    order = None if np.all(rows[1:] >= rows[:-1]) else np.argsort(rows, kind="stable")
+    if order is not None:
+        rows, left_out = rows[order], left_out[order]
+    per = max(1, CHUNK // max(values.shape[1], 1))
+    starts = np.arange(int(rows[0]) // per * per, int(rows[-1]) + 1, per)
+    edges = np.searchsorted(rows, np.append(starts, starts[-1] + per))
+    for k, r0 in enumerate(starts.tolist()):
+        a0, a1 = int(edges[k]), int(edges[k + 1])
+        if a0 == a1:
+            continue
+        sums = _row_sums(values[r0:r0 + per], usable[r0:r0 + per])
+        for b0 in range(a0, a1, CHUNK):
+            b1 = min(a1, b0 + CHUNK)
+            mean[b0:b1], std[b0:b1] = _attempts(sums, rows[b0:b1] - r0, left_out[b0:b1])
+    if order is not None:
+        mean[order], std[order] = mean.copy(), std.copy()
+    return mean, std
+
+
+def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row: its centre c, scale, count, the sums A = sum(y), Q = sum(y**2) (y = x - c) as
+    double-doubles, and bounds (for any one member left out) on the errors of the mean's and the variance's
+    double-double values; per member: y and y**2, each as two doubles."""
+    x = np.where(usable, values, 0.0)
+    n = usable.sum(axis=1).astype(np.float64)
+    largest = np.abs(x).max(axis=1, initial=0.0)
+    far = (largest > 2.0 ** LIMIT) | ((largest > 0) & (largest < 2.0 ** -LIMIT))
+    scale = np.where(far, np.frexp(largest)[1], 0)
+    if far.any():
+        x = np.ldexp(x, -scale[:, None])
+    c = x.sum(axis=1) / np.maximum(n, 1.0)
+    y1, y2 = _two_sum(x, -c[:, None])
+    y1, y2 = np.where(usable, y1, 0.0), np.where(usable, y2, 0.0)
+    # y**2 = p + s exactly but for t's and s's own rounding and y2**2 (|y2| <= u |y1|): bounded per member
+    p, e = _two_square(y1)
+    t = 2.0 * y1 * y2
+    s = e + t
+    slack = _U * (np.abs(t) + np.abs(s)) + _U * _U * p
+    width = 2.2 * max(x.shape[1], 1) * _U  # a float sum of that many terms errs by at most this x their |sum|
+    a_h, a_e, a_b = _tree_sum(y1)
+    a_l = a_e + y2.sum(axis=1)
+    a_b = a_b + width * np.abs(y2).sum(axis=1) + _U * np.abs(a_l)
+    a_h, a_l = _two_sum(a_h, a_l)
+    q_h, q_e, q_b = _tree_sum(p)
+    q_l = q_e + s.sum(axis=1)
+    q_b = q_b + width * np.abs(s).sum(axis=1) + _U * np.abs(q_l) + slack.sum(axis=1) * (1 + 1e-6)
+    q_h, q_l = _two_sum(q_h, q_l)
+    # bounds for every attempt of the row at once (see _attempts): a member's y and y**2 are at most these
+    y_top, p_top = np.abs(y1).max(axis=1, initial=0.0), p.max(axis=1, initial=0.0)
+    m = np.maximum(n - 1.0, 1.0)
+    a_top = np.abs(a_h) + 2.0 * y_top
+    b_a = a_b + 8.0 * _U2 * a_top                                     # A - y_m
+    b_q = q_b + slack.max(axis=1, initial=0.0) + 8.0 * _U2 * (np.abs(q_h) + p_top)  # Q - y_m**2
+    m_top = a_top / m * (1 + 1e-6)                                    # |M|, M = A / m
+    b_m = (b_a + 8.0 * _U2 * a_top) / m                               # M's double-double
+    mean_top = np.abs(c) + m_top
+    b_mean = (b_m + 2.0 * _U * np.spacing(mean_top)) * _SAFE + _TINY
+    n_top = (np.abs(q_h) + p_top) / m * (1 + 1e-6)                    # N = Q / m
+    b_n = (b_q + 8.0 * _U2 * (np.abs(q_h) + p_top)) / m
+    b_s = 4.0 * _U2 * m_top * m_top + 2.1 * m_top * b_m              # S = M_h**2 + 2 M_h M_l against M**2
+    b_var = (b_n + b_s + 4.0 * _U * np.spacing(n_top + m_top * m_top)) * _SAFE + _TINY
+    return {"x": x, "usable": usable, "n": n, "scale": scale, "c": c, "y1": y1, "y2": y2, "p": p, "s": s,
+            "a_h": a_h, "a_l": a_l, "q_h": q_h, "q_l": q_l, "b_mean": b_mean, "b_var": b_var}
+
+
+def _certain(r, q, b):
+    """Whether r (a double) is the nearest double to every value within ``b`` of r + q (|q| <= ulp(r) / 2):
+    the interval holds no point halfway between doubles."""
+    pow2 = (np.abs(r).view(np.int64) & 0xFFFFFFFFFFFFF) == 0  # a power of two: the gap below is half
+    half = np.spacing(np.abs(r)) * np.where(pow2, 0.25, 0.5)
+    return np.abs(q) + b < half
+
+
+def _attempts(sums: dict[str, np.ndarray], rows: np.ndarray, left_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) of each attempt from its row's sums, the member left out taken off them.
+
+    With m members kept, A and Q their sums: M = A / m and N = Q / m as double-doubles, the mean c + M and
+    the variance N - M**2. Every error is bounded per row (_row_sums) for whichever member is
+    left out; a result is kept where no rounding boundary lies within its bound (_certain), and computed
+    exactly otherwise."""
+    gone = left_out >= 0
+    m = sums["n"][rows] - gone
+    A_h, A_l, Q_h, Q_l = sums["a_h"][rows], sums["a_l"][rows], sums["q_h"][rows], sums["q_l"][rows]
+    if gone.any():
+        g = np.flatnonzero(gone) if not gone.all() else slice(None)
+        flat = rows[g] * sums["x"].shape[1] + left_out[g]
+        # A - y and Q - y**2 (error below 4 u**2 (|A| + |y|), resp. (|Q| + y**2): bounded per row)
+        h, l = _two_sum(A_h[g], -sums["y1"].ravel()[flat])
+        A_h[g], A_l[g] = _fast_two_sum(h, l + (A_l[g] - sums["y2"].ravel()[flat]))
+        h, l = _two_sum(Q_h[g], -sums["p"].ravel()[flat])
+        Q_h[g], Q_l[g] = _fast_two_sum(h, l + (Q_l[g] - sums["s"].ravel()[flat]))
+    M_h, M_l = _dd_div(A_h, A_l, m)
+    mean, q = _two_sum(sums["c"][rows], M_h)
+    mean, q = _fast_two_sum(mean, q + M_l)
+    mean_sure = _certain(mean, q, sums["b_mean"][rows])
+    N_h, N_l = _dd_div(Q_h, Q_l, m)
+    S_h, S_l = _two_square(M_h)
+    h, l = _two_sum(N_h, -S_h)
+    var, q = _two_sum(h, l + (N_l - (S_l + 2.0 * M_h * M_l)))
+    var_sure = _certain(var, q, sums["b_var"][rows])
+    if not (mean_sure.all() and var_sure.all()):
+        x, usable = sums["x"], sums["usable"]
+        # a variance certainly far below the spread floor is refused whatever its last digits
+        smallest = np.where(usable, np.abs(x), np.inf).min(axis=1)[rows]
+        level = np.maximum(np.abs(mean), smallest) * (1 - 1e-9)
+        top = np.abs(var) + np.abs(q) + sums["b_var"][rows]
+        far_below = top <= (_FAR_BELOW_FLOOR * SPREAD_FLOOR * level) ** 2
+        var = np.where(~var_sure & far_below, np.maximum(var, 0.0), var)
+        for a in np.flatnonzero(~mean_sure | (~var_sure & ~far_below)).tolist():
+            kept = np.flatnonzero(usable[rows[a]])
+            if gone[a]:
+                kept = kept[kept != left_out[a]]
+            mean[a], var[a] = _exact_moments(x[rows[a], kept])
+    scale = sums["scale"][rows]
+    return np.ldexp(mean, scale), np.ldexp(np.sqrt(np.maximum(var, 0.0)), scale)
+
+
+def _expansion(values: list[float]) -> list[float]:
+    """Doubles whose exact sum is that of ``values`` (math.fsum, correctly rounded, of what is left, until
+    nothing is): usually two or three."""
+    parts: list[float] = []
+    while True:
+        rest = math.fsum(values + [-v for v in parts])
+        if rest == 0:
+            return parts
+        parts.append(rest)
+
+
+def _exact_moments(values: np.ndarray) -> tuple[float, float]:
+    """(mean, variance) of ``values`` computed exactly, each rounded once to the nearest double."""
+    n = values.size
+    total = sum(map(Fraction, _expansion(values.tolist())))
+    tiny = np.abs(values) < 2.0 ** -480  # their squares would underflow TwoProduct: exactly, one by one
+    p, e = _two_square(values[~tiny])
+    squares = sum(map(Fraction, _expansion(p.tolist() + e.tolist())))
+    squares += sum(Fraction(v) ** 2 for v in values[tiny].tolist())
+    return float(total / n), float((n * squares - total * total) / (n * n))
 
 
 def mean_and_spread(cohort: np.ndarray) -> dict[str, np.ndarray]:
-    """``{"mean", "std"}`` of each row of cohort distances (sorted ascending, as the core hands them)."""
-    rows = np.ascontiguousarray(cohort, dtype=np.float64)
-    largest = np.maximum(np.abs(rows[:, 0]), np.abs(rows[:, -1]))  # sorted: the largest magnitude is at an end
-    far = (largest > 2.0 ** LIMIT) | (largest < 2.0 ** -LIMIT)
-    if not far.any():
-        return {"mean": rows.mean(axis=1), "std": rows.std(axis=1)}
-    e = np.where(far, np.frexp(largest)[1], 0)
-    rows = np.ldexp(rows, -e[:, None])
-    return {"mean": np.ldexp(rows.mean(axis=1), e), "std": np.ldexp(rows.std(axis=1), e)}
+    """``{"mean", "std"}`` of each row of cohort distances (every value used), correctly rounded."""
+    rows = np.asarray(cohort, dtype=np.float64)
+    n = rows.shape[0]
+    mean, std = moments(rows, np.ones(rows.shape, dtype=bool), np.arange(n), np.full(n, -1))
+    return {"mean": mean, "std": std}
+
+
+def mean_and_spread_left_out(cohort: np.ndarray, usable: np.ndarray, rows: np.ndarray,
+                             left_out: np.ndarray) -> dict[str, np.ndarray]:
+    """``{"mean", "std"}`` per attempt: of its row's usable values without the member left out."""
+    mean, std = moments(cohort, usable, rows, left_out)
+    return {"mean": mean, "std": std}
 
 
 def standardised(distances: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
