@@ -175,14 +175,19 @@ def check_cohort_flag(cal, cohort: Path | None) -> None:
                              "scores; leave out --cohort")
 
 
-def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=None) -> list:
-    """Per attempt, its probe's cohort scores from a T-norm file (``path``): every line of that probe, less
-    the cohort models named like the claimed class or the probe's own class (as a run leaves them out) and
-    failed comparisons (``missing``). With the calibration ``cal``, the file's cohort models and rows are checked
-    against the cohort it was fitted with (calibrate.normalised.check_cohort_file)."""
+def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=None):
+    """The attempts' probes' cohort scores from a T-norm file (``path``), as a
+    :class:`calibrate.cohort.ProbeCohorts`: one row per probe of the attempts (per probe and real class, should
+    a probe carry two), its scores against every cohort model of the file, less the model named like its own
+    class and failed comparisons (``missing``); each attempt leaves the model named like its claimed class out
+    as well (as a run does). Memory: probes x models, not attempts x models. With the calibration ``cal``, the
+    file's cohort models and each attempt's row are checked against the cohort it was fitted with
+    (calibrate.normalised.check_cohort_file)."""
     import numpy as np
 
+    from .cohort import ProbeCohorts
     from .errors import DataError
+    from .normalised import label_codes
     from .scorefiles import COMMAND_LINE, read_comparisons
 
     if probe is None:
@@ -191,26 +196,33 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=N
     rows = read_comparisons(path, fmt="auto", missing=missing, words=COMMAND_LINE)
     if rows.probe is None or rows.probe_labels is None:
         raise DataError(f"{path}: a cohort file needs the probes' labels (bob's test_label column) to match the attempts")
-    keep = np.ones(rows.scores.size, bool) if missing is None else rows.scores != missing
-    models = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed].astype(str)
-    labels = np.asarray(rows.probe_labels, dtype=object)
-    order = np.argsort(rows.probe, kind="stable")
-    bounds = np.searchsorted(rows.probe[order], np.arange(len(labels) + 1))
-    where = {str(p): k for k, p in enumerate(labels.tolist())}
-    out = []
-    for a, p in enumerate(np.asarray(probe).astype(str).tolist()):
-        k = where.get(p)
-        if k is None:
-            raise DataError(f"{path}: probe {p[:60]!r} (attempt {a + 1}) has no line in the cohort file; --cohort (bob's "
-                            "T-norm scores: T-models x probes) needs every probe of the attempts")
-        lines = order[bounds[k]:bounds[k + 1]]
-        mine = lines[keep[lines] & (models[lines] != claimed[a]) & (models[lines] != real[a])]
-        out.append(rows.scores[mine])
+    probes, probe_of = label_codes(probe)
+    reals, real_of = label_codes(real)
+    in_file = {str(p): k for k, p in enumerate(rows.probe_labels)}
+    file_code = np.array([in_file.get(p, -1) for p in probes], dtype=np.int64)
+    absent = np.flatnonzero(file_code[probe_of] < 0)
+    if absent.size:
+        a = int(absent[0])
+        raise DataError(f"{path}: probe {probes[probe_of[a]][:60]!r} (attempt {a + 1}) has no line in the cohort file; "
+                        "--cohort (bob's T-norm scores: T-models x probes) needs every probe of the attempts")
+    # one row per (probe, real class) of the attempts, from the file's lines of that probe
+    pairs, pair_of = np.unique(probe_of * max(len(reals), 1) + real_of, return_inverse=True)
+    pair_probe, pair_real = pairs // max(len(reals), 1), pairs % max(len(reals), 1)
+    row_of_file = np.full(len(rows.probe_labels), -1, dtype=np.int64)
+    used = np.unique(file_code[pair_probe])
+    row_of_file[used] = np.arange(used.size)
+    base = np.full((used.size, len(rows.claimed_labels)), np.nan)
+    line = np.flatnonzero(row_of_file[rows.probe] >= 0)
+    scores = rows.scores[line]
+    base[row_of_file[rows.probe[line]], rows.claimed[line]] = scores if missing is None else \
+        np.where(scores == missing, np.nan, scores)
+    cohorts = ProbeCohorts(base[row_of_file[file_code[pair_probe]]], rows.claimed_labels, pair_of.ravel(),
+                           [reals[k] for k in pair_real.tolist()], [probes[k] for k in pair_probe.tolist()])
     if getattr(cal, "normalization", None) is not None:
         from .normalised import check_cohort_file
 
-        check_cohort_file(cal.normalization, cal.transform, cal.kind, out, np.unique(models).tolist(), f"--cohort {path}")
-    return out
+        check_cohort_file(cal.normalization, cal.transform, cal.kind, cohorts, claimed, f"--cohort {path}")
+    return cohorts
 
 
 def command_inputs(artifact: Path | None, named: dict) -> tuple[tuple[str, Path], ...]:

@@ -153,7 +153,7 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
         if out and set(stats) != set(out):
             raise DataError(f"{name}: _statistics_left_out returned the statistics {sorted(stats)} for some rows "
                             f"and {sorted(out)} for others; return the same names for every row")
-        problem = statistics_problem(normalizer, stats, _smallest_left_out(block, mask, local, gone))
+        problem = _left_out_problem(normalizer, stats, block, mask, local, gone)
         if problem is not None:
             raise DataError(f"{subject(int(local[problem[0]]) + r0)} {statistics_refusal(normalizer, problem)}")
         where = slice(start, stop) if order is None else order[start:stop]
@@ -163,19 +163,40 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
     return out
 
 
+def _left_out_problem(normalizer: Normalizer, stats: Mapping[str, np.ndarray], block: np.ndarray, mask: np.ndarray,
+                      rows: np.ndarray, left: np.ndarray) -> tuple[int, str, float, str] | None:
+    """:func:`statistics_problem` of attempts reading ``block``'s rows (``mask``) less the member left out. Each
+    row's smallest |distance| only raises the level a spread is held against, so it is found (a partial sort)
+    only for the attempts whose spreads the row's largest |distance| as the level would not clear."""
+    problem = statistics_problem(normalizer, stats)
+    if problem is not None:
+        return problem
+    spreads = [s for s in getattr(normalizer, "spreads", ()) if s in stats]
+    if not spreads:
+        return None
+    largest = np.where(mask, np.abs(block), 0.0).max(axis=1, initial=0.0)[rows]
+    doubt = np.flatnonzero(np.logical_or.reduce([~(stats[s] > SPREAD_FLOOR * largest) for s in spreads]))
+    if not doubt.size:
+        return None
+    found = statistics_problem(normalizer, {k: v[doubt] for k, v in stats.items()},
+                               _smallest_left_out(block, mask, rows[doubt], left[doubt]))
+    return None if found is None else (int(doubt[found[0]]), *found[1:])
+
+
 def _smallest_left_out(block: np.ndarray, mask: np.ndarray, rows: np.ndarray, left: np.ndarray) -> np.ndarray:
     """Per attempt, the smallest |value| of its row's usable values without the one left out (0 where they
     span 0): :func:`_smallest_magnitude` of the row the attempt reads."""
     def two_lowest(keyed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        at = np.argmin(keyed, axis=1)
-        first = keyed[np.arange(keyed.shape[0]), at]
-        rest = keyed.copy()
-        rest[np.arange(keyed.shape[0]), at] = np.inf
-        return first, at, rest.min(axis=1)
+        pair = np.partition(keyed, 1, axis=1)[:, :2] if keyed.shape[1] > 1 else \
+            np.concatenate([keyed, np.full_like(keyed, np.inf)], axis=1)
+        return pair[:, 0], np.argmin(keyed, axis=1), pair[:, 1]
 
-    lo, lo_at, lo_next = two_lowest(np.where(mask, block, np.inf))
-    hi, hi_at, hi_next = two_lowest(np.where(mask, -block, np.inf))
+    keyed = np.where(mask, block, np.inf)
+    lo, lo_at, lo_next = two_lowest(keyed)
     low = np.where(left == lo_at[rows], lo_next[rows], lo[rows])
+    if not (lo < 0).any():  # distances: no row spans 0, its smallest |value| is its smallest value
+        return low
+    hi, hi_at, hi_next = two_lowest(np.where(mask, -block, np.inf))
     high = -np.where(left == hi_at[rows], hi_next[rows], hi[rows])
     return np.where(low >= 0, low, np.where(high <= 0, -high, 0.0))
 
@@ -282,6 +303,26 @@ def row_moments(values: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.
     return count, mean, std
 
 
+def row_moments_left_out(values: np.ndarray, usable: np.ndarray, rows: np.ndarray,
+                         left_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`row_moments` of each attempt's row (``rows``) without its member ``left_out`` (-1, or an unusable
+    one: none), from the rows' own moments: removing x from n values of mean m and std s leaves the mean
+    m - t s / (n - 1) and the std s sqrt(n / (n - 1) (1 - t**2 / (n - 1))), t = (x - m) / s (no overflow)."""
+    values = np.asarray(values, dtype=np.float64)
+    usable = np.asarray(usable, dtype=bool)
+    count, mean, std = row_moments(values, usable)
+    safe = np.where(left_out >= 0, left_out, 0)
+    gone = (left_out >= 0) & usable[rows, safe]
+    n, m, sd = count[rows], mean[rows], std[rows]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(gone & (sd > 0), (values[rows, safe] - m) / sd, 0.0)
+        rest = np.maximum(n - 1, 1)
+        kept_mean = np.where(gone, m - t * sd / rest, m)
+        kept_std = np.where(gone, sd * np.sqrt(np.maximum(n / rest * (1 - t * t / rest), 0.0)), sd)
+    kept = n - gone
+    return kept, np.where(kept > 0, kept_mean, np.nan), np.where(kept > 0, kept_std, np.nan)
+
+
 def names_digest(names: Sequence[str]) -> str:
     """The SHA-256 of a cohort's member names, in no particular order."""
     return hashlib.sha256(json.dumps(sorted({str(n) for n in names})).encode("utf-8")).hexdigest()
@@ -316,9 +357,12 @@ def members_mismatch(record: Mapping[str, Any], names: Sequence[str], what: str)
     return None
 
 
-def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray, what: str) -> str | None:
-    """Why cohort rows given later (distances where ``usable``; one per attempt, the claimed class left out)
-    are not from the cohort ``record`` describes, or None.
+def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray, what: str,
+                  rows: np.ndarray | None = None, left_out: np.ndarray | None = None) -> str | None:
+    """Why cohort rows given later (distances where ``usable``; one per attempt, the claimed class left out;
+    or, with ``rows`` and ``left_out``, one per probe, attempt a reading row ``rows[a]`` without column
+    ``left_out[a]``) are not from the cohort ``record`` describes, or None. Either way each attempt's row
+    is judged, as below.
 
     * A row's length must lie between the fewest a fitted row had, less one (the claimed class) and less
       :data:`FEWER_MEMBERS` of them (failed comparisons), and the most a fitted row had. A 2-member cohort
@@ -331,7 +375,8 @@ def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndar
     members = int(record["members"])
     lo, hi = (int(v) for v in record["lengths"])
     fewest = max(1, min(lo - 1, math.floor((1 - FEWER_MEMBERS) * lo)))
-    count, mean, std = row_moments(values, usable)
+    count, mean, std = (row_moments(values, usable) if rows is None else
+                        row_moments_left_out(values, usable, rows, left_out))
     off = np.flatnonzero((count < fewest) | (count > hi))
     if off.size:
         a = int(off[0])
@@ -354,6 +399,81 @@ def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndar
                 f"(their rows' median spread is {typical_spread:.4g}; the fitted rows' spreads were {s_lo:.4g} to "
                 f"{s_hi:.4g}): give the probes' scores against the same cohort, on the same scale")
     return None
+
+
+@dataclass
+class ProbeCohorts:
+    """Probes' scores against the cohort models, each probe's once, for any number of attempts: what
+    ``calibrate accept --cohort`` reads from a T-norm file, and ``Calibration.accept(..., probe_cohort_scores=
+    ProbeCohorts(...))`` takes instead of one row per attempt (memory: probes x models, not attempts x models).
+
+    * ``scores[i, k]``: probe row i against cohort model ``models[k]``, in score units; NaN: no comparison;
+    * ``probes[a]``: attempt a's row of ``scores``;
+    * ``probe_classes[i]`` (optional): row i's own class; the cohort model of that name, if any, is not part
+      of its cohort (as in a run);
+    * ``labels[i]`` (optional): how messages name row i (e.g. its probe's label).
+
+    An attempt's cohort is its row's scores, less the model named like its claimed class (a run leaves it
+    out). Rows are checked (shapes, indices) when built; scores when an attempt is decided."""
+
+    scores: Any
+    models: Sequence[str]
+    probes: Any
+    probe_classes: Sequence[str] | None = None
+    labels: Sequence[str] | None = None
+
+    def __post_init__(self):
+        try:
+            self.scores = np.asarray(self.scores, dtype=np.float64)
+            self.probes = np.asarray(self.probes)
+        except (TypeError, ValueError):
+            raise DataError("ProbeCohorts: scores must be a 2-D array of numbers and probes one row index per "
+                            "attempt") from None
+        self.models = np.asarray([str(m) for m in self.models], dtype=object)
+        if self.scores.ndim != 2 or self.scores.shape[1] != self.models.size:
+            raise DataError(f"ProbeCohorts: scores has shape {self.scores.shape}, but {self.models.size} cohort "
+                            "model(s) are named; give one row per probe and one column per model")
+        if len(set(self.models.tolist())) != self.models.size:
+            raise DataError("ProbeCohorts: a cohort model is named twice; give each model once")
+        if self.probes.ndim != 1 or (self.probes.size and not np.issubdtype(self.probes.dtype, np.integer)):
+            raise DataError("ProbeCohorts: probes must hold one whole-number row index per attempt")
+        self.probes = self.probes.astype(np.int64)
+        if self.probes.size and (self.probes.min() < 0 or self.probes.max() >= self.scores.shape[0]):
+            raise DataError(f"ProbeCohorts: probes holds row indices outside 0..{self.scores.shape[0] - 1}")
+        if np.isinf(self.scores).any():
+            raise DataError("ProbeCohorts: scores holds an infinite value; every cohort score must be a finite "
+                            "number (NaN: no comparison)")
+        for name in ("probe_classes", "labels"):
+            given = getattr(self, name)
+            if given is not None:
+                given = np.asarray([str(v) for v in given], dtype=object)
+                if given.size != self.scores.shape[0]:
+                    raise DataError(f"ProbeCohorts: {name} names {given.size} rows, scores has "
+                                    f"{self.scores.shape[0]}; give one per row")
+                setattr(self, name, given)
+
+    def usable(self) -> np.ndarray:
+        """Where a row's score is part of its cohort: a comparison, with another model than the row's own."""
+        usable = ~np.isnan(self.scores)
+        if self.probe_classes is not None:
+            position = {m: k for k, m in enumerate(self.models.tolist())}
+            own = np.array([position.get(c, -1) for c in self.probe_classes.tolist()], dtype=np.int64)
+            mine = np.flatnonzero(own >= 0)
+            usable[mine, own[mine]] = False
+        return usable
+
+    def left_out(self, claimed: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+        """Per attempt, the column of the model named like its claimed class (-1: none). ``claimed`` names the
+        classes and ``codes`` (optional) each attempt's index into them (else one name per attempt)."""
+        position = {m: k for k, m in enumerate(self.models.tolist())}
+        table = np.array([position.get(str(c), -1) for c in claimed], dtype=np.int64)
+        return table if codes is None else table[np.asarray(codes, dtype=np.int64)]
+
+    def describe(self, what: str) -> Callable[[int], str]:
+        """How messages name a row: its label, or its index."""
+        if self.labels is not None:
+            return lambda row: f"{what}: probe {self.labels[row][:60]!r}"
+        return lambda row: f"{what}: probe row {row}"
 
 
 @dataclass
@@ -402,14 +522,17 @@ class FittedNormalization:
         return {name: v[rows] for name, v in self.statistics.items()}
 
     def normalise(self, distances: np.ndarray, rows: np.ndarray, probe_values: np.ndarray | None = None,
-                  probe_usable: np.ndarray | None = None, what: str = "the attempts") -> np.ndarray:
+                  probe_usable: np.ndarray | None = None, what: str = "the attempts", probe_rows: np.ndarray | None = None,
+                  left_out: np.ndarray | None = None, describe: Callable[[int], str] | None = None) -> np.ndarray:
         """Normalised distances exp(z) of attempts on the classes at ``rows``, each with its probe's
-        cohort distances (row a of ``probe_values`` where ``probe_usable``; none when no probe side)."""
+        cohort distances: row a of ``probe_values`` where ``probe_usable``, or with ``probe_rows``, row
+        ``probe_rows[a]`` without column ``left_out[a]`` (-1: none) (none of them when no probe side)."""
         d = np.asarray(distances, dtype=np.float64)
         probe = None
         if self.reads_probe:
-            probe = attempt_statistics(self.normalizer, probe_values, probe_usable, np.arange(d.size),
-                                       describe=lambda r: f"{what}: attempt {r + 1}'s probe")
+            probe = attempt_statistics(self.normalizer, probe_values, probe_usable,
+                                       np.arange(d.size) if probe_rows is None else probe_rows, left_out,
+                                       describe=describe or (lambda r: f"{what}: attempt {r + 1}'s probe"))
         z = self.normalizer.normalize(d, self.class_statistics(rows), probe)
         bad = np.flatnonzero(~np.isfinite(z))
         if bad.size:
@@ -417,16 +540,18 @@ class FittedNormalization:
                             f"distances are all equal has no spread); {self.plugin} needs cohort scores that differ")
         return to_distance(z)
 
-    def check_cohort(self, side: str, values: np.ndarray, usable: np.ndarray, what: str) -> None:
-        """Cohort rows given for ``side`` (distances where ``usable``) checked against the cohort the normalisation
-        was fitted with (:func:`rows_mismatch`): DataError on a mismatch; a warning when the calibration holds no
-        record of it (saved before it was recorded: decided as before, unchecked)."""
+    def check_cohort(self, side: str, values: np.ndarray, usable: np.ndarray, what: str,
+                     rows: np.ndarray | None = None, left_out: np.ndarray | None = None) -> None:
+        """Cohort rows given for ``side`` (distances where ``usable``; per attempt, or per probe with ``rows`` and
+        ``left_out``) checked against the cohort the normalisation was fitted with (:func:`rows_mismatch`):
+        DataError on a mismatch; a warning when the calibration holds no record of it (saved before it was
+        recorded: decided as before, unchecked)."""
         if self.cohort is None:
             warnings.warn(f"{what}: this calibration was saved before calibrate recorded the cohort its normaliser "
                           "was fitted with, so the cohort given cannot be checked against it; run the recipe again "
                           "to record it", stacklevel=3)
             return
-        problem = rows_mismatch(self.cohort[side], values, usable, what) if side in self.cohort else None
+        problem = rows_mismatch(self.cohort[side], values, usable, what, rows, left_out) if side in self.cohort else None
         if problem:
             raise DataError(problem)
 
@@ -645,18 +770,45 @@ def _aligned(side: DistanceMatrix, matrix: DistanceMatrix, what: str) -> None:
                         f"{matrix.source} ({matrix.shape[0]}) in their order; a dataset gives one cohort row per probe")
 
 
-def _probe_side(normalizer: Normalizer, matrix: DistanceMatrix, side: DistanceMatrix, rows: np.ndarray,
-                cols: np.ndarray) -> dict[str, np.ndarray]:
-    """Each attempt's probe statistics: its row of ``side`` without the claimed class's column."""
-    _aligned(side, matrix, "probe")
+def _probe_side(normalizer: Normalizer, side: DistanceMatrix, parts: Sequence[tuple[DistanceMatrix, np.ndarray, np.ndarray]]
+                ) -> list[dict[str, np.ndarray]]:
+    """Each attempt's probe statistics, per (matrix, rows, cols) of ``parts`` (matrices whose probes are the
+    rows of ``side``): its row of ``side`` without the claimed class's column; one pass over ``side``."""
+    for matrix, _, _ in parts:
+        _aligned(side, matrix, "probe")
     position = {c: k for k, c in enumerate(side.gallery_classes.tolist())}
-    member = np.array([position.get(c, -1) for c in matrix.gallery_classes.tolist()], dtype=np.int64)
 
     def describe(row: int) -> str:
         return (f"{side.source}: probe {side.probe_ids[row][:60]!r} ({side.probe_classes[row][:60]}), its own and the "
                 "claimed class left out,")
 
-    return attempt_statistics(normalizer, side.values, side.impostor_mask(), rows, member[cols], describe=describe)
+    members = [np.array([position.get(c, -1) for c in m.gallery_classes.tolist()], dtype=np.int64)[cols]
+               for m, _, cols in parts]
+    stats = attempt_statistics(normalizer, side.values, side.impostor_mask(), np.concatenate([r for _, r, _ in parts]),
+                               np.concatenate(members), describe=describe)
+    return _split_attempts(stats, [r.size for _, r, _ in parts])
+
+
+def _split_attempts(stats: dict[str, np.ndarray], sizes: Sequence[int]) -> list[dict[str, np.ndarray]]:
+    """Statistics of consecutive groups of attempts, ``sizes`` of them in turn."""
+    edges = np.cumsum([0, *sizes])
+    return [{k: v[lo:hi] for k, v in stats.items()} for lo, hi in zip(edges[:-1], edges[1:])]
+
+
+def _normalised(normalizer: Normalizer, matrix: DistanceMatrix, rows: np.ndarray, cols: np.ndarray,
+                enrolled: dict[str, np.ndarray] | None, probe: dict[str, np.ndarray] | None) -> DistanceMatrix:
+    """``matrix`` with the entries at (rows, cols) replaced by their normalised distances exp(z)."""
+    z = normalizer.normalize(matrix.values[rows, cols], enrolled, probe)
+    bad = np.flatnonzero(~np.isfinite(z))
+    if bad.size:
+        r, c = rows[bad[0]], cols[bad[0]]
+        raise DataError(f"{matrix.source}: normalising probe {matrix.probe_ids[r][:60]!r} claiming class "
+                        f"{matrix.gallery_classes[c][:60]!r} gave {float(z[bad[0]])}: its cohort distances have no spread "
+                        f"(all equal); {progress_name(normalizer)} needs cohort scores that differ (a larger cohort, or "
+                        "a larger top_k)")
+    out = np.zeros(matrix.shape)
+    out[rows, cols] = to_distance(z)
+    return matrix.with_values(out, kind="distance", source=f"{matrix.source}, normalised")
 
 
 def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: CohortScores,
@@ -675,15 +827,39 @@ def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: Coh
         else:
             enrolled = {name: v[cols] for name, v in classes.items()}
     if "probe" in normalizer.sides:
-        probe = _probe_side(normalizer, matrix, cohort.probes, rows, cols)
-    z = normalizer.normalize(matrix.values[rows, cols], enrolled, probe)
-    bad = np.flatnonzero(~np.isfinite(z))
-    if bad.size:
-        r, c = rows[bad[0]], cols[bad[0]]
-        raise DataError(f"{matrix.source}: normalising probe {matrix.probe_ids[r][:60]!r} claiming class "
-                        f"{matrix.gallery_classes[c][:60]!r} gave {float(z[bad[0]])}: its cohort distances have no spread "
-                        f"(all equal); {progress_name(normalizer)} needs cohort scores that differ (a larger cohort, or "
-                        "a larger top_k)")
-    out = np.zeros(matrix.shape)
-    out[rows, cols] = to_distance(z)
-    return matrix.with_values(out, kind="distance", source=f"{matrix.source}, normalised")
+        probe = _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0]
+    return _normalised(normalizer, matrix, rows, cols, enrolled, probe)
+
+
+def normalise_fold(normalizer: Normalizer, train: DistanceMatrix, test: DistanceMatrix, train_c: CohortScores,
+                   test_c: CohortScores) -> tuple[DistanceMatrix, DistanceMatrix, dict[str, np.ndarray]]:
+    """(``train`` normalised, ``test`` normalised, every gallery class's enrolled-side statistics): what
+    :func:`class_statistics` and :func:`normalise_matrix` of each give, with one pass over each cohort side:
+    the classes' statistics and the training attempts' leave-one-out ones together, and the training and
+    evaluation attempts' probe statistics together when both read one probe cohort (one matrix split in two)."""
+    classes = train.gallery_classes.tolist()
+    (tr_rows, tr_cols), (te_rows, te_cols) = np.nonzero(train.valid), np.nonzero(test.valid)
+    stats: dict[str, np.ndarray] = {}
+    enrolled: list[dict[str, np.ndarray] | None] = [None, None]
+    if "enrolled" in normalizer.sides:
+        side = train_c.enrolled
+        columns = _columns_of(side, classes)
+        if train_c.leave_out:
+            _aligned(side, train, "enrolled")
+            both = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T,
+                                      np.concatenate([columns, columns[tr_cols]]),
+                                      np.concatenate([np.full(columns.size, -1), tr_rows]), describe=_describe_class(side))
+            stats, enrolled[0] = _split_attempts(both, [columns.size, tr_rows.size])
+        else:
+            stats = class_statistics(normalizer, side, classes)
+            enrolled[0] = {k: v[tr_cols] for k, v in stats.items()}
+        enrolled[1] = {k: v[te_cols] for k, v in stats.items()}
+    probe: list[dict[str, np.ndarray] | None] = [None, None]
+    if "probe" in normalizer.sides:
+        parts = [(train, tr_rows, tr_cols), (test, te_rows, te_cols)]
+        if train_c.probes is test_c.probes:
+            probe = _probe_side(normalizer, train_c.probes, parts)
+        else:
+            probe = [_probe_side(normalizer, c.probes, [part])[0] for c, part in zip((train_c, test_c), parts)]
+    return (_normalised(normalizer, train, tr_rows, tr_cols, enrolled[0], probe[0]),
+            _normalised(normalizer, test, te_rows, te_cols, enrolled[1], probe[1]), stats)

@@ -95,19 +95,21 @@ def _dd_div(ah, al, b):
 
 
 def _tree_sum(v):
-    """Row sums of ``v`` as (s, e, bound): the exact sum lies within ``bound`` of s + e."""
+    """Row sums of ``v`` as (s, e, bound): the exact sum lies within ``bound`` of s + e. Pairs are added by
+    TwoSum level by level (the row padded with zeros to a power of two), their error terms summed in floating
+    point: over fewer than 2 x width terms, within 2.2 x width x u of their absolute sum."""
     width = v.shape[1]
-    e_sum = np.zeros(v.shape[0])
-    e_abs = np.zeros(v.shape[0])
+    size = 1 << max(width - 1, 0).bit_length()
+    if size != width:
+        v = np.concatenate([v, np.zeros((v.shape[0], size - width))], axis=1)
+    errors = np.empty((v.shape[0], max(size - 1, 1)))
+    errors[:, 0] = 0.0
+    at = 0
     while v.shape[1] > 1:
         half = v.shape[1] // 2
-        s, e = _two_sum(v[:, :half], v[:, half:2 * half])
-        e_sum += e.sum(axis=1)
-        e_abs += np.abs(e).sum(axis=1)
-        v = np.concatenate([s, v[:, 2 * half:]], axis=1) if v.shape[1] % 2 else s
-    # the error terms' float sum, over at most 2 x width terms in any order: within 2.1 x width x u of their
-    # absolute sum, itself computed within that factor
-    return v[:, 0], e_sum, 2.2 * max(width, 1) * _U * e_abs
+        v, errors[:, at:at + half] = _two_sum(v[:, :half], v[:, half:])
+        at += half
+    return v[:, 0], errors.sum(axis=1), 2.2 * max(width, 1) * _U * np.abs(errors).sum(axis=1)
 
 
 # ---- the moments -------------------------------------------------------------------------------------
@@ -163,7 +165,7 @@ def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
     p, e = _two_square(y1)
     t = 2.0 * y1 * y2
     s = e + t
-    slack = _U * (np.abs(t) + np.abs(s)) + _U * _U * p
+    abs_t, abs_s = np.abs(t), np.abs(s)
     width = 2.2 * max(x.shape[1], 1) * _U  # a float sum of that many terms errs by at most this x their |sum|
     a_h, a_e, a_b = _tree_sum(y1)
     a_l = a_e + y2.sum(axis=1)
@@ -171,14 +173,18 @@ def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
     a_h, a_l = _two_sum(a_h, a_l)
     q_h, q_e, q_b = _tree_sum(p)
     q_l = q_e + s.sum(axis=1)
-    q_b = q_b + width * np.abs(s).sum(axis=1) + _U * np.abs(q_l) + slack.sum(axis=1) * (1 + 1e-6)
-    q_h, q_l = _two_sum(q_h, q_l)
-    # bounds for every attempt of the row at once (see _attempts): a member's y and y**2 are at most these
     y_top, p_top = np.abs(y1).max(axis=1, initial=0.0), p.max(axis=1, initial=0.0)
+    # each member's slack (the roundings of t and s, and y2**2 <= u**2 p): summed, and at most for one member
+    s_abs = abs_s.sum(axis=1)
+    slack = (_U * (abs_t.sum(axis=1) + s_abs) + _U * _U * np.abs(q_h)) * (1 + 1e-6)
+    slack_top = (_U * (abs_t.max(axis=1, initial=0.0) + abs_s.max(axis=1, initial=0.0)) + _U * _U * p_top) * (1 + 1e-6)
+    q_b = q_b + width * s_abs + _U * np.abs(q_l) + slack
+    q_h, q_l = _two_sum(q_h, q_l)
+    # bounds for every attempt of the row at once (see _attempts)
     m = np.maximum(n - 1.0, 1.0)
     a_top = np.abs(a_h) + 2.0 * y_top
     b_a = a_b + 8.0 * _U2 * a_top                                     # A - y_m
-    b_q = q_b + slack.max(axis=1, initial=0.0) + 8.0 * _U2 * (np.abs(q_h) + p_top)  # Q - y_m**2
+    b_q = q_b + slack_top + 8.0 * _U2 * (np.abs(q_h) + p_top)         # Q - y_m**2
     m_top = a_top / m * (1 + 1e-6)                                    # |M|, M = A / m
     b_m = (b_a + 8.0 * _U2 * a_top) / m                               # M's double-double
     mean_top = np.abs(c) + m_top
@@ -188,7 +194,8 @@ def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
     b_s = 4.0 * _U2 * m_top * m_top + 2.1 * m_top * b_m              # S = M_h**2 + 2 M_h M_l against M**2
     b_var = (b_n + b_s + 4.0 * _U * np.spacing(n_top + m_top * m_top)) * _SAFE + _TINY
     return {"x": x, "usable": usable, "n": n, "scale": scale, "c": c, "y1": y1, "y2": y2, "p": p, "s": s,
-            "a_h": a_h, "a_l": a_l, "q_h": q_h, "q_l": q_l, "b_mean": b_mean, "b_var": b_var}
+            "a_h": a_h, "a_l": a_l, "q_h": q_h, "q_l": q_l, "b_a": b_a * _SAFE + _TINY, "b_mean": b_mean,
+            "b_var": b_var}
 
 
 def _certain(r, q, b):
@@ -197,6 +204,35 @@ def _certain(r, q, b):
     pow2 = (np.abs(r).view(np.int64) & 0xFFFFFFFFFFFFF) == 0  # a power of two: the gap below is half
     half = np.spacing(np.abs(r)) * np.where(pow2, 0.25, 0.5)
     return np.abs(q) + b < half
+
+
+def _settle_mean(sums: dict[str, np.ndarray], rows: np.ndarray, r: np.ndarray, q: np.ndarray, a_h: np.ndarray,
+                 a_l: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, settled) of attempts whose mean lies next to the midpoint t between r and its neighbour on q's
+    side (an exact tie, about 1 in m attempts when the members share the mean's binade): exactly, from the
+    sign of D = A - m (t - c) = m (mean - t). D is a multiple of the grid G of the members, c and t, so an
+    approximation within less than G/2 of it settles a tie (D = 0: the even neighbour) as well as a side."""
+    c = sums["c"][rows]
+    side = np.where(q >= 0, 1.0, -1.0) * np.sign(np.where(r == 0, 1.0, r))  # towards larger |r| or smaller
+    pow2 = (np.abs(r).view(np.int64) & 0xFFFFFFFFFFFFF) == 0
+    eta = np.copysign(np.spacing(np.abs(r)) * np.where(pow2 & (side < 0), 0.25, 0.5), q)  # t = r + eta
+    d1, d2 = _two_sum(r, -c)
+    terms = [a_h, a_l] + [-v for v in (*_two_prod(d1, m), *_two_prod(d2, m))] + [-(eta * m)]
+    total, err, err_abs = terms[0], np.zeros_like(r), np.zeros_like(r)
+    for t in terms[1:]:
+        total, e = _two_sum(total, t)
+        err, err_abs = err + e, err_abs + np.abs(e)
+    d = total + err
+    bound = (sums["b_a"][rows] + 16.0 * _U * err_abs + _U * np.abs(d)) * _SAFE + _TINY
+    x, usable = sums["x"], sums["usable"]
+    grid = np.where(usable & (x != 0), np.spacing(np.abs(x)), np.inf).min(axis=1)[rows]
+    grid = np.minimum(np.minimum(grid, np.spacing(np.abs(c))), np.abs(eta))
+    beyond = np.abs(d) > bound
+    tie = ~beyond & (bound < grid / 2)
+    neighbour = np.nextafter(r, r + eta)
+    odd = (r.view(np.int64) & 1) == 1
+    out = np.where(beyond & (np.sign(d) == np.sign(eta)), neighbour, np.where(tie & odd, neighbour, r))
+    return out, beyond | tie
 
 
 def _attempts(sums: dict[str, np.ndarray], rows: np.ndarray, left_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -221,6 +257,9 @@ def _attempts(sums: dict[str, np.ndarray], rows: np.ndarray, left_out: np.ndarra
     mean, q = _two_sum(sums["c"][rows], M_h)
     mean, q = _fast_two_sum(mean, q + M_l)
     mean_sure = _certain(mean, q, sums["b_mean"][rows])
+    if not mean_sure.all():
+        u = np.flatnonzero(~mean_sure)
+        mean[u], mean_sure[u] = _settle_mean(sums, rows[u], mean[u], q[u], A_h[u], A_l[u], m[u])
     N_h, N_l = _dd_div(Q_h, Q_l, m)
     S_h, S_l = _two_square(M_h)
     h, l = _two_sum(N_h, -S_h)
