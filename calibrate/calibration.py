@@ -209,7 +209,7 @@ class Calibration:
         if self.normalization is None and probe_cohort_scores is not None:
             raise CalibrationError("this calibration does not normalise scores; leave out probe_cohort_scores")
         tau, score_t = self._table(target_fpr, need_scores=self.normalization is None)
-        c = c.astype(str)
+        c = np.asarray(c, dtype=str)  # no copy when the names are strings already (a million attempts: 60 MB)
         # class -> row by binary search over the sorted names (no Python loop over attempts)
         pos = np.minimum(np.searchsorted(self._sorted_names, c), max(len(self) - 1, 0))
         known = self._sorted_names[pos] == c

@@ -334,11 +334,16 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
     w, text = csv_writer()
     w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"]
                + (["group"] if labels is not None else []))
-    for k, i in enumerate(rows.tolist()):
-        c = claimed[i]
-        t = "" if not known[i] else repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
-        w.writerow([column[k] for column in texts] + [repr(float(values[i])), t, "1" if decided[i] else "0"]
-                   + [column[k] for column in groups])
+    # a column at a time (a million decisions: one pass each), each class's threshold formatted once
+    said: dict = {}
+    for c in dict.fromkeys(chosen[known[rows]].tolist()):  # the classes claimed (a dict: no sort of a million)
+        said[c] = repr(thresholds[c] if thresholds is not None else cal.threshold(c, fpr))
+    for at in range(0, rows.size, 1 << 16):
+        part = slice(at, at + (1 << 16))
+        shown = [said[c] if k else "" for c, k in zip(chosen[part].tolist(), known[rows[part]].tolist())]
+        w.writerows(zip(*[column[part].tolist() for column in texts], [repr(v) for v in values[rows[part]].tolist()],
+                        shown, np.where(decided[rows[part]], "1", "0").tolist(),
+                        *[column[part].tolist() for column in groups]))
     return decided, known, rows, text().encode("utf-8")
 
 
@@ -373,7 +378,7 @@ def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path |
                                                          claimed[known], real[known], missing, cal)
         decided[known] = cal.accept(claimed[known], values[known], fpr, **extra)
     if getattr(cal, "normalization", None) is not None:  # no single score threshold exists
-        return decided, {c: cal.normalised_threshold(c, fpr) for c in np.unique(claimed[known]).tolist()}
+        return decided, {c: cal.normalised_threshold(c, fpr) for c in dict.fromkeys(claimed[known].tolist())}
     return decided, (cal.thresholds(fpr) if hasattr(cal, "model") else None)  # a partitioned one: per class
 
 

@@ -464,10 +464,24 @@ class ProbeCohorts:
 
     def left_out(self, claimed: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
         """Per attempt, the column of the model named like its claimed class (-1: none). ``claimed`` names the
-        classes and ``codes`` (optional) each attempt's index into them (else one name per attempt)."""
-        position = {m: k for k, m in enumerate(self.models.tolist())}
-        table = np.array([position.get(str(c), -1) for c in claimed], dtype=np.int64)
-        return table if codes is None else table[np.asarray(codes, dtype=np.int64)]
+        classes and ``codes`` (optional) each attempt's index into them; else ``claimed`` holds one name per
+        attempt (found by binary search among the models' names)."""
+        if codes is not None:
+            position = {m: k for k, m in enumerate(self.models.tolist())}
+            table = np.array([position.get(str(c), -1) for c in claimed], dtype=np.int64)
+            return table[np.asarray(codes, dtype=np.int64)]
+        names = np.asarray(claimed, dtype=str)
+        out = np.full(names.size, -1, dtype=np.int64)
+        if not self.models.size:
+            return out
+        models = self.models.astype(str)
+        order = np.argsort(models)
+        ordered = models[order]
+        for at in range(0, names.size, 1 << 18):  # blocks: the names compared are copies
+            part = names[at:at + (1 << 18)]
+            k = np.minimum(np.searchsorted(ordered, part), models.size - 1)
+            out[at:at + part.size] = np.where(ordered[k] == part, order[k], -1)
+        return out
 
     def describe(self, what: str) -> Callable[[int], str]:
         """How messages name a row: its label, or its index."""

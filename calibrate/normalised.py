@@ -76,9 +76,15 @@ def normalised_distances(fitted: FittedNormalization, transform: Transform, kind
 
 
 def probe_distances(transform: Transform, kind: str, cohorts: ProbeCohorts, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """(distances, usable) of a :class:`ProbeCohorts`' rows, through the fitted transform."""
-    usable = cohorts.usable()
-    return distances_of(transform, kind, np.where(usable, cohorts.scores, 0.0), usable, what), usable
+    """(distances, usable) of a :class:`ProbeCohorts`' rows, through the fitted transform (kept with them for the
+    next call with the same transform: the command line checks the rows, then decides on them)."""
+    key = (id(transform), kind)
+    kept = getattr(cohorts, "_distances", None)
+    if kept is None or kept[0] != key or kept[1] is not transform:
+        usable = cohorts.usable()
+        kept = (key, transform, distances_of(transform, kind, np.where(usable, cohorts.scores, 0.0), usable, what), usable)
+        cohorts._distances = kept
+    return kept[2], kept[3]
 
 
 def _by_probe(fitted: FittedNormalization, transform: Transform, kind: str, scores: np.ndarray, rows: np.ndarray,
@@ -95,7 +101,9 @@ def _by_probe(fitted: FittedNormalization, transform: Transform, kind: str, scor
     try:
         values, usable = probe_distances(transform, kind, cohorts, what)
         left = cohorts.left_out(fitted.classes if classes is None else classes, rows)
-        fitted.check_cohort("probe", values, usable, what, cohorts.probes, left)
+        checked = getattr(cohorts, "_checked", None)  # by check_cohort_file, for these very attempts
+        if checked is None or checked[0] is not fitted or not np.array_equal(checked[1], left):
+            fitted.check_cohort("probe", values, usable, what, cohorts.probes, left)
         out = np.empty(scores.size)
         for start in range(0, scores.size, BLOCK):
             part = slice(start, start + BLOCK)
@@ -108,15 +116,6 @@ def _by_probe(fitted: FittedNormalization, transform: Transform, kind: str, scor
         raise CalibrationError(str(exc)) from None
 
 
-def label_codes(labels: Any) -> tuple[list[str], np.ndarray]:
-    """(the distinct labels in order of first appearance, each label's code): a dictionary's pass, which for a
-    million labels is several times faster than sorting them (np.unique)."""
-    index: dict[str, int] = {}
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in np.asarray(labels).astype(str).tolist()),
-                        dtype=np.int64, count=len(labels))
-    return list(index), codes
-
-
 def check_cohort_file(fitted: FittedNormalization, transform: Transform, kind: str, cohorts: ProbeCohorts,
                       claimed: Any, what: str) -> None:
     """A cohort file given on the command line (``what`` names it), read as :class:`ProbeCohorts` for attempts
@@ -126,9 +125,10 @@ def check_cohort_file(fitted: FittedNormalization, transform: Transform, kind: s
     if fitted.cohort is None or not fitted.reads_probe:
         return
     fitted.check_members("probe", cohorts.models.tolist(), what)
-    names, codes = label_codes(claimed)
     values, usable = probe_distances(transform, kind, cohorts, what)
-    fitted.check_cohort("probe", values, usable, what, cohorts.probes, cohorts.left_out(names, codes))
+    left = cohorts.left_out(claimed)
+    fitted.check_cohort("probe", values, usable, what, cohorts.probes, left)
+    cohorts._checked = (fitted, left)  # accept does not check the same attempts again
 
 
 def enrolled_inputs(fitted: FittedNormalization, transform: Transform, kind: str, cls: str, impostor_scores: np.ndarray,
