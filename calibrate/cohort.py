@@ -84,22 +84,16 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     (c1)"): a row with fewer than ``normalizer.min_members()`` usable distances (besides the one left out),
     or whose statistics cannot normalise (:func:`statistics_problem`), is a DataError."""
     values = np.asarray(values, dtype=np.float64)
-    usable = np.asarray(usable, dtype=bool) & np.isfinite(values)
     rows = np.asarray(rows, dtype=np.int64)
     left = np.full(rows.shape, -1, np.int64) if left_out is None else np.asarray(left_out, dtype=np.int64)
+    subject = describe or (lambda r: f"cohort row {r}")
+    if overrides(normalizer, Normalizer, "_statistics_left_out"):
+        return _left_out_statistics(normalizer, values, np.asarray(usable, dtype=bool), rows, left, subject)
+    usable = np.asarray(usable, dtype=bool) & np.isfinite(values)
     counts = usable.sum(axis=1)
     safe = np.where(left >= 0, left, 0)
     removed = (left >= 0) & usable[rows, safe] if rows.size else np.zeros(0, bool)
-    need = int(normalizer.min_members())
-    subject = describe or (lambda r: f"cohort row {r}")
-    short = np.flatnonzero(counts[rows] - removed < need) if rows.size else np.zeros(0, np.int64)
-    if short.size:
-        a = int(short[0])
-        r, n = int(rows[a]), int(counts[rows[a]] - removed[a])
-        raise DataError(f"{subject(r)} has {n} usable cohort distance(s); {progress_name(normalizer)} needs at least "
-                        f"{need}: give a larger cohort, or a normaliser setting that needs fewer (e.g. a smaller top_k)")
-    if overrides(normalizer, Normalizer, "_statistics_left_out"):
-        return _left_out_statistics(normalizer, values, usable, rows, np.where(removed, left, -1), subject)
+    _refuse_short(normalizer, counts[rows] - removed, rows, subject)
     n_members = values.shape[1]
     ordered, _, rank = _sorted_rows(values, usable)
     position = np.where(removed, rank[rows, safe] if rows.size else 0, n_members)  # n_members: none removed
@@ -131,10 +125,22 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     return {stat: v[inverse] for stat, v in out.items()}
 
 
+def _refuse_short(normalizer: Normalizer, kept: np.ndarray, rows: np.ndarray, subject: Callable[[int], str]) -> None:
+    """A DataError naming the first attempt's row that keeps fewer than ``min_members()`` cohort distances."""
+    need = int(normalizer.min_members())
+    short = np.flatnonzero(kept < need)
+    if short.size:
+        a = int(short[0])
+        raise DataError(f"{subject(int(rows[a]))} has {int(kept[a])} usable cohort distance(s); {progress_name(normalizer)} "
+                        f"needs at least {need}: give a larger cohort, or a normaliser setting that needs fewer (e.g. a "
+                        "smaller top_k)")
+
+
 def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.ndarray, rows: np.ndarray,
                          left: np.ndarray, subject: Callable[[int], str]) -> dict[str, np.ndarray]:
     """:func:`attempt_statistics` through the normaliser's ``statistics_left_out``: the attempts grouped by
-    row, blocks of whole rows (at most :data:`BLOCK_VALUES` values, copied contiguous) with their attempts."""
+    row, blocks of whole rows (at most :data:`BLOCK_VALUES` values, copied contiguous) with their attempts,
+    each block's usable members (finite), members left out and counts worked out on the block alone."""
     name = progress_name(normalizer)
     ordered = rows.size < 2 or bool(np.all(rows[1:] >= rows[:-1]))
     order = None if ordered else np.argsort(rows.astype(np.min_scalar_type(max(values.shape[0] - 1, 0))),
@@ -147,8 +153,10 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
         r0 = int(s_rows[start])
         stop = int(np.searchsorted(s_rows, r0 + per))
         block = np.ascontiguousarray(values[r0:r0 + per])
-        mask = np.ascontiguousarray(usable[r0:r0 + per])
+        mask = np.ascontiguousarray(usable[r0:r0 + per]) & np.isfinite(block)
         local, gone = s_rows[start:stop] - r0, s_left[start:stop]
+        gone = np.where((gone >= 0) & mask[local, np.maximum(gone, 0)], gone, -1)
+        _refuse_short(normalizer, mask.sum(axis=1)[local] - (gone >= 0), local + r0, subject)
         stats = normalizer.statistics_left_out(block, mask, local, gone)
         if out and set(stats) != set(out):
             raise DataError(f"{name}: _statistics_left_out returned the statistics {sorted(stats)} for some rows "

@@ -50,7 +50,8 @@ class ASNorm(Normalizer):
 
     def _statistics_left_out(self, cohort, usable, rows, left_out) -> dict[str, np.ndarray]:
         width = cohort.shape[1]
-        most = min((self.top_k or DEFAULT_TOP_K) + 1, width)
+        cap = self.top_k or DEFAULT_TOP_K
+        most = min(cap + 1, width)
         # each row's `most` smallest usable distances, ascending, and where each of their columns went
         keyed = np.where(usable, cohort, np.inf)
         picked = np.argpartition(keyed, most - 1, axis=1)[:, :most] if most < width else \
@@ -58,23 +59,26 @@ class ASNorm(Normalizer):
         firsts = np.take_along_axis(keyed, picked, axis=1)
         order = np.argsort(firsts, axis=1, kind="stable")
         top = np.take_along_axis(firsts, order, axis=1)
-        place = np.full(cohort.shape, -1, dtype=np.int64)
+        place = np.full(cohort.shape, -1, dtype=np.int16 if most < 2 ** 15 else np.int64)
         np.put_along_axis(place, np.take_along_axis(picked, order, axis=1),
-                          np.broadcast_to(np.arange(most), top.shape), axis=1)
+                          np.broadcast_to(np.arange(most, dtype=place.dtype), top.shape), axis=1)
         gone = left_out >= 0
-        kept = usable.sum(axis=1)[rows] - gone
-        k = np.full(rows.shape, self.top_k) if self.top_k is not None else np.minimum(DEFAULT_TOP_K, kept)
+        # k: the top k of an attempt's cohort (of those left, for top_k unset); an attempt keeps the row's first k,
+        # or if the member it leaves out is no larger than the k-th smallest, the first k + 1 without one member
+        # of that value (at its place, or the k-th's when they tie): `extra` 0 or 1
+        n_gone = usable.sum(axis=1) - 1
+        k_row = np.full(n_gone.shape, self.top_k) if self.top_k is not None else np.minimum(cap, n_gone)
+        k = k_row[rows]
         col = np.where(gone, left_out, 0)
-        value = cohort[rows, col]
-        # a member left out changes the top k only if it is no larger than the k-th smallest; then the top k is
-        # the first k + 1 without one member of that value (at its place, or the k-th's when they tie)
-        inside = gone & (value <= top[rows, k - 1])
-        at = place[rows, col]
+        inside = gone & (cohort[rows, col] <= top[rows, np.maximum(k - 1, 0)])
+        at = place[rows, col].astype(np.int64)
         at = np.where(inside, np.where((at >= 0) & (at <= k), at, k - 1), -1)
-        length = k + inside
-        pairs, which = np.unique(rows * (most + 1) + length, return_inverse=True)
-        firsts_of = np.arange(most)[None, :] < (pairs % (most + 1))[:, None]
-        mean, std = moments(top[pairs // (most + 1)], firsts_of, which.ravel(), at)
+        # an attempt leaving nothing out keeps the first min(cap, n) = k + 1 when n <= cap, else k
+        extra = np.where(gone, inside, (self.top_k is None) & (n_gone[rows] < cap)).astype(np.int64)
+        variant = np.arange(2 * top.shape[0]) % 2
+        lengths = np.repeat(k_row, 2) + variant
+        firsts_of = np.arange(most)[None, :] < lengths[:, None]
+        mean, std = moments(np.repeat(top, 2, axis=0), firsts_of, 2 * rows + extra, at)
         return {"mean": mean, "std": std}
 
     def _normalize(self, distances, enrolled, probe) -> np.ndarray:

@@ -128,7 +128,8 @@ def moments(values: np.ndarray, usable: np.ndarray, rows: np.ndarray, left_out: 
     mean, std = np.empty(rows.size), np.empty(rows.size)
     if not rows.size:
         return mean, std
-    order = None if np.all(rows[1:] >= rows[:-1]) else np.argsort(rows, kind="stable")
+    order = None if np.all(rows[1:] >= rows[:-1]) else \
+        np.argsort(rows.astype(np.min_scalar_type(int(rows.max()))), kind="stable")  # radix for < 65536 rows
     if order is not None:
         rows, left_out = rows[order], left_out[order]
     per = max(1, CHUNK // max(values.shape[1], 1))
@@ -246,13 +247,16 @@ def _attempts(sums: dict[str, np.ndarray], rows: np.ndarray, left_out: np.ndarra
     m = sums["n"][rows] - gone
     A_h, A_l, Q_h, Q_l = sums["a_h"][rows], sums["a_l"][rows], sums["q_h"][rows], sums["q_l"][rows]
     if gone.any():
-        g = np.flatnonzero(gone) if not gone.all() else slice(None)
-        flat = rows[g] * sums["x"].shape[1] + left_out[g]
+        flat = rows * sums["x"].shape[1] + np.maximum(left_out, 0)
+
+        def member(name: str) -> np.ndarray:  # the member left out's value, 0 where none is (exact below)
+            return np.where(gone, sums[name].ravel()[flat], 0.0)
+
         # A - y and Q - y**2 (error below 4 u**2 (|A| + |y|), resp. (|Q| + y**2): bounded per row)
-        h, l = _two_sum(A_h[g], -sums["y1"].ravel()[flat])
-        A_h[g], A_l[g] = _fast_two_sum(h, l + (A_l[g] - sums["y2"].ravel()[flat]))
-        h, l = _two_sum(Q_h[g], -sums["p"].ravel()[flat])
-        Q_h[g], Q_l[g] = _fast_two_sum(h, l + (Q_l[g] - sums["s"].ravel()[flat]))
+        h, l = _two_sum(A_h, -member("y1"))
+        A_h, A_l = _fast_two_sum(h, l + (A_l - member("y2")))
+        h, l = _two_sum(Q_h, -member("p"))
+        Q_h, Q_l = _fast_two_sum(h, l + (Q_l - member("s")))
     M_h, M_l = _dd_div(A_h, A_l, m)
     mean, q = _two_sum(sums["c"][rows], M_h)
     mean, q = _fast_two_sum(mean, q + M_l)
