@@ -84,8 +84,10 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     (c1)"): a row with fewer than ``normalizer.min_members()`` usable distances (besides the one left out),
     or whose statistics cannot normalise (:func:`statistics_problem`), is a DataError."""
     values = np.asarray(values, dtype=np.float64)
-    rows = np.asarray(rows, dtype=np.int64)
-    left = np.full(rows.shape, -1, np.int64) if left_out is None else np.asarray(left_out, dtype=np.int64)
+    rows = np.asarray(rows)
+    rows = rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64)  # int32: half the memory
+    left = np.full(rows.shape, -1, np.int32) if left_out is None else np.asarray(left_out)
+    left = left if left.dtype in (np.int32, np.int64) else left.astype(np.int64)
     subject = describe or (lambda r: f"cohort row {r}")
     if overrides(normalizer, Normalizer, "_statistics_left_out"):
         return _left_out_statistics(normalizer, values, np.asarray(usable, dtype=bool), rows, left, subject)
@@ -142,19 +144,21 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
     row, blocks of whole rows (at most :data:`BLOCK_VALUES` values, copied contiguous) with their attempts,
     each block's usable members (finite), members left out and counts worked out on the block alone."""
     name = progress_name(normalizer)
+    n_rows = values.shape[0]
     ordered = rows.size < 2 or bool(np.all(rows[1:] >= rows[:-1]))
-    order = None if ordered else np.argsort(rows.astype(np.min_scalar_type(max(values.shape[0] - 1, 0))),
-                                            kind="stable")
-    s_rows, s_left = (rows, left) if order is None else (rows[order], left[order])
+    order = None if ordered else np.argsort(rows.astype(np.min_scalar_type(max(n_rows - 1, 0))), kind="stable")
+    # where each row's attempts begin in row order (no sorted copies of the attempts)
+    begins = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))]) if rows.size else np.zeros(1, int)
     per = max(1, BLOCK_VALUES // max(values.shape[1], 1))
     out: dict[str, np.ndarray] = {}
-    start = 0
-    while start < s_rows.size:
-        r0 = int(s_rows[start])
-        stop = int(np.searchsorted(s_rows, r0 + per))
+    for r0 in range(0, n_rows, per):
+        start, stop = int(begins[r0]), int(begins[min(r0 + per, n_rows)])
+        if start == stop:
+            continue
         block = np.ascontiguousarray(values[r0:r0 + per])
         mask = np.ascontiguousarray(usable[r0:r0 + per]) & np.isfinite(block)
-        local, gone = s_rows[start:stop] - r0, s_left[start:stop]
+        where = slice(start, stop) if order is None else order[start:stop]
+        local, gone = rows[where] - r0, left[where]
         gone = np.where((gone >= 0) & mask[local, np.maximum(gone, 0)], gone, -1)
         _refuse_short(normalizer, mask.sum(axis=1)[local] - (gone >= 0), local + r0, subject)
         stats = normalizer.statistics_left_out(block, mask, local, gone)
@@ -164,10 +168,8 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
         problem = _left_out_problem(normalizer, stats, block, mask, local, gone)
         if problem is not None:
             raise DataError(f"{subject(int(local[problem[0]]) + r0)} {statistics_refusal(normalizer, problem)}")
-        where = slice(start, stop) if order is None else order[start:stop]
         for stat, v in stats.items():
             out.setdefault(stat, np.empty(rows.size))[where] = v
-        start = stop
     return out
 
 
@@ -804,7 +806,7 @@ def _probe_side(normalizer: Normalizer, side: DistanceMatrix, parts: Sequence[tu
         return (f"{side.source}: probe {side.probe_ids[row][:60]!r} ({side.probe_classes[row][:60]}), its own and the "
                 "claimed class left out,")
 
-    members = [np.array([position.get(c, -1) for c in m.gallery_classes.tolist()], dtype=np.int64)[cols]
+    members = [np.array([position.get(c, -1) for c in m.gallery_classes.tolist()], dtype=cols.dtype)[cols]
                for m, _, cols in parts]
     stats = attempt_statistics(normalizer, side.values, side.impostor_mask(), np.concatenate([r for _, r, _ in parts]),
                                np.concatenate(members), describe=describe)
@@ -853,6 +855,13 @@ def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: Coh
     return _normalised(normalizer, matrix, rows, cols, enrolled, probe)
 
 
+def _entries(matrix: DistanceMatrix) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the valid entries, row by row, as int32 where they fit (half of np.nonzero's memory)."""
+    rows, cols = np.nonzero(matrix.valid)
+    small = max(matrix.shape) < 2 ** 31
+    return (rows.astype(np.int32), cols.astype(np.int32)) if small else (rows, cols)
+
+
 def normalise_fold(normalizer: Normalizer, train: DistanceMatrix, test: DistanceMatrix, train_c: CohortScores,
                    test_c: CohortScores) -> tuple[DistanceMatrix, DistanceMatrix, dict[str, np.ndarray]]:
     """(``train`` normalised, ``test`` normalised, every gallery class's enrolled-side statistics): what
@@ -860,7 +869,7 @@ def normalise_fold(normalizer: Normalizer, train: DistanceMatrix, test: Distance
     the classes' statistics and the training attempts' leave-one-out ones together, and the training and
     evaluation attempts' probe statistics together when both read one probe cohort (one matrix split in two)."""
     classes = train.gallery_classes.tolist()
-    (tr_rows, tr_cols), (te_rows, te_cols) = np.nonzero(train.valid), np.nonzero(test.valid)
+    (tr_rows, tr_cols), (te_rows, te_cols) = _entries(train), _entries(test)
     stats: dict[str, np.ndarray] = {}
     enrolled: list[dict[str, np.ndarray] | None] = [None, None]
     if "enrolled" in normalizer.sides:
@@ -869,8 +878,9 @@ def normalise_fold(normalizer: Normalizer, train: DistanceMatrix, test: Distance
         if train_c.leave_out:
             _aligned(side, train, "enrolled")
             both = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T,
-                                      np.concatenate([columns, columns[tr_cols]]),
-                                      np.concatenate([np.full(columns.size, -1), tr_rows]), describe=_describe_class(side))
+                                      np.concatenate([columns.astype(tr_cols.dtype), columns[tr_cols].astype(tr_cols.dtype)]),
+                                      np.concatenate([np.full(columns.size, -1, tr_rows.dtype), tr_rows]),
+                                      describe=_describe_class(side))
             stats, enrolled[0] = _split_attempts(both, [columns.size, tr_rows.size])
         else:
             stats = class_statistics(normalizer, side, classes)
