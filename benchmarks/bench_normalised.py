@@ -1,7 +1,8 @@
 """What the normaliser stage and normalised decisions cost at scale (issue 32), measured in one sitting.
 
     .venv/bin/python benchmarks/bench_normalised.py [--classes 500] [--probes 2000] [--models 200] [--seed 0]
-                                                    [--rounds 1] [--lfw-scale 1] [--skip-lfw] [--baseline DIR]
+                                                    [--rounds 1] [--lfw-scale 1] [--skip-lfw] [--skip-lists]
+                                                    [--baseline DIR]
                                                     [--baseline-attempts 100000]
 
 Generates (seeded) a pair of bob 4-column score lists, ``scores-dev`` and ``scores-eval``: ``--classes``
@@ -228,6 +229,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--lfw-scale", type=float, default=1.0, help="the score matrix's probes x this")
     ap.add_argument("--skip-lfw", action="store_true", help="the score lists only")
+    ap.add_argument("--skip-lists", action="store_true", help="the score matrix's runs only (e.g. with --lfw-scale 10)")
     ap.add_argument("--baseline", type=Path)
     ap.add_argument("--baseline-attempts", type=int, default=100_000)
     ap.add_argument("--json", type=Path, help="also write every figure here")
@@ -244,7 +246,7 @@ def main() -> int:
               + ", ".join(f"{k} {sum(1 for _ in open(v))} lines" for k, v in files.items())
               + f" in {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.2f}")
         recipes = {}
-        for name, normalised in (("plain", False), ("snorm", True)):
+        for name, normalised in (() if args.skip_lists else (("plain", False), ("snorm", True))):
             recipes[f"lists {name}"] = tmp / f"lists-{name}.yaml"
             recipes[f"lists {name}"].write_text(yaml.safe_dump(lists_recipe(files, normalised)), encoding="utf-8")
         matrix = tmp / "matrix.csv"
@@ -284,7 +286,7 @@ def main() -> int:
                     print(f"(a) {version}: {other} / {base}: {ratio:.2f}x wall, {cpu:.2f}x CPU (asked: <= 2)")
         # (b) accept --cohort on the evaluation list, (c) the API
         eval_lines = sum(1 for _ in open(files["scores-eval"]))
-        for version, source in versions:
+        for version, source in ([] if args.skip_lists else versions):
             out = tmp / f"out-{version}-lists-snorm"
             new = source is None or (source / "calibrate" / "cohort.py").read_text().find("class ProbeCohorts") >= 0
             scores = files["scores-eval"]

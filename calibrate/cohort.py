@@ -7,11 +7,13 @@ by the run (calibrate.normalising) and by a saved calibration's ``accept``/``enr
 compute the same numbers by the same path:
 
 * :func:`attempt_statistics`: for each attempt, its cohort row with at most one member left out (the
-  claimed class on the probe side; the attempt's own probe when the training impostors are the
-  enrolled side's cohort), sorted ascending and handed to the normaliser in dense blocks of rows of
-  equal length. The same cohort values therefore reach ``_statistics`` as the same sorted row, whether
-  from a run's matrix or from scores given to ``Calibration.accept``: the statistics, hence the
-  decisions, agree bit for bit.
+  claimed class on the probe side; the attempt's own probe when the training impostors are the enrolled
+  side's cohort). A normaliser with a fast path (``Normalizer._statistics_left_out``, the built-ins) gets
+  whole rows with their attempts, a block at a time; any other gets each row sorted and handed to
+  ``_statistics`` in dense blocks of rows of equal length. Either way an attempt's statistics depend on
+  its cohort's values only (the built-ins': exact, then rounded), whether they come from a run's matrix,
+  a probe's row given once (:class:`ProbeCohorts`) or one row per attempt given to
+  ``Calibration.accept``: the decisions agree bit for bit.
 * :func:`to_distance`: the fixed monotone map from z to the distance the estimators fit, exp(z).
 * :class:`FittedNormalization`: the normaliser with every enrolled class's statistics (what a
   calibration saves), applied to new attempts given their probes' cohort distances.
@@ -19,8 +21,9 @@ compute the same numbers by the same path:
   matrix; calibrate.normalising says how) and :func:`normalise_matrix` (every valid entry of a matrix
   normalised): what the run does to a fold, and what the conformance kit checks normalisers with.
 
-Cost: O(attempts x cohort size) time, in blocks of :data:`BLOCK_VALUES` values of memory; a run
-sorts each cohort row once.
+Cost: with a fast path O(cohort values + attempts) time (the built-ins: some 200 floating-point operations
+a value), in blocks of :data:`BLOCK_VALUES` values of memory; without, O(attempts x cohort size), each row
+sorted once.
 """
 
 from __future__ import annotations

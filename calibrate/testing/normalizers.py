@@ -30,7 +30,7 @@ from ..cohort import (FittedNormalization, ProbeCohorts, attempt_statistics, cla
                       normalise_matrix)
 from ..errors import DataError
 from ..types import DistanceMatrix
-from .common import ComponentCase, _build, _params, _tmpdir
+from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 from .samples import SEED
 
 SIDES = ("enrolled", "probe")

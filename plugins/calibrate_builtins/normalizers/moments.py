@@ -12,22 +12,28 @@ training attempt of a run, a probe's row with the claimed class left out), in an
 rows: a run, ``accept``, ``enroll`` and the command line decide alike, bit for bit.
 
 How, in O(1) per attempt after O(row) per row. Each row is centred on c (its mean, rounded) and every
-y = x - c is held exactly as two doubles (TwoSum); y**2 likewise to within 2**-104 of itself (TwoProduct).
-The row's sums of y and y**2 are kept as double-doubles with a rigorous error bound (a TwoSum tree, the
-error terms summed with their bound), and one member's y and y**2 come off them exactly. With
-A = sum(y), Q = sum(y**2) over the n members kept, the exact mean is c + A / n and the exact variance
-Q / n - (A / n)**2, each evaluated in double-double arithmetic (Joldes, Muller and Popescu's algorithms,
-relative error below 8 * 2**-106 per operation) with its bound carried along. The rounded result is the
-correctly rounded one whenever the interval (value +- bound) holds no rounding boundary, which fails
-with probability of order 2**-45 per statistic (exact ties and near-ties); those, and only those, are
-computed exactly in Python integers. A variance whose upper bound is far below the spread floor
-(calibrate.cohort.SPREAD_FLOOR, a row without spread that the core refuses anyway) is returned as its
-approximation without that: the row is refused by either path.
+y = x - c is held exactly as two doubles (TwoSum); y**2 to within 2**-104 of itself (TwoProduct). The
+row's sums A = sum(y) and Q = sum(y**2) are kept as double-doubles with a rigorous error bound (a TwoSum
+tree, its error terms summed in floating point with their bound), and the member left out comes off them
+exactly. With m members kept, M = A / m and N = Q / m are double-doubles (Joldes, Muller and Popescu's
+algorithms, relative error below 8 * 2**-106 each); the exact mean is c + M and the exact variance
+N - M**2. Each is rounded to a double, and kept where the interval (value +- bound, bounded per row for
+whichever member is left out) holds no point halfway between doubles. Two things leave it in doubt:
 
-Against numpy's ``mean``/``std`` (pairwise sums, the earlier built-ins): within a few units in the last
-place, and exact where numpy's was off by a rounding residue (0.1 forty-seven times: std 0, not 5.6e-17).
+* an exact tie of the mean, which is common (about once in m attempts when the members share the mean's
+  binade, as distances in [0.5, 1) do): settled exactly from the sign of A - m (t - c), t the midpoint, a
+  multiple of the grid of the members, c and t, which the double-double approximation pins down
+  (_settle_mean);
+* anything else (a tie of the variance, about once in m**2; members whose grid is too fine to pin down):
+  computed exactly, math.fsum expansions and fractions, one attempt at a time (_exact_moments).
 
-A row whose largest |distance| lies beyond 2**500 (or below 2**-500) is brought near 1 by a power of two
+A variance whose upper bound is far below the spread floor (calibrate.cohort.SPREAD_FLOOR: a row without
+spread, which the core refuses anyway) is returned as its approximation: the row is refused either way.
+
+Against numpy's ``mean``/``std`` (pairwise sums, the built-ins before issue 32): within a few units in the
+last place, and exact where numpy's was off by a rounding residue (0.1 forty-seven times: std 0, not 5.6e-17).
+
+A row whose largest |distance| lies beyond 2**250 (or below 2**-250) is brought near 1 by a power of two
 first, which is exact, so that squares neither overflow nor underflow; the results are scaled back
 exactly (a correctly rounded value scales exactly), so this does not depend on which members are kept.
 The core refuses a spread of 0 or a rounding residue (calibrate.cohort.statistics_problem: the ``std``
@@ -160,26 +166,23 @@ def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
     if far.any():
         x = np.ldexp(x, -scale[:, None])
     c = x.sum(axis=1) / np.maximum(n, 1.0)
-    y1, y2 = _two_sum(x, -c[:, None])
-    y1, y2 = np.where(usable, y1, 0.0), np.where(usable, y2, 0.0)
-    # y**2 = p + s exactly but for t's and s's own rounding and y2**2 (|y2| <= u |y1|): bounded per member
-    p, e = _two_square(y1)
-    t = 2.0 * y1 * y2
-    s = e + t
-    abs_t, abs_s = np.abs(t), np.abs(s)
+    y1, y2, p, s = (np.empty_like(x) for _ in range(4))
+    parts: list[tuple] = []
+    for j in range(0, x.shape[1], CHUNK):  # a row longer than a chunk in segments (arrays of 128 KB at most)
+        part = slice(j, j + CHUNK)
+        y1[:, part], y2[:, part], p[:, part], s[:, part], sums = _members(x[:, part], usable[:, part], c)
+        parts.append(sums)
+    a_h, a_e, a_b, a_abs, q_h, q_e, q_b, q_abs, y2_sum, y2_abs, s_sum, s_abs, t_abs, y_top, p_top, t_top, s_top = (
+        _combined(k, parts) for k in range(17))
     width = 2.2 * max(x.shape[1], 1) * _U  # a float sum of that many terms errs by at most this x their |sum|
-    a_h, a_e, a_b = _tree_sum(y1)
-    a_l = a_e + y2.sum(axis=1)
-    a_b = a_b + width * np.abs(y2).sum(axis=1) + _U * np.abs(a_l)
+    a_l = a_e + y2_sum
+    a_b = a_b + width * (y2_abs + a_abs) + _U * np.abs(a_l)
     a_h, a_l = _two_sum(a_h, a_l)
-    q_h, q_e, q_b = _tree_sum(p)
-    q_l = q_e + s.sum(axis=1)
-    y_top, p_top = np.abs(y1).max(axis=1, initial=0.0), p.max(axis=1, initial=0.0)
+    q_l = q_e + s_sum
     # each member's slack (the roundings of t and s, and y2**2 <= u**2 p): summed, and at most for one member
-    s_abs = abs_s.sum(axis=1)
-    slack = (_U * (abs_t.sum(axis=1) + s_abs) + _U * _U * np.abs(q_h)) * (1 + 1e-6)
-    slack_top = (_U * (abs_t.max(axis=1, initial=0.0) + abs_s.max(axis=1, initial=0.0)) + _U * _U * p_top) * (1 + 1e-6)
-    q_b = q_b + width * s_abs + _U * np.abs(q_l) + slack
+    slack = (_U * (t_abs + s_abs) + _U * _U * np.abs(q_h)) * (1 + 1e-6)
+    slack_top = (_U * (t_top + s_top) + _U * _U * p_top) * (1 + 1e-6)
+    q_b = q_b + width * (s_abs + q_abs) + _U * np.abs(q_l) + slack
     q_h, q_l = _two_sum(q_h, q_l)
     # bounds for every attempt of the row at once (see _attempts)
     m = np.maximum(n - 1.0, 1.0)
@@ -197,6 +200,45 @@ def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
     return {"x": x, "usable": usable, "n": n, "scale": scale, "c": c, "y1": y1, "y2": y2, "p": p, "s": s,
             "a_h": a_h, "a_l": a_l, "q_h": q_h, "q_l": q_l, "b_a": b_a * _SAFE + _TINY, "b_mean": b_mean,
             "b_var": b_var}
+
+
+def _members(x: np.ndarray, usable: np.ndarray, c: np.ndarray) -> tuple:
+    """Of a segment of the rows' members: y = x - c and y**2 = p + s (exact but for the slack), and the
+    segment's sums: (A's tree sum, its error sum and bound, 0, the same of Q, then sum and sum |.| of y2
+    and of s, sum |t|, and the largest |y|, p, |t|, |s|)."""
+    y1, y2 = _two_sum(x, -c[:, None])
+    y1, y2 = np.where(usable, y1, 0.0), np.where(usable, y2, 0.0)
+    p, e = _two_square(y1)
+    t = 2.0 * y1 * y2
+    s = e + t
+    abs_t, abs_s = np.abs(t), np.abs(s)
+    a_h, a_e, a_b = _tree_sum(y1)
+    q_h, q_e, q_b = _tree_sum(p)
+    zero = np.zeros_like(c)
+    return y1, y2, p, s, (a_h, a_e, a_b, zero, q_h, q_e, q_b, zero, y2.sum(axis=1), np.abs(y2).sum(axis=1),
+                          s.sum(axis=1), abs_s.sum(axis=1), abs_t.sum(axis=1), np.abs(y1).max(axis=1, initial=0.0),
+                          p.max(axis=1, initial=0.0), abs_t.max(axis=1, initial=0.0), abs_s.max(axis=1, initial=0.0))
+
+
+def _combined(k: int, parts: list[tuple]) -> np.ndarray:
+    """Item k of the segments' sums (_members) for the whole row: one segment's as it is; of several, the
+    tree sums' leading terms tree-summed again (items 0 and 4: their error terms go to items 1 and 5, the
+    absolute sum of those to 3 and 7, with 2 and 6 summing the bounds), maxima their largest, the rest added."""
+    if len(parts) == 1:
+        return parts[0][k]
+    items = np.column_stack([part[k] for part in parts])
+    if k in (0, 4):
+        return _tree_sum(items)[0]
+    if k in (1, 5):  # the segments' error sums and the new tree's
+        head = np.column_stack([part[k - 1] for part in parts])
+        return items.sum(axis=1) + _tree_sum(head)[1]
+    if k in (3, 7):  # what the float sums of the error terms of (1, 5) may err by: their absolute sum
+        head = np.column_stack([part[k - 3] for part in parts])
+        errors = np.column_stack([part[k - 2] for part in parts])
+        return np.abs(errors).sum(axis=1) + _tree_sum(head)[2] / (2.2 * len(parts) * _U)
+    if k >= 13:
+        return items.max(axis=1)
+    return items.sum(axis=1)
 
 
 def _certain(r, q, b):
