@@ -173,7 +173,7 @@ def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
         y1[:, part], y2[:, part], p[:, part], s[:, part], sums = _members(x[:, part], usable[:, part], c)
         parts.append(sums)
     a_h, a_e, a_b, a_abs, q_h, q_e, q_b, q_abs, y2_sum, y2_abs, s_sum, s_abs, t_abs, y_top, p_top, t_top, s_top = (
-        _combined(k, parts) for k in range(17))
+        parts[0] if len(parts) == 1 else _combined(np.stack([np.stack(part, axis=1) for part in parts], axis=2)))
     width = 2.2 * max(x.shape[1], 1) * _U  # a float sum of that many terms errs by at most this x their |sum|
     a_l = a_e + y2_sum
     a_b = a_b + width * (y2_abs + a_abs) + _U * np.abs(a_l)
@@ -220,25 +220,24 @@ def _members(x: np.ndarray, usable: np.ndarray, c: np.ndarray) -> tuple:
                           p.max(axis=1, initial=0.0), abs_t.max(axis=1, initial=0.0), abs_s.max(axis=1, initial=0.0))
 
 
-def _combined(k: int, parts: list[tuple]) -> np.ndarray:
-    """Item k of the segments' sums (_members) for the whole row: one segment's as it is; of several, the
-    tree sums' leading terms tree-summed again (items 0 and 4: their error terms go to items 1 and 5, the
-    absolute sum of those to 3 and 7, with 2 and 6 summing the bounds), maxima their largest, the rest added."""
-    if len(parts) == 1:
-        return parts[0][k]
-    items = np.column_stack([part[k] for part in parts])
-    if k in (0, 4):
-        return _tree_sum(items)[0]
-    if k in (1, 5):  # the segments' error sums and the new tree's
-        head = np.column_stack([part[k - 1] for part in parts])
-        return items.sum(axis=1) + _tree_sum(head)[1]
-    if k in (3, 7):  # what the float sums of the error terms of (1, 5) may err by: their absolute sum
-        head = np.column_stack([part[k - 3] for part in parts])
-        errors = np.column_stack([part[k - 2] for part in parts])
-        return np.abs(errors).sum(axis=1) + _tree_sum(head)[2] / (2.2 * len(parts) * _U)
-    if k >= 13:
-        return items.max(axis=1)
-    return items.sum(axis=1)
+def _combined(parts: np.ndarray) -> list[np.ndarray]:
+    """The segments' sums (_members; ``parts[:, item, segment]``) for whole rows: the tree sums' leading terms
+    (items 0 and 4) tree-summed again, their error terms going to items 1 and 5, the absolute sum of those to
+    3 and 7 (2 and 6 sum the bounds); maxima (13 on) their largest; the rest added."""
+    out = []
+    for item in range(parts.shape[1]):
+        if item in (0, 4):
+            head, errors, bound = _tree_sum(parts[:, item])
+            out.append(head)
+        elif item in (1, 5):  # the segments' error sums and the new tree's
+            out.append(parts[:, item].sum(axis=1) + errors)
+        elif item in (3, 7):  # what the float sums of items 1 and 5 may err by: the absolute sum of their terms
+            out.append(np.abs(parts[:, item - 2]).sum(axis=1) + bound / (2.2 * parts.shape[2] * _U))
+        elif item >= 13:
+            out.append(parts[:, item].max(axis=1))
+        else:
+            out.append(parts[:, item].sum(axis=1))
+    return out
 
 
 def _certain(r, q, b):
