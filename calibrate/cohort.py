@@ -43,7 +43,7 @@ from .errors import DataError
 from .types import CohortScores, DistanceMatrix
 
 #: cohort distances gathered per block of attempts (a few float64 arrays of this many values at once)
-BLOCK_VALUES = 1 << 21
+BLOCK_VALUES = 1 << 18
 #: z beyond this is clipped before exp(z), so that the distance stays finite (exp(700) ~ 1e304)
 Z_LIMIT = 700.0
 #: a spread at most this share of its row's level is none (see :func:`statistics_problem`)
@@ -130,6 +130,27 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     return {stat: v[inverse] for stat, v in out.items()}
 
 
+def _row_order(rows: np.ndarray, n_rows: int) -> np.ndarray | None:
+    """The attempts in order of row (stable), or None when they are already. A few runs of ascending rows (a
+    matrix's training entries, then its evaluation entries) are merged in O(attempts): each run's attempts of
+    a row go after the earlier runs' attempts of that row. Otherwise a stable sort (radix for < 65,536 rows)."""
+    breaks = np.flatnonzero(rows[1:] < rows[:-1]) + 1 if rows.size > 1 else np.zeros(0, np.int64)
+    if not breaks.size:
+        return None
+    if breaks.size > 7:
+        return np.argsort(rows.astype(np.min_scalar_type(max(n_rows - 1, 0))), kind="stable")
+    edges = [0, *breaks.tolist(), rows.size]
+    counts = [np.bincount(rows[a:b], minlength=n_rows) for a, b in zip(edges[:-1], edges[1:])]
+    start = np.concatenate([[0], np.cumsum(np.sum(counts, axis=0))[:-1]])  # each row's first place, all runs
+    order = np.empty(rows.size, dtype=np.int64)
+    for a, b, count in zip(edges[:-1], edges[1:], counts):
+        run = rows[a:b]
+        first = np.concatenate([[0], np.cumsum(count)[:-1]])  # each row's first place within this run
+        order[start[run] + np.arange(run.size) - first[run]] = np.arange(a, b)
+        start = start + count
+    return order
+
+
 def _refuse_short(normalizer: Normalizer, kept: np.ndarray, rows: np.ndarray, subject: Callable[[int], str]) -> None:
     """A DataError naming the first attempt's row that keeps fewer than ``min_members()`` cohort distances."""
     need = int(normalizer.min_members())
@@ -148,8 +169,7 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
     each block's usable members (finite), members left out and counts worked out on the block alone."""
     name = progress_name(normalizer)
     n_rows = values.shape[0]
-    ordered = rows.size < 2 or bool(np.all(rows[1:] >= rows[:-1]))
-    order = None if ordered else np.argsort(rows.astype(np.min_scalar_type(max(n_rows - 1, 0))), kind="stable")
+    order = _row_order(rows, n_rows)
     # where each row's attempts begin in row order (no sorted copies of the attempts)
     begins = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))]) if rows.size else np.zeros(1, int)
     per = max(1, BLOCK_VALUES // max(values.shape[1], 1))
@@ -774,18 +794,23 @@ def same_rows(train: DistanceMatrix, test: DistanceMatrix) -> bool:
             and np.array_equal(train.values, test.values, equal_nan=True))
 
 
-def matrix_cohorts(train: DistanceMatrix, test: DistanceMatrix) -> tuple[CohortScores, CohortScores]:
-    """The rest of the gallery as the cohort (see the module): (training cohort, evaluation cohort), raw scores."""
-    enrolled = DistanceMatrix(train.values, train.probe_classes, train.gallery_classes, train.impostor_mask(),
-                              train.kind, train.probe_ids, train.gallery_ids,
+def matrix_cohorts(train: DistanceMatrix, test: DistanceMatrix,
+                   distances: tuple[DistanceMatrix, DistanceMatrix] | None = None) -> tuple[CohortScores, CohortScores]:
+    """The rest of the gallery as the cohort (see the module): (training cohort, evaluation cohort), raw scores;
+    or with ``distances`` (``train`` and ``test`` through the fitted transform), those distances: the transform
+    maps each valid entry on its own (``Transform._apply``), so they are the numbers the cohort's own pass
+    through it would give, without that pass and its copies."""
+    train_v, test_v = (train, test) if distances is None else distances
+    enrolled = DistanceMatrix(train_v.values, train.probe_classes, train.gallery_classes, train.impostor_mask(),
+                              train_v.kind, train.probe_ids, train.gallery_ids,
                               source=f"{train.source}: training impostors as the enrolled cohort")
     if same_rows(train, test):
-        whole = DistanceMatrix(np.where(train.valid, train.values, test.values), train.probe_classes,
-                               train.gallery_classes, train.valid | test.valid, train.kind, train.probe_ids,
+        whole = DistanceMatrix(np.where(train.valid, train_v.values, test_v.values), train.probe_classes,
+                               train.gallery_classes, train.valid | test.valid, train_v.kind, train.probe_ids,
                                train.gallery_ids, source=f"{train.source}: the probes' rows as their cohort")
         probes_train = probes_test = whole
     else:
-        probes_train, probes_test = train, test
+        probes_train, probes_test = train_v, test_v
     return (CohortScores(enrolled, probes_train, leave_out=True, source=train.source),
             CohortScores(enrolled, probes_test, leave_out=False, source=test.source))
 

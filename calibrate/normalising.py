@@ -69,15 +69,17 @@ def normalise_fold(spec: Any, train: DistanceMatrix, test: DistanceMatrix, train
     """(normalised training distances, normalised evaluation distances, the fitted normalisation) of one
     fold; ``train``/``test`` are the raw matrices, ``cohorts`` the dataset's (None: the rest of the gallery)."""
     normalizer = spec.build()
-    train_c, test_c = cohorts if cohorts[0] is not None else matrix_cohorts(train, test)
-    done: dict[int, DistanceMatrix] = {}  # a side both cohorts share (one matrix split in two) transformed once
+    if cohorts[0] is None:  # the rest of the gallery: the matrices' own distances, already through the transform
+        train_c, test_c = matrix_cohorts(train, test, (train_d, test_d))
+    else:
+        done: dict[int, DistanceMatrix] = {}  # a side both cohorts share transformed once
 
-    def transformed(matrix: DistanceMatrix) -> DistanceMatrix:
-        if id(matrix) not in done:
-            done[id(matrix)] = _transformed(transform, matrix)
-        return done[id(matrix)]
+        def transformed(matrix: DistanceMatrix) -> DistanceMatrix:
+            if id(matrix) not in done:
+                done[id(matrix)] = _transformed(transform, matrix)
+            return done[id(matrix)]
 
-    train_c, test_c = (c.map(transformed) for c in (train_c, test_c))
+        train_c, test_c = (c.map(transformed) for c in cohorts)
     classes = train_d.gallery_classes.tolist()
     with context.stage(f"{spec.info.name}: normalising {int(train_d.valid.sum()) + int(test_d.valid.sum())} "
                        "comparisons"):
