@@ -130,25 +130,15 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     return {stat: v[inverse] for stat, v in out.items()}
 
 
-def _row_order(rows: np.ndarray, n_rows: int) -> np.ndarray | None:
-    """The attempts in order of row (stable), or None when they are already. A few runs of ascending rows (a
-    matrix's training entries, then its evaluation entries) are merged in O(attempts): each run's attempts of
-    a row go after the earlier runs' attempts of that row. Otherwise a stable sort (radix for < 65,536 rows)."""
+def _row_runs(rows: np.ndarray, n_rows: int) -> tuple[list[tuple[int, int]], np.ndarray | None]:
+    """(runs of ascending rows, as (start, stop), or none; a stable sort of the attempts by row, or None).
+    A matrix's training then evaluation entries are two runs, each block of rows then a slice of each; more
+    than 8 runs are sorted (radix for fewer than 65,536 rows)."""
     breaks = np.flatnonzero(rows[1:] < rows[:-1]) + 1 if rows.size > 1 else np.zeros(0, np.int64)
-    if not breaks.size:
-        return None
     if breaks.size > 7:
-        return np.argsort(rows.astype(np.min_scalar_type(max(n_rows - 1, 0))), kind="stable")
+        return [], np.argsort(rows.astype(np.min_scalar_type(max(n_rows - 1, 0))), kind="stable")
     edges = [0, *breaks.tolist(), rows.size]
-    counts = [np.bincount(rows[a:b], minlength=n_rows) for a, b in zip(edges[:-1], edges[1:])]
-    start = np.concatenate([[0], np.cumsum(np.sum(counts, axis=0))[:-1]])  # each row's first place, all runs
-    order = np.empty(rows.size, dtype=np.int64)
-    for a, b, count in zip(edges[:-1], edges[1:], counts):
-        run = rows[a:b]
-        first = np.concatenate([[0], np.cumsum(count)[:-1]])  # each row's first place within this run
-        order[start[run] + np.arange(run.size) - first[run]] = np.arange(a, b)
-        start = start + count
-    return order
+    return list(zip(edges[:-1], edges[1:])), None
 
 
 def _refuse_short(normalizer: Normalizer, kept: np.ndarray, rows: np.ndarray, subject: Callable[[int], str]) -> None:
@@ -169,19 +159,24 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
     each block's usable members (finite), members left out and counts worked out on the block alone."""
     name = progress_name(normalizer)
     n_rows = values.shape[0]
-    order = _row_order(rows, n_rows)
-    # where each row's attempts begin in row order (no sorted copies of the attempts)
-    begins = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))]) if rows.size else np.zeros(1, int)
+    runs, order = _row_runs(rows, n_rows)
+    if order is not None:  # many runs: the sorted attempts, each row's from where its first one begins
+        begins = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))])
     per = max(1, BLOCK_VALUES // max(values.shape[1], 1))
-    out: dict[str, np.ndarray] = {}
+    out = {}
     for r0 in range(0, n_rows, per):
-        start, stop = int(begins[r0]), int(begins[min(r0 + per, n_rows)])
-        if start == stop:
+        if order is not None:
+            parts = [order[begins[r0]:begins[min(r0 + per, n_rows)]]]
+        else:  # each run's slice of this block's rows (sought as the rows' own type: no copy of the run)
+            bounds = np.array([r0, r0 + per], dtype=rows.dtype)
+            parts = [slice(*(a + np.searchsorted(rows[a:b], bounds)).tolist()) for a, b in runs]
+        sizes = [p.size if order is not None else p.stop - p.start for p in parts]
+        if not sum(sizes):
             continue
         block = np.ascontiguousarray(values[r0:r0 + per])
         mask = np.ascontiguousarray(usable[r0:r0 + per]) & np.isfinite(block)
-        where = slice(start, stop) if order is None else order[start:stop]
-        local, gone = rows[where] - r0, left[where]
+        local = np.concatenate([rows[p] for p in parts]) - r0
+        gone = np.concatenate([left[p] for p in parts])
         gone = np.where((gone >= 0) & mask[local, np.maximum(gone, 0)], gone, -1)
         _refuse_short(normalizer, mask.sum(axis=1)[local] - (gone >= 0), local + r0, subject)
         stats = normalizer.statistics_left_out(block, mask, local, gone)
@@ -191,8 +186,11 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
         problem = _left_out_problem(normalizer, stats, block, mask, local, gone)
         if problem is not None:
             raise DataError(f"{subject(int(local[problem[0]]) + r0)} {statistics_refusal(normalizer, problem)}")
+        at = np.cumsum([0, *sizes])
         for stat, v in stats.items():
-            out.setdefault(stat, np.empty(rows.size))[where] = v
+            target = out.setdefault(stat, np.empty(rows.size))
+            for k, p in enumerate(parts):
+                target[p] = v[at[k]:at[k + 1]]
     return out
 
 
@@ -848,18 +846,26 @@ def _split_attempts(stats: dict[str, np.ndarray], sizes: Sequence[int]) -> list[
 
 
 def _normalised(normalizer: Normalizer, matrix: DistanceMatrix, rows: np.ndarray, cols: np.ndarray,
-                enrolled: dict[str, np.ndarray] | None, probe: dict[str, np.ndarray] | None) -> DistanceMatrix:
-    """``matrix`` with the entries at (rows, cols) replaced by their normalised distances exp(z)."""
-    z = normalizer.normalize(matrix.values[rows, cols], enrolled, probe)
-    bad = np.flatnonzero(~np.isfinite(z))
-    if bad.size:
-        r, c = rows[bad[0]], cols[bad[0]]
-        raise DataError(f"{matrix.source}: normalising probe {matrix.probe_ids[r][:60]!r} claiming class "
-                        f"{matrix.gallery_classes[c][:60]!r} gave {float(z[bad[0]])}: its cohort distances have no spread "
-                        f"(all equal); {progress_name(normalizer)} needs cohort scores that differ (a larger cohort, or "
-                        "a larger top_k)")
+                enrolled: dict[str, np.ndarray] | None, probe: dict[str, np.ndarray] | None,
+                by_class: bool = False) -> DistanceMatrix:
+    """``matrix`` with the entries at (rows, cols) replaced by their normalised distances exp(z), computed a
+    block of :data:`BLOCK_VALUES` entries at a time (no full-size temporaries); ``enrolled`` per entry, or with
+    ``by_class`` per column."""
     out = np.zeros(matrix.shape)
-    out[rows, cols] = to_distance(z)
+    for start in range(0, rows.size, BLOCK_VALUES):
+        r, c = rows[start:start + BLOCK_VALUES], cols[start:start + BLOCK_VALUES]
+        part = slice(start, start + r.size)
+        side = None if enrolled is None else {k: v[c] if by_class else v[part] for k, v in enrolled.items()}
+        z = normalizer.normalize(matrix.values[r, c], side, None if probe is None else
+                                 {k: v[part] for k, v in probe.items()})
+        bad = np.flatnonzero(~np.isfinite(z))
+        if bad.size:
+            i, j = r[bad[0]], c[bad[0]]
+            raise DataError(f"{matrix.source}: normalising probe {matrix.probe_ids[i][:60]!r} claiming class "
+                            f"{matrix.gallery_classes[j][:60]!r} gave {float(z[bad[0]])}: its cohort distances have no "
+                            f"spread (all equal); {progress_name(normalizer)} needs cohort scores that differ (a larger "
+                            "cohort, or a larger top_k)")
+        out[r, c] = to_distance(z)
     return matrix.with_values(out, kind="distance", source=f"{matrix.source}, normalised")
 
 
@@ -877,7 +883,9 @@ def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: Coh
             enrolled = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T, columns[cols], rows,
                                           describe=_describe_class(side))
         else:
-            enrolled = {name: v[cols] for name, v in classes.items()}
+            return _normalised(normalizer, matrix, rows, cols, classes,
+                               _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0]
+                               if "probe" in normalizer.sides else None, by_class=True)
     if "probe" in normalizer.sides:
         probe = _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0]
     return _normalised(normalizer, matrix, rows, cols, enrolled, probe)
@@ -912,8 +920,8 @@ def normalise_fold(normalizer: Normalizer, train: DistanceMatrix, test: Distance
             stats, enrolled[0] = _split_attempts(both, [columns.size, tr_rows.size])
         else:
             stats = class_statistics(normalizer, side, classes)
-            enrolled[0] = {k: v[tr_cols] for k, v in stats.items()}
-        enrolled[1] = {k: v[te_cols] for k, v in stats.items()}
+            enrolled[0] = stats
+        enrolled[1] = stats
     probe: list[dict[str, np.ndarray] | None] = [None, None]
     if "probe" in normalizer.sides:
         parts = [(train, tr_rows, tr_cols), (test, te_rows, te_cols)]
@@ -921,5 +929,6 @@ def normalise_fold(normalizer: Normalizer, train: DistanceMatrix, test: Distance
             probe = _probe_side(normalizer, train_c.probes, parts)
         else:
             probe = [_probe_side(normalizer, c.probes, [part])[0] for c, part in zip((train_c, test_c), parts)]
-    return (_normalised(normalizer, train, tr_rows, tr_cols, enrolled[0], probe[0]),
-            _normalised(normalizer, test, te_rows, te_cols, enrolled[1], probe[1]), stats)
+    return (_normalised(normalizer, train, tr_rows, tr_cols, enrolled[0], probe[0],
+                        by_class=enrolled[0] is stats),
+            _normalised(normalizer, test, te_rows, te_cols, enrolled[1], probe[1], by_class=True), stats)

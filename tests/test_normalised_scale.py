@@ -37,8 +37,10 @@ def _exact(values: list[float]) -> tuple[float, float]:
 def test_the_fast_path_gives_the_bits_of_each_row_reduced_on_its_own(normalizer):
     rng = np.random.default_rng(5)
     # members in one binade (exact ties of the mean, about 1 in n), a few decimals, unusable members
-    for values in (0.5 + rng.random((5, 61)) / 2, np.round(rng.gamma(3, 0.5, (5, 23)), 2), rng.random((4, 7)) * 1e300):
-        usable = rng.random(values.shape) < 0.9
+    # (and rows mostly padding, packed first: a class's training impostors among all probes)
+    for values, share in ((0.5 + rng.random((5, 61)) / 2, 0.9), (np.round(rng.gamma(3, 0.5, (5, 23)), 2), 0.9),
+                          (rng.random((4, 7)) * 1e300, 0.9), (rng.gamma(3, 0.5, (6, 40)), 0.4)):
+        usable = rng.random(values.shape) < share
         usable[:, :6] = True
         rows, left = np.nonzero(usable)
         rows, left = np.concatenate([rows, np.arange(values.shape[0])]), np.concatenate([left, np.full(values.shape[0], -1)])

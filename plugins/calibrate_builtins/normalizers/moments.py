@@ -94,9 +94,12 @@ def _two_prod(a, b):
 
 
 def _dd_div(ah, al, b):
-    """A double-double over a (small, exact) whole number: relative error below 3u**2."""
+    """A double-double over a whole number b < 2**26 (its own Dekker split: th * b is exact in two parts):
+    relative error below 3u**2."""
     th = ah / b
-    ph, pl = _two_prod(th, b)
+    ph = th * b
+    hi, lo = _split(th)
+    pl = (hi * b - ph) + lo * b
     return _fast_two_sum(th, (((ah - ph) - pl) + al) / b)
 
 
@@ -134,24 +137,43 @@ def moments(values: np.ndarray, usable: np.ndarray, rows: np.ndarray, left_out: 
     mean, std = np.empty(rows.size), np.empty(rows.size)
     if not rows.size:
         return mean, std
-    order = None if np.all(rows[1:] >= rows[:-1]) else \
-        np.argsort(rows.astype(np.min_scalar_type(int(rows.max()))), kind="stable")  # radix for < 65536 rows
-    if order is not None:
-        rows, left_out = rows[order], left_out[order]
+    # the attempts as a few runs of ascending rows (a run's attempts of a chunk of rows are a slice of it), or
+    # sorted by row when they are many
+    breaks = np.flatnonzero(rows[1:] < rows[:-1]) + 1
+    order = None
+    if breaks.size > 7:
+        order = np.argsort(rows.astype(np.min_scalar_type(int(rows.max()))), kind="stable")  # radix: < 65536 rows
+        rows, left_out, breaks = rows[order], left_out[order], breaks[:0]
+    runs = list(zip([0, *breaks.tolist()], [*breaks.tolist(), rows.size]))
+    if usable.size and usable.sum() < 0.6 * usable.size:  # mostly padding (a class's training impostors): packed
+        values, usable, left_out = _packed(values, usable, left_out, rows)
     per = max(1, CHUNK // max(values.shape[1], 1))
-    starts = np.arange(int(rows[0]) // per * per, int(rows[-1]) + 1, per)
-    edges = np.searchsorted(rows, np.append(starts, starts[-1] + per))
-    for k, r0 in enumerate(starts.tolist()):
-        a0, a1 = int(edges[k]), int(edges[k + 1])
-        if a0 == a1:
+    for r0 in range(int(rows.min()) // per * per, int(rows.max()) + 1, per):
+        parts = [(a + int(np.searchsorted(rows[a:b], r0)), a + int(np.searchsorted(rows[a:b], r0 + per)))
+                 for a, b in runs]
+        if all(a0 == a1 for a0, a1 in parts):
             continue
         sums = _row_sums(values[r0:r0 + per], usable[r0:r0 + per])
-        for b0 in range(a0, a1, CHUNK):
-            b1 = min(a1, b0 + CHUNK)
-            mean[b0:b1], std[b0:b1] = _attempts(sums, rows[b0:b1] - r0, left_out[b0:b1])
+        for a0, a1 in parts:
+            for b0 in range(a0, a1, CHUNK):
+                b1 = min(a1, b0 + CHUNK)
+                mean[b0:b1], std[b0:b1] = _attempts(sums, rows[b0:b1] - r0, left_out[b0:b1])
     if order is not None:
         mean[order], std[order] = mean.copy(), std.copy()
     return mean, std
+
+
+def _packed(values: np.ndarray, usable: np.ndarray, left_out: np.ndarray, rows: np.ndarray) -> tuple:
+    """(values, usable, left_out) with each row's usable values moved to its front, in their order (the rest
+    padding), and the columns left out moved with them: the row sums then skip the padding."""
+    width = max(int(usable.sum(axis=1).max()), 1)
+    place = np.cumsum(usable, axis=1) - 1  # where each usable member goes in its row
+    r, c = np.nonzero(usable)
+    packed = np.zeros((values.shape[0], width))
+    packed[r, place[r, c]] = values[r, c]
+    kept = np.arange(width)[None, :] < usable.sum(axis=1)[:, None]
+    moved = np.where(left_out >= 0, place[rows, np.maximum(left_out, 0)], -1)
+    return packed, kept, moved
 
 
 def _row_sums(values: np.ndarray, usable: np.ndarray) -> dict[str, np.ndarray]:
@@ -290,8 +312,11 @@ def _attempts(sums: dict[str, np.ndarray], rows: np.ndarray, left_out: np.ndarra
     if gone.any():
         flat = rows * sums["x"].shape[1] + np.maximum(left_out, 0)
 
+        every = bool(gone.all())
+
         def member(name: str) -> np.ndarray:  # the member left out's value, 0 where none is (exact below)
-            return np.where(gone, sums[name].ravel()[flat], 0.0)
+            got = sums[name].ravel()[flat]
+            return got if every else np.where(gone, got, 0.0)
 
         # A - y and Q - y**2 (error below 4 u**2 (|A| + |y|), resp. (|Q| + y**2): bounded per row)
         h, l = _two_sum(A_h, -member("y1"))
