@@ -95,6 +95,7 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     if overrides(normalizer, Normalizer, "_statistics_left_out"):
         return _left_out_statistics(normalizer, values, np.asarray(usable, dtype=bool), rows, left, subject)
     usable = np.asarray(usable, dtype=bool) & np.isfinite(values)
+    rows, left = rows.astype(np.int64), left.astype(np.int64)  # row x (members + 1) below: no int32 overflow
     counts = usable.sum(axis=1)
     safe = np.where(left >= 0, left, 0)
     removed = (left >= 0) & usable[rows, safe] if rows.size else np.zeros(0, bool)
@@ -188,9 +189,10 @@ def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.
             raise DataError(f"{subject(int(local[problem[0]]) + r0)} {statistics_refusal(normalizer, problem)}")
         at = np.cumsum([0, *sizes])
         for stat, v in stats.items():
-            target = out.setdefault(stat, np.empty(rows.size))
+            if stat not in out:
+                out[stat] = np.empty(rows.size)
             for k, p in enumerate(parts):
-                target[p] = v[at[k]:at[k + 1]]
+                out[stat][p] = v[at[k]:at[k + 1]]
     return out
 
 
