@@ -20,7 +20,7 @@ from .version import __version__
 #: the entry points, imported on first use (PEP 562) so that ``import calibrate.hookspecs`` or any
 #: other public module (what a plugin or a worker imports) costs neither the pipeline nor numpy
 _LAZY = {"load": "api", "load_calibration": "api", "run": "api", "validate": "api",
-         "Calibration": "calibration", "fit": "calibration"}
+         "Calibration": "calibration", "fit": "calibration", "ProbeCohorts": "cohort"}
 
 
 def __getattr__(name: str):

@@ -589,6 +589,49 @@ class Normalizer(Component, ABC):
             checked[name] = arr
         return checked
 
+    @optional
+    def _statistics_left_out(self, cohort: np.ndarray, usable: np.ndarray, rows: np.ndarray,
+                             left_out: np.ndarray) -> dict[str, np.ndarray]:
+        """Called by the core, when the normaliser overrides it, in place of ``_statistics`` wherever attempts
+        share cohort rows and each may leave one member out (a run's training attempts and a probe's row without
+        the claimed class; ``accept`` and ``enroll`` likewise): ``cohort`` holds rows of distances in no
+        particular order, used where ``usable``; attempt a reads row ``rows[a]`` without column ``left_out[a]``
+        (-1: none; never an unused one), and keeps at least ``min_members()`` distances. Return ``{name: one
+        value per attempt}``: what ``_statistics`` gives that attempt's distances sorted (the same names;
+        equal within a relative 1e-9, the kit checks it), computed from per-row sums, a partial sort, ...
+        rather than a row per attempt. An attempt's values must depend on its row's usable distances as a
+        multiset and on the one left out only, bit for bit (not on their order, nor on the other rows and
+        attempts computed with it): a run and a calibration's ``accept`` then agree exactly. Default: the
+        core gathers each attempt's row, sorts it and calls ``_statistics``, O(attempts x cohort size)."""
+        raise NotImplementedError
+
+    @final
+    def statistics_left_out(self, cohort: np.ndarray, usable: np.ndarray, rows: np.ndarray,
+                            left_out: np.ndarray) -> dict[str, np.ndarray]:
+        """Per attempt, the statistics of its cohort row without the member left out (see
+        ``_statistics_left_out``, which a normaliser that overrides it computes this with), checked: a
+        mapping of names to float arrays with one value per attempt."""
+        values = np.asarray(cohort, dtype=np.float64)
+        mask = np.asarray(usable, dtype=bool)
+        rows = np.asarray(rows, dtype=np.int64)
+        left_out = np.asarray(left_out, dtype=np.int64)
+        if values.ndim != 2 or mask.shape != values.shape or rows.shape != left_out.shape or rows.ndim != 1:
+            raise DataError(f"{type(self).__name__}.statistics_left_out expects 2-D cohort rows with a mask of their "
+                            f"shape and one row and column per attempt, got {values.shape}, {mask.shape}, "
+                            f"{rows.shape}, {left_out.shape}")
+        out = self._statistics_left_out(values, mask, rows, left_out)
+        if not isinstance(out, Mapping) or not out:
+            raise DataError(f"{progress_name(self)}: _statistics_left_out must return a mapping of names to arrays, "
+                            f"got {out!r}")
+        checked = {}
+        for name, v in out.items():
+            arr = np.asarray(v, dtype=np.float64)
+            if not isinstance(name, str) or arr.shape != rows.shape:
+                raise DataError(f"{progress_name(self)}: statistic {name!r} has shape {arr.shape}; expected one value "
+                                f"per attempt {rows.shape}")
+            checked[name] = arr
+        return checked
+
     @final
     def normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
                   probe: Mapping[str, np.ndarray] | None) -> np.ndarray:

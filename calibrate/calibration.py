@@ -205,8 +205,10 @@ class Calibration:
         A normalised calibration (:attr:`normalization`) whose normaliser reads the probe's side needs
         ``probe_cohort_scores``: per attempt, its probe's scores (score units) against the cohort models,
         without the claimed class and the probe's own (a 2-D array, or one sequence per attempt; for a
-        single attempt, one sequence). The decision is then exactly the run's: the same normalisation,
-        with the class statistics saved by the run."""
+        single attempt, one sequence); or a :class:`calibrate.cohort.ProbeCohorts`, each probe's scores once
+        with the models' names (the claimed class's model is left out by name), which holds probes x models
+        in memory rather than attempts x models and is decided a block of attempts at a time. The decision
+        is then exactly the run's: the same normalisation, with the class statistics saved by the run."""
         scalar = np.ndim(scores) == 0 and np.ndim(classes) == 0
         try:
             s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
@@ -242,7 +244,7 @@ class Calibration:
             if scalar and probe_cohort_scores is not None and np.ndim(probe_cohort_scores) == 1:
                 probe_cohort_scores = [probe_cohort_scores]  # one attempt: its one row
             out = normalised_distances(self.normalization, self.transform, self.kind, s, rows,
-                                       probe_cohort_scores) <= tau[rows]
+                                       probe_cohort_scores, self.classes) <= tau[rows]
         else:
             t = score_t[rows]
             out = s >= t if self.kind == "similarity" else s <= t

@@ -413,7 +413,7 @@ def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path |
                                                          claimed[known], real[known], missing, cal)
         decided[known] = cal.accept(claimed[known], values[known], fpr, **extra)
     if getattr(cal, "normalization", None) is not None:  # no single score threshold exists
-        return decided, {c: cal.normalised_threshold(c, fpr) for c in np.unique(claimed[known]).tolist()}
+        return decided, {c: cal.normalised_threshold(c, fpr) for c in dict.fromkeys(claimed[known].tolist())}
     return decided, (cal.thresholds(fpr) if hasattr(cal, "model") else None)  # a partitioned one: per class
 
 

@@ -203,13 +203,18 @@ def check_cohort_flag(cal, cohort: Path | None) -> None:
                              "scores; leave out --cohort")
 
 
-def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=None) -> list:
-    """Per attempt, its probe's cohort scores from a T-norm file (``path``): every line of that probe, less
-    the cohort models named like the claimed class or the probe's own class (as a run leaves them out) and
-    failed comparisons (``missing``). With the calibration ``cal``, the file's cohort models and rows are checked
-    against the cohort it was fitted with (calibrate.normalised.check_cohort_file)."""
+def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=None):
+    """The attempts' probes' cohort scores from a T-norm file (``path``), as a
+    :class:`calibrate.cohort.ProbeCohorts`: one row per probe of the attempts, its scores against every cohort
+    model of the file, less the model named like its own class (the file's real_id for it; an attempt naming
+    another real class gets a row of its own) and failed comparisons (``missing``); each attempt leaves the
+    model named like its claimed class out as well, as a run does. Memory: probes x models, not attempts x
+    models; labels are matched by binary search against the file's. With the calibration ``cal``, the file's
+    cohort models and each attempt's row are checked against the cohort it was fitted with
+    (calibrate.normalised.check_cohort_file)."""
     import numpy as np
 
+    from .cohort import ProbeCohorts
     from .errors import DataError
     from .scorefiles import COMMAND_LINE, read_comparisons
 
@@ -219,26 +224,50 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=N
     rows = read_comparisons(path, fmt="auto", missing=missing, words=COMMAND_LINE)
     if rows.probe is None or rows.probe_labels is None:
         raise DataError(f"{path}: a cohort file needs the probes' labels (bob's test_label column) to match the attempts")
-    keep = np.ones(rows.scores.size, bool) if missing is None else rows.scores != missing
-    models = np.asarray(rows.claimed_labels, dtype=object)[rows.claimed].astype(str)
-    labels = np.asarray(rows.probe_labels, dtype=object)
-    order = np.argsort(rows.probe, kind="stable")
-    bounds = np.searchsorted(rows.probe[order], np.arange(len(labels) + 1))
-    where = {str(p): k for k, p in enumerate(labels.tolist())}
-    out = []
-    for a, p in enumerate(np.asarray(probe).astype(str).tolist()):
-        k = where.get(p)
-        if k is None:
-            raise DataError(f"{path}: probe {p[:60]!r} (attempt {a + 1}) has no line in the cohort file; --cohort (bob's "
-                            "T-norm scores: T-models x probes) needs every probe of the attempts")
-        lines = order[bounds[k]:bounds[k + 1]]
-        mine = lines[keep[lines] & (models[lines] != claimed[a]) & (models[lines] != real[a])]
-        out.append(rows.scores[mine])
+    probe, real = np.asarray(probe, dtype=str), np.asarray(real, dtype=str)
+    labels = np.asarray(rows.probe_labels, dtype=str)
+    order = np.argsort(labels)
+    at = np.zeros(probe.size, dtype=np.int64)
+    found = np.zeros(probe.size, dtype=bool)
+    for start in range(0, probe.size if labels.size else 0, 1 << 18):  # blocks: the labels compared are copies
+        part = probe[start:start + (1 << 18)]
+        k = order[np.minimum(np.searchsorted(labels[order], part), labels.size - 1)]
+        at[start:start + part.size], found[start:start + part.size] = k, labels[k] == part
+    absent = np.flatnonzero(~found)
+    if absent.size:
+        a = int(absent[0])
+        raise DataError(f"{path}: probe {probe[a][:60]!r} (attempt {a + 1}) has no line in the cohort file; --cohort (bob's "
+                        "T-norm scores: T-models x probes) needs every probe of the attempts")
+    # each probe's scores against every model (NaN: none, or failed), once
+    used, row = np.unique(at, return_inverse=True)
+    row_of = np.full(labels.size, -1, dtype=np.int64)
+    row_of[used] = np.arange(used.size)
+    line = np.flatnonzero(row_of[rows.probe] >= 0)
+    base = np.full((used.size, len(rows.claimed_labels)), np.nan)
+    scores = rows.scores[line]
+    base[row_of[rows.probe[line]], rows.claimed[line]] = scores if missing is None else \
+        np.where(scores == missing, np.nan, scores)
+    owner = np.empty(labels.size, dtype=object)
+    owner[rows.probe] = np.asarray(rows.real_labels, dtype=object)[rows.real]
+    own = owner[used].astype(str)
+    row = row.ravel()
+    # attempts naming another real class than the file's for their probe: rows of their own
+    other = np.concatenate([np.flatnonzero(own[row[k:k + (1 << 18)]] != real[k:k + (1 << 18)]) + k
+                            for k in range(0, row.size, 1 << 18)] + [np.zeros(0, dtype=np.int64)])
+    if other.size:
+        extra: dict[tuple[int, str], int] = {}
+        for a in other.tolist():
+            row[a] = extra.setdefault((int(row[a]), str(real[a])), used.size + len(extra))
+        pairs = list(extra)
+        base = np.concatenate([base, base[[r for r, _ in pairs]]])
+        own = np.concatenate([own, [c for _, c in pairs]])
+        used = np.concatenate([used, used[[r for r, _ in pairs]]])
+    cohorts = ProbeCohorts(base, rows.claimed_labels, row, own.tolist(), labels[used].tolist())
     if getattr(cal, "normalization", None) is not None:
         from .normalised import check_cohort_file
 
-        check_cohort_file(cal.normalization, cal.transform, cal.kind, out, np.unique(models).tolist(), f"--cohort {path}")
-    return out
+        check_cohort_file(cal.normalization, cal.transform, cal.kind, cohorts, claimed, f"--cohort {path}")
+    return cohorts
 
 
 def command_inputs(artifact: Path | None, named: dict) -> tuple[tuple[str, Path], ...]:

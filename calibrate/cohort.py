@@ -7,11 +7,13 @@ by the run (calibrate.normalising) and by a saved calibration's ``accept``/``enr
 compute the same numbers by the same path:
 
 * :func:`attempt_statistics`: for each attempt, its cohort row with at most one member left out (the
-  claimed class on the probe side; the attempt's own probe when the training impostors are the
-  enrolled side's cohort), sorted ascending and handed to the normaliser in dense blocks of rows of
-  equal length. The same cohort values therefore reach ``_statistics`` as the same sorted row, whether
-  from a run's matrix or from scores given to ``Calibration.accept``: the statistics, hence the
-  decisions, agree bit for bit.
+  claimed class on the probe side; the attempt's own probe when the training impostors are the enrolled
+  side's cohort). A normaliser with a fast path (``Normalizer._statistics_left_out``, the built-ins) gets
+  whole rows with their attempts, a block at a time; any other gets each row sorted and handed to
+  ``_statistics`` in dense blocks of rows of equal length. Either way an attempt's statistics depend on
+  its cohort's values only (the built-ins': exact, then rounded), whether they come from a run's matrix,
+  a probe's row given once (:class:`ProbeCohorts`) or one row per attempt given to
+  ``Calibration.accept``: the decisions agree bit for bit.
 * :func:`to_distance`: the fixed monotone map from z to the distance the estimators fit, exp(z).
 * :class:`FittedNormalization`: the normaliser with every enrolled class's statistics (what a
   calibration saves), applied to new attempts given their probes' cohort distances.
@@ -19,8 +21,9 @@ compute the same numbers by the same path:
   matrix; calibrate.normalising says how) and :func:`normalise_matrix` (every valid entry of a matrix
   normalised): what the run does to a fold, and what the conformance kit checks normalisers with.
 
-Cost: O(attempts x cohort size) time, in blocks of :data:`BLOCK_VALUES` values of memory; a run
-sorts each cohort row once.
+Cost: with a fast path O(cohort values + attempts) time (the built-ins: some 200 floating-point operations
+a value), in blocks of :data:`BLOCK_VALUES` values of memory; without, O(attempts x cohort size), each row
+sorted once.
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from .base import Normalizer, progress_name
+from .base import Normalizer, overrides, progress_name
 from .errors import DataError
 from .types import CohortScores, DistanceMatrix
 
 #: cohort distances gathered per block of attempts (a few float64 arrays of this many values at once)
-BLOCK_VALUES = 1 << 21
+BLOCK_VALUES = 1 << 18
 #: z beyond this is clipped before exp(z), so that the distance stays finite (exp(700) ~ 1e304)
 Z_LIMIT = 700.0
 #: a spread at most this share of its row's level is none (see :func:`statistics_problem`)
@@ -77,29 +80,33 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     """The normaliser's statistics for each attempt a: of cohort row ``rows[a]`` (of ``values``, where
     ``usable``), without member ``left_out[a]`` (-1, or an unusable member: none left out).
 
-    Attempts with the same row and member left out are computed once. ``describe(row)`` names a row in
-    errors (e.g. "cohort-tnorm: probe 'p1' (c1)"): a row with fewer than ``normalizer.min_members()``
-    usable distances, or whose statistics cannot normalise (:func:`statistics_problem`), is a DataError."""
+    A normaliser with a fast path (``Normalizer._statistics_left_out``, the built-ins) gets the rows as they
+    are, a block of whole rows at a time with their attempts: O(row) per row and O(1) per attempt. Otherwise
+    each row is sorted once and each distinct (row, member left out) reduced by ``_statistics``:
+    O(attempts x cohort size). ``describe(row)`` names a row in errors (e.g. "cohort-tnorm: probe 'p1'
+    (c1)"): a row with fewer than ``normalizer.min_members()`` usable distances (besides the one left out),
+    or whose statistics cannot normalise (:func:`statistics_problem`), is a DataError."""
     values = np.asarray(values, dtype=np.float64)
+    rows = np.asarray(rows)
+    rows = rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64)  # int32: half the memory
+    left = np.full(rows.shape, -1, np.int32) if left_out is None else np.asarray(left_out)
+    left = left if left.dtype in (np.int32, np.int64) else left.astype(np.int64)
+    subject = describe or (lambda r: f"cohort row {r}")
+    if overrides(normalizer, Normalizer, "_statistics_left_out"):
+        return _left_out_statistics(normalizer, values, np.asarray(usable, dtype=bool), rows, left, subject)
     usable = np.asarray(usable, dtype=bool) & np.isfinite(values)
-    rows = np.asarray(rows, dtype=np.int64)
-    n_members = values.shape[1]
-    left = np.full(rows.shape, -1, np.int64) if left_out is None else np.asarray(left_out, dtype=np.int64)
-    ordered, counts, rank = _sorted_rows(values, usable)
+    rows, left = rows.astype(np.int64), left.astype(np.int64)  # row x (members + 1) below: no int32 overflow
+    counts = usable.sum(axis=1)
     safe = np.where(left >= 0, left, 0)
     removed = (left >= 0) & usable[rows, safe] if rows.size else np.zeros(0, bool)
+    _refuse_short(normalizer, counts[rows] - removed, rows, subject)
+    n_members = values.shape[1]
+    ordered, _, rank = _sorted_rows(values, usable)
     position = np.where(removed, rank[rows, safe] if rows.size else 0, n_members)  # n_members: none removed
     uniq, inverse = np.unique(rows * (n_members + 1) + position, return_inverse=True)
     u_rows, u_pos = uniq // (n_members + 1), uniq % (n_members + 1)
     u_count = counts[u_rows] - (u_pos < n_members)
-    need = int(normalizer.min_members())
     name = progress_name(normalizer)
-    subject = describe or (lambda r: f"cohort row {r}")
-    short = np.flatnonzero(u_count < need)
-    if short.size:
-        r, n = int(u_rows[short[0]]), int(u_count[short[0]])
-        raise DataError(f"{subject(r)} has {n} usable cohort distance(s); {name} needs at least {need}: give a larger "
-                        "cohort, or a normaliser setting that needs fewer (e.g. a smaller top_k)")
     out: dict[str, np.ndarray] = {}
     for count in np.unique(u_count).tolist():
         which = np.flatnonzero(u_count == count)
@@ -122,6 +129,109 @@ def attempt_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.nd
     if not out:  # no attempts: the names are unknown, and nothing reads them
         return {}
     return {stat: v[inverse] for stat, v in out.items()}
+
+
+def _row_runs(rows: np.ndarray, n_rows: int) -> tuple[list[tuple[int, int]], np.ndarray | None]:
+    """(runs of ascending rows, as (start, stop), or none; a stable sort of the attempts by row, or None).
+    A matrix's training then evaluation entries are two runs, each block of rows then a slice of each; more
+    than 8 runs are sorted (radix for fewer than 65,536 rows)."""
+    breaks = np.flatnonzero(rows[1:] < rows[:-1]) + 1 if rows.size > 1 else np.zeros(0, np.int64)
+    if breaks.size > 7:
+        return [], np.argsort(rows.astype(np.min_scalar_type(max(n_rows - 1, 0))), kind="stable")
+    edges = [0, *breaks.tolist(), rows.size]
+    return list(zip(edges[:-1], edges[1:])), None
+
+
+def _refuse_short(normalizer: Normalizer, kept: np.ndarray, rows: np.ndarray, subject: Callable[[int], str]) -> None:
+    """A DataError naming the first attempt's row that keeps fewer than ``min_members()`` cohort distances."""
+    need = int(normalizer.min_members())
+    short = np.flatnonzero(kept < need)
+    if short.size:
+        a = int(short[0])
+        raise DataError(f"{subject(int(rows[a]))} has {int(kept[a])} usable cohort distance(s); {progress_name(normalizer)} "
+                        f"needs at least {need}: give a larger cohort, or a normaliser setting that needs fewer (e.g. a "
+                        "smaller top_k)")
+
+
+def _left_out_statistics(normalizer: Normalizer, values: np.ndarray, usable: np.ndarray, rows: np.ndarray,
+                         left: np.ndarray, subject: Callable[[int], str]) -> dict[str, np.ndarray]:
+    """:func:`attempt_statistics` through the normaliser's ``statistics_left_out``: the attempts grouped by
+    row, blocks of whole rows (at most :data:`BLOCK_VALUES` values, copied contiguous) with their attempts,
+    each block's usable members (finite), members left out and counts worked out on the block alone."""
+    name = progress_name(normalizer)
+    n_rows = values.shape[0]
+    runs, order = _row_runs(rows, n_rows)
+    if order is not None:  # many runs: the sorted attempts, each row's from where its first one begins
+        begins = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))])
+    per = max(1, BLOCK_VALUES // max(values.shape[1], 1))
+    out = {}
+    for r0 in range(0, n_rows, per):
+        if order is not None:
+            parts = [order[begins[r0]:begins[min(r0 + per, n_rows)]]]
+        else:  # each run's slice of this block's rows (sought as the rows' own type: no copy of the run)
+            bounds = np.array([r0, r0 + per], dtype=rows.dtype)
+            parts = [slice(*(a + np.searchsorted(rows[a:b], bounds)).tolist()) for a, b in runs]
+        sizes = [p.size if order is not None else p.stop - p.start for p in parts]
+        if not sum(sizes):
+            continue
+        block = np.ascontiguousarray(values[r0:r0 + per])
+        mask = np.ascontiguousarray(usable[r0:r0 + per]) & np.isfinite(block)
+        local = np.concatenate([rows[p] for p in parts]) - r0
+        gone = np.concatenate([left[p] for p in parts])
+        gone = np.where((gone >= 0) & mask[local, np.maximum(gone, 0)], gone, -1)
+        _refuse_short(normalizer, mask.sum(axis=1)[local] - (gone >= 0), local + r0, subject)
+        stats = normalizer.statistics_left_out(block, mask, local, gone)
+        if out and set(stats) != set(out):
+            raise DataError(f"{name}: _statistics_left_out returned the statistics {sorted(stats)} for some rows "
+                            f"and {sorted(out)} for others; return the same names for every row")
+        problem = _left_out_problem(normalizer, stats, block, mask, local, gone)
+        if problem is not None:
+            raise DataError(f"{subject(int(local[problem[0]]) + r0)} {statistics_refusal(normalizer, problem)}")
+        at = np.cumsum([0, *sizes])
+        for stat, v in stats.items():
+            if stat not in out:
+                out[stat] = np.empty(rows.size)
+            for k, p in enumerate(parts):
+                out[stat][p] = v[at[k]:at[k + 1]]
+    return out
+
+
+def _left_out_problem(normalizer: Normalizer, stats: Mapping[str, np.ndarray], block: np.ndarray, mask: np.ndarray,
+                      rows: np.ndarray, left: np.ndarray) -> tuple[int, str, float, str] | None:
+    """:func:`statistics_problem` of attempts reading ``block``'s rows (``mask``) less the member left out. Each
+    row's smallest |distance| only raises the level a spread is held against, so it is found (a partial sort)
+    only for the attempts whose spreads the row's largest |distance| as the level would not clear."""
+    problem = statistics_problem(normalizer, stats)
+    if problem is not None:
+        return problem
+    spreads = [s for s in getattr(normalizer, "spreads", ()) if s in stats]
+    if not spreads:
+        return None
+    largest = np.where(mask, np.abs(block), 0.0).max(axis=1, initial=0.0)[rows]
+    doubt = np.flatnonzero(np.logical_or.reduce([~(stats[s] > SPREAD_FLOOR * largest) for s in spreads]))
+    if not doubt.size:
+        return None
+    found = statistics_problem(normalizer, {k: v[doubt] for k, v in stats.items()},
+                               _smallest_left_out(block, mask, rows[doubt], left[doubt]))
+    return None if found is None else (int(doubt[found[0]]), *found[1:])
+
+
+def _smallest_left_out(block: np.ndarray, mask: np.ndarray, rows: np.ndarray, left: np.ndarray) -> np.ndarray:
+    """Per attempt, the smallest |value| of its row's usable values without the one left out (0 where they
+    span 0): :func:`_smallest_magnitude` of the row the attempt reads."""
+    def two_lowest(keyed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pair = np.partition(keyed, 1, axis=1)[:, :2] if keyed.shape[1] > 1 else \
+            np.concatenate([keyed, np.full_like(keyed, np.inf)], axis=1)
+        return pair[:, 0], np.argmin(keyed, axis=1), pair[:, 1]
+
+    keyed = np.where(mask, block, np.inf)
+    lo, lo_at, lo_next = two_lowest(keyed)
+    low = np.where(left == lo_at[rows], lo_next[rows], lo[rows])
+    if not (lo < 0).any():  # distances: no row spans 0, its smallest |value| is its smallest value
+        return low
+    hi, hi_at, hi_next = two_lowest(np.where(mask, -block, np.inf))
+    high = -np.where(left == hi_at[rows], hi_next[rows], hi[rows])
+    return np.where(low >= 0, low, np.where(high <= 0, -high, 0.0))
 
 
 def _smallest_magnitude(block: np.ndarray) -> np.ndarray:
@@ -226,6 +336,26 @@ def row_moments(values: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.
     return count, mean, std
 
 
+def row_moments_left_out(values: np.ndarray, usable: np.ndarray, rows: np.ndarray,
+                         left_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`row_moments` of each attempt's row (``rows``) without its member ``left_out`` (-1, or an unusable
+    one: none), from the rows' own moments: removing x from n values of mean m and std s leaves the mean
+    m - t s / (n - 1) and the std s sqrt(n / (n - 1) (1 - t**2 / (n - 1))), t = (x - m) / s (no overflow)."""
+    values = np.asarray(values, dtype=np.float64)
+    usable = np.asarray(usable, dtype=bool)
+    count, mean, std = row_moments(values, usable)
+    safe = np.where(left_out >= 0, left_out, 0)
+    gone = (left_out >= 0) & usable[rows, safe]
+    n, m, sd = count[rows], mean[rows], std[rows]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(gone & (sd > 0), (values[rows, safe] - m) / sd, 0.0)
+        rest = np.maximum(n - 1, 1)
+        kept_mean = np.where(gone, m - t * sd / rest, m)
+        kept_std = np.where(gone, sd * np.sqrt(np.maximum(n / rest * (1 - t * t / rest), 0.0)), sd)
+    kept = n - gone
+    return kept, np.where(kept > 0, kept_mean, np.nan), np.where(kept > 0, kept_std, np.nan)
+
+
 def names_digest(names: Sequence[str]) -> str:
     """The SHA-256 of a cohort's member names, in no particular order."""
     return hashlib.sha256(json.dumps(sorted({str(n) for n in names})).encode("utf-8")).hexdigest()
@@ -260,9 +390,12 @@ def members_mismatch(record: Mapping[str, Any], names: Sequence[str], what: str)
     return None
 
 
-def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray, what: str) -> str | None:
-    """Why cohort rows given later (distances where ``usable``; one per attempt, the claimed class left out)
-    are not from the cohort ``record`` describes, or None.
+def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray, what: str,
+                  rows: np.ndarray | None = None, left_out: np.ndarray | None = None) -> str | None:
+    """Why cohort rows given later (distances where ``usable``; one per attempt, the claimed class left out;
+    or, with ``rows`` and ``left_out``, one per probe, attempt a reading row ``rows[a]`` without column
+    ``left_out[a]``) are not from the cohort ``record`` describes, or None. Either way each attempt's row
+    is judged, as below.
 
     * A row's length must lie between the fewest a fitted row had, less one (the claimed class) and less
       :data:`FEWER_MEMBERS` of them (failed comparisons), and the most a fitted row had. A 2-member cohort
@@ -277,7 +410,8 @@ def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndar
     members = int(record["members"])
     lo, hi = (int(v) for v in record["lengths"])
     fewest = max(1, min(lo - 1, math.floor((1 - FEWER_MEMBERS) * lo)))
-    count, mean, std = row_moments(values, usable)
+    count, mean, std = (row_moments(values, usable) if rows is None else
+                        row_moments_left_out(values, usable, rows, left_out))
     off = np.flatnonzero((count < fewest) | (count > hi))
     if off.size:
         a = int(off[0])
@@ -340,6 +474,95 @@ def rows_drift(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray
 
 
 @dataclass
+class ProbeCohorts:
+    """Probes' scores against the cohort models, each probe's once, for any number of attempts: what
+    ``calibrate accept --cohort`` reads from a T-norm file, and ``Calibration.accept(..., probe_cohort_scores=
+    ProbeCohorts(...))`` takes instead of one row per attempt (memory: probes x models, not attempts x models).
+
+    * ``scores[i, k]``: probe row i against cohort model ``models[k]``, in score units; NaN: no comparison;
+    * ``probes[a]``: attempt a's row of ``scores``;
+    * ``probe_classes[i]`` (optional): row i's own class; the cohort model of that name, if any, is not part
+      of its cohort (as in a run);
+    * ``labels[i]`` (optional): how messages name row i (e.g. its probe's label).
+
+    An attempt's cohort is its row's scores, less the model named like its claimed class (a run leaves it
+    out). Rows are checked (shapes, indices) when built; scores when an attempt is decided."""
+
+    scores: Any
+    models: Sequence[str]
+    probes: Any
+    probe_classes: Sequence[str] | None = None
+    labels: Sequence[str] | None = None
+
+    def __post_init__(self):
+        try:
+            self.scores = np.asarray(self.scores, dtype=np.float64)
+            self.probes = np.asarray(self.probes)
+        except (TypeError, ValueError):
+            raise DataError("ProbeCohorts: scores must be a 2-D array of numbers and probes one row index per "
+                            "attempt") from None
+        self.models = np.asarray([str(m) for m in self.models], dtype=object)
+        if self.scores.ndim != 2 or self.scores.shape[1] != self.models.size:
+            raise DataError(f"ProbeCohorts: scores has shape {self.scores.shape}, but {self.models.size} cohort "
+                            "model(s) are named; give one row per probe and one column per model")
+        if len(set(self.models.tolist())) != self.models.size:
+            raise DataError("ProbeCohorts: a cohort model is named twice; give each model once")
+        if self.probes.ndim != 1 or (self.probes.size and not np.issubdtype(self.probes.dtype, np.integer)):
+            raise DataError("ProbeCohorts: probes must hold one whole-number row index per attempt")
+        self.probes = self.probes.astype(np.int64)
+        if self.probes.size and (self.probes.min() < 0 or self.probes.max() >= self.scores.shape[0]):
+            raise DataError(f"ProbeCohorts: probes holds row indices outside 0..{self.scores.shape[0] - 1}")
+        if np.isinf(self.scores).any():
+            raise DataError("ProbeCohorts: scores holds an infinite value; every cohort score must be a finite "
+                            "number (NaN: no comparison)")
+        for name in ("probe_classes", "labels"):
+            given = getattr(self, name)
+            if given is not None:
+                given = np.asarray([str(v) for v in given], dtype=object)
+                if given.size != self.scores.shape[0]:
+                    raise DataError(f"ProbeCohorts: {name} names {given.size} rows, scores has "
+                                    f"{self.scores.shape[0]}; give one per row")
+                setattr(self, name, given)
+
+    def usable(self) -> np.ndarray:
+        """Where a row's score is part of its cohort: a comparison, with another model than the row's own."""
+        usable = ~np.isnan(self.scores)
+        if self.probe_classes is not None:
+            position = {m: k for k, m in enumerate(self.models.tolist())}
+            own = np.array([position.get(c, -1) for c in self.probe_classes.tolist()], dtype=np.int64)
+            mine = np.flatnonzero(own >= 0)
+            usable[mine, own[mine]] = False
+        return usable
+
+    def left_out(self, claimed: Sequence[str], codes: np.ndarray | None = None) -> np.ndarray:
+        """Per attempt, the column of the model named like its claimed class (-1: none). ``claimed`` names the
+        classes and ``codes`` (optional) each attempt's index into them; else ``claimed`` holds one name per
+        attempt (found by binary search among the models' names)."""
+        if codes is not None:
+            position = {m: k for k, m in enumerate(self.models.tolist())}
+            table = np.array([position.get(str(c), -1) for c in claimed], dtype=np.int64)
+            return table[np.asarray(codes, dtype=np.int64)]
+        names = np.asarray(claimed, dtype=str)
+        out = np.full(names.size, -1, dtype=np.int64)
+        if not self.models.size:
+            return out
+        models = self.models.astype(str)
+        order = np.argsort(models)
+        ordered = models[order]
+        for at in range(0, names.size, 1 << 18):  # blocks: the names compared are copies
+            part = names[at:at + (1 << 18)]
+            k = np.minimum(np.searchsorted(ordered, part), models.size - 1)
+            out[at:at + part.size] = np.where(ordered[k] == part, order[k], -1)
+        return out
+
+    def describe(self, what: str) -> Callable[[int], str]:
+        """How messages name a row: its label, or its index."""
+        if self.labels is not None:
+            return lambda row: f"{what}: probe {self.labels[row][:60]!r}"
+        return lambda row: f"{what}: probe row {row}"
+
+
+@dataclass
 class FittedNormalization:
     """A normaliser with the enrolled side's statistics of every class: what a calibration saves.
 
@@ -385,14 +608,17 @@ class FittedNormalization:
         return {name: v[rows] for name, v in self.statistics.items()}
 
     def normalise(self, distances: np.ndarray, rows: np.ndarray, probe_values: np.ndarray | None = None,
-                  probe_usable: np.ndarray | None = None, what: str = "the attempts") -> np.ndarray:
+                  probe_usable: np.ndarray | None = None, what: str = "the attempts", probe_rows: np.ndarray | None = None,
+                  left_out: np.ndarray | None = None, describe: Callable[[int], str] | None = None) -> np.ndarray:
         """Normalised distances exp(z) of attempts on the classes at ``rows``, each with its probe's
-        cohort distances (row a of ``probe_values`` where ``probe_usable``; none when no probe side)."""
+        cohort distances: row a of ``probe_values`` where ``probe_usable``, or with ``probe_rows``, row
+        ``probe_rows[a]`` without column ``left_out[a]`` (-1: none) (none of them when no probe side)."""
         d = np.asarray(distances, dtype=np.float64)
         probe = None
         if self.reads_probe:
-            probe = attempt_statistics(self.normalizer, probe_values, probe_usable, np.arange(d.size),
-                                       describe=lambda r: f"{what}: attempt {r + 1}'s probe")
+            probe = attempt_statistics(self.normalizer, probe_values, probe_usable,
+                                       np.arange(d.size) if probe_rows is None else probe_rows, left_out,
+                                       describe=describe or (lambda r: f"{what}: attempt {r + 1}'s probe"))
         z = self.normalizer.normalize(d, self.class_statistics(rows), probe)
         bad = np.flatnonzero(~np.isfinite(z))
         if bad.size:
@@ -400,10 +626,12 @@ class FittedNormalization:
                             f"distances are all equal has no spread); {self.plugin} needs cohort scores that differ")
         return to_distance(z)
 
-    def check_cohort(self, side: str, values: np.ndarray, usable: np.ndarray, what: str) -> None:
-        """Cohort rows given for ``side`` (distances where ``usable``) checked against the cohort the normalisation
-        was fitted with (:func:`rows_mismatch`): DataError on a mismatch; a warning on a drift (:func:`rows_drift`),
-        and when the calibration holds no record of it (saved before it was recorded: decided as before, unchecked)."""
+    def check_cohort(self, side: str, values: np.ndarray, usable: np.ndarray, what: str,
+                     rows: np.ndarray | None = None, left_out: np.ndarray | None = None) -> None:
+        """Cohort rows given for ``side`` (distances where ``usable``; per attempt, or per probe with ``rows`` and
+        ``left_out``) checked against the cohort the normalisation was fitted with (:func:`rows_mismatch`):
+        DataError on a mismatch; a warning on a drift (:func:`rows_drift`), and when the calibration holds no
+        record of it (saved before it was recorded: decided as before, unchecked)."""
         if self.cohort is None:
             warnings.warn(f"{what}: this calibration was saved before calibrate recorded the cohort its normaliser "
                           "was fitted with, so the cohort given cannot be checked against it; run the recipe again "
@@ -411,7 +639,7 @@ class FittedNormalization:
             return
         if side not in self.cohort:
             return
-        problem = rows_mismatch(self.cohort[side], values, usable, what)
+        problem = rows_mismatch(self.cohort[side], values, usable, what, rows, left_out)
         if problem:
             raise DataError(problem)
         drift = rows_drift(self.cohort[side], values, usable)
@@ -610,18 +838,23 @@ def same_rows(train: DistanceMatrix, test: DistanceMatrix) -> bool:
             and np.array_equal(train.values, test.values, equal_nan=True))
 
 
-def matrix_cohorts(train: DistanceMatrix, test: DistanceMatrix) -> tuple[CohortScores, CohortScores]:
-    """The rest of the gallery as the cohort (see the module): (training cohort, evaluation cohort), raw scores."""
-    enrolled = DistanceMatrix(train.values, train.probe_classes, train.gallery_classes, train.impostor_mask(),
-                              train.kind, train.probe_ids, train.gallery_ids,
+def matrix_cohorts(train: DistanceMatrix, test: DistanceMatrix,
+                   distances: tuple[DistanceMatrix, DistanceMatrix] | None = None) -> tuple[CohortScores, CohortScores]:
+    """The rest of the gallery as the cohort (see the module): (training cohort, evaluation cohort), raw scores;
+    or with ``distances`` (``train`` and ``test`` through the fitted transform), those distances: the transform
+    maps each valid entry on its own (``Transform._apply``), so they are the numbers the cohort's own pass
+    through it would give, without that pass and its copies."""
+    train_v, test_v = (train, test) if distances is None else distances
+    enrolled = DistanceMatrix(train_v.values, train.probe_classes, train.gallery_classes, train.impostor_mask(),
+                              train_v.kind, train.probe_ids, train.gallery_ids,
                               source=f"{train.source}: training impostors as the enrolled cohort")
     if same_rows(train, test):
-        whole = DistanceMatrix(np.where(train.valid, train.values, test.values), train.probe_classes,
-                               train.gallery_classes, train.valid | test.valid, train.kind, train.probe_ids,
+        whole = DistanceMatrix(np.where(train.valid, train_v.values, test_v.values), train.probe_classes,
+                               train.gallery_classes, train.valid | test.valid, train_v.kind, train.probe_ids,
                                train.gallery_ids, source=f"{train.source}: the probes' rows as their cohort")
         probes_train = probes_test = whole
     else:
-        probes_train, probes_test = train, test
+        probes_train, probes_test = train_v, test_v
     return (CohortScores(enrolled, probes_train, leave_out=True, source=train.source),
             CohortScores(enrolled, probes_test, leave_out=False, source=test.source))
 
@@ -633,18 +866,53 @@ def _aligned(side: DistanceMatrix, matrix: DistanceMatrix, what: str) -> None:
                         f"{matrix.source} ({matrix.shape[0]}) in their order; a dataset gives one cohort row per probe")
 
 
-def _probe_side(normalizer: Normalizer, matrix: DistanceMatrix, side: DistanceMatrix, rows: np.ndarray,
-                cols: np.ndarray) -> dict[str, np.ndarray]:
-    """Each attempt's probe statistics: its row of ``side`` without the claimed class's column."""
-    _aligned(side, matrix, "probe")
+def _probe_side(normalizer: Normalizer, side: DistanceMatrix, parts: Sequence[tuple[DistanceMatrix, np.ndarray, np.ndarray]]
+                ) -> list[dict[str, np.ndarray]]:
+    """Each attempt's probe statistics, per (matrix, rows, cols) of ``parts`` (matrices whose probes are the
+    rows of ``side``): its row of ``side`` without the claimed class's column; one pass over ``side``."""
+    for matrix, _, _ in parts:
+        _aligned(side, matrix, "probe")
     position = {c: k for k, c in enumerate(side.gallery_classes.tolist())}
-    member = np.array([position.get(c, -1) for c in matrix.gallery_classes.tolist()], dtype=np.int64)
 
     def describe(row: int) -> str:
         return (f"{side.source}: probe {side.probe_ids[row][:60]!r} ({side.probe_classes[row][:60]}), its own and the "
                 "claimed class left out,")
 
-    return attempt_statistics(normalizer, side.values, side.impostor_mask(), rows, member[cols], describe=describe)
+    members = [np.array([position.get(c, -1) for c in m.gallery_classes.tolist()], dtype=cols.dtype)[cols]
+               for m, _, cols in parts]
+    stats = attempt_statistics(normalizer, side.values, side.impostor_mask(), np.concatenate([r for _, r, _ in parts]),
+                               np.concatenate(members), describe=describe)
+    return _split_attempts(stats, [r.size for _, r, _ in parts])
+
+
+def _split_attempts(stats: dict[str, np.ndarray], sizes: Sequence[int]) -> list[dict[str, np.ndarray]]:
+    """Statistics of consecutive groups of attempts, ``sizes`` of them in turn."""
+    edges = np.cumsum([0, *sizes])
+    return [{k: v[lo:hi] for k, v in stats.items()} for lo, hi in zip(edges[:-1], edges[1:])]
+
+
+def _normalised(normalizer: Normalizer, matrix: DistanceMatrix, rows: np.ndarray, cols: np.ndarray,
+                enrolled: dict[str, np.ndarray] | None, probe: dict[str, np.ndarray] | None,
+                by_class: bool = False) -> DistanceMatrix:
+    """``matrix`` with the entries at (rows, cols) replaced by their normalised distances exp(z), computed a
+    block of :data:`BLOCK_VALUES` entries at a time (no full-size temporaries); ``enrolled`` per entry, or with
+    ``by_class`` per column."""
+    out = np.zeros(matrix.shape)
+    for start in range(0, rows.size, BLOCK_VALUES):
+        r, c = rows[start:start + BLOCK_VALUES], cols[start:start + BLOCK_VALUES]
+        part = slice(start, start + r.size)
+        side = None if enrolled is None else {k: v[c] if by_class else v[part] for k, v in enrolled.items()}
+        z = normalizer.normalize(matrix.values[r, c], side, None if probe is None else
+                                 {k: v[part] for k, v in probe.items()})
+        bad = np.flatnonzero(~np.isfinite(z))
+        if bad.size:
+            i, j = r[bad[0]], c[bad[0]]
+            raise DataError(f"{matrix.source}: normalising probe {matrix.probe_ids[i][:60]!r} claiming class "
+                            f"{matrix.gallery_classes[j][:60]!r} gave {float(z[bad[0]])}: its cohort distances have no "
+                            f"spread (all equal); {progress_name(normalizer)} needs cohort scores that differ (a larger "
+                            "cohort, or a larger top_k)")
+        out[r, c] = to_distance(z)
+    return matrix.with_values(out, kind="distance", source=f"{matrix.source}, normalised")
 
 
 def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: CohortScores,
@@ -661,17 +929,52 @@ def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: Coh
             enrolled = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T, columns[cols], rows,
                                           describe=_describe_class(side))
         else:
-            enrolled = {name: v[cols] for name, v in classes.items()}
+            return _normalised(normalizer, matrix, rows, cols, classes,
+                               _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0]
+                               if "probe" in normalizer.sides else None, by_class=True)
     if "probe" in normalizer.sides:
-        probe = _probe_side(normalizer, matrix, cohort.probes, rows, cols)
-    z = normalizer.normalize(matrix.values[rows, cols], enrolled, probe)
-    bad = np.flatnonzero(~np.isfinite(z))
-    if bad.size:
-        r, c = rows[bad[0]], cols[bad[0]]
-        raise DataError(f"{matrix.source}: normalising probe {matrix.probe_ids[r][:60]!r} claiming class "
-                        f"{matrix.gallery_classes[c][:60]!r} gave {float(z[bad[0]])}: its cohort distances have no spread "
-                        f"(all equal); {progress_name(normalizer)} needs cohort scores that differ (a larger cohort, or "
-                        "a larger top_k)")
-    out = np.zeros(matrix.shape)
-    out[rows, cols] = to_distance(z)
-    return matrix.with_values(out, kind="distance", source=f"{matrix.source}, normalised")
+        probe = _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0]
+    return _normalised(normalizer, matrix, rows, cols, enrolled, probe)
+
+
+def _entries(matrix: DistanceMatrix) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the valid entries, row by row, as int32 where they fit (half of np.nonzero's memory)."""
+    rows, cols = np.nonzero(matrix.valid)
+    small = max(matrix.shape) < 2 ** 31
+    return (rows.astype(np.int32), cols.astype(np.int32)) if small else (rows, cols)
+
+
+def normalise_fold(normalizer: Normalizer, train: DistanceMatrix, test: DistanceMatrix, train_c: CohortScores,
+                   test_c: CohortScores) -> tuple[DistanceMatrix, DistanceMatrix, dict[str, np.ndarray]]:
+    """(``train`` normalised, ``test`` normalised, every gallery class's enrolled-side statistics): what
+    :func:`class_statistics` and :func:`normalise_matrix` of each give, with one pass over each cohort side:
+    the classes' statistics and the training attempts' leave-one-out ones together, and the training and
+    evaluation attempts' probe statistics together when both read one probe cohort (one matrix split in two)."""
+    classes = train.gallery_classes.tolist()
+    (tr_rows, tr_cols), (te_rows, te_cols) = _entries(train), _entries(test)
+    stats: dict[str, np.ndarray] = {}
+    enrolled: list[dict[str, np.ndarray] | None] = [None, None]
+    if "enrolled" in normalizer.sides:
+        side = train_c.enrolled
+        columns = _columns_of(side, classes)
+        if train_c.leave_out:
+            _aligned(side, train, "enrolled")
+            both = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T,
+                                      np.concatenate([columns.astype(tr_cols.dtype), columns[tr_cols].astype(tr_cols.dtype)]),
+                                      np.concatenate([np.full(columns.size, -1, tr_rows.dtype), tr_rows]),
+                                      describe=_describe_class(side))
+            stats, enrolled[0] = _split_attempts(both, [columns.size, tr_rows.size])
+        else:
+            stats = class_statistics(normalizer, side, classes)
+            enrolled[0] = stats
+        enrolled[1] = stats
+    probe: list[dict[str, np.ndarray] | None] = [None, None]
+    if "probe" in normalizer.sides:
+        parts = [(train, tr_rows, tr_cols), (test, te_rows, te_cols)]
+        if train_c.probes is test_c.probes:
+            probe = _probe_side(normalizer, train_c.probes, parts)
+        else:
+            probe = [_probe_side(normalizer, c.probes, [part])[0] for c, part in zip((train_c, test_c), parts)]
+    return (_normalised(normalizer, train, tr_rows, tr_cols, enrolled[0], probe[0],
+                        by_class=enrolled[0] is stats),
+            _normalised(normalizer, test, te_rows, te_cols, enrolled[1], probe[1], by_class=True), stats)

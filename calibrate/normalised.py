@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 
 from .base import Transform
-from .cohort import FittedNormalization, attempt_statistics, ragged_rows, to_distance
+from .cohort import FittedNormalization, ProbeCohorts, attempt_statistics, ragged_rows, to_distance
 from .errors import CalibrationError, DataError
 from .types import DistanceMatrix
 
 _OTHER = "\0probe"  # the probe class of scores given without their probes' classes
+#: attempts decided per block (their distances, statistics and z: a few arrays of this many values)
+BLOCK = 1 << 18
 
 
 def distances_of(transform: Transform, kind: str, values: np.ndarray, usable: np.ndarray, what: str) -> np.ndarray:
@@ -52,8 +54,12 @@ def _probe_rows(transform: Transform, kind: str, rows: Any, n: int, what: str) -
 
 
 def normalised_distances(fitted: FittedNormalization, transform: Transform, kind: str, scores: np.ndarray,
-                         rows: np.ndarray, probe_cohort_scores: Any) -> np.ndarray:
-    """exp(z) of each attempt (``scores`` in score units on the classes at ``rows``), as the run computes it."""
+                         rows: np.ndarray, probe_cohort_scores: Any, classes: Any = None) -> np.ndarray:
+    """exp(z) of each attempt (``scores`` in score units on the classes at ``rows`` of ``classes``), as the
+    run computes it. ``probe_cohort_scores``: one row per attempt, or a :class:`ProbeCohorts` (each probe's
+    row once, decided a block of attempts at a time)."""
+    if isinstance(probe_cohort_scores, ProbeCohorts):
+        return _by_probe(fitted, transform, kind, scores, rows, probe_cohort_scores, classes)
     one = np.ones((scores.size, 1), dtype=bool)
     d = distances_of(transform, kind, scores[:, None], one, "the attempts' scores")[:, 0]
     values = usable = None
@@ -69,16 +75,60 @@ def normalised_distances(fitted: FittedNormalization, transform: Transform, kind
         raise CalibrationError(str(exc)) from None
 
 
-def check_cohort_file(fitted: FittedNormalization, transform: Transform, kind: str, rows: list, names: list,
-                      what: str) -> None:
-    """A cohort file given on the command line (``what`` names it), checked against the cohort the normalisation
-    was fitted with: its members by name, and its rows as ``accept`` checks them (under the file's name). A
-    calibration saved before the cohort was recorded is not checked here (``accept`` warns)."""
+def probe_distances(transform: Transform, kind: str, cohorts: ProbeCohorts, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(distances, usable) of a :class:`ProbeCohorts`' rows, through the fitted transform (kept with them for the
+    next call with the same transform: the command line checks the rows, then decides on them)."""
+    key = (id(transform), kind)
+    kept = getattr(cohorts, "_distances", None)
+    if kept is None or kept[0] != key or kept[1] is not transform:
+        usable = cohorts.usable()
+        kept = (key, transform, distances_of(transform, kind, np.where(usable, cohorts.scores, 0.0), usable, what), usable)
+        cohorts._distances = kept
+    return kept[2], kept[3]
+
+
+def _by_probe(fitted: FittedNormalization, transform: Transform, kind: str, scores: np.ndarray, rows: np.ndarray,
+              cohorts: ProbeCohorts, classes: Any) -> np.ndarray:
+    """:func:`normalised_distances` from each probe's row once: the rows through the transform and checked
+    against the fitted cohort once, then the attempts a block at a time (their probe statistics with the
+    claimed class left out, computed from the row: O(1) per attempt for the built-ins)."""
+    what = "probe_cohort_scores"
+    if not fitted.reads_probe:
+        raise CalibrationError(f"normaliser {fitted.plugin} reads no probe cohort scores; leave out probe_cohort_scores")
+    if cohorts.probes.size != scores.size:
+        raise CalibrationError(f"{what} names a probe row for {cohorts.probes.size} attempt(s), but {scores.size} "
+                               "attempt(s) are decided; give one probe row per attempt")
+    try:
+        values, usable = probe_distances(transform, kind, cohorts, what)
+        left = cohorts.left_out(fitted.classes if classes is None else classes, rows)
+        checked = getattr(cohorts, "_checked", None)  # by check_cohort_file, for these very attempts
+        if checked is None or checked[0] is not fitted or not np.array_equal(checked[1], left):
+            fitted.check_cohort("probe", values, usable, what, cohorts.probes, left)
+        out = np.empty(scores.size)
+        for start in range(0, scores.size, BLOCK):
+            part = slice(start, start + BLOCK)
+            s = scores[part]
+            d = distances_of(transform, kind, s[:, None], np.ones((s.size, 1), dtype=bool), "the attempts' scores")[:, 0]
+            out[part] = fitted.normalise(d, rows[part], values, usable, what=what, probe_rows=cohorts.probes[part],
+                                         left_out=left[part], describe=cohorts.describe(what))
+        return out
+    except DataError as exc:
+        raise CalibrationError(str(exc)) from None
+
+
+def check_cohort_file(fitted: FittedNormalization, transform: Transform, kind: str, cohorts: ProbeCohorts,
+                      claimed: Any, what: str) -> None:
+    """A cohort file given on the command line (``what`` names it), read as :class:`ProbeCohorts` for attempts
+    claiming ``claimed`` (one class name per attempt), checked against the cohort the normalisation was
+    fitted with: its members by name, and each attempt's row as ``accept`` checks them (under the file's
+    name). A calibration saved before the cohort was recorded is not checked here (``accept`` warns)."""
     if fitted.cohort is None or not fitted.reads_probe:
         return
-    fitted.check_members("probe", names, what)
-    values, usable = _probe_rows(transform, kind, rows, len(rows), what)
-    fitted.check_cohort("probe", values, usable, what)
+    fitted.check_members("probe", cohorts.models.tolist(), what)
+    values, usable = probe_distances(transform, kind, cohorts, what)
+    left = cohorts.left_out(claimed)
+    fitted.check_cohort("probe", values, usable, what, cohorts.probes, left)
+    cohorts._checked = (fitted, left)  # accept does not check the same attempts again
 
 
 def enrolled_inputs(fitted: FittedNormalization, transform: Transform, kind: str, cls: str, impostor_scores: np.ndarray,

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .base import RunContext, Transform
-from .cohort import FittedNormalization, class_statistics, matrix_cohorts, normalise_matrix, side_record
+from .cohort import FittedNormalization, matrix_cohorts, normalise_fold as normalise_matrices, side_record
 from .errors import RecipeError
 from .types import CohortScores, DistanceMatrix
 
@@ -69,17 +69,23 @@ def normalise_fold(spec: Any, train: DistanceMatrix, test: DistanceMatrix, train
     """(normalised training distances, normalised evaluation distances, the fitted normalisation) of one
     fold; ``train``/``test`` are the raw matrices, ``cohorts`` the dataset's (None: the rest of the gallery)."""
     normalizer = spec.build()
-    train_c, test_c = cohorts if cohorts[0] is not None else matrix_cohorts(train, test)
-    train_c, test_c = (c.map(lambda m: _transformed(transform, m)) for c in (train_c, test_c))
+    if cohorts[0] is None:  # the rest of the gallery: the matrices' own distances, already through the transform
+        train_c, test_c = matrix_cohorts(train, test, (train_d, test_d))
+    else:
+        done: dict[int, DistanceMatrix] = {}  # a side both cohorts share transformed once
+
+        def transformed(matrix: DistanceMatrix) -> DistanceMatrix:
+            if id(matrix) not in done:
+                done[id(matrix)] = _transformed(transform, matrix)
+            return done[id(matrix)]
+
+        train_c, test_c = (c.map(transformed) for c in cohorts)
     classes = train_d.gallery_classes.tolist()
     n_train, n_test = int(train_d.valid.sum()), int(test_d.valid.sum())
     with context.stage(f"{spec.info.name}: normalising {n_train + n_test:,} comparisons", n_train + n_test,
-                       "comparisons") as task:  # a line at the interval (the heartbeat), counts as each matrix is done
-        stats = class_statistics(normalizer, train_c.enrolled, classes) if "enrolled" in normalizer.sides else {}
-        train_n = normalise_matrix(normalizer, train_d, train_c, stats)
-        task.advance(n_train)
-        test_n = normalise_matrix(normalizer, test_d, test_c, stats)
-        task.advance(n_test)
+                       "comparisons") as task:  # a line at the interval (the heartbeat), counted when both are done
+        train_n, test_n, stats = normalise_matrices(normalizer, train_d, test_d, train_c, test_c)
+        task.advance(n_train + n_test)
     fitted = FittedNormalization(normalizer, spec.info.name, dict(spec.params), tuple(classes), stats,
                                  "training impostors" if train_c.leave_out else "cohort file",
                                  fitted_cohort(normalizer, train_c, train_d, classes))

@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -78,7 +79,8 @@ def test_a_constant_tnorm_line_is_refused_where_it_was_accepted(tmp_path):
     good = (tmp_path / "cohort-tnorm").read_text()
     _rewrite(tmp_path / "cohort-tnorm", lambda f: f[:3] + ["0.3"] if f[2] == "subj03/eval_1" else f)
     line = _one_error_line(invoke_cli("run", str(recipe), "-q"))
-    assert "cohort-tnorm: probe 'subj03/eval_1'" in line and "without spread" in line and "rounding, not spread" in line
+    # the built-ins' statistics are exact: equal distances have a std of 0, not a rounding residue
+    assert "cohort-tnorm: probe 'subj03/eval_1'" in line and "without spread (std 0, 0)" in line
     assert not (tmp_path / "out" / "thresholds.csv").exists()
     (tmp_path / "cohort-tnorm").write_text(good)
     _rewrite(tmp_path / "cohort-tnorm", lambda f: f[:3] + ["0.25"])
@@ -95,8 +97,12 @@ def _snorm(n: int = 30, **kw) -> Normalizer:
 def test_a_rounding_residue_is_no_spread_but_a_fine_real_one_is():
     n = _snorm()
     rows = np.full((1, 47), 0.1)
-    assert 0 < float(rows.std()) < 1e-15  # the residue: the mean of 47 x 0.1 is not 0.1
-    with pytest.raises(DataError, match=re.escape("cohort row 0 has cohort distances without spread (std 5.551e-17, "
+    assert 0 < float(rows.std()) < 1e-15  # numpy's residue: its mean of 47 x 0.1 is not 0.1
+    with pytest.raises(DataError, match=re.escape("cohort row 0 has cohort distances without spread (std 0, 0); "
+                                                  "snorm divides by it")):  # the built-ins' exact std
+        attempt_statistics(n, rows, np.ones(rows.shape, bool), np.zeros(1, np.int64))
+    rows[0, 5] = np.nextafter(0.1, 1.0)  # one step apart: a std of 2e-18, rounding, not a spread
+    with pytest.raises(DataError, match=re.escape("cohort row 0 has cohort distances without spread (std 2.003e-18, "
                                                   "at most 1e-09 x 0.1: rounding, not spread); snorm divides by it")):
         attempt_statistics(n, rows, np.ones(rows.shape, bool), np.zeros(1, np.int64))
     with pytest.raises(DataError, match=r"std 0, 0\)"):
@@ -137,10 +143,15 @@ def test_statistics_that_overflow_are_refused_and_the_builtins_do_not_overflow()
     assert np.all(np.isfinite(big["std"]))
     np.testing.assert_allclose(big["mean"] / 1e300, small["mean"], rtol=1e-12)
     np.testing.assert_allclose(big["std"] / 1e300, small["std"], rtol=1e-12)
-    # a row within 2**-500 .. 2**500 is reduced as before, bit for bit
+    # every row's mean and variance are the exact ones rounded once (numpy's pairwise sums: within a few ulps)
     plain = np.sort(np.random.default_rng(2).gamma(3, 0.5, (3, 17)), axis=1)
     got = _snorm().statistics(plain)
-    assert np.array_equal(got["mean"], plain.mean(axis=1)) and np.array_equal(got["std"], plain.std(axis=1))
+    for row, mean, std in zip(plain, got["mean"], got["std"]):
+        exact = sum(map(Fraction, row.tolist())) / row.size
+        assert mean == float(exact) and std == np.sqrt(float(sum((Fraction(v) - exact) ** 2 for v in row.tolist())
+                                                             / row.size))
+    np.testing.assert_allclose(got["mean"], plain.mean(axis=1), rtol=1e-15)
+    np.testing.assert_allclose(got["std"], plain.std(axis=1), rtol=1e-14)
 
 
 def test_scores_near_1e300_normalise_as_their_unscaled_selves(tmp_path):

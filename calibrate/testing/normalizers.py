@@ -11,7 +11,11 @@ What docs/plugins.md ("Writing a normaliser") promises, checked on generated dat
 * two instances with the same parameters give the same numbers, and the input arrays are left alone;
 * the spreads it declares (``spreads``) are among its statistics, and a cohort whose distances are all
   equal (a rounding residue for a spread) is refused by the core, or normalised to a moderate z (a
-  normaliser that divides by no spread).
+  normaliser that divides by no spread);
+* a fast path (``_statistics_left_out``), where it has one, gives each attempt what ``_statistics`` gives
+  its row sorted without the member left out, within :data:`LEFT_OUT_RTOL` (and :data:`LEFT_OUT_ATOL` x the
+  row's largest distance), and the same bits whatever the order of the row's values and the rows and
+  attempts computed with it.
 """
 
 from __future__ import annotations
@@ -21,14 +25,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import Normalizer
-from ..cohort import FittedNormalization, attempt_statistics, class_statistics, matrix_cohorts, normalise_matrix
+from ..base import Normalizer, overrides
+from ..cohort import (FittedNormalization, ProbeCohorts, attempt_statistics, class_statistics, matrix_cohorts,
+                      normalise_matrix)
 from ..errors import DataError
 from ..types import DistanceMatrix
-from .common import ComponentCase, _build, _params, _tmpdir
+from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 from .samples import SEED
 
 SIDES = ("enrolled", "probe")
+#: how far a fast path's statistics may stray from ``_statistics``' of the same row: relative, and absolute
+#: as a share of the row's largest distance (the built-ins' are equal: both are correctly rounded)
+LEFT_OUT_RTOL = 1e-9
+LEFT_OUT_ATOL = 1e-12
+#: how far z may stray when a calibration normalises rows given per attempt with a fast path that is not
+#: exact (its statistics of a row differ from those of a longer row less one member within the above)
+LEGACY_Z_ATOL = 1e-6
 
 
 def make_cohort_matrix(seed: int = SEED, n_classes: int = 14, probes_per_class: int = 3,
@@ -132,14 +144,27 @@ def check_normalizer_reproducible_after_saving(case: ComponentCase, tmp_path: Pa
     loaded = FittedNormalization.from_state(state, _build(case, params), "saved")
     rows, cols = np.nonzero(test.valid)
     side = cohort.probes
-    keep = side.impostor_mask()[rows] & (side.gallery_classes[None, :] != test.gallery_classes[cols][:, None])
-    values = np.where(keep, side.values[rows], 0.0)
-    again = loaded.normalise(test.values[rows, cols], cols, values, keep)
     want = test_n.values[rows, cols]
+    # each probe's row once (ProbeCohorts, as `calibrate accept --cohort` reads a T-norm file): exactly the run's
+    by_probe = ProbeCohorts(np.where(side.impostor_mask(), side.values, np.nan), side.gallery_classes.tolist(), rows)
+    again = loaded.normalise(test.values[rows, cols], cols, np.where(by_probe.usable(), by_probe.scores, 0.0),
+                             by_probe.usable(), probe_rows=rows, left_out=by_probe.left_out(test.gallery_classes, cols))
     differ = np.flatnonzero(again != want)
     assert not differ.size, (f"{case.id}: {differ.size} of {want.size} evaluation attempts are normalised otherwise "
                              f"after saving (e.g. {want[differ[0]]!r} in the run, {again[differ[0]]!r} loaded); statistics "
                              "must depend on each row's values only, and to_state/params must hold all that is needed")
+    # one row per attempt, the claimed class left out (Calibration.accept's other form): the same, or with a fast
+    # path that is not exact, within LEGACY_Z_ATOL in z
+    keep = side.impostor_mask()[rows] & (side.gallery_classes[None, :] != test.gallery_classes[cols][:, None])
+    values = np.where(keep, side.values[rows], 0.0)
+    again = loaded.normalise(test.values[rows, cols], cols, values, keep)
+    off = np.abs(np.log(again) - np.log(want))
+    worst = int(np.argmax(off)) if off.size else 0
+    allowed = LEGACY_Z_ATOL if overrides(loaded.normalizer, Normalizer, "_statistics_left_out") else 0.0
+    assert not off.size or off[worst] <= allowed, (
+        f"{case.id}: with one cohort row per attempt, attempt {worst + 1} is normalised to {again[worst]!r} after saving, "
+        f"{want[worst]!r} in the run (z {off[worst]:.3g} apart, at most {allowed:g} allowed); statistics must depend on "
+        "each row's values only" + (", and _statistics_left_out must agree with _statistics" if allowed else ""))
 
 
 def check_normalizer_deterministic(case: ComponentCase, tmp_path: Path | None = None) -> None:
@@ -174,6 +199,50 @@ def check_normalizer_refuses_constant_cohorts(case: ComponentCase, tmp_path: Pat
          "spread of rounding noise; name that statistic in `spreads` (the core then refuses such cohorts)")
 
 
+def check_normalizer_left_out(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """A fast path (``_statistics_left_out``, where overridden) gives each attempt what ``_statistics`` gives its
+    row sorted, less the member left out (none: -1), within a relative 1e-9 (and 1e-12 x the row's largest
+    distance); the same names; and the same bits with the row's values in another order, alone, or among
+    other rows and attempts."""
+    with _tmpdir(tmp_path) as tmp:
+        n = _build(case, _params(case, tmp))
+    if not overrides(n, Normalizer, "_statistics_left_out"):
+        raise CheckSkipped(f"{case.id} has no fast path (_statistics_left_out): the core reduces each attempt's row")
+    rng = np.random.default_rng(SEED)
+    need = max(int(n.min_members()), 1)
+    for width in sorted({need + 1, need + 2, need + 9, max(need + 1, 45)}):
+        values = np.round(rng.gamma(3, 0.5, (6, width)), 3)  # ties, as scores of a few decimals have
+        usable = rng.random(values.shape) < 0.9
+        usable[:, :need + 1] = True
+        rows, left = np.nonzero(usable)
+        rows, left = np.concatenate([rows, np.arange(6)]), np.concatenate([left, np.full(6, -1)])
+        fast = n.statistics_left_out(values, usable, rows, left)
+        for a in range(rows.size):
+            kept = np.flatnonzero(usable[rows[a]])
+            row = np.sort(values[rows[a], kept[kept != left[a]]])[None, :]
+            slow = n.statistics(row)
+            assert set(slow) == set(fast), (f"{case.id}: _statistics_left_out returns {sorted(fast)}, _statistics "
+                                            f"{sorted(slow)}; return the same statistics")
+            for name, v in slow.items():
+                tol = LEFT_OUT_RTOL * abs(v[0]) + LEFT_OUT_ATOL * float(np.abs(row).max())
+                assert abs(fast[name][a] - v[0]) <= tol, (
+                    f"{case.id}: statistic {name!r} of a row of {row.size} distances is {v[0]!r} from _statistics and "
+                    f"{fast[name][a]!r} from _statistics_left_out (member {left[a]} of {width} left out); they must agree "
+                    f"within a relative {LEFT_OUT_RTOL:g}")
+        # the same bits: the row's values in another order, and one attempt alone in a row of its own
+        shuffle = rng.permutation(width)
+        again = n.statistics_left_out(values[:, shuffle], usable[:, shuffle], rows,
+                                      np.where(left >= 0, np.argsort(shuffle)[np.maximum(left, 0)], -1))
+        for a in (0, rows.size // 2, rows.size - 1):
+            alone = n.statistics_left_out(values[rows[a]:rows[a] + 1], usable[rows[a]:rows[a] + 1], np.zeros(1, np.int64),
+                                          left[a:a + 1])
+            for name in fast:
+                assert again[name][a] == fast[name][a] and alone[name][0] == fast[name][a], (
+                    f"{case.id}: statistic {name!r} of an attempt differs with its row's values in another order "
+                    f"({again[name][a]!r}) or computed alone ({alone[name][0]!r}) from the block's ({fast[name][a]!r}); "
+                    "it must depend on the row's values as a multiset, or a run and accept decide differently")
+
+
 CHECKS = (check_normalizer_sides, check_normalizer_statistics, check_normalizer_monotone,
           check_normalizer_reproducible_after_saving, check_normalizer_deterministic,
-          check_normalizer_refuses_constant_cohorts)
+          check_normalizer_refuses_constant_cohorts, check_normalizer_left_out)

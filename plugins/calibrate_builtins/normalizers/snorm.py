@@ -11,7 +11,7 @@ import numpy as np
 
 from calibrate.base import Normalizer
 
-from .moments import mean_and_spread, standardised
+from .moments import mean_and_spread, mean_and_spread_left_out, standardised
 
 
 class SNorm(Normalizer):
@@ -22,6 +22,9 @@ class SNorm(Normalizer):
 
     def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
         return mean_and_spread(cohort)
+
+    def _statistics_left_out(self, cohort, usable, rows, left_out) -> dict[str, np.ndarray]:
+        return mean_and_spread_left_out(cohort, usable, rows, left_out)
 
     def _normalize(self, distances, enrolled, probe) -> np.ndarray:
         return 0.5 * (standardised(distances, enrolled) + standardised(distances, probe))

@@ -12,7 +12,7 @@ import numpy as np
 
 from calibrate.base import Normalizer
 
-from .moments import mean_and_spread, standardised
+from .moments import mean_and_spread, mean_and_spread_left_out, standardised
 
 
 class ZNorm(Normalizer):
@@ -23,6 +23,9 @@ class ZNorm(Normalizer):
 
     def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
         return mean_and_spread(cohort)
+
+    def _statistics_left_out(self, cohort, usable, rows, left_out) -> dict[str, np.ndarray]:
+        return mean_and_spread_left_out(cohort, usable, rows, left_out)
 
     def _normalize(self, distances, enrolled, probe) -> np.ndarray:
         return standardised(distances, enrolled)
