@@ -219,6 +219,23 @@ class _PerClassFlat:
     values: np.ndarray
     offsets: np.ndarray
 
+    def _check_flat(self, what: str) -> np.ndarray:
+        """Check and freeze the CSR fields (finite, non-negative values; offsets matching the classes), naming
+        ``what`` distances in the error; the offsets."""
+        values = np.asarray(self.values, dtype=np.float64)
+        offsets = np.asarray(self.offsets, dtype=np.int64)
+        if offsets.shape != (len(self.classes) + 1,) or offsets[0] != 0 or offsets[-1] != values.size \
+                or np.any(np.diff(offsets) < 0):
+            raise DataError(f"{what} distances: offsets do not match the classes and values")
+        if not np.all(np.isfinite(values)):
+            raise DataError(f"{what} distances contain NaN or infinite values")
+        if values.size and values.min() < 0:
+            raise DataError(f"{what} distances contain negative values; distances must be in [0, inf)")
+        object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
+        object.__setattr__(self, "values", _readonly(values))
+        object.__setattr__(self, "offsets", _readonly(offsets))
+        return offsets
+
     def __len__(self) -> int:
         return len(self.classes)
 
@@ -242,23 +259,12 @@ class ImpostorDistances(_PerClassFlat):
     offsets: np.ndarray
 
     def __post_init__(self):
-        values = np.asarray(self.values, dtype=np.float64)
-        offsets = np.asarray(self.offsets, dtype=np.int64)
-        if offsets.shape != (len(self.classes) + 1,) or offsets[0] != 0 or offsets[-1] != values.size \
-                or np.any(np.diff(offsets) < 0):
-            raise DataError("impostor distances: offsets do not match the classes and values")
-        if not np.all(np.isfinite(values)):
-            raise DataError("impostor distances contain NaN or infinite values")
-        if values.size and values.min() < 0:
-            raise DataError("impostor distances contain negative values; distances must be in [0, inf)")
+        offsets = self._check_flat("impostor")
         empty = [c for c, n in zip(self.classes, np.diff(offsets)) if n == 0]
         if empty:
             raise DataError(f"class {empty[0]!r} has no training impostor distances"
                             f"{f' (and {len(empty) - 1} more classes)' if len(empty) > 1 else ''}; "
                             "every enrolled class needs comparisons with other classes")
-        object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
-        object.__setattr__(self, "values", _readonly(values))
-        object.__setattr__(self, "offsets", _readonly(offsets))
 
     @classmethod
     def from_lists(cls, per_class: dict[str, np.ndarray]) -> "ImpostorDistances":
@@ -317,18 +323,7 @@ class GenuineDistances(_PerClassFlat):
     offsets: np.ndarray
 
     def __post_init__(self):
-        values = np.asarray(self.values, dtype=np.float64)
-        offsets = np.asarray(self.offsets, dtype=np.int64)
-        if offsets.shape != (len(self.classes) + 1,) or (offsets.size and (offsets[0] != 0 or offsets[-1] != values.size)) \
-                or np.any(np.diff(offsets) < 0):
-            raise DataError("genuine distances: offsets do not match the classes and values")
-        if not np.all(np.isfinite(values)):
-            raise DataError("genuine distances contain NaN or infinite values")
-        if values.size and values.min() < 0:
-            raise DataError("genuine distances contain negative values; distances must be in [0, inf)")
-        object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
-        object.__setattr__(self, "values", _readonly(values))
-        object.__setattr__(self, "offsets", _readonly(offsets))
+        self._check_flat("genuine")
 
     @classmethod
     def from_matrix(cls, matrix: DistanceMatrix, classes=None) -> "GenuineDistances":

@@ -34,13 +34,14 @@ import numpy as np
 
 from calibrate.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.gpd import exceedance_count, monotone
+from calibrate.gpd import monotone
 from calibrate.standardise import (anchor_locations, anchor_ranks, anchor_statistics, anchored_classes,
                                    anchored_sorted, from_working, shrink_anchors, spacing_ranks, to_working,
                                    working_offset)
 from calibrate.types import ImpostorDistances
 
-from .simulate import PARTIAL_SHARE, _covered, _flat_lowest, _lowest_counts, _smallest, pooled_z_quantile
+from .simulate import (PARTIAL_SHARE, _covered, _flat_lowest, _lowest_counts, _lowest_whole, _smallest,
+                       pooled_z_quantile)
 from .znorm import ZnormModel, check_class_sizes, pooled_tail
 
 #: the configuration of the fit (the working scale, the pooled quantile and its tail: auto's)
@@ -171,10 +172,7 @@ def anchored_simulate(galleries, targets: np.ndarray, *, family: str, jackknife:
         seg = np.repeat(cls, counts)
         rank = np.arange(n_total) - galleries.offsets[:-1][seg]
         z = y - np.where(rank[None, :] < k[seg][None, :], m_low[:, seg], m[:, seg])
-        switch = min_tail_count / n_total
-        need_tail = bool(np.any(t < switch))
-        k_tail = exceedance_count(n_total, tail_fraction, min_exceedances) + 1 if need_tail else 0
-        lowest_z = _smallest(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1))
+        lowest_z, need_tail, switch = _lowest_whole(z, t, n_total, tail_fraction, min_exceedances, min_tail_count)
         covered = np.ones(b_count, dtype=bool)
     else:
         col_rank = np.arange(col_cls.size) - np.searchsorted(col_cls, col_cls)  # rank within its class

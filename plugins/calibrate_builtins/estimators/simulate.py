@@ -92,6 +92,17 @@ def _flat_lowest(galleries, lowest: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return galleries.values[:, take], cls[take], galleries.values[:, last]
 
 
+def _lowest_whole(z: np.ndarray, t: np.ndarray, n_total: int, tail_fraction: float, min_exceedances: int,
+                  min_tail_count: float) -> tuple[np.ndarray, bool, float]:
+    """(each whole gallery's lowest standardised scores, as many as the targets ``t`` and the GPD tail read;
+    whether a target lies below the tail's switch; the switch) for :func:`pooled_z_quantile`."""
+    switch = min_tail_count / n_total
+    need_tail = bool(np.any(t < switch))
+    k_tail = exceedance_count(n_total, tail_fraction, min_exceedances) + 1 if need_tail else 0
+    return (_smallest(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1)),
+            need_tail, switch)
+
+
 def _smallest(values: np.ndarray, count: int) -> np.ndarray:
     """The ``count`` smallest of each row, ascending (B, count)."""
     count = int(min(max(count, 1), values.shape[1]))
@@ -270,10 +281,7 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
             mi = (1 - jackknife) * m[:, seg] + jackknife * loo[0.5]
             si = np.maximum((1 - jackknife) * s[:, seg] + jackknife * ls, 0.5 * s[:, seg])
             z = (y - mi) / si
-        switch = min_tail_count / n_total
-        need_tail = bool(np.any(t < switch))
-        k_tail = exceedance_count(n_total, tail_fraction, min_exceedances) + 1 if need_tail else 0
-        lowest_z = _smallest(z, max(int(math.ceil(float(t.max()) * n_total)) + 1, k_tail, int(min_tail_count) + 1))
+        lowest_z, need_tail, switch = _lowest_whole(z, t, n_total, tail_fraction, min_exceedances, min_tail_count)
         covered = np.ones(b_count, dtype=bool)
     else:
         y_low = np.log(d_low + offset[:, None, None])  # (B, C, R): each class's lowest values (the last repeated)
