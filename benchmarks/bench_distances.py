@@ -28,8 +28,8 @@ import tracemalloc
 
 import numpy as np
 
-from calibrate.base import RunContext
-from calibrate.types import SetCollection
+from calibrate.contract.base import RunContext
+from calibrate.contract.types import SetCollection
 from calibrate_builtins.distances.mutual_subspace import MutualSubspace, largest_cosines
 
 

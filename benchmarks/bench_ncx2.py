@@ -32,7 +32,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 from calibrate_builtins.estimators.ncx2.batch import FAST_BOUND
 from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid
 from calibrate_builtins.datasets.synthetic_impostors import impostor_distances

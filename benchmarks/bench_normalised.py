@@ -106,7 +106,7 @@ def measured(command: list[str], source: Path | None, cwd: Path | None = None) -
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     head = [str(CALIBRATE)]
     if source is not None:
-        head = [sys.executable, "-P", "-c", "from calibrate.cli import main; main()"]
+        head = [sys.executable, "-P", "-c", "from calibrate.cli.commands import main; main()"]
         env["PYTHONPATH"] = os.pathsep.join([str(source), str(source / "plugins")])
     t0 = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-v"] + head + command, capture_output=True, text=True, env=env,
@@ -141,7 +141,7 @@ API_LISTS = r'''
 import json, sys, time, warnings
 import numpy as np
 import calibrate
-from calibrate.scorefiles import read_comparisons
+from calibrate.files.score_lists import read_comparisons
 out, scores_path, tnorm_path, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 warnings.simplefilter("ignore")
 cal = calibrate.load(out, "auto")
@@ -288,7 +288,7 @@ def main() -> int:
         eval_lines = sum(1 for _ in open(files["scores-eval"]))
         for version, source in ([] if args.skip_lists else versions):
             out = tmp / f"out-{version}-lists-snorm"
-            new = source is None or (source / "calibrate" / "cohort.py").read_text().find("class ProbeCohorts") >= 0
+            new = source is None or any("class ProbeCohorts" in f.read_text() for f in (source / "calibrate").rglob("*.py"))
             scores = files["scores-eval"]
             if not new:  # the baseline on a prefix of the list (all of it was killed at 23 GB)
                 scores = tmp / "scores-eval-prefix"

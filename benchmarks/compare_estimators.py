@@ -202,7 +202,7 @@ def recipe_for(spec: dict, out_dir: Path, workers: int, predicted: bool = False)
 
 def run_one(name: str, spec: dict, out_root: Path, workers: int, predicted: bool = False) -> dict:
     from calibrate.api import validate
-    from calibrate.pipeline import run_recipe
+    from calibrate.running.pipeline import run_recipe
 
     stem = f"{name}-predicted" if predicted else name
     out_dir = out_root / stem
@@ -423,7 +423,7 @@ def prediction_section(predicted: dict[str, dict]) -> list[str]:
     lines = ["## Predicted intervals, before any evaluation data", "",
              "A second recipe per dataset (`results/compare/_recipes/<dataset>-predicted.yaml`, `prediction` on) runs "
              "the estimators below; every threshold comes with a 90% interval for the FPR it will achieve, predicted "
-             "from the training distances alone (calibrate.prediction: the estimator refitted on 100 galleries "
+             "from the training distances alone (calibrate.predicted.interval: the estimator refitted on 100 galleries "
              "simulated from auto's model of the training distances). Each cell: measured ratio "
              "[predicted interval for the ratio measured on this evaluation's attempts], then `in` when the "
              "interval contains the measured ratio and `OUT` when not. With rotating enrollment the folds' counts "

@@ -16,7 +16,7 @@ cells (replicate x target) that the evaluation can measure (at least 20 false ac
   interval: the world contradicted the training data there).
 
 The figures come from results.json (``fnr_paired``, ``predicted_covers``, ``prediction_status``); benchmarks/
-genuine_cost.py recomputes the one-threshold FNR independently of calibrate.verification on the same datasets.
+genuine_cost.py recomputes the one-threshold FNR independently of calibrate.statistics.verification on the same datasets.
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ def datasets(out_root: Path) -> dict[str, dict]:
 
 
 def run(name: str, spec: dict, seed: int, out_root: Path) -> dict:
-    from calibrate.manager import build_registry
-    from calibrate.pipeline import run_recipe
-    from calibrate.recipe import parse_recipe
+    from calibrate.contract.manager import build_registry
+    from calibrate.running.pipeline import run_recipe
+    from calibrate.recipe.schema import parse_recipe
 
     data = dict(spec["data"])
     if data["plugin"] in ("score-matrix", "synthetic-groups"):

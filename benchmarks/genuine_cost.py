@@ -12,7 +12,7 @@ impostor attempts (results.json ``fnr_one_threshold``), with McNemar's paired te
 
 ``--check`` recomputes every ``fnr_one_threshold`` of the score-matrix datasets independently: from the dataset's
 evaluation split, by cumulative counts over the distinct score values (no sort of attempts, no binary search, not
-calibrate.verification), and prints the largest difference. Real data files absent from ../shared/data are skipped
+calibrate.statistics.verification), and prints the largest difference. Real data files absent from ../shared/data are skipped
 with a note; generated data go to ``results/genuine-cost/_data/`` (never into the repository).
 """
 
@@ -130,7 +130,7 @@ def run_one(name: str, spec: dict, out_root: Path) -> None:
     import yaml
 
     from calibrate.api import validate
-    from calibrate.pipeline import run_recipe
+    from calibrate.running.pipeline import run_recipe
 
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -150,8 +150,8 @@ def independent_check(name: str, spec: dict, out_root: Path) -> float | None:
     evaluation split by cumulative counts over distinct score values (score-matrix datasets only)."""
     if spec["data"]["plugin"] != "score-matrix":
         return None
-    from calibrate.base import RunContext
-    from calibrate.manager import build_registry
+    from calibrate.contract.base import RunContext
+    from calibrate.contract.manager import build_registry
 
     params = {k: v for k, v in spec["data"].items() if k != "plugin"}
     params["path"] = Path(params["path"])
@@ -256,7 +256,7 @@ def render(out_root: Path, checks: dict[str, float | None]) -> str:
             lines += ["Groups: same-group FMR max/min across groups (one threshold's at the same FPR), then FNMR max/min "
                       "(one threshold's); **w** marks a differential the estimator widens beyond noise.", "",
                       "| estimator | " + " | ".join(f"{100 * t:g}%" for t in TARGETS) + " |", "|---|" + "---|" * len(TARGETS)]
-            from calibrate.verification import widening
+            from calibrate.statistics.verification import widening
 
             for label, rows in doc["estimators"].items():
                 cells = []

@@ -60,8 +60,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import noise_floor as nf  # noqa: E402
-from calibrate.base import RunContext  # noqa: E402
-from calibrate.manager import build_registry  # noqa: E402
+from calibrate.contract.base import RunContext  # noqa: E402
+from calibrate.contract.manager import build_registry  # noqa: E402
 from calibrate_builtins.estimators.auto import AUTO_CONFIG  # noqa: E402
 from calibrate_builtins.estimators.znorm import fit_znorm, pooled_quantile  # noqa: E402
 

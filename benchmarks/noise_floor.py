@@ -60,9 +60,9 @@ import numpy as np
 from scipy.spatial.distance import cdist
 from scipy.special import chndtr, ndtr, ndtri
 
-from calibrate.base import RunContext
-from calibrate.manager import build_registry
-from calibrate.types import ImpostorDistances
+from calibrate.contract.base import RunContext
+from calibrate.contract.manager import build_registry
+from calibrate.contract.types import ImpostorDistances
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = (0.005, 0.0025, 0.001, 0.0005)

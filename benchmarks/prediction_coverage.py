@@ -9,7 +9,7 @@ confidence mode costs.
 
 Part ``noise``: the noise-floor generator (benchmarks/noise_floor.py), whose true FPR is exact, at
 20, 30, 38, 100 and 300 classes over its four settings. Per replicate gallery and estimator: fit,
-predict (calibrate.prediction, 90%, 100 simulated galleries, as a run does) and check whether the
+predict (calibrate.predicted.interval, 90%, 100 simulated galleries, as a run does) and check whether the
 interval for the long-run FPR contains the true FPR. Width is reported as the median of
 high / low; the *oracle* width is the 5th-95th percentile range (as high / low) of the true ratio
 over the replicate galleries of the same setting and size: what an interval that knew the true
@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import noise_floor as nf  # noqa: E402
 
-from calibrate.base import RunContext  # noqa: E402
-from calibrate.manager import build_registry  # noqa: E402
-from calibrate.prediction import PredictionSettings, predict  # noqa: E402
+from calibrate.contract.base import RunContext  # noqa: E402
+from calibrate.contract.manager import build_registry  # noqa: E402
+from calibrate.predicted.interval import PredictionSettings, predict  # noqa: E402
 
 TARGETS = nf.TARGETS
 LEVEL = 0.9
@@ -76,7 +76,7 @@ def noise_part(sizes, replicates: dict[int, int], seed: int, estimators: list[st
             gallery = nf.make_gallery(rng, n, 7, 20, setting)
             impostors = nf.training_impostors(gallery)
             d = nf.cdist(gallery.enrolled, gallery.enrolled)
-            from calibrate.world import build_world as build, pair_slots
+            from calibrate.predicted.world import build_world as build, pair_slots
 
             world = build(impostors, pair_slots(d, ~np.eye(n, dtype=bool)))
             for label, est in built.items():
@@ -117,7 +117,7 @@ QUICK_TAIL_PLAN = {30: (200, 3), 100: (300, 2)}
 
 def tail_part(plan: dict[int, tuple[int, int]], seed: int, estimators: list[str], generators: list[str]) -> dict:
     """Per (generator, size, estimator): coverage per target, median width, oracle width, median ratio."""
-    from calibrate.world import build_world as build
+    from calibrate.predicted.world import build_world as build
 
     built = _built(estimators)
     settings = PredictionSettings(LEVEL, 100)
@@ -166,7 +166,7 @@ def tail_part(plan: dict[int, tuple[int, int]], seed: int, estimators: list[str]
 def confidence_part(sizes, replicates: dict[int, int], seed: int) -> dict:
     """auto with confidence 0.95 on the same noise-floor galleries: how often the true FPR exceeds the
     target, the median true ratio (and plain auto's), and which bound each target used."""
-    from calibrate.confidence import make_confident
+    from calibrate.predicted.confidence import make_confident
 
     est = build_registry().get("estimators", "auto").factory()
     settings = PredictionSettings(LEVEL, 100)
@@ -179,7 +179,7 @@ def confidence_part(sizes, replicates: dict[int, int], seed: int) -> dict:
             gallery = nf.make_gallery(rng, n, 7, 20, nf.SETTINGS[r % len(nf.SETTINGS)])
             impostors = nf.training_impostors(gallery)
             d = nf.cdist(gallery.enrolled, gallery.enrolled)
-            from calibrate.world import build_world as build, pair_slots
+            from calibrate.predicted.world import build_world as build, pair_slots
 
             world = build(impostors, pair_slots(d, ~np.eye(n, dtype=bool)))
             model = est.fit(impostors, RunContext())
@@ -208,8 +208,8 @@ def real_specs(quick: bool) -> dict[str, dict]:
 
 
 def real_part(quick: bool, seeds: int, estimators: list[str]) -> dict:
-    from calibrate.pipeline import run_recipe
-    from calibrate.recipe import parse_recipe
+    from calibrate.running.pipeline import run_recipe
+    from calibrate.recipe.schema import parse_recipe
     from calibrate_builtins.evaluators.fpr import evaluate_label
 
     registry = build_registry()

@@ -42,7 +42,7 @@ import numpy as np
 import psutil
 import yaml
 
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 
 
 class Sampler:
@@ -129,7 +129,7 @@ def run_recipe(path: Path, classes: int | None, workers: int | None) -> None:
 
 
 def scan(workers: list[int], classes: int, mode: str) -> None:
-    from calibrate.types import ImpostorDistances
+    from calibrate.contract.types import ImpostorDistances
     from calibrate_builtins.executors.cluster import Dask
     from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid
     from calibrate_builtins.datasets.synthetic_impostors import impostor_distances
@@ -307,7 +307,7 @@ def _shard_impostors(path: Path):
     with pyarrow alone: not through score-shards' reader, whose parsing the check must not share."""
     import pyarrow.parquet as pq
 
-    from calibrate.types import ImpostorDistances
+    from calibrate.contract.types import ImpostorDistances
 
     table = pq.read_table(path, columns=["claimed_id", "score"])
     claimed = table.column("claimed_id").unify_dictionaries().combine_chunks()
@@ -347,7 +347,7 @@ class _Lowest:
 
 def streamed_auto(root: Path, classes: list[str]) -> tuple[dict, dict]:
     """auto's thresholds for ``classes``, recomputed apart from the run and in bounded memory: every training shard
-    read in turn (pyarrow), its distances taken to auto's working scale (calibrate.standardise.to_working, auto's
+    read in turn (pyarrow), its distances taken to auto's working scale (calibrate.statistics.standardise.to_working, auto's
     family), and the lowest ``kept_count(N)`` (about 1% of N) of all N kept exactly by :class:`_Lowest` (no
     histogram, no buckets: not the run's selection). The run's own saved pooled sample (pooled-auto.npy) must be
     those very floats; the thresholds come from them and N through auto's model (one pooled threshold: a sharded
@@ -355,7 +355,7 @@ def streamed_auto(root: Path, classes: list[str]) -> tuple[dict, dict]:
     empirical quantile is used (at least ``min_tail_count`` pooled values below it, asserted)."""
     import pyarrow.parquet as pq
 
-    from calibrate.standardise import ANCHOR_MAX_RANK, to_working
+    from calibrate.statistics.standardise import ANCHOR_MAX_RANK, to_working
     from calibrate_builtins.estimators.auto import AUTO_CONFIG
     from calibrate_builtins.estimators.pooled import kept_count
     from calibrate_builtins.estimators.znorm import PooledZnormModel
@@ -402,7 +402,7 @@ def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
     and then ``passed`` is false."""
     import csv
 
-    from calibrate.types import ImpostorDistances
+    from calibrate.contract.types import ImpostorDistances
     from calibrate_builtins.estimators.auto import Auto
     from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid
 

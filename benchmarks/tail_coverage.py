@@ -20,7 +20,7 @@ setting, whose CDF is known in closed form, so the true FPR of any threshold is 
 * ``class-mixture``: as ``mixture`` with each class's share of the close component drawn from U(0, 0.06).
 
 Per gallery and estimator (auto, generic-interp, class-interp, fitted through the registry) the
-prediction is made exactly as a run makes it (calibrate.prediction.predict_together: vectorised,
+prediction is made exactly as a run makes it (calibrate.predicted.interval.predict_together: vectorised,
 world checked at the estimator's thresholds). Reported per setting, size and target: the share of
 galleries that got an interval, the coverage of the long-run interval over those (the truth is
 exact, so this is the interval's own coverage, no evaluation noise), the median interval width
@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from calibrate.manager import build_registry
-from calibrate.prediction import PredictionSettings, build_world, predict_together
-from calibrate.types import ImpostorDistances
+from calibrate.contract.manager import build_registry
+from calibrate.predicted.interval import PredictionSettings, build_world, predict_together
+from calibrate.contract.types import ImpostorDistances
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = (0.005, 0.0025, 0.001, 0.0005)

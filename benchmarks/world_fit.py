@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/world_fit.py --generators floor-beta0.5 cap-atom --plan 500x258 --replicates 5
 
 Why (issue 18, item 3): on an unseen 517-class face-matcher matrix auto's thresholds measured well, yet
-the world (calibrate/world.py), refitted on the training half, put the 0.05% threshold at 0.29-0.33%
+the world (calibrate/predicted/world.py), refitted on the training half, put the 0.05% threshold at 0.29-0.33%
 FPR while only 0.049% of the training scores lay beyond it (and at 0.1%: 133 training scores, the
 world ~3.3x as many). A world that contradicts its own training data where they are plentiful
 (support >= 10) cannot give honest intervals. This benchmark looks for the generator that
@@ -13,7 +13,7 @@ reproduces that.
 
 Per generator (benchmarks/noise_floor.py: the four geometric settings, N - 1 distances per class,
 and the tail generators of ``TAIL_SETTINGS`` at the ``--plan`` sizes), size and replicate gallery:
-the world is fitted with ``calibrate.prediction.build_world(impostors)`` and ``auto`` (built through
+the world is fitted with ``calibrate.predicted.interval.build_world(impostors)`` and ``auto`` (built through
 the registry) on the training distances; per target (0.5 / 0.25 / 0.1 / 0.05%):
 
 * ``k``: the training support, training distances at or below their class's auto threshold, summed;
@@ -45,11 +45,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import noise_floor as nf  # noqa: E402
 
-from calibrate.base import RunContext  # noqa: E402
-from calibrate.manager import build_registry  # noqa: E402
-from calibrate.prediction import build_world  # noqa: E402
-from calibrate.stats import clopper_pearson  # noqa: E402
-from calibrate.types import ImpostorDistances  # noqa: E402
+from calibrate.contract.base import RunContext  # noqa: E402
+from calibrate.contract.manager import build_registry  # noqa: E402
+from calibrate.predicted.interval import build_world  # noqa: E402
+from calibrate.statistics.order import clopper_pearson  # noqa: E402
+from calibrate.contract.types import ImpostorDistances  # noqa: E402
 
 TARGETS = nf.TARGETS
 BAND_LEVEL = 0.999
@@ -92,7 +92,7 @@ def generated(setting, n: int, per_class: int | None, rng: np.random.Generator, 
 
 def real_impostors(path: Path, transform: dict, seed: int) -> ImpostorDistances:
     """The training impostor distances of one split, loaded and transformed as the pipeline does."""
-    from calibrate.recipe import parse_recipe
+    from calibrate.recipe.schema import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "score-matrix", "path": str(path), "kind": "similarity", "missing": -1,
                                   "seed": seed},

@@ -9,8 +9,8 @@ from pathlib import Path
 import sys, numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import noise_floor as nf
-from calibrate.manager import build_registry
-from calibrate.prediction import PredictionSettings, build_world, predict_together
+from calibrate.contract.manager import build_registry
+from calibrate.predicted.interval import PredictionSettings, build_world, predict_together
 T = np.array(nf.TARGETS)
 est = build_registry().get("estimators", "auto").factory()
 settings = {s.name: s for s in nf.TAIL_SETTINGS}

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import yaml
 
-from calibrate.manager import build_registry
-from calibrate.pipeline import run_recipe
-from calibrate.recipe import parse_recipe
+from calibrate.contract.manager import build_registry
+from calibrate.running.pipeline import run_recipe
+from calibrate.recipe.schema import parse_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,19 +7,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .artifact import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
+from calibrate.saved.json_format import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
                        read_artifact, rebuilt, saved_span)
-from .base import FittedModel, RunContext
-from .calibration import Calibration
-from .confidence import from_saved_entry
-from .errors import CalibrationError, DataError, ParameterError
-from .grouped import model_from_state
-from .manager import build_registry
-from .partitioned_calibration import PartitionedCalibration, load_partitioned, read_head
-from . import pipeline
-from .pipeline import RunResult
-from .recipe import Recipe, load_recipe
-from .runfolder import RunFolder
+from calibrate.contract.base import FittedModel, RunContext
+from calibrate.saved.calibration import Calibration
+from calibrate.predicted.confidence import from_saved_entry
+from calibrate.errors import CalibrationError, DataError, ParameterError
+from calibrate.running.grouped import model_from_state
+from calibrate.contract.manager import build_registry
+from calibrate.saved.partitioned import PartitionedCalibration, load_partitioned, read_head
+from calibrate.running import pipeline
+from calibrate.running.pipeline import RunResult
+from calibrate.recipe.schema import Recipe, load_recipe
+from calibrate.files.run_folder import RunFolder
 
 
 def validate(recipe_path: str | Path, *, out: str | Path | None = None, extra_plugins: tuple = ()) -> Recipe:
@@ -54,7 +54,7 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
     """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``, or a run's output
     folder, plain or sharded), ready to answer in score units. ``estimator``: the label to load when the
-    file holds several. The file is validated as a whole first (calibrate.artifact.check_document)."""
+    file holds several. The file is validated as a whole first (calibrate.saved.json_format.check_document)."""
     path = calibration_path(path, "calibrate.load")
     try:
         cal = _load(path, estimator, extra_plugins)
@@ -80,7 +80,7 @@ def _check_version(cal, path: Path) -> None:
     """Warn when the calibration was written by another version of calibrate (it still loads)."""
     import warnings
 
-    from .version import __version__
+    from calibrate.version import __version__
 
     written = (getattr(cal, "versions", None) or getattr(cal, "head", {}).get("versions") or {}).get("calibrate-thresholds")
     if isinstance(written, str) and written != __version__:
@@ -114,7 +114,7 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
     transform = rebuilt(path, f"transform {tr_info.name!r}",
                         lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})))
     model = rebuilt(path, what, lambda: _model(est_info.factory.model_class, entry))
-    kind = doc["kind"]  # checked with the document (calibrate.artifact.check_document)
+    kind = doc["kind"]  # checked with the document (calibrate.saved.json_format.check_document)
     normalization = _normalization(doc, registry, path)
     check_model(model, transform if normalization is None else None, kind, doc.get("targets") or (0.005, 0.001), path,
                 label)
@@ -144,9 +144,9 @@ def _model(model_class, entry: dict) -> FittedModel:
 
 
 def _normalization(doc: dict, registry, path: Path):
-    """The saved normalisation (calibrate.cohort.FittedNormalization), or None; its structure was checked
-    with the document's (calibrate.artifact.check_document)."""
-    from .cohort import FittedNormalization
+    """The saved normalisation (calibrate.normalisation.cohort.FittedNormalization), or None; its structure was checked
+    with the document's (calibrate.saved.json_format.check_document)."""
+    from calibrate.normalisation.cohort import FittedNormalization
 
     state = doc.get("normalizer")
     if state is None:

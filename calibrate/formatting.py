@@ -1,4 +1,4 @@
-"""How numbers read in reports: shared by the core's report (calibrate.outputs) and the report
+"""How numbers read in reports: shared by the core's report (calibrate.running.outputs) and the report
 sections an evaluator renders itself (e.g. the fpr evaluator's), so that a rate looks the same in
 both. A public module (calibrate.PUBLIC_MODULES) with no imports from the rest of calibrate."""
 

@@ -67,7 +67,7 @@ def invoke_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> 
 
     from typer.testing import CliRunner
 
-    from calibrate.cli import app
+    from calibrate.cli.commands import app
 
     previous_dir = os.getcwd()
     with warnings.catch_warnings():

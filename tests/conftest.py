@@ -1,6 +1,6 @@
 """Suite-wide set-up: the owner key of the outputs the tests write lives in a temporary folder.
 
-Runs seal their outputs with this user's owner key (calibrate/ownerkey.py), made on first use in the
+Runs seal their outputs with this user's owner key (calibrate/files/ownerkey.py), made on first use in the
 user's state folder. The suite points CALIBRATE_STATE_DIR at a folder of the session's own (one per
 xdist worker; subprocesses inherit it), so that no test reads or makes a key in the real home, and
 a fresh machine (CI) needs nothing set up.
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from calibrate.ownerkey import ENV
+from calibrate.files.ownerkey import ENV
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.base import RunContext
-from calibrate.types import ImpostorDistances
+from calibrate.contract.base import RunContext
+from calibrate.contract.types import ImpostorDistances
 from calibrate_builtins.estimators.anchored import Anchored
 
 
@@ -118,7 +118,7 @@ def test_each_estimator_is_predicted_in_the_world_that_fits_its_thresholds():
     training FPR at every threshold) is passed over."""
     import dataclasses
 
-    from calibrate import prediction
+    from calibrate.predicted import interval as prediction
     from calibrate_builtins.estimators.interp import GenericInterp
 
     imp = gallery(11, classes=200, sizes=(300, 600))
@@ -148,7 +148,7 @@ def test_the_world_check_at_low_support_is_two_sided(observed, expected, agrees)
     """A Poisson count check, both ways, at fewer than 10 training distances below the thresholds (issue 30)."""
     from scipy import stats
 
-    from calibrate.world import CHECK_LEVEL, CHECK_RATIO, count_agrees
+    from calibrate.predicted.world import CHECK_LEVEL, CHECK_RATIO, count_agrees
 
     assert count_agrees(observed, expected) == agrees
     alpha = (1 - CHECK_LEVEL) / 2
@@ -168,8 +168,8 @@ def test_class_interp_below_every_training_distance_gets_no_interval_where_the_w
         d[near] = np.exp(rng.normal(-1.5, 0.1, near.sum()))
         per[f"c{c:03d}"] = d
     imp = ImpostorDistances.from_lists(per)
-    from calibrate import prediction
-    from calibrate.world import training_check
+    from calibrate.predicted import interval as prediction
+    from calibrate.predicted.world import training_check
     from calibrate_builtins.estimators.interp import ClassInterp
 
     model = ClassInterp().fit(imp)

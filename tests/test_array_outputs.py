@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
 
 def _impostors(seed: int, counts, zeros: bool = True) -> ImpostorDistances:
@@ -32,7 +32,7 @@ def test_sorted_within_is_the_sort_by_class_then_value_bit_for_bit(counts, zeros
 
 
 def test_threshold_positions_equal_a_search_class_by_class():
-    from calibrate.world import threshold_positions
+    from calibrate.predicted.world import threshold_positions
 
     imp = _impostors(2, [7, 30, 1, 12, 50], zeros=True)
     rng = np.random.default_rng(3)
@@ -50,7 +50,7 @@ def test_threshold_positions_equal_a_search_class_by_class():
     np.testing.assert_array_equal(threshold_positions(imp, tau), expected)
 
 
-needs_pyarrow = pytest.mark.skipif(not __import__("calibrate.scorefiles", fromlist=["x"]).pyarrow_available(),
+needs_pyarrow = pytest.mark.skipif(not __import__("calibrate.files.score_lists", fromlist=["x"]).pyarrow_available(),
                                    reason="pyarrow (extra fast-io) not installed")
 
 
@@ -67,7 +67,7 @@ def _awkward_floats(seed: int, n: int) -> list[float]:
 
 @needs_pyarrow
 def test_long_float_lists_are_written_as_json_writes_them():
-    from calibrate.artifact import FAST_FLOATS, pyarrow_float_json
+    from calibrate.saved.json_format import FAST_FLOATS, pyarrow_float_json
 
     values = _awkward_floats(5, 3 * FAST_FLOATS)
     calm = np.random.default_rng(6).standard_normal(FAST_FLOATS).tolist()  # auto's pooled scores: the usual case
@@ -76,7 +76,7 @@ def test_long_float_lists_are_written_as_json_writes_them():
 
 
 def test_a_saved_calibration_is_the_bytes_json_writes():
-    from calibrate.artifact import FAST_FLOATS, dumps_artifact
+    from calibrate.saved.json_format import FAST_FLOATS, dumps_artifact
 
     big = _awkward_floats(7, FAST_FLOATS)
     doc = {"estimators": {"a": {"state": {"sorted_z": big, "n": list(range(FAST_FLOATS)), "pair": (1.5, 2.5),
@@ -88,7 +88,7 @@ def test_a_saved_calibration_is_the_bytes_json_writes():
 
 def _standardise_each(impostors, family, robust, jackknife):
     """The per-class loop standardise_classes was: the reference."""
-    from calibrate.standardise import standardise, to_working, working_offset
+    from calibrate.statistics.standardise import standardise, to_working, working_offset
 
     offset = working_offset(impostors.pooled(), family)
     out = [standardise(to_working(impostors.of(i), family, offset), robust, jackknife) for i in range(len(impostors))]
@@ -97,7 +97,7 @@ def _standardise_each(impostors, family, robust, jackknife):
 
 @pytest.mark.parametrize("family, jackknife", [("lognormal", 0.5), ("lognormal", 0.0), ("gaussian", 0.5), ("gaussian", 1.0)])
 def test_classes_standardised_together_equal_each_standardised_alone(family, jackknife):
-    from calibrate.standardise import standardise_classes
+    from calibrate.statistics.standardise import standardise_classes
 
     imp = _impostors(4, [3, 3, 4, 9, 9, 9, 40, 40, 120, 7, 3], zeros=family == "gaussian")
     per = {c: imp.of(i) for i, c in enumerate(imp.classes)}
@@ -114,7 +114,7 @@ def test_classes_standardised_together_equal_each_standardised_alone(family, jac
 
 def test_a_class_of_equal_distances_is_named_as_before():
     from calibrate.errors import DataError
-    from calibrate.standardise import standardise_classes
+    from calibrate.statistics.standardise import standardise_classes
 
     imp = ImpostorDistances.from_lists({"a": [1.0, 2.0, 3.0, 4.0], "b": [2.0] * 4, "c": [1.0, 5.0, 2.0, 3.0]})
     with pytest.raises(DataError, match=r"^here, class 'b': all 4 training distances are equal"):

@@ -1,4 +1,4 @@
-"""calibrate.beside, and the predicted intervals computed in a process beside the run: the same outputs
+"""calibrate.running.beside, and the predicted intervals computed in a process beside the run: the same outputs
 and notes as in line, errors raised where they are read, no process left behind."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate import beside, prediction
+from calibrate.running import beside
+from calibrate.predicted import interval as prediction
 from calibrate.errors import DataError
 from calibrate_builtins.evaluators import fpr
 

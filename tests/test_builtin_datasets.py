@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibrate.base import RunContext, ScoreSplit
+from calibrate.contract.base import RunContext, ScoreSplit
 from calibrate.errors import DataError
-from calibrate.types import PatternSet
+from calibrate.contract.types import PatternSet
 from calibrate_builtins.datasets.npz_patterns import NpzPatterns
 from calibrate_builtins.datasets.score_matrix import ScoreMatrixDataset
 
@@ -143,8 +143,8 @@ def test_empty_or_headless_files(tmp_path, text, fragment):
 
 # ---- score-matrix readers: the careful csv reader, numpy and pyarrow agree on data and messages ----------
 
-from calibrate.safefiles import MAX_LABEL  # noqa: E402
-from calibrate.scorefiles import pyarrow_available  # noqa: E402
+from calibrate.files.untrusted import MAX_LABEL  # noqa: E402
+from calibrate.files.score_lists import pyarrow_available  # noqa: E402
 
 MATRIX_READERS = ["csv", "numpy", pytest.param("pyarrow", marks=pytest.mark.skipif(
     not pyarrow_available(), reason="pyarrow (extra fast-io) not installed"))]

@@ -27,8 +27,8 @@ import typer
 from click.testing import CliRunner
 
 import calibrate
-from calibrate.artifact import DIGEST
-from calibrate.cli import app
+from calibrate.saved.json_format import DIGEST
+from calibrate.cli.commands import app
 from calibrate.errors import CalibrateError, CalibrationError
 
 runner = CliRunner()

@@ -21,10 +21,10 @@ import yaml
 from typer.testing import CliRunner
 
 import calibrate
-from calibrate.artifact import dumps_artifact
-from calibrate.cli import app
+from calibrate.saved.json_format import dumps_artifact
+from calibrate.cli.commands import app
 from calibrate.errors import CalibrationError
-from calibrate.packed import packed, unpacked
+from calibrate.contract.packed import packed, unpacked
 
 from test_partitioned import make_shards
 
@@ -119,7 +119,7 @@ def test_a_damaged_calibration_is_refused_naming_the_field(plain, tmp_path, case
 @pytest.fixture(scope="module")
 def compacted() -> dict:
     """A saved calibration of a gallery of 30,000 training distances fitted at 1%: auto and generic-interp keep only
-    their pooled sample's lowest ceil(10% N) + 1 values (packed: calibrate.packed) and its size (FittedModel.compact)."""
+    their pooled sample's lowest ceil(10% N) + 1 values (packed: calibrate.contract.packed) and its size (FittedModel.compact)."""
     rng = np.random.default_rng(5)
     scores = {f"c{i}": rng.gamma(4.0, 1.0, 300) + rng.uniform(0, 1) for i in range(100)}
     doc = calibrate.fit(scores, kind="distance", predict=False, targets=(0.01,)).to_dict()
@@ -148,7 +148,7 @@ POOLED_CASES = {
     "pooled values missing": (lambda s: s.pop("pooled"), "state.pooled is missing"),
     "a pooled value is NaN": (lambda s: _listed(s)["pooled"].__setitem__(5, float("nan")), "finite"),
     "pooled file outside the folder": (lambda s: s.update(pooled={"file": "../x.npy"}), "not a plain .npy name"),
-    # issue 32: a packed array (calibrate.packed), damaged
+    # issue 32: a packed array (calibrate.contract.packed), damaged
     "packed values: another encoding": (lambda s: s["pooled"].update(encoding="pickle"),
                                         "state.pooled names encoding 'pickle'"),
     "packed values: a count too large": (lambda s: s["pooled"].update(count=10**12), "state.pooled has count"),

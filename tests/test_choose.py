@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from calibrate.base import RunContext
-from calibrate.types import GenuineDistances, ImpostorDistances
+from calibrate.contract.base import RunContext
+from calibrate.contract.types import GenuineDistances, ImpostorDistances
 from calibrate_builtins.estimators.auto import Auto
 from calibrate_builtins.estimators.choose import LEVELS, MIN_EXPECTED, choose, halves, judge
 

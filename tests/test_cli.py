@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 import calibrate
 import calibrate.api
-from calibrate.cli import app
+from calibrate.cli.commands import app
 from calibrate.errors import DataError
-from calibrate.hookspecs import hookimpl
-from calibrate.manager import OWN_DISTRIBUTION, build_registry
+from calibrate.contract.hookspecs import hookimpl
+from calibrate.contract.manager import OWN_DISTRIBUTION, build_registry
 
 from calibrate_test_helpers import make_scores, run_cli, score_recipe, write_recipe, write_scores
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from calibrate.cli import app
+from calibrate.cli.commands import app
 
 from calibrate_test_helpers import write_recipe
 
@@ -152,7 +152,7 @@ def test_a_target_below_one_over_n_warns_or_is_refused_unless_asked(tmp_path):
 
 def test_a_calibration_from_another_version_loads_with_a_note(tmp_path):
     import calibrate
-    from calibrate.artifact import dumps_artifact
+    from calibrate.saved.json_format import dumps_artifact
     from calibrate_test_helpers import invoke_cli
 
     dev, _ = _bob_pair(tmp_path, seed=16)

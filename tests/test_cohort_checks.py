@@ -24,8 +24,8 @@ import pytest
 
 import calibrate
 from calibrate.api import run
-from calibrate.base import Normalizer
-from calibrate.cohort import (FittedNormalization, attempt_statistics, row_moments, rows_drift, rows_mismatch,
+from calibrate.contract.base import Normalizer
+from calibrate.normalisation.cohort import (FittedNormalization, attempt_statistics, row_moments, rows_drift, rows_mismatch,
                               side_record, statistics_problem, to_distance)
 from calibrate.errors import CalibrateError, CalibrationError, DataError
 from calibrate_test_helpers import DATA, invoke_cli, write_recipe

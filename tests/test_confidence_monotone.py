@@ -1,4 +1,4 @@
-"""Confident thresholds (calibrate.confidence) never get stricter as the target loosens, within one call
+"""Confident thresholds (calibrate.predicted.confidence) never get stricter as the target loosens, within one call
 and between separate calls, where the order-statistic bound starts and where the model-based curve
 crosses it; and the method recorded per target names the threshold actually used (issue 18, item 4)."""
 
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.base import RunContext
-from calibrate.confidence import ConfidentModel, confident_prediction, curve_target, make_confident
-from calibrate.manager import build_registry
-from calibrate.prediction import PredictionSettings, build_world
+from calibrate.contract.base import RunContext
+from calibrate.predicted.confidence import ConfidentModel, confident_prediction, curve_target, make_confident
+from calibrate.contract.manager import build_registry
+from calibrate.predicted.interval import PredictionSettings, build_world
 from calibrate.testing.estimators import MONOTONE_RTOL
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
 DENSE = np.geomspace(1e-6, 0.5, 200)
 REGISTRY = build_registry()
@@ -137,7 +137,7 @@ def test_fit_with_confidence_is_monotone_one_call_at_a_time(estimator):
 
 
 def _builtin_estimators() -> list[tuple[str, dict]]:
-    from calibrate.manager import OWN_DISTRIBUTION
+    from calibrate.contract.manager import OWN_DISTRIBUTION
 
     names = sorted(info.name for info in REGISTRY.all() if info.kind == "estimators" and info.distribution == OWN_DISTRIBUTION)
     # and the settings that pool order statistics (both bounds) or change how thresholds are computed

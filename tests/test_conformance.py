@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibrate.manager import OWN_DISTRIBUTION, build_registry
+from calibrate.contract.manager import OWN_DISTRIBUTION, build_registry
 from calibrate.testing import ComponentCase, parametrize_with_checks
 
 
@@ -146,7 +146,7 @@ def test_special_table_names_only_existing_builtins():
 
 
 def test_kit_covers_every_kind():
-    from calibrate.kinds import NAMES
+    from calibrate.contract.kinds import NAMES
     from calibrate.testing import KIND_CHECKS
 
     assert set(KIND_CHECKS) == set(NAMES), \
@@ -162,11 +162,11 @@ def test_builtin_conformance(component, check, tmp_path):
 
 # ---- the kit itself: each broken component below must be caught by the named check ----------
 
-from calibrate.base import Distance, Estimator, Evaluator, Transform  # noqa: E402
+from calibrate.contract.base import Distance, Estimator, Evaluator, Transform  # noqa: E402
 from calibrate.errors import DataError  # noqa: E402
 from calibrate.testing import check_component  # noqa: E402
 from calibrate.testing import checks as kit  # noqa: E402
-from calibrate.types import EvaluationResult, TargetResult  # noqa: E402
+from calibrate.contract.types import EvaluationResult, TargetResult  # noqa: E402
 
 _interp = pytest.importorskip("calibrate_builtins.estimators.interp")
 
@@ -203,7 +203,7 @@ class _DipHiddenInOneCall(_Dip):
     within-array guard would): every array is monotone, yet threshold(c, 1.5e-3) < threshold(c, 1e-3)."""
 
     def _thresholds(self, targets, rows=None):
-        from calibrate.gpd import monotone
+        from calibrate.statistics.gpd import monotone
 
         return monotone(super()._thresholds(targets, rows), targets)
 
@@ -394,7 +394,7 @@ def test_a_bad_signature_is_one_failure_not_one_per_check(tmp_path):
 
 
 def test_nan_input_rejected_by_every_distance_even_when_the_plugin_ignores_it(tmp_path):
-    # HalfDistance never looks at NaN; calibrate.base.Distance.pairwise refuses it first
+    # HalfDistance never looks at NaN; calibrate.contract.base.Distance.pairwise refuses it first
     kit.check_distance_rejects_bad_input(ComponentCase("distance", HalfDistance), tmp_path)
 
 
@@ -426,8 +426,8 @@ def test_every_check_is_documented():
 def test_bad_files_are_checked_for_a_path_given_as_a_plain_string(tmp_path):
     """A dataset whose `path: str` reads a file with open(): the kit used to skip the bad-files check
     (no Path annotation); now a missing file's FileNotFoundError is reported."""
-    from calibrate.base import Dataset, ScoreSplit
-    from calibrate.types import DistanceMatrix
+    from calibrate.contract.base import Dataset, ScoreSplit
+    from calibrate.contract.types import DistanceMatrix
 
     class CsvByString(Dataset):
         """Reads a matrix of distances with open(), unchecked."""

@@ -1,4 +1,4 @@
-"""The plugin contract lives in code (calibrate.base, calibrate.partitioned.PartitionedFitter) and
+"""The plugin contract lives in code (calibrate.contract.base, calibrate.contract.sharded.PartitionedFitter) and
 docs/plugins.md's tables are generated from it (issue 21, item 3): they must be current, every member
 of a contract class must be classified, and every optional member must say what its default does."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from calibrate.base import Component, Transform, optional
+from calibrate.contract.base import Component, Transform, optional
 from calibrate.testing import contract, contract_docs
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
@@ -94,9 +94,9 @@ def test_an_unclassified_method_on_a_base_class_is_refused():
 
 
 def test_a_new_kind_gets_its_table_from_its_base_class_alone(monkeypatch):
-    """A kind added to calibrate.kinds.KINDS (e.g. the normaliser stage of issue 21, items 1-2) is tabled from
+    """A kind added to calibrate.contract.kinds.KINDS (e.g. the normaliser stage of issue 21, items 1-2) is tabled from
     its base class's declarations, with no change to the generator."""
-    from calibrate.kinds import KINDS, Kind
+    from calibrate.contract.kinds import KINDS, Kind
 
     class Normalizer(Component):
         """Scores normalised with cohort statistics."""

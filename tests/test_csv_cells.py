@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibrate.userfiles import csv_text
+from calibrate.files.user_output import csv_text
 from calibrate_test_helpers import invoke_cli, write_recipe
 
 #: labels a score file can carry (its readers strip a label's leading tab or carriage return: those two are
@@ -117,8 +117,8 @@ def test_a_runs_thresholds_and_models_escape_labels_and_keep_numbers(hostile):
 
 def test_every_csv_writer_escapes_tab_and_carriage_return_labels():
     """thresholds.csv and models.csv (a run's and a sharded run's parts) from the writers themselves."""
-    from calibrate.outputs import models_csv, thresholds_csv
-    from calibrate.types import ThresholdTable
+    from calibrate.running.outputs import models_csv, thresholds_csv
+    from calibrate.contract.types import ThresholdTable
 
     labels = ["\tTAB", "\rCR", "-1", "ok"]
     table = ThresholdTable("=est", tuple(labels), (0.05,), np.array([[-0.5], [0.25], [-1.0], [2.0]]))
@@ -140,7 +140,7 @@ def test_a_csv_writer_holds_its_rows_once():
     and joined again took 631 MB against 377 MB before (1M-line bob list); the text is now built in one buffer."""
     import tracemalloc
 
-    from calibrate.userfiles import csv_writer
+    from calibrate.files.user_output import csv_writer
 
     tracemalloc.start()
     try:

@@ -11,9 +11,9 @@ import pytest
 from PIL import Image
 
 import calibrate
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 from calibrate.errors import RecipeError
-from calibrate.manager import build_registry
+from calibrate.contract.manager import build_registry
 
 from calibrate_test_helpers import make_scores, invoke_cli, write_recipe, write_scores
 

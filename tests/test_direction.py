@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 import calibrate
-from calibrate.cli import app
+from calibrate.cli.commands import app
 from calibrate.errors import DataError
-from calibrate.sanity import accept_side_auc
+from calibrate.statistics.sanity import accept_side_auc
 
 from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
 
@@ -75,7 +75,7 @@ def test_fit_refuses_reversed_scores_when_told_the_real_classes():
 
 
 def test_an_estimator_that_misses_by_a_wide_margin_gets_a_loud_note():
-    from calibrate.types import TargetResult
+    from calibrate.contract.types import TargetResult
     from calibrate_builtins.evaluators.fpr import off_band
 
     def row(target, ratio, low, high):

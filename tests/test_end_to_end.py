@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import calibrate
-from calibrate.cli import app
+from calibrate.cli.commands import app
 
 from calibrate_test_helpers import DATA, documented_order, make_scores, score_recipe, write_recipe, write_scores
 from test_interp import brute_tau

@@ -74,7 +74,7 @@ def test_installed_plugin_is_listed_with_its_distribution(example_site):
 
 
 def test_autoload_switch_hides_the_plugin(example_site, monkeypatch):
-    from calibrate.manager import build_registry
+    from calibrate.contract.manager import build_registry
 
     monkeypatch.syspath_prepend(str(example_site))
     monkeypatch.setenv("CALIBRATE_DISABLE_PLUGIN_AUTOLOAD", "0")

@@ -15,8 +15,8 @@ import pytest
 import calibrate_builtins.distances.mutual_subspace as ms
 import calibrate_builtins.estimators.ncx2.grid as ng
 from calibrate.api import run
-from calibrate.base import RunContext
-from calibrate.types import SetCollection
+from calibrate.contract.base import RunContext
+from calibrate.contract.types import SetCollection
 from calibrate_builtins.executors.local import Processes, Serial
 
 RECIPE = """

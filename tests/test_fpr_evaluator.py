@@ -9,8 +9,8 @@ import pytest
 from scipy import stats
 
 import calibrate
-from calibrate.base import EvaluationInput, Fold, RunContext
-from calibrate.types import DistanceMatrix, ImpostorDistances, ThresholdTable
+from calibrate.contract.base import EvaluationInput, Fold, RunContext
+from calibrate.contract.types import DistanceMatrix, ImpostorDistances, ThresholdTable
 from calibrate_builtins.estimators.interp import GenericInterp
 from calibrate_builtins.evaluators.fpr import FprEvaluator, class_bootstrap, clopper_pearson, evaluate_label
 

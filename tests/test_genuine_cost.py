@@ -300,8 +300,8 @@ def test_a_sharded_recipe_with_groups_is_refused_at_validation(tmp_path):
 
 def test_folds_are_pooled_for_the_one_threshold_on_the_raw_scores():
     """Rotating enrollment: one threshold over every fold's attempts, read at the estimator's summed false accepts."""
-    from calibrate.base import EvaluationInput, Fold
-    from calibrate.types import DistanceMatrix, ImpostorDistances, ThresholdTable
+    from calibrate.contract.base import EvaluationInput, Fold
+    from calibrate.contract.types import DistanceMatrix, ImpostorDistances, ThresholdTable
     from calibrate_builtins.estimators.interp import GenericInterp
     from calibrate_builtins.evaluators.fpr import FprEvaluator
 
@@ -347,7 +347,7 @@ def test_a_normalised_run_is_judged_against_one_threshold_on_the_raw_scores(tmp_
 
 
 def test_the_synthetic_groups_family_has_the_structure_it_promises():
-    from calibrate.base import RunContext
+    from calibrate.contract.base import RunContext
     from calibrate_builtins.datasets.synthetic_groups import SyntheticGroups
 
     for genuine in ("follows", "fixed"):
@@ -370,7 +370,7 @@ def test_the_synthetic_groups_family_has_the_structure_it_promises():
 
 
 def test_a_groups_file_with_a_bom_crlf_quotes_and_extra_columns_reads_as_meant(tmp_path):
-    from calibrate.groups import read_groups
+    from calibrate.recipe.groups import read_groups
 
     path = tmp_path / "g.csv"
     path.write_bytes('\ufeffid,group,class\r\n1,F,"Doe, Jane"\r\n2,M,c01\r\n\r\n3,M,c01\r\n'.encode("utf-8"))
@@ -394,7 +394,7 @@ def test_validate_names_the_groups_it_read(tmp_path):
 
 def test_look_alikes_score_near_whatever_the_class_location():
     """With look-alikes the bulk of a class's impostors follows its location but its nearest impostors do not."""
-    from calibrate.base import RunContext
+    from calibrate.contract.base import RunContext
     from calibrate_builtins.datasets.synthetic_groups import SyntheticGroups
 
     split = SyntheticGroups(classes=200, group_shares=[1.0], train_probes=4, test_probes=1, class_spread=1.0,

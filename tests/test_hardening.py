@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 import calibrate
-import calibrate.pipeline
-from calibrate.cli import app
+import calibrate.running.pipeline
+from calibrate.cli.commands import app
 from calibrate.errors import DataError
 
 from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
@@ -44,7 +44,7 @@ def test_what_the_machine_refuses_is_one_line_exit_2(recipe, monkeypatch, exc, w
     def refuse(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(calibrate.pipeline, "run_recipe", refuse)
+    monkeypatch.setattr(calibrate.running.pipeline, "run_recipe", refuse)
     result = runner.invoke(app, ["run", str(recipe), "-q"])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
@@ -56,7 +56,7 @@ def test_a_bug_is_still_exit_1_with_its_traceback(recipe, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("a bug")
 
-    monkeypatch.setattr(calibrate.pipeline, "run_recipe", broken)
+    monkeypatch.setattr(calibrate.running.pipeline, "run_recipe", broken)
     result = runner.invoke(app, ["run", str(recipe), "-q"])
     assert result.exit_code == 1 and "Traceback" in result.stderr
 
@@ -124,7 +124,7 @@ def test_fit_warns_when_tied_distances_make_a_target_unreachable():
 def test_a_score_with_an_underscore_is_not_read_as_a_number(tmp_path, reader):
     from pathlib import Path
 
-    from calibrate.scorefiles import read_comparisons
+    from calibrate.files.score_lists import read_comparisons
 
     path = Path(tmp_path / "s.txt")
     path.write_text("s1 s2 s2/a 0.25\ns1 s3 s3/a 0_5\n")
@@ -147,8 +147,8 @@ def test_a_matrix_cell_with_an_underscore_is_refused_naming_line_and_column(tmp_
 def test_a_label_over_the_budget_is_refused_naming_its_line(tmp_path, reader):
     from pathlib import Path
 
-    from calibrate.safefiles import MAX_LABEL
-    from calibrate.scorefiles import read_comparisons
+    from calibrate.files.untrusted import MAX_LABEL
+    from calibrate.files.score_lists import read_comparisons
 
     path = Path(tmp_path / "s.txt")
     path.write_text("s1 s2 s2/a 0.25\n" + "x" * (MAX_LABEL + 1) + " s1 s1/a 0.5\n")

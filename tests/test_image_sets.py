@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.manager import build_registry
+from calibrate.contract.manager import build_registry
 from calibrate_builtins.datasets.image_sets import ExtendedYaleB, ImageSets, read_image
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

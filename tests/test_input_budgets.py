@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from calibrate.cli import app
+from calibrate.cli.commands import app
 from calibrate.errors import DataError, ParameterError
 from calibrate_builtins.datasets import image_sets
 from calibrate_builtins.datasets.image_sets import MAX_IMAGE_VALUES, ImageSets
@@ -86,7 +86,7 @@ def _classes(n=4, sets=2, per=2):
 
 def test_an_npz_that_expands_past_the_budget_is_refused_before_it_is_read(tmp_path, monkeypatch):
     # audit M3: 1.5 MB of compressed zeros expanded to 7.7 GB before "1 class"
-    from calibrate import safefiles
+    from calibrate.files import untrusted as safefiles
     from calibrate_builtins.datasets import npz_patterns
     from calibrate_builtins.datasets.npz_patterns import NpzPatterns
 
@@ -145,7 +145,7 @@ def test_npz_x_that_is_not_real_numbers_is_one_line(tmp_path, x, words):
 @pytest.mark.parametrize("reader", ["python", "pyarrow"])
 @pytest.mark.parametrize("label, words", [("s\0x", "holds a NUL character"), ("y" * 1025, "of 1,025 characters")])
 def test_a_score_list_label_the_loader_would_refuse_is_refused_naming_its_line(tmp_path, reader, label, words):
-    from calibrate.scorefiles import read_comparisons
+    from calibrate.files.score_lists import read_comparisons
 
     path = tmp_path / "s.txt"
     path.write_text("s1 s2 s2/a 0.25\ns2 s1 s1/a 0.5\n" + f"s1 {label} p 0.5\n")
@@ -292,7 +292,7 @@ def test_threshold_accept_and_evaluate_read_numbers_strictly(dev, tmp_path):
 
 def test_fit_takes_at_most_max_targets(dev, tmp_path):
     # audit, borderline: 10,000 --fpr options reached 2.2 GB
-    from calibrate.cli_scores import MAX_TARGETS
+    from calibrate.cli.score_lists import MAX_TARGETS
 
     many = [a for k in range(MAX_TARGETS + 1) for a in ("--fpr", f"{0.01 + k * 1e-4:.4f}")]
     _one_line(runner.invoke(app, ["fit", str(dev), "--no-predict", "--out", str(tmp_path / "c.json"), *many]),
@@ -302,7 +302,7 @@ def test_fit_takes_at_most_max_targets(dev, tmp_path):
 @pytest.mark.parametrize("reader", ["python", "pyarrow"])
 def test_one_column_in_two_roles_is_one_line(tmp_path, reader):
     # audit T3: KeyError 'Field "score" exists 2 times' from the pyarrow path
-    from calibrate.scorefiles import read_comparisons
+    from calibrate.files.score_lists import read_comparisons
 
     path = tmp_path / "s.csv"
     path.write_text("claimed_id,real_id,score\na,b,0.5\nb,a,0.4\n")
@@ -314,7 +314,7 @@ def test_one_column_in_two_roles_is_one_line(tmp_path, reader):
 
 
 def test_an_unknown_format_is_refused_by_the_library_too(tmp_path):
-    from calibrate.scorefiles import read_comparisons
+    from calibrate.files.score_lists import read_comparisons
 
     (tmp_path / "s.txt").write_text("a b b/1 0.5\n")
     with pytest.raises(DataError, match="unknown score list format 'xml'"):
@@ -325,7 +325,7 @@ def test_paths_the_file_system_refuses_are_one_line(tmp_path):
     # audit T4: ENAMETOOLONG (and ELOOP) escaped as tracebacks
     _one_line(runner.invoke(app, ["validate", str(tmp_path / ("a" * 300 + ".yaml"))]), "File name too long",
               "give a shorter path")
-    from calibrate.cli_app import _environment_message
+    from calibrate.cli.app import _environment_message
     import errno
 
     message = _environment_message(OSError(errno.ELOOP, "Too many levels of symbolic links", "lp"), "r.yaml")
@@ -348,8 +348,8 @@ def test_a_recipe_version_is_exactly_the_integer_1(tmp_path, version, words):
 def test_a_recipe_without_a_version_is_read_as_1_and_the_run_says_so(tmp_path):
     # audit S7: README says a recipe needs `version`; dict recipes throughout the API and tests leave it
     # out, so a missing version is version 1 with a note rather than an error
-    from calibrate.manager import build_registry
-    from calibrate.recipe import parse_recipe
+    from calibrate.contract.manager import build_registry
+    from calibrate.recipe.schema import parse_recipe
 
     data = {"plugin": "synthetic-impostors", "classes": 20, "train": 100, "test": 50}
     parsed = parse_recipe({"data": data}, build_registry(), base_dir=tmp_path)

@@ -15,8 +15,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from calibrate.base import RunContext
-from calibrate.types import ImpostorDistances
+from calibrate.contract.base import RunContext
+from calibrate.contract.types import ImpostorDistances
 from calibrate_builtins.estimators.interp import ClassInterp, GenericInterp, interp_threshold
 
 
@@ -143,7 +143,7 @@ def test_impostor_container_refuses_nan_negative_and_empty_classes():
 def test_the_vectorised_per_class_interpolation_equals_the_formula_class_by_class():
     """class-interp's thresholds for many classes at once (no loop over classes) against interp_threshold
     called on each class (ties, one-value classes and targets below 1/n included), exactly."""
-    from calibrate.stats import interp_threshold, interp_thresholds_segments
+    from calibrate.statistics.order import interp_threshold, interp_thresholds_segments
 
     rng = np.random.default_rng(8)
     sizes = rng.integers(1, 40, 300)

@@ -11,10 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from calibrate.base import Dataset, ScoreSplit, Transform
+from calibrate.contract.base import Dataset, ScoreSplit, Transform
 from calibrate.errors import DataError
 from calibrate.testing import ComponentCase, checks_for
-from calibrate.types import DistanceMatrix
+from calibrate.contract.types import DistanceMatrix
 
 interp = pytest.importorskip("calibrate_builtins.estimators.interp")
 

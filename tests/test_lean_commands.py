@@ -1,5 +1,5 @@
 """The score-list commands read lean (issue 32): `calibrate fit`, `evaluate` and `accept` keep a file's labels as
-codes (calibrate.types.CodedLabels) from the reader through calibrate.fit, Calibration.accept and calibrate.assess,
+codes (calibrate.contract.types.CodedLabels) from the reader through calibrate.fit, Calibration.accept and calibrate.saved.assess,
 and `accept` writes its decisions in blocks. On LFW's lists (5.8M / 3.8M lines, labels of 20-40 characters) they
 peaked at 4.7-4.9 GB against 1.5 GB for a recipe run reading both files: a fixed-width string per attempt, copied
 by every step. benchmarks/bench_cli_memory.py measures the peaks; these tests hold the mechanism and that nothing
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.assess import assess, known_classes, verification
+from calibrate.saved.assess import assess, known_classes, verification
 from calibrate.errors import CalibrateError, CalibrationError, DataError
-from calibrate.types import CodedLabels, factorise, same_labels
-from calibrate.userfiles import csv_text, csv_writer, write_user_file
+from calibrate.contract.types import CodedLabels, factorise, same_labels
+from calibrate.files.user_output import csv_text, csv_writer, write_user_file
 from calibrate_test_helpers import invoke_cli
 
 
@@ -67,7 +67,7 @@ def test_coded_labels_refuse_what_is_not_codes_into_sorted_names(codes, names):
 def test_fit_assess_and_accept_answer_the_same_for_codes_and_strings(tmp_path):
     classes = [f"c{k}" for k in range(12)]
     _write_list(tmp_path / "s.txt", classes, 240)
-    from calibrate.cli_scores import read_attempts
+    from calibrate.cli.score_lists import read_attempts
 
     claimed, real, values, _, probe = read_attempts(tmp_path / "s.txt", "auto", None, None, None, None, probes=True)
     assert isinstance(claimed, CodedLabels) and isinstance(probe, CodedLabels) and claimed.codes.itemsize == 4
@@ -92,7 +92,7 @@ def test_fit_assess_and_accept_answer_the_same_for_codes_and_strings(tmp_path):
 def test_the_commands_hold_no_string_per_attempt(tmp_path):
     """Read, check, fit and judge a list of 40-character labels: numpy's peak per comparison stays small (it was
     over 1,000 bytes with a fixed-width string per attempt, copied by each step)."""
-    from calibrate.cli_scores import check_ids, read_attempts
+    from calibrate.cli.score_lists import check_ids, read_attempts
 
     _write_list(tmp_path / "warm.txt", _long_names(4), 8)
     _write_list(tmp_path / "s.txt", _long_names(40), 600)  # 24,000 comparisons
@@ -146,7 +146,7 @@ def test_decisions_written_in_blocks_are_the_csv_modules_bytes(tmp_path, monkeyp
     done = invoke_cli("fit", "train.txt", "--estimator", "class-interp", "--no-predict", "--fpr", "0.05", "--out",
                       "cal.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    monkeypatch.setattr("calibrate.cli.DECISION_BLOCK", 7)  # many blocks, one of them short
+    monkeypatch.setattr("calibrate.cli.commands.DECISION_BLOCK", 7)  # many blocks, one of them short
     done = invoke_cli("accept", "cal.json", "test.txt", "--fpr", "0.05", "--unknown", unknown, "--groups",
                       "groups.csv", "--out", "decisions.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -8,8 +8,8 @@ import pytest
 from scipy.special import logit
 
 from calibrate.errors import DataError, ParameterError
-from calibrate.manager import build_registry
-from calibrate.types import DistanceMatrix
+from calibrate.contract.manager import build_registry
+from calibrate.contract.types import DistanceMatrix
 from calibrate_builtins.transforms.logit import NegLogComplement, ShiftedLogit
 
 

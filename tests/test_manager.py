@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from calibrate import hookspecs
-from calibrate.base import Estimator
+from calibrate.contract import hookspecs
+from calibrate.contract.base import Estimator
 from calibrate.errors import PluginError
-from calibrate.hookspecs import hookimpl
-from calibrate.manager import DISABLE_ENV, OWN_DISTRIBUTION, build_registry
+from calibrate.contract.hookspecs import hookimpl
+from calibrate.contract.manager import DISABLE_ENV, OWN_DISTRIBUTION, build_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PLUGIN_SOURCE = '''
-from calibrate.hookspecs import hookimpl
+from calibrate.contract.hookspecs import hookimpl
 from calibrate_builtins.estimators.interp import ClassInterp
 
 
@@ -105,7 +105,7 @@ def test_autoload_switch_does_not_even_import_the_plugin(site, monkeypatch):
 
 
 def test_registry_is_built_on_demand_not_at_import():
-    code = "import sys, calibrate, calibrate.cli, calibrate.recipe; print('calibrate_builtins' in sys.modules)"
+    code = "import sys, calibrate, calibrate.cli.commands, calibrate.recipe.schema; print('calibrate_builtins' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
 
@@ -161,7 +161,7 @@ def test_registering_a_non_component_is_an_error():
         def calibrate_register_estimators(self, register):
             register("bad", NotAnEstimator)
 
-    with pytest.raises(PluginError, match="not a subclass of calibrate.base.Estimator"):
+    with pytest.raises(PluginError, match="not a subclass of calibrate.contract.base.Estimator"):
         build_registry(extra_plugins=(Plugin(),))
 
 
@@ -233,7 +233,7 @@ def test_every_hookspec_is_documented_with_its_parameters(hook):
 
 
 def test_hookspec_module_has_no_undocumented_functions():
-    tree = ast.parse((ROOT / "calibrate" / "hookspecs.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "calibrate" / "contract" / "hookspecs.py").read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
             assert ast.get_docstring(node), f"hook spec {node.name} has no docstring"
@@ -241,8 +241,8 @@ def test_hookspec_module_has_no_undocumented_functions():
 
 
 def test_a_component_without_a_constructor_has_no_parameters():
-    from calibrate.base import Transform
-    from calibrate.params import param_specs
+    from calibrate.contract.base import Transform
+    from calibrate.contract.params import param_specs
 
     class Halve(Transform):
         accepts = ("distance",)
@@ -284,7 +284,7 @@ def test_a_hook_function_without_hookimpl_is_warned_about():
 
 
 def test_one_plugin_can_be_blocked_by_name(site, monkeypatch):
-    from calibrate.manager import BLOCK_ENV
+    from calibrate.contract.manager import BLOCK_ENV
 
     for dist, module, cls, name in (("thirdparty-a", "thirdparty_a", "A", "a-est"), ("thirdparty-b", "thirdparty_b", "B", "b-est")):
         install_fake_distribution(site, dist, module, PLUGIN_SOURCE.format(cls=cls, hook="calibrate_register_estimators",

@@ -9,10 +9,10 @@ from scipy.linalg import subspace_angles
 from scipy.stats import ortho_group
 
 import calibrate_builtins.distances.mutual_subspace as ms
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.manager import build_registry
-from calibrate.types import SetCollection
+from calibrate.contract.manager import build_registry
+from calibrate.contract.types import SetCollection
 from calibrate_builtins.distances.mutual_subspace import MutualSubspace
 
 

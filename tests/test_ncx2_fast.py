@@ -14,7 +14,7 @@ from scipy import special, stats
 import calibrate_builtins.estimators.ncx2.batch as nb
 import calibrate_builtins.estimators.ncx2.grid as ng
 from calibrate.errors import DataError, ParameterError
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
 from calibrate_builtins.datasets.synthetic_impostors import impostor_distances
 

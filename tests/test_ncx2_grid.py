@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.manager import build_registry
-from calibrate.types import ImpostorDistances
+from calibrate.contract.manager import build_registry
+from calibrate.contract.types import ImpostorDistances
 from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
 
 TARGETS = [0.05, 0.01, 0.005, 0.001, 0.0005]

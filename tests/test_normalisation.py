@@ -1,7 +1,7 @@
 """The normaliser stage's arithmetic against a brute-force reference, and what it refuses.
 
 The reference is a plain loop over attempts in numpy, written from the definitions in
-docs/normalisation.md (not from calibrate.cohort): for attempt (i, j), the enrolled side is class j's
+docs/normalisation.md (not from calibrate.normalisation.cohort): for attempt (i, j), the enrolled side is class j's
 impostor cohort (less probe i when the training impostors are the cohort), the probe side is probe i's
 cohort less the claimed class, each sorted and cut to the top K for asnorm; mean and population std.
 """
@@ -13,13 +13,13 @@ import json
 import numpy as np
 import pytest
 
-from calibrate.base import RunContext
-from calibrate.cohort import attempt_statistics, matrix_cohorts, to_z
+from calibrate.contract.base import RunContext
+from calibrate.normalisation.cohort import attempt_statistics, matrix_cohorts, to_z
 from calibrate.errors import CalibrationError, DataError, RecipeError
-from calibrate.manager import build_registry
-from calibrate.normalising import normalise_fold
-from calibrate.recipe import ComponentSpec, parse_recipe
-from calibrate.types import CohortScores, DistanceMatrix
+from calibrate.contract.manager import build_registry
+from calibrate.normalisation.stage import normalise_fold
+from calibrate.recipe.schema import ComponentSpec, parse_recipe
+from calibrate.contract.types import CohortScores, DistanceMatrix
 from cohort_lists import refused_on_load
 
 REGISTRY = build_registry()
@@ -196,7 +196,7 @@ def test_bad_parameters_and_recipe_shapes_are_one_line(tmp_path):
 def test_a_saved_normaliser_is_checked_like_the_rest_of_the_file(tmp_path):
     """Damaged normaliser entries in a calibration file: one line naming the field."""
     from calibrate.api import load
-    from calibrate.pipeline import run_recipe
+    from calibrate.running.pipeline import run_recipe
 
     recipe = parse_recipe(_recipe(tmp_path, {"plugin": "snorm"}, missing=None), REGISTRY, source="r.yaml",
                           base_dir=tmp_path)

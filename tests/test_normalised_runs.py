@@ -63,8 +63,8 @@ def _matrix_recipe(tmp_path: Path, normalizer: dict) -> Path:
 @pytest.mark.parametrize("normalizer", [{"plugin": "snorm"}, {"plugin": "asnorm", "top_k": 12}])
 def test_a_matrix_run_is_reproduced_by_accept_after_save_and_load(tmp_path, normalizer):
     result = _run(_matrix_recipe(tmp_path, normalizer))
-    from calibrate.manager import build_registry
-    from calibrate.recipe import load_recipe
+    from calibrate.contract.manager import build_registry
+    from calibrate.recipe.schema import load_recipe
 
     split = load_recipe(tmp_path / "r.yaml", build_registry()).data.build().load()
     train, test = split.train, split.test
@@ -156,8 +156,8 @@ def test_bob_score_lists_with_cohort_files_are_reproduced_by_the_api_and_the_cli
 def test_enroll_gives_a_class_the_statistics_and_thresholds_of_the_run(tmp_path):
     """class-interp is per class: enrolling a class again from the run's own data reproduces its thresholds."""
     result = _run(_matrix_recipe(tmp_path, {"plugin": "snorm"}))
-    from calibrate.manager import build_registry
-    from calibrate.recipe import load_recipe
+    from calibrate.contract.manager import build_registry
+    from calibrate.recipe.schema import load_recipe
 
     split = load_recipe(tmp_path / "r.yaml", build_registry()).data.build().load()
     train, test = split.train, split.test

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.base import Normalizer
-from calibrate.cohort import ProbeCohorts, attempt_statistics, row_moments, row_moments_left_out
+from calibrate.contract.base import Normalizer
+from calibrate.normalisation.cohort import ProbeCohorts, attempt_statistics, row_moments, row_moments_left_out
 from calibrate.errors import CalibrationError, DataError
 from calibrate.testing import ComponentCase
 from calibrate.testing.normalizers import check_normalizer_left_out, check_normalizer_reproducible_after_saving
@@ -123,8 +123,8 @@ def test_the_cohort_check_judges_each_attempts_row_from_the_probes_rows():
 def matrix_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scale")
     result = _run(_matrix_recipe(tmp, {"plugin": "snorm"}))
-    from calibrate.manager import build_registry
-    from calibrate.recipe import load_recipe
+    from calibrate.contract.manager import build_registry
+    from calibrate.recipe.schema import load_recipe
 
     split = load_recipe(tmp / "r.yaml", build_registry()).data.build().load()
     return tmp, result, split
@@ -141,7 +141,7 @@ def test_each_probes_row_once_decides_as_the_run_and_as_rows_per_attempt(matrix_
     per_attempt = [whole[i][~np.isnan(whole[i]) & (test.gallery_classes != test.probe_classes[i])
                             & (np.arange(whole.shape[1]) != j)] for i, j in zip(rows, cols)]
     fitted, claimed, raw = cal.normalization, test.gallery_classes[cols], test.values[rows, cols]
-    from calibrate.normalised import normalised_distances
+    from calibrate.normalisation.decisions import normalised_distances
 
     d_probe = normalised_distances(fitted, cal.transform, cal.kind, raw, cols, cohorts, cal.classes)
     d_rows = normalised_distances(fitted, cal.transform, cal.kind, raw, cols, per_attempt, cal.classes)
@@ -179,7 +179,7 @@ def test_accept_with_a_cohort_file_reads_each_probe_once(matrix_run, tmp_path):
     cohort = tmp_path / "tnorm"
     cohort.write_text("".join(f"{test.gallery_classes[k]} {test.probe_classes[i]} p{i} {float(raw[i, k])!r}\n"
                               for i, k in zip(*np.nonzero(whole_valid))), encoding="utf-8")
-    from calibrate.cli_scores import probe_cohorts
+    from calibrate.cli.score_lists import probe_cohorts
 
     cal = calibrate.load(tmp / "out", "class-interp")
     read = probe_cohorts(cohort, np.array([f"p{i}" for i in rows]), test.gallery_classes[cols],

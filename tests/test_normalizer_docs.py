@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.base import Normalizer
+from calibrate.contract.base import Normalizer
 from calibrate.testing import check_component
 
 ROOT = Path(__file__).resolve().parents[1]

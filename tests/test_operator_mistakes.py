@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import calibrate
-from calibrate.cli import app
+from calibrate.cli.commands import app
 from calibrate.errors import DataError
 
 from calibrate_test_helpers import write_recipe

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.outputs import MANIFEST, STAGING_PREFIX, OutputError, StagedOutput, read_manifest
+from calibrate.running.outputs import MANIFEST, STAGING_PREFIX, OutputError, StagedOutput, read_manifest
 
 from calibrate_test_helpers import invoke_cli, make_scores, score_recipe, write_recipe, write_scores
 
@@ -177,7 +177,7 @@ def test_a_commit_killed_half_way_is_finished_by_the_next_run(tmp_path, monkeypa
     new = StagedOutput(out)
     new.write_text("thresholds.csv", "new")
     new.write_text("report.md", "new")
-    import calibrate.outputs as outputs
+    import calibrate.running.outputs as outputs
 
     real_replace, calls = os.replace, []
 
@@ -220,7 +220,7 @@ def test_staging_of_a_live_run_is_left_alone_and_of_a_dead_one_removed(tmp_path)
 
 WRITER = textwrap.dedent("""
     import sys
-    from calibrate.outputs import StagedOutput
+    from calibrate.running.outputs import StagedOutput
     out, tag, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for i in range(rounds):
         staged = StagedOutput(out)
@@ -344,7 +344,7 @@ def test_killed_cli_runs_leave_the_previous_complete_result_or_none(score_setup)
 def _cli_run(recipe: Path, out: Path):
     from typer.testing import CliRunner
 
-    from calibrate.cli import app
+    from calibrate.cli.commands import app
 
     return CliRunner().invoke(app, ["run", str(recipe), "--out", str(out), "-q"])
 
@@ -508,7 +508,7 @@ def test_a_staging_named_folder_holding_more_than_staged_files_is_left_alone(tmp
 def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, monkeypatch):
     import errno
 
-    import calibrate.outputs as outputs
+    import calibrate.running.outputs as outputs
 
     tmp, csv_path = score_setup
     out = tmp / "out"
@@ -533,7 +533,7 @@ def test_an_output_folder_name_that_cannot_be_used_is_one_line(score_setup, case
     """T16, S7: a symbolic-link loop, an over-long name, a NUL byte, `output: ''` (the recipe's own folder)."""
     from typer.testing import CliRunner
 
-    from calibrate.cli import app
+    from calibrate.cli.commands import app
 
     tmp, csv_path = score_setup
     (tmp / "lp").symlink_to("lp")
@@ -554,7 +554,7 @@ def test_an_output_folder_name_that_cannot_be_used_is_one_line(score_setup, case
 @pytest.mark.parametrize("kind", ["file", "folder"])
 def test_a_planted_set_aside_manifest_is_refused_before_anything_changes(tmp_path, kind):
     """The name a commit sets the old manifest aside under is never taken over from a stranger."""
-    from calibrate.outputs import PREVIOUS
+    from calibrate.running.outputs import PREVIOUS
 
     out = tmp_path / "out"
     first = StagedOutput(out)

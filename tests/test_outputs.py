@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.base import Evaluator
-from calibrate.hookspecs import hookimpl
+from calibrate.contract.base import Evaluator
+from calibrate.contract.hookspecs import hookimpl
 
 from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
 
@@ -77,7 +77,7 @@ def test_stage_timings_in_results_and_report(finished):
     within = doc["timings"]["within"]
     assert within == {"fpr: genuine cost and groups": "evaluate fpr"}
     assert seconds["fpr: genuine cost and groups"] <= seconds["evaluate fpr"]
-    # stages run beside the others (the predicted intervals, calibrate.beside) overlap them; the rest add up
+    # stages run beside the others (the predicted intervals, calibrate.running.beside) overlap them; the rest add up
     beside = doc["timings"].get("beside", [])
     assert set(beside) <= {"predict: reference world", "predict generic-interp, class-interp"}
     assert sum(v for k, v in seconds.items() if k not in beside and k not in within) <= doc["timings"]["total"] + 1e-3
@@ -200,7 +200,7 @@ def test_a_worker_writing_during_the_discard_leaves_nothing(tmp_path, monkeypatc
     """A sharded run's worker may still be writing its scratch file into the staging folder when another
     worker's death fails the run: the first removal then leaves that file (and so the folder) behind. The
     pipeline removes the staging folder again once the executor has stopped its workers."""
-    import calibrate.outputs as outputs
+    import calibrate.running.outputs as outputs
 
     values, probes, gallery = make_scores(seed=12)
     csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
@@ -222,8 +222,8 @@ def test_a_worker_writing_during_the_discard_leaves_nothing(tmp_path, monkeypatc
 
 
 def test_thresholds_csv_values_survive_a_round_trip():
-    from calibrate.outputs import thresholds_csv
-    from calibrate.types import ThresholdTable
+    from calibrate.running.outputs import thresholds_csv
+    from calibrate.contract.types import ThresholdTable
 
     values = np.array([[0.1, 1 / 3], [2e-17, 12345.678901234567]])
     text = thresholds_csv([ThresholdTable("e", ("a", "b,c"), (0.001, 0.0005), values)])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from calibrate.outputs import MANIFEST, STAGING_PREFIX, read_manifest
+from calibrate.running.outputs import MANIFEST, STAGING_PREFIX, read_manifest
 
 from calibrate_test_helpers import invoke_cli, make_scores, score_recipe, write_recipe, write_scores
 
@@ -165,7 +165,7 @@ def test_a_rerun_replaces_its_own_sealed_result(setup):
 
 def test_a_journal_sealed_for_another_folder_is_refused(setup):
     """A genuine journal (as a killed run leaves it) moved into another folder finishes nothing there."""
-    from calibrate.outputs import StagedOutput
+    from calibrate.running.outputs import StagedOutput
 
     tmp, recipe = setup
     staged = StagedOutput(tmp / "a")
@@ -190,7 +190,7 @@ def test_a_journal_sealed_for_another_folder_is_refused(setup):
 @pytest.fixture
 def state(tmp_path, monkeypatch):
     """A fresh state folder for the owner key (the suite's own is in conftest.py)."""
-    from calibrate import ownerkey
+    from calibrate.files import ownerkey
 
     folder = tmp_path / "state"
     monkeypatch.setenv(ownerkey.ENV, str(folder))
@@ -206,14 +206,14 @@ def test_the_key_is_made_private_on_first_use_and_kept(setup, state):
     assert oct(state.stat().st_mode & 0o777) == oct(0o700) and oct(key.stat().st_mode & 0o777) == oct(0o600)
     text = key.read_text()
     assert len(text) == 65 and [p.name for p in state.iterdir()] == ["owner.key"]
-    from calibrate import ownerkey
+    from calibrate.files import ownerkey
 
     ownerkey._keys.clear()  # a later process reads the same key: its outputs are still calibrate's
     assert run(recipe, tmp / "out").returncode == 0 and key.read_text() == text
 
 
 def test_the_default_key_lives_in_the_users_state_folder(monkeypatch, tmp_path):
-    from calibrate import ownerkey
+    from calibrate.files import ownerkey
 
     monkeypatch.delenv(ownerkey.ENV)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
@@ -258,7 +258,7 @@ def test_a_key_that_cannot_be_read_or_made_is_one_line_and_changes_nothing(setup
 def test_runs_starting_together_on_a_fresh_machine_agree_on_one_key(tmp_path):
     """Made under a random name and linked into place: every racer ends with the key that was linked first."""
     state = tmp_path / "state"
-    code = "from calibrate.ownerkey import owner_key; print(owner_key().hex())"
+    code = "from calibrate.files.ownerkey import owner_key; print(owner_key().hex())"
     env = {**os.environ, "CALIBRATE_STATE_DIR": str(state)}
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
              for _ in range(6)]
@@ -273,7 +273,7 @@ def test_reading_a_result_needs_no_key(setup, state, monkeypatch):
     tmp, recipe = setup
     out = tmp / "out"
     assert run(recipe, out).returncode == 0
-    from calibrate import ownerkey
+    from calibrate.files import ownerkey
 
     monkeypatch.setenv(ownerkey.ENV, str(tmp / "another-machine"))
     monkeypatch.setattr(ownerkey, "_keys", {})

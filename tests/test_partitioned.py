@@ -1,4 +1,4 @@
-"""Sharded scores (dataset score-shards, calibrate/partitioned_run.py): the partitioned run gives the in-memory
+"""Sharded scores (dataset score-shards, calibrate/running/sharded.py): the partitioned run gives the in-memory
 run's thresholds and evaluation, on small shards, with every executor; bad shards get clear errors."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 
 import calibrate
 from calibrate.errors import CalibrateError, DataError
-from calibrate.outputs import read_manifest
+from calibrate.running.outputs import read_manifest
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -252,7 +252,7 @@ def _kill_a_busy_worker(client) -> bool:
 def _run_killing(tmp_path, name: str, allowed_failures: int):
     dask = pytest.importorskip("dask")
     pytest.importorskip("distributed")
-    from calibrate.base import RunContext
+    from calibrate.contract.base import RunContext
     from calibrate_builtins.executors.cluster import Dask
 
     folder = make_shards(tmp_path / "shards", shards=6, classes=60, probes=300, seed=8)

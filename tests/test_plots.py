@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
-from calibrate.base import EvaluationInput, FittedModel, Fold
-from calibrate.types import DistanceMatrix, TargetResult, ThresholdTable
+from calibrate.contract.base import EvaluationInput, FittedModel, Fold
+from calibrate.contract.types import DistanceMatrix, TargetResult, ThresholdTable
 from calibrate_builtins.evaluators import plots
 
 TARGETS = (0.005, 0.0025, 0.001, 0.0005)
@@ -251,7 +251,7 @@ def test_cdf_fits_are_drawn_on_the_similarity_score_axis(tmp_path):
     import warnings
 
     import calibrate
-    from calibrate.base import EvaluationInput
+    from calibrate.contract.base import EvaluationInput
     from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
 
     csv = write_scores(tmp_path / "s.csv", *make_scores(n_classes=6, probes_per_class=8))

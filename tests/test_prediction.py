@@ -1,4 +1,4 @@
-"""Predicted FPR intervals and the confidence mode (calibrate.prediction), checked against
+"""Predicted FPR intervals and the confidence mode (calibrate.predicted.interval), checked against
 independent references: order-statistic theory (scipy.stats.beta / binom), brute-force Monte Carlo,
 and exact CDFs of generated data."""
 
@@ -11,13 +11,13 @@ import pytest
 from scipy import stats
 
 import calibrate
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 from calibrate.errors import CalibrateError, CalibrationError, RecipeError
-from calibrate.manager import build_registry
-from calibrate.confidence import ConfidentModel, order_statistic_rank
-from calibrate.prediction import PredictionSettings, build_world, measured_interval, predict
-from calibrate.types import DistanceMatrix, ImpostorDistances
-from calibrate.world import pair_slots
+from calibrate.contract.manager import build_registry
+from calibrate.predicted.confidence import ConfidentModel, order_statistic_rank
+from calibrate.predicted.interval import PredictionSettings, build_world, measured_interval, predict
+from calibrate.contract.types import DistanceMatrix, ImpostorDistances
+from calibrate.predicted.world import pair_slots
 
 REGISTRY = build_registry()
 
@@ -196,7 +196,7 @@ def test_confidence_in_a_recipe(tmp_path):
     ({"plugin": "auto", "confidence": "high"}, "estimators[0].confidence", "confidence must be a probability"),
 ])
 def test_bad_confidence_is_named(tmp_path, entry, where, message):
-    from calibrate.recipe import parse_recipe
+    from calibrate.recipe.schema import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "synthetic-impostors", "classes": 5}, "estimators": [entry]}
     with pytest.raises(RecipeError, match=message) as info:
@@ -209,7 +209,7 @@ def test_bad_confidence_is_named(tmp_path, entry, where, message):
     ({"levels": 0.9}, "unknown key 'levels'"), ("yes", "is true, false or"),
 ])
 def test_bad_prediction_settings_are_named(prediction, message):
-    from calibrate.recipe import parse_recipe
+    from calibrate.recipe.schema import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "synthetic-impostors", "classes": 5},
            "evaluation": {"prediction": prediction}}
@@ -218,7 +218,7 @@ def test_bad_prediction_settings_are_named(prediction, message):
 
 
 def test_prediction_false_turns_it_off_and_confidence_then_refuses():
-    from calibrate.recipe import parse_recipe
+    from calibrate.recipe.schema import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "synthetic-impostors", "classes": 5}, "evaluation": {"prediction": False}}
     assert parse_recipe(raw, REGISTRY).prediction.enabled is False
@@ -230,7 +230,7 @@ def test_prediction_false_turns_it_off_and_confidence_then_refuses():
 def test_cli_threshold_states_the_predicted_interval(tmp_path):
     from typer.testing import CliRunner
 
-    from calibrate.cli import app
+    from calibrate.cli.commands import app
     from calibrate_test_helpers import make_scores, score_recipe, write_recipe, write_scores
 
     values, probes, gallery = make_scores(seed=5, n_classes=12, probes_per_class=6)
@@ -274,7 +274,7 @@ def test_paired_values_count_once_in_the_order_statistic_bound():
 
 
 def test_confident_thresholds_never_decrease_with_the_target_and_unmet_is_said():
-    from calibrate.confidence import make_confident
+    from calibrate.predicted.confidence import make_confident
 
     imp, _, _ = lognormal_gallery(np.random.default_rng(12), 30, 40)  # N = 1,200: the bound switches
     est = estimator("generic-interp")
@@ -292,7 +292,7 @@ def test_confident_thresholds_never_decrease_with_the_target_and_unmet_is_said()
 
 
 def test_a_refit_that_raises_counts_as_a_failed_gallery():
-    from calibrate.base import Estimator
+    from calibrate.contract.base import Estimator
 
     class Flaky(Estimator):
         model_class = None
@@ -315,7 +315,7 @@ def test_refits_on_simulated_galleries_keep_their_notes_to_themselves():
     note); the user's own fit still notes and warns."""
     import warnings
 
-    from calibrate.base import Estimator
+    from calibrate.contract.base import Estimator
 
     class Chatty(Estimator):
         model_class = None

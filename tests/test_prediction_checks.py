@@ -1,4 +1,4 @@
-"""The predicted interval's cost and self-checks (calibrate.prediction, calibrate.world): partial
+"""The predicted interval's cost and self-checks (calibrate.predicted.interval, calibrate.predicted.world): partial
 draws with the law of whole ones, the world's tail check and refit, the per-target check against the
 training distances (and what a run, a calibration and the CLI say when it fails), the refits' time
 budget. References: scipy.stats (beta quantiles, KS tests), brute-force loops, and generators with a
@@ -16,10 +16,10 @@ from scipy import stats
 
 import calibrate
 from calibrate.errors import CalibrationError, RecipeError
-from calibrate.manager import build_registry
-from calibrate.prediction import PredictionSettings, predict, refit_plan
-from calibrate.types import ImpostorDistances
-from calibrate.world import CHECK_LEVEL, build_world, check_tail, training_check
+from calibrate.contract.manager import build_registry
+from calibrate.predicted.interval import PredictionSettings, predict, refit_plan
+from calibrate.contract.types import ImpostorDistances
+from calibrate.predicted.world import CHECK_LEVEL, build_world, check_tail, training_check
 
 REGISTRY = build_registry()
 TARGETS = (0.01, 0.005, 0.001)
@@ -105,7 +105,7 @@ def test_partial_draws_give_the_replicates_refits_on_whole_galleries_give():
     on whole galleries drawn afresh: the replicate FPRs agree in law (two-sample KS, 300 galleries each, fixed
     seeds) and their 5th and 95th percentiles within Monte Carlo error (4 standard deviations on the probability
     scale: where the one sample's percentile falls among the other's)."""
-    from calibrate.prediction import _simulated, simulated_replicates
+    from calibrate.predicted.interval import _simulated, simulated_replicates
 
     imp = lognormal(np.random.default_rng(12), classes=30, n=200)
     world = build_world(imp)
@@ -127,7 +127,7 @@ def test_partial_draws_give_the_replicates_refits_on_whole_galleries_give():
 def test_the_world_s_cdf_is_np_interp_over_its_ranks_to_the_bit():
     """shape_cdf's body reads the sorted pooled scores as np.interp over ranks 1..n / n would, ties, knots, both ends
     and NaN included, without building the n-array of ranks."""
-    from calibrate.world import _rank_cdf
+    from calibrate.predicted.world import _rank_cdf
 
     rng = np.random.default_rng(9)
     s = np.sort(np.round(rng.normal(size=5_000), 2))  # many ties
@@ -162,7 +162,7 @@ def test_a_saturating_tail_is_refitted_until_the_world_agrees_with_the_scores():
     assert world.rejected and world.rejected[0].startswith("gpd-pwm")
     assert world.tail_model != "gpd-pwm" and world.tail_check.passed
     # auto's own tail (the clipped PWM GPD) strays outside the data's band; the refitted one does not
-    from calibrate.world import _tail
+    from calibrate.predicted.world import _tail
 
     pwm = dataclasses.replace(world, tail=_tail(world.sorted_z, "gpd-pwm"))
     assert not check_tail(pwm.sorted_z, pwm.tail, pwm.shape_cdf, pwm.independent()).passed
@@ -208,10 +208,10 @@ def test_a_world_the_training_data_contradict_gives_no_interval():
 
 
 def test_no_interval_is_said_in_the_calibration_the_run_and_the_cli(tmp_path, monkeypatch):
-    import calibrate.prediction as prediction_module
+    import calibrate.predicted.interval as prediction_module
 
     real = prediction_module.build_world
-    # every reference world (calibrate.prediction.build_worlds builds each through build_world) contradicts
+    # every reference world (calibrate.predicted.interval.build_worlds builds each through build_world) contradicts
     monkeypatch.setattr(prediction_module, "build_world", lambda *a, **k: _contradicting(real(*a, **k)))
     rng = np.random.default_rng(8)
     scores = {f"c{i:03d}": -np.exp(rng.normal(0.0, 0.2) + 0.3 * rng.standard_normal(200)) for i in range(300)}
@@ -247,7 +247,7 @@ def test_no_interval_is_said_in_the_calibration_the_run_and_the_cli(tmp_path, mo
 
 
 def test_galleries_drawn_at_their_ranks_are_budgeted_per_training_distance():
-    from calibrate.prediction import SIMULATED_PER_DISTANCE, simulated_replicates
+    from calibrate.predicted.interval import SIMULATED_PER_DISTANCE, simulated_replicates
 
     s = PredictionSettings()  # 100 replicates
     lfw = 4_786_008  # training distances of the 5,701 x 1,680 face matrix (benchmarks/bench_whole_run.py)
@@ -260,7 +260,7 @@ def test_galleries_drawn_at_their_ranks_are_budgeted_per_training_distance():
 
 
 def test_fewer_galleries_than_asked_are_said_with_what_they_do_to_the_level(tmp_path, monkeypatch):
-    import calibrate.prediction as prediction_module
+    import calibrate.predicted.interval as prediction_module
 
     monkeypatch.setattr(prediction_module, "SIMULATED_VALUES", 1_000)
     monkeypatch.setattr(prediction_module, "SIMULATED_PER_DISTANCE", 0)
@@ -275,7 +275,7 @@ def test_fewer_galleries_than_asked_are_said_with_what_they_do_to_the_level(tmp_
 def test_the_level_of_b_percentiles_is_what_monte_carlo_says(replicates):
     """The 5th and 95th percentiles of B draws (numpy's, as Prediction.low/high) hold a further draw level (B - 1) /
     (B + 1) of the time on average, varying from one set of B draws to another by the sd replicate_level says."""
-    from calibrate.prediction import replicate_level
+    from calibrate.predicted.interval import replicate_level
 
     u = np.random.default_rng(replicates).random((20_000, replicates))
     held = np.quantile(u, 0.95, axis=1) - np.quantile(u, 0.05, axis=1)  # the share of uniforms between them
@@ -287,8 +287,8 @@ def test_the_level_of_b_percentiles_is_what_monte_carlo_says(replicates):
 def test_each_world_is_checked_once_against_the_training_distances(monkeypatch):
     """choose_world, predict_in_worlds and the per-target check ask the same question of each world: one pass over
     the training distances each."""
-    import calibrate.world as world_module
-    from calibrate.prediction import build_worlds, choose_world, predict_in_worlds
+    import calibrate.predicted.world as world_module
+    from calibrate.predicted.interval import build_worlds, choose_world, predict_in_worlds
 
     imp = lognormal(np.random.default_rng(21), classes=40, n=80)
     est = estimator("auto-bulk")

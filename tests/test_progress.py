@@ -1,4 +1,4 @@
-"""Progress reporting (calibrate/progress.py, RunContext.stage/track/map, the executors' on_done).
+"""Progress reporting (calibrate/contract/progress.py, RunContext.stage/track/map, the executors' on_done).
 
 Plain lines are driven by a fake clock (no sleeps, no wall-clock asserts); the CLI is run in-process
 (CliRunner), whose stderr is not a terminal, with CALIBRATE_PROGRESS_INTERVAL=0."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from calibrate.base import Executor, RunContext
-from calibrate.progress import (INTERVAL_VARIABLE, LogReporter, Reporter, RichReporter, Task, format_duration,
+from calibrate.contract.base import Executor, RunContext
+from calibrate.contract.progress import (INTERVAL_VARIABLE, LogReporter, Reporter, RichReporter, Task, format_duration,
                                 interval_from_env, make_reporter)
 from calibrate_builtins.executors.local import Processes, Serial
 from calibrate_test_helpers import invoke_cli
@@ -351,7 +351,7 @@ def test_processes_report_chunks_as_they_complete_and_keep_input_order():
 
 
 def test_base_does_not_import_rich():
-    code = "import sys, calibrate.base, calibrate.progress; assert 'rich' not in sys.modules, 'rich imported'"
+    code = "import sys, calibrate.contract.base, calibrate.contract.progress; assert 'rich' not in sys.modules, 'rich imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -382,7 +382,7 @@ def test_cli_quiet_prints_no_progress(tmp_path):
 
 
 def test_slow_rates_name_one_item_in_proper_english():
-    from calibrate.progress import format_rate
+    from calibrate.contract.progress import format_rate
 
     assert format_rate(1, 10, "galleries") == "10 s/gallery"
     assert format_rate(1, 10, "classes") == "10 s/class"

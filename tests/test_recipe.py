@@ -10,10 +10,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from calibrate.cli import app
+from calibrate.cli.commands import app
 from calibrate.errors import RecipeError
-from calibrate.manager import build_registry
-from calibrate.recipe import DEFAULT_TARGETS, load_recipe, parse_recipe
+from calibrate.contract.manager import build_registry
+from calibrate.recipe.schema import DEFAULT_TARGETS, load_recipe, parse_recipe
 
 from calibrate_test_helpers import make_scores, run_cli, score_recipe, write_recipe, write_scores
 

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from scipy import stats
 
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 from calibrate.errors import DataError, ParameterError, RecipeError
-from calibrate.manager import build_registry
-from calibrate.types import ImpostorDistances
+from calibrate.contract.manager import build_registry
+from calibrate.contract.types import ImpostorDistances
 from calibrate_builtins.estimators.auto import Auto
 from calibrate_builtins.estimators.gpd_tail import GpdTail, TailFit, fit_lower_tail, gpd_mle, gpd_pwm, guard_shape
 from calibrate_builtins.estimators.interp import interp_threshold

@@ -93,7 +93,7 @@ def test_ratio_zero_below_one_over_n_is_explained_in_the_report(tmp_path):
 
 
 def test_zero_false_accepts_where_few_were_expected_is_called_chance():
-    from calibrate.types import TargetResult
+    from calibrate.contract.types import TargetResult
     from calibrate_builtins.evaluators.fpr import unreachable_notes
 
     class Table:
@@ -142,7 +142,7 @@ def _unique_rule(values: np.ndarray):
 def test_the_repeated_extreme_rule_matches_a_full_count_of_every_value(seed):
     """pipeline._extreme_mode (buckets, no sort of every value) against np.unique's counts, on generated
     scores with a repeated smallest, largest or inner value, ties between them, and -0.0 among 0.0."""
-    from calibrate.pipeline import _extreme_mode
+    from calibrate.running.pipeline import _extreme_mode
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(200, 20_000))
@@ -168,7 +168,7 @@ def test_the_repeated_extreme_rule_matches_a_full_count_of_every_value(seed):
                                          (1.2345678, None),     # the largest ties an inner value: no hint
                                          (-0.0, (0.0, 60, 0))])  # -0.0 counts as 0.0
 def test_the_repeated_extreme_rule_breaks_ties_as_a_full_count(other, want):
-    from calibrate.pipeline import _extreme_mode
+    from calibrate.running.pipeline import _extreme_mode
 
     rng = np.random.default_rng(1)
     distinct = np.linspace(1.0, 2.0, 1_000)  # every value once

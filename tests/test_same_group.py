@@ -1,6 +1,6 @@
 """Demographic groups on the training side (issue 30): TrainingGroups aligned with the impostor distances, the
 default's choice that does not widen the gap between groups, and calibration group by group against same-group
-impostors (``data: {impostors: same-group}``, calibrate.grouped)."""
+impostors (``data: {impostors: same-group}``, calibrate.running.grouped)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.base import RunContext
+from calibrate.contract.base import RunContext
 from calibrate.errors import CalibrationError, ParameterError, RecipeError
-from calibrate.grouped import GroupedModel, model_from_state
-from calibrate.manager import build_registry
-from calibrate.pipeline import run_recipe
-from calibrate.recipe import parse_recipe
-from calibrate.types import DistanceMatrix, GroupLabels, ImpostorDistances, TrainingGroups
+from calibrate.running.grouped import GroupedModel, model_from_state
+from calibrate.contract.manager import build_registry
+from calibrate.running.pipeline import run_recipe
+from calibrate.recipe.schema import parse_recipe
+from calibrate.contract.types import DistanceMatrix, GroupLabels, ImpostorDistances, TrainingGroups
 from calibrate_builtins.estimators.choose import Judged, wider
 from calibrate_builtins.estimators.znorm import ZnormModel
 

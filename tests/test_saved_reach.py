@@ -2,7 +2,7 @@
 targets up to its reach read, the reach being 10 times the calibration's largest target, at least 1% (1: saved
 whole). Pooled samples (auto, generic-interp, pooled znorm and gpd-tail) keep their lowest ceil(reach N) + 1
 values and N; class-specific models (class-interp, gpd-tail, shrinkage) each class's lowest ceil(reach n_c) + 1
-and n_c; long arrays are packed exactly (calibrate.packed). The file states the reach per estimator; a loaded
+and n_c; long arrays are packed exactly (calibrate.contract.packed). The file states the reach per estimator; a loaded
 calibration answers every target up to it as the fitted one did (the same arithmetic on the same leading values:
 equal to the bit), refuses a larger one with one line naming the reach and the fix (Python, `threshold`,
 `accept`, `evaluate`), and enrolls a class as before saving. Older files (every value, or issue 22's lowest
@@ -20,10 +20,10 @@ import pytest
 from typer.testing import CliRunner
 
 import calibrate
-from calibrate.cli import app
+from calibrate.cli.commands import app
 from calibrate.errors import CalibrationError, ParameterError
-from calibrate.packed import PACK_FROM, is_packed, packed, unpacked
-from calibrate.stats import saved_reach
+from calibrate.contract.packed import PACK_FROM, is_packed, packed, unpacked
+from calibrate.statistics.order import saved_reach
 
 pytestmark = pytest.mark.filterwarnings("ignore:target FPR 1e-05 is below 1/N")
 runner = CliRunner()

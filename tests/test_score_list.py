@@ -326,7 +326,7 @@ def test_the_bob_scores_example_runs_and_its_files_are_what_the_script_makes(tmp
 
 @needs_pyarrow
 def test_tidy_files_stay_on_the_pyarrow_path(tmp_path, monkeypatch):
-    import calibrate.scorefiles as readers  # the readers live in the core; score-list builds its matrix from them
+    import calibrate.files.score_lists as readers  # the readers live in the core; score-list builds its matrix from them
 
     def refuse(*args, **kwargs):
         raise AssertionError("fell back to the python reader")

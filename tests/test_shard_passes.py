@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 import calibrate
-import calibrate.partitioned as partitioned
+import calibrate.contract.sharded as partitioned
 from calibrate.errors import CalibrateError
 
 pytest.importorskip("pyarrow")
@@ -155,7 +155,7 @@ def test_a_first_pass_whose_guess_saved_too_little_is_completed_exactly(tmp_path
     # more of the tail than the share each saved, so it alone is read again; the tail is the in-memory fit's
     from functools import partial
 
-    from calibrate.gpd import exceedance_count, fit_lower_tail, fit_lower_tail_moments
+    from calibrate.statistics.gpd import exceedance_count, fit_lower_tail, fit_lower_tail_moments
     from test_tail_moments import _Runner, _values
 
     rng = np.random.default_rng(3)

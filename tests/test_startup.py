@@ -24,7 +24,7 @@ def _loaded_after(code: str) -> list[str]:
 
 
 def test_registry_and_validate_import_no_scipy_stats_special_or_matplotlib():
-    code = ("from calibrate.manager import build_registry\n"
+    code = ("from calibrate.contract.manager import build_registry\n"
             "from calibrate.api import validate\n"
             "assert len(build_registry().all()) > 10\n"
             f"validate({str(QUICKSTART)!r})\n")
@@ -32,7 +32,7 @@ def test_registry_and_validate_import_no_scipy_stats_special_or_matplotlib():
 
 
 def test_cli_plugins_and_validate_import_none_of_them_either():
-    code = ("from calibrate.cli import app\n"
+    code = ("from calibrate.cli.commands import app\n"
             "for argv in (['plugins'], ['validate', " + repr(str(QUICKSTART)) + "]):\n"
             "    try:\n"
             "        app(argv)\n"
@@ -44,13 +44,13 @@ def test_cli_plugins_and_validate_import_none_of_them_either():
 def test_the_package_and_its_hook_specifications_import_nothing_heavy():
     """What every plugin imports first: no pipeline, no numpy, no scipy (issue 21, item 6); the entry
     points (calibrate.fit, calibrate.load, ...) are imported on first use."""
-    for code in ("import calibrate.hookspecs", "import calibrate", "from calibrate.hookspecs import hookimpl"):
+    for code in ("import calibrate.contract.hookspecs", "import calibrate", "from calibrate.contract.hookspecs import hookimpl"):
         probe = (f"{code}\nimport json, sys\n"
-                 "print(json.dumps([m for m in ('numpy', 'scipy', 'calibrate.pipeline', 'calibrate.api') "
+                 "print(json.dumps([m for m in ('numpy', 'scipy', 'calibrate.running.pipeline', 'calibrate.api') "
                  "if m in sys.modules]))")
         proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == [], code
     proc = subprocess.run([sys.executable, "-c", "import calibrate; print(calibrate.fit.__module__, "
                            "calibrate.load.__module__, 'fit' in dir(calibrate))"], capture_output=True, text=True, timeout=120)
-    assert proc.stdout.split() == ["calibrate.calibration", "calibrate.api", "True"], proc.stderr
+    assert proc.stdout.split() == ["calibrate.saved.calibration", "calibrate.api", "True"], proc.stderr

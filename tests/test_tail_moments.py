@@ -1,4 +1,4 @@
-"""The sharded run's streamed GPD tail (calibrate.partitioned.lowest_moments, gpd.fit_lower_tail_moments) against
+"""The sharded run's streamed GPD tail (calibrate.contract.sharded.lowest_moments, gpd.fit_lower_tail_moments) against
 the in-memory fit (gpd.fit_lower_tail) on the same pooled values, seeded: the threshold, count and kept values
 exactly, the shape and scale within a relative 1e-10 (the same probability-weighted moments, summed bucket by
 bucket in another order)."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from calibrate.errors import DataError
-from calibrate.gpd import exceedance_count, fit_lower_tail, fit_lower_tail_moments
-from calibrate.partitioned import lowest_moments
+from calibrate.statistics.gpd import exceedance_count, fit_lower_tail, fit_lower_tail_moments
+from calibrate.contract.sharded import lowest_moments
 
 #: relative difference allowed between the streamed and the in-memory shape and scale
 RTOL = 1e-10

@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 import calibrate
-from calibrate.cli import app
+from calibrate.cli.commands import app
 from calibrate.errors import CalibrateError
-from calibrate.userfiles import write_user_file
+from calibrate.files.user_output import write_user_file
 
 runner = CliRunner()
 fifo_only = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")

@@ -1,4 +1,4 @@
-"""calibrate.verification against brute-force references on seeded data: every figure recomputed by trying every
+"""calibrate.statistics.verification against brute-force references on seeded data: every figure recomputed by trying every
 threshold (or every pair of attempts) in plain numpy/Python, ties counted as ``d <= t`` accepts them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calibrate import verification as v
+from calibrate.statistics import verification as v
 
 
 def attempts(seed: int, n_imp: int = 400, n_gen: int = 60, decimals: int | None = 2):

@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..kinds import NAMES
-from . import datasets, distances, estimators, evaluators, executors, normalizers, piecewise, simulation, transforms
-from .common import GENERIC_CHECKS as _COMMON_CHECKS
-from .common import CheckSkipped, ComponentCase, check_signature, normalise_kind
-from .contract import check_contract
-from .samples import SEED, TARGETS, make_evaluation_input, make_impostors, make_score_matrix, make_sets
+from calibrate.contract.kinds import NAMES
+from calibrate.testing import datasets, distances, estimators, evaluators, executors, normalizers, piecewise, simulation, transforms
+from calibrate.testing.common import GENERIC_CHECKS as _COMMON_CHECKS
+from calibrate.testing.common import CheckSkipped, ComponentCase, check_signature, normalise_kind
+from calibrate.testing.contract import check_contract
+from calibrate.testing.samples import SEED, TARGETS, make_evaluation_input, make_impostors, make_score_matrix, make_sets
 
 #: the checks every kind gets: the signature and parameters (common.py), then the declared contract (contract.py)
 GENERIC_CHECKS = _COMMON_CHECKS + (check_contract,)
@@ -68,7 +68,7 @@ def as_case(component: Any, registry=None) -> ComponentCase:
     """A :class:`ComponentCase` from a case, a ``(kind, name_or_class[, params])`` tuple, or a
     ComponentInfo-like object (with ``kind``, ``name`` and ``factory``; built with default parameters).
 
-    A name is looked up in ``registry`` (default: :func:`calibrate.manager.build_registry`, i.e.
+    A name is looked up in ``registry`` (default: :func:`calibrate.contract.manager.build_registry`, i.e.
     the installed plugins)."""
     if isinstance(component, ComponentCase):
         return component
@@ -79,7 +79,7 @@ def as_case(component: Any, registry=None) -> ComponentCase:
         params = component[2] if len(component) == 3 else {}
         if isinstance(target, str):
             if registry is None:
-                from ..manager import build_registry
+                from calibrate.contract.manager import build_registry
 
                 registry = build_registry()
             return ComponentCase(kind, registry.get(kind, target).factory, params, name=target)
@@ -136,7 +136,7 @@ def parametrize_with_checks(components: Iterable[Any], *, registry=None):
     cases = []
     for c in components:
         if registry is None and isinstance(c, tuple) and len(c) >= 2 and isinstance(c[1], str):
-            from ..manager import build_registry
+            from calibrate.contract.manager import build_registry
 
             registry = build_registry()
         cases.append(as_case(c, registry))

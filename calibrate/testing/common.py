@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..kinds import BY_NAME
-from ..kinds import kind as _kind
-from ..params import coerce, param_specs
+from calibrate.contract.kinds import BY_NAME
+from calibrate.contract.kinds import kind as _kind
+from calibrate.contract.params import coerce, param_specs
 
 
 class CheckSkipped(Exception):
@@ -115,7 +115,7 @@ def _params(case: ComponentCase, tmp: Path) -> dict[str, Any]:
 def _build(case: ComponentCase, params: Mapping[str, Any]):
     obj = case.factory(**params)
     base = BY_NAME[case.kind].base
-    assert isinstance(obj, base), f"{case.id}: {type(obj).__name__} is not a calibrate.base.{base.__name__}"
+    assert isinstance(obj, base), f"{case.id}: {type(obj).__name__} is not a calibrate.contract.base.{base.__name__}"
     return obj
 
 

@@ -3,11 +3,11 @@ define (with the default), and must leave alone; and the kit's check that a comp
 (:func:`check_contract`). docs/plugins.md's contract tables are generated from the same reading
 (:mod:`calibrate.testing.contract_docs`).
 
-The declarations live on the base classes (:mod:`calibrate.base`; see its module docstring) and on
-:class:`calibrate.partitioned.PartitionedFitter`: ``@abstractmethod`` (required), ``@optional`` (may be
+The declarations live on the base classes (:mod:`calibrate.contract.base`; see its module docstring) and on
+:class:`calibrate.contract.sharded.PartitionedFitter`: ``@abstractmethod`` (required), ``@optional`` (may be
 overridden; its docstring ends with ``Default: ...``), ``typing.final`` (provided: do not override), and
 annotated class attributes with a ``#:`` comment above them (required without a value, optional with one).
-A kind added to :data:`calibrate.kinds.KINDS` is covered without further work; its base class must
+A kind added to :data:`calibrate.contract.kinds.KINDS` is covered without further work; its base class must
 classify every method, or :func:`members` raises naming the one it cannot place.
 """
 
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..base import CONTRACT_MARK, Component, Estimator, FittedModel
-from ..kinds import BY_NAME, KINDS
-from ..partitioned import PartitionedFitter
-from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
+from calibrate.contract.base import CONTRACT_MARK, Component, Estimator, FittedModel
+from calibrate.contract.kinds import BY_NAME, KINDS
+from calibrate.contract.sharded import PartitionedFitter
+from calibrate.testing.common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 
 ROLES = ("required", "optional", "provided")
 #: dunder methods that belong to a contract when marked (an executor's context manager); others never do

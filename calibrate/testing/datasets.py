@@ -12,13 +12,13 @@ from typing import get_args
 
 import numpy as np
 
-from ..base import Dataset, RunContext, ScoreSplit, overrides
-from ..partitioned import ShardedScores
-from ..errors import DataError, ParameterError
-from ..params import param_specs
-from ..types import DistanceMatrix, PatternSet
-from . import load_digest
-from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
+from calibrate.contract.base import Dataset, RunContext, ScoreSplit, overrides
+from calibrate.contract.sharded import ShardedScores
+from calibrate.errors import DataError, ParameterError
+from calibrate.contract.params import param_specs
+from calibrate.contract.types import DistanceMatrix, PatternSet
+from calibrate.testing import load_digest
+from calibrate.testing.common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 
 
 def _load(case: ComponentCase, params):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import RunContext
-from ..errors import DataError
-from ..types import SetCollection
-from .common import ComponentCase, _build, _close, _fmt_bad, _params, _tmpdir
-from .samples import SEED, make_sets
+from calibrate.contract.base import RunContext
+from calibrate.errors import DataError
+from calibrate.contract.types import SetCollection
+from calibrate.testing.common import ComponentCase, _build, _close, _fmt_bad, _params, _tmpdir
+from calibrate.testing.samples import SEED, make_sets
 
 
 def _sets(case: ComponentCase, seed: int = SEED, n_classes: int = 4, sets_per_class: int = 2) -> SetCollection:

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ..base import Estimator, FittedModel, RunContext, overrides
-from ..errors import DataError, ParameterError
-from ..types import GenuineDistances, ImpostorDistances, ThresholdTable
-from .common import ComponentCase, _build, _close, _fmt_bad, _params, _tmpdir
-from .samples import SEED, TARGETS, make_genuine, make_impostors, make_training_groups
+from calibrate.contract.base import Estimator, FittedModel, RunContext, overrides
+from calibrate.errors import DataError, ParameterError
+from calibrate.contract.types import GenuineDistances, ImpostorDistances, ThresholdTable
+from calibrate.testing.common import ComponentCase, _build, _close, _fmt_bad, _params, _tmpdir
+from calibrate.testing.samples import SEED, TARGETS, make_genuine, make_impostors, make_training_groups
 
 
 def _fit(case: ComponentCase, params, impostors: ImpostorDistances, seed: int = 0) -> FittedModel:
@@ -327,7 +327,7 @@ def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = No
 
 
 #: the targets of saved calibrations ``check_model_compact`` asks ``compact`` for: their reaches (10 times the largest
-#: target, at least 1%: calibrate.stats.saved_reach) are 0.01, 0.05 and 0.2
+#: target, at least 1%: calibrate.statistics.order.saved_reach) are 0.01, 0.05 and 0.2
 _SAVED_TARGETS = ((0.0005,), (0.005, 0.001), (0.02,))
 #: ... and where their thresholds are compared: the kit's targets and a dense grid up to 0.5
 _REACH_GRID = np.unique(np.r_[TARGETS, np.geomspace(1e-5, 0.5, 41)])
@@ -335,14 +335,14 @@ _REACH_GRID = np.unique(np.r_[TARGETS, np.geomspace(1e-5, 0.5, 41)])
 
 def check_model_compact(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """A model as a saved calibration keeps it (``compact(reach)``, for the reach
-    :func:`calibrate.stats.saved_reach` gives its targets: 0.01, 0.05 and 0.2 here; calibrate.confidence.saved_entries)
+    :func:`calibrate.statistics.order.saved_reach` gives its targets: 0.01, 0.05 and 0.2 here; calibrate.predicted.confidence.saved_entries)
     and loads it (``to_state`` -> JSON -> ``model_class.from_state``) gives the fitted model's thresholds at every
     target up to the reach the file states (rtol 1e-12; the reach, or 1 where ``compact`` returned the model itself:
     saved whole), and beyond it the same thresholds or a ParameterError; the model itself is left as it was. A
     model that overrides ``compact`` is fitted for this on 40 classes of 300 distances (12,000)."""
-    from ..confidence import saved_entries
-    from ..grouped import model_from_state
-    from ..stats import saved_reach
+    from calibrate.predicted.confidence import saved_entries
+    from calibrate.running.grouped import model_from_state
+    from calibrate.statistics.order import saved_reach
 
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)

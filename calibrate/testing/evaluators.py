@@ -6,11 +6,11 @@ import json
 import math
 from pathlib import Path
 
-from ..base import EvaluationInput, Fold, RunContext
-from ..errors import DataError
-from ..types import EvaluationResult, TargetResult
-from .common import ComponentCase, _build, _params, _tmpdir
-from .samples import make_evaluation_input
+from calibrate.contract.base import EvaluationInput, Fold, RunContext
+from calibrate.errors import DataError
+from calibrate.contract.types import EvaluationResult, TargetResult
+from calibrate.testing.common import ComponentCase, _build, _params, _tmpdir
+from calibrate.testing.samples import make_evaluation_input
 
 #: names the pipeline itself writes; evaluators must not overwrite them
 RESERVED_FILES = ("thresholds.csv", "results.json", "report.md", "calibration.json", "models.csv")

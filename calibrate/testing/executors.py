@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import DataError
-from .common import ComponentCase, _build, _params, _tmpdir
+from calibrate.errors import DataError
+from calibrate.testing.common import ComponentCase, _build, _params, _tmpdir
 
 
 def _square(x: int) -> int:

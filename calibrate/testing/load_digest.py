@@ -10,9 +10,9 @@ import pickle
 
 import numpy as np
 
-from calibrate.base import RunContext, ScoreSplit
-from calibrate.partitioned import ShardedScores
-from calibrate.types import PatternSet
+from calibrate.contract.base import RunContext, ScoreSplit
+from calibrate.contract.sharded import ShardedScores
+from calibrate.contract.types import PatternSet
 
 
 def named_arrays(raw) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Conformance checks for normalisers (distances normalised by cohort scores, calibrate.base.Normalizer).
+"""Conformance checks for normalisers (distances normalised by cohort scores, calibrate.contract.base.Normalizer).
 
 What docs/plugins.md ("Writing a normaliser") promises, checked on generated data:
 
@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import Normalizer, overrides
-from ..cohort import (FittedNormalization, ProbeCohorts, attempt_statistics, class_statistics, matrix_cohorts,
+from calibrate.contract.base import Normalizer, overrides
+from calibrate.normalisation.cohort import (FittedNormalization, ProbeCohorts, attempt_statistics, class_statistics, matrix_cohorts,
                       normalise_matrix)
-from ..errors import DataError
-from ..types import DistanceMatrix
-from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
-from .samples import SEED
+from calibrate.errors import DataError
+from calibrate.contract.types import DistanceMatrix
+from calibrate.testing.common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
+from calibrate.testing.samples import SEED
 
 SIDES = ("enrolled", "probe")
 #: how far a fast path's statistics may stray from ``_statistics``' of the same row: relative, and absolute

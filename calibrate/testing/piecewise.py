@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import FittedModel, RunContext, ScoreSplit, Transform
-from ..errors import DataError, RecipeError
-from ..partitioned import ShardJob, ShardRunner, fitter_for, shard_data
-from ..types import DistanceMatrix, ImpostorDistances
-from .common import CheckSkipped, ComponentCase, _build, _close, _params, _tmpdir
-from .samples import TARGETS, make_impostors
+from calibrate.contract.base import FittedModel, RunContext, ScoreSplit, Transform
+from calibrate.errors import DataError, RecipeError
+from calibrate.contract.sharded import ShardJob, ShardRunner, fitter_for, shard_data
+from calibrate.contract.types import DistanceMatrix, ImpostorDistances
+from calibrate.testing.common import CheckSkipped, ComponentCase, _build, _close, _params, _tmpdir
+from calibrate.testing.samples import TARGETS, make_impostors
 
 #: enroll and shard-by-shard fits repeat the in-memory fit's formulas on the same numbers, perhaps
 #: summed in another order: thresholds must agree within this relative tolerance
@@ -112,7 +112,7 @@ def _adopted_files(case: ComponentCase, fitter, scratch: Path) -> None:
         assert path.is_file(), f"{case.id}: the fitter's files lists {name!r}, which is not in runner.scratch"
         data = path.read_bytes()
         assert len(data) == size and hashlib.sha256(data).hexdigest() == sha, \
-            f"{case.id}: the fitter's files entry for {name!r} does not match the file (use calibrate.partitioned.write_staged)"
+            f"{case.id}: the fitter's files entry for {name!r} does not match the file (use calibrate.contract.sharded.write_staged)"
 
 
 def check_estimator_partitioned(case: ComponentCase, tmp_path: Path | None = None) -> None:

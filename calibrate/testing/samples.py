@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import EvaluationInput, FittedModel, Fold
-from ..types import DistanceMatrix, GenuineDistances, ImpostorDistances, SetCollection, TrainingGroups
+from calibrate.contract.base import EvaluationInput, FittedModel, Fold
+from calibrate.contract.types import DistanceMatrix, GenuineDistances, ImpostorDistances, SetCollection, TrainingGroups
 
 SEED = 20140929  # fixed: every generated input is reproducible
 #: target FPRs the estimator checks ask for: both sides of 1/N for the generated class sizes

@@ -1,5 +1,5 @@
 """Conformance check for estimators that implement ``Estimator.simulate`` (the vectorised refits of
-the predicted FPR interval, calibrate.prediction): on galleries drawn from the reference world, seen
+the predicted FPR interval, calibrate.predicted.interval): on galleries drawn from the reference world, seen
 at the ranks ``Estimator.simulation_ranks`` declares, the thresholds ``simulate`` gives must equal
 those of a real ``fit`` on each whole gallery."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import RunContext
-from ..types import ImpostorDistances
-from .common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
-from .samples import SEED, TARGETS, make_impostors
+from calibrate.contract.base import RunContext
+from calibrate.contract.types import ImpostorDistances
+from calibrate.testing.common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
+from calibrate.testing.samples import SEED, TARGETS, make_impostors
 
 #: targets from 1e-5 (below 1/N of every sample) to 0.2, so that every branch of an estimator is met
 SIMULATE_TARGETS = tuple(sorted({*TARGETS, 1e-5, 1e-3, 0.02, 0.2}))
@@ -44,8 +44,8 @@ def check_estimator_simulate(case: ComponentCase, tmp_path: Path | None = None) 
     """``simulate`` (when implemented), on 4 galleries drawn from the reference world and seen only at the
     ranks ``simulation_ranks`` declares, gives the thresholds ``fit`` gives on each whole gallery, within a
     relative 1e-9 (a gallery it leaves to a refit is a row of NaN; at most one in four may be)."""
-    from ..prediction import simulates
-    from ..world import build_world
+    from calibrate.predicted.interval import simulates
+    from calibrate.predicted.world import build_world
 
     with _tmpdir(tmp_path) as tmp:
         params = _params(case, tmp)

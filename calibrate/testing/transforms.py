@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import Transform
-from ..errors import DataError
-from ..types import DistanceMatrix
-from .common import ComponentCase, _build, _close, _params, _tmpdir
-from .samples import SEED, make_score_matrix
+from calibrate.contract.base import Transform
+from calibrate.errors import DataError
+from calibrate.contract.types import DistanceMatrix
+from calibrate.testing.common import ComponentCase, _build, _close, _params, _tmpdir
+from calibrate.testing.samples import SEED, make_score_matrix
 
 
 def _domain(case: ComponentCase) -> tuple[float, float]:

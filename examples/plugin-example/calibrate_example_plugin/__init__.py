@@ -9,7 +9,7 @@ and calls every ``calibrate_register_*`` hook implementation in it. Import heavy
 inside the hook (as here), so that ``calibrate plugins`` stays fast.
 """
 
-from calibrate.hookspecs import hookimpl
+from calibrate.contract.hookspecs import hookimpl
 
 
 @hookimpl

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import ParameterError
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
 
 class QuantileShiftModel(FittedModel):

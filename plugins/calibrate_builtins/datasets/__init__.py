@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calibrate.hookspecs import RegisterDataset, hookimpl
+from calibrate.contract.hookspecs import RegisterDataset, hookimpl
 
 
 @hookimpl

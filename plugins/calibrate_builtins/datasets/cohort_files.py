@@ -13,7 +13,7 @@ same reader with the same ``missing:`` marker):
 
 As in a matrix, an entry whose two classes are the same is not an impostor comparison and is never part
 of a cohort; on the probe side, a cohort model named like the claimed class is left out of that attempt's
-cohort. The files give calibrate.types.CohortScores for the training and for the evaluation probes.
+cohort. The files give calibrate.contract.types.CohortScores for the training and for the evaluation probes.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Callable
 
 import numpy as np
 
-from calibrate.base import ScoreSplit
+from calibrate.contract.base import ScoreSplit
 from calibrate.errors import DataError
-from calibrate.types import CohortScores, DistanceMatrix
+from calibrate.contract.types import CohortScores, DistanceMatrix
 
 
 def enrolled_side(read: Callable, path: Path, kind: str) -> DistanceMatrix:

@@ -20,7 +20,7 @@ Sets left with no readable image are skipped and reported, and so are classes le
 it is an error only when nothing readable remains. Sizes are read from the image headers before
 anything is decoded: images of different sizes are an error (the message names a file and suggests
 ``resize: [width, height]``), and so are images of more than MAX_IMAGE_VALUES values each, or more
-values in all than ``calibrate.safefiles.memory_budget`` allows.
+values in all than ``calibrate.files.untrusted.memory_budget`` allows.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
-from calibrate.base import Dataset, RunContext
+from calibrate.contract.base import Dataset, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.safefiles import memory_budget
-from calibrate.types import PatternSet
+from calibrate.files.untrusted import memory_budget
+from calibrate.contract.types import PatternSet
 
 IMAGE_SUFFIXES = frozenset({".pgm", ".pnm", ".ppm", ".pbm", ".png", ".jpg", ".jpeg"})
 _SIXTEEN_BIT = frozenset({"I;16", "I;16B", "I;16L", "I;16N", "I"})

@@ -1,7 +1,7 @@
 """The score-matrix CSV's fast readers: pyarrow (the optional extra ``fast-io``) and a vectorised
 numpy parse (always there), beside the careful ``csv``-module reader in score_matrix.py.
 
-Both take only files they read cleanly, and raise :class:`calibrate.scorefiles.NeedLines` for
+Both take only files they read cleanly, and raise :class:`calibrate.files.score_lists.NeedLines` for
 anything else (a quote in the header, a row of another length, a cell that is not a plain decimal
 number, a label that is not UTF-8 or that the loader refuses (empty, NUL, longer than MAX_LABEL), a NaN, blank rows other than empty
 lines, ...): the careful reader then reads that file, and either gives the same matrix or names
@@ -9,7 +9,7 @@ file, line and column of what is wrong. So every path returns the same data and 
 thing (tests/test_builtin_datasets.py runs the reading and error tests with all three).
 
 What keeps them equal: the careful reader parses every cell with ``float()`` and then holds it to
-the strict grammar (``calibrate.scorefiles.NUMBER``: no ``0_5``, no non-ASCII digits). pyarrow's
+the strict grammar (``calibrate.files.score_lists.NUMBER``: no ``0_5``, no non-ASCII digits). pyarrow's
 parser refuses ``0_5``, non-ASCII digits and empty cells itself, and for the decimal numbers both
 accept it rounds correctly, as ``float()`` does; the numpy path uses ``float()`` on the bytes and
 the same grammar check. Labels are stripped of whitespace in every path (``str.strip``).
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.safefiles import label_problem
-from calibrate.scorefiles import NeedLines, first_loose_number
+from calibrate.files.untrusted import label_problem
+from calibrate.files.score_lists import NeedLines, first_loose_number
 
 #: rows parsed at once by the numpy path (bounds its temporary Python objects to a few MB per block)
 _BLOCK_CELLS = 1 << 20
@@ -153,7 +153,7 @@ def parse_cells(data: bytes, width: int) -> tuple[np.ndarray, list[bytes]]:
     separated by \\n. A plain decimal cell (a sign, at most 15 digits, at most one point) is read digit by
     digit for all cells at once (Horner's rule, one step per character position) and divided by its power
     of ten: exactly the value ``float()`` gives (Clinger's exact case). Any other cell goes through
-    ``float()`` and the strict grammar (calibrate.scorefiles.NUMBER); NeedLines for one either refuses."""
+    ``float()`` and the strict grammar (calibrate.files.score_lists.NUMBER); NeedLines for one either refuses."""
     b = np.frombuffer(data, np.uint8)
     stops = np.flatnonzero((b == 44) | (b == 10))
     starts, ends = np.r_[0, stops + 1], np.r_[stops, b.size]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.base import Dataset, RunContext
+from calibrate.contract.base import Dataset, RunContext
 from calibrate.errors import DataError
-from calibrate.safefiles import label_problem, memory_budget, npz_arrays, npz_headers
-from calibrate.types import PatternSet
+from calibrate.files.untrusted import label_problem, memory_budget, npz_arrays, npz_headers
+from calibrate.contract.types import PatternSet
 
 _FIX = "save it with numpy.savez"
 #: what X may hold: booleans, integers, real floats (complex, strings and records have no distance)

@@ -24,7 +24,7 @@ set; the test file's columns are put in the training file's order), or one ``pat
 impostor rows are split per claimed class by keys hashed from ``seed + column`` (``split_per_class``). So
 a score list written probe by probe splits exactly as the score-matrix CSV of the same matrix.
 
-Readers (calibrate.scorefiles, the core's score-file reading, which ``calibrate accept`` uses too).
+Readers (calibrate.files.score_lists, the core's score-file reading, which ``calibrate accept`` uses too).
 ``pyarrow`` (the optional extra ``fast-io``) parses the file in C, several blocks at a
 time; ``python`` (always available) reads blocks of lines with ``bytes.split`` / the ``csv``
 module. Both end in the same numpy code (here: the matrix), and the pyarrow path hands any file it does not accept
@@ -42,11 +42,11 @@ from typing import Literal
 
 import numpy as np
 
-from calibrate.base import Dataset, RunContext, ScoreSplit
+from calibrate.contract.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
-from calibrate.scorefiles import (BOB_FORMATS, DEFAULT_COLUMNS, ROLES, Comparisons, NeedLines,  # noqa: F401 (re-exported)
+from calibrate.files.score_lists import (BOB_FORMATS, DEFAULT_COLUMNS, ROLES, Comparisons, NeedLines,  # noqa: F401 (re-exported)
                                   line_of, place, pyarrow_available, read_comparisons, read_then, refuse_repeats, sniff)
-from calibrate.types import DistanceMatrix
+from calibrate.contract.types import DistanceMatrix
 
 from .cohort_files import with_cohorts
 from .score_matrix import _drop_failed_columns, check_split_params, split_per_class
@@ -129,7 +129,7 @@ def build_matrix(rows: Comparisons, path: Path, fmt: str, missing: float | None)
     if n_probes * n_gallery > MAX_ENTRIES:
         raise DataError(f"{path}: {n_probes} probes x {n_gallery} claimed classes is too large a matrix for this dataset "
                         f"(more than {MAX_ENTRIES} entries); split the file or compare fewer probes")
-    refuse_repeats(path, rows, fmt)  # the rule every score-list reader applies (calibrate.scorefiles)
+    refuse_repeats(path, rows, fmt)  # the rule every score-list reader applies (calibrate.files.score_lists)
     flat = probe * n_gallery + claimed
     values = np.full(n_probes * n_gallery, np.nan)
     values[flat] = scores

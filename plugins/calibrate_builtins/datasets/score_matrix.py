@@ -21,11 +21,11 @@ from typing import Literal
 
 import numpy as np
 
-from calibrate.base import Dataset, RunContext, ScoreSplit
+from calibrate.contract.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
-from calibrate.types import DistanceMatrix
-from calibrate.safefiles import MAX_LABEL, label_problem, regular_file
-from calibrate.scorefiles import NeedLines, first_loose_number, pyarrow_available
+from calibrate.contract.types import DistanceMatrix
+from calibrate.files.untrusted import MAX_LABEL, label_problem, regular_file
+from calibrate.files.score_lists import NeedLines, first_loose_number, pyarrow_available
 
 from .matrix_readers import read_numpy, read_pyarrow
 

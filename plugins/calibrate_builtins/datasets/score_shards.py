@@ -8,8 +8,8 @@ readers and checks, so a shard's matrix, messages and split are exactly score-li
 
 Shards are *partitions of the enrolled classes*: all comparisons of one claimed class are in one
 shard (a class found in two shards is an error naming both files). This dataset does not load
-anything in the main process: ``load`` returns a :class:`~calibrate.partitioned.ShardedScores`,
-a list of shards with a picklable reader, and the run (``calibrate/partitioned_run.py``) reads every
+anything in the main process: ``load`` returns a :class:`~calibrate.contract.sharded.ShardedScores`,
+a list of shards with a picklable reader, and the run (``calibrate/running/sharded.py``) reads every
 shard on the executor's workers (once: its first pass saves what the later ones need).
 
 Splitting. With ``train:``/``test:``, the k-th training shard pairs with the k-th evaluation shard
@@ -27,12 +27,12 @@ from typing import Literal
 
 import numpy as np
 
-from calibrate.base import Dataset, RunContext, ScoreSplit
+from calibrate.contract.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
-from calibrate.partitioned import ShardedScores
-from calibrate.scorefiles import ROLES, Comparisons, check_labels, to_floats
-from calibrate.safefiles import regular_file
-from calibrate.types import DistanceMatrix
+from calibrate.contract.sharded import ShardedScores
+from calibrate.files.score_lists import ROLES, Comparisons, check_labels, to_floats
+from calibrate.files.untrusted import regular_file
+from calibrate.contract.types import DistanceMatrix
 
 from .score_list import ScoreListDataset, _first_appearance, build_matrix, read_score_list
 from .score_matrix import _drop_failed_columns, split_per_class

@@ -29,9 +29,9 @@ from typing import Literal
 
 import numpy as np
 
-from calibrate.base import Dataset, RunContext, ScoreSplit
+from calibrate.contract.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import ParameterError
-from calibrate.types import DistanceMatrix, GroupLabels
+from calibrate.contract.types import DistanceMatrix, GroupLabels
 
 #: the most comparisons generated (probes x classes, training and evaluation together)
 MAX_VALUES = 2 * 10 ** 8

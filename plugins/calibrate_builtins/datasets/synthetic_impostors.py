@@ -1,6 +1,6 @@
 """Dataset ``synthetic-impostors``: a seeded gallery of impostor distances, for scale tests and benchmarks.
 
-It produces comparison scores directly (a :class:`~calibrate.base.ScoreSplit`), so that a gallery
+It produces comparison scores directly (a :class:`~calibrate.contract.base.ScoreSplit`), so that a gallery
 of 100,000 classes needs no patterns and no distance stage: memory is the two matrices only
 (``train x classes`` and ``test x classes`` float64, plus their masks).
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.base import Dataset, RunContext, ScoreSplit
+from calibrate.contract.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import ParameterError
-from calibrate.types import DistanceMatrix
+from calibrate.contract.types import DistanceMatrix
 
 FAMILIES = ("ncx2", "gamma", "lognormal", "shifted-t")
 #: the most distances generated (8 GB as float64; the 100,000-class benchmark needs 1.2e8)

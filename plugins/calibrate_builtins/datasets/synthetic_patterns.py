@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.base import Dataset, RunContext
+from calibrate.contract.base import Dataset, RunContext
 from calibrate.errors import ParameterError
-from calibrate.types import PatternSet
+from calibrate.contract.types import PatternSet
 
 
 #: the most sample values generated (8 GB as float64)

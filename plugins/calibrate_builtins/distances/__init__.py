@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calibrate.hookspecs import RegisterDistance, hookimpl
+from calibrate.contract.hookspecs import RegisterDistance, hookimpl
 
 
 @hookimpl

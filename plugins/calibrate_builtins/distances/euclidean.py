@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.base import Distance, RunContext
+from calibrate.contract.base import Distance, RunContext
 from calibrate.errors import DataError
-from calibrate.types import SetCollection
+from calibrate.contract.types import SetCollection
 
 
 def _means(sets: SetCollection) -> np.ndarray:

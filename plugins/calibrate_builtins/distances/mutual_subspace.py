@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.base import Distance, RunContext
+from calibrate.contract.base import Distance, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.progress import NULL_TASK
-from calibrate.types import SetCollection
+from calibrate.contract.progress import NULL_TASK
+from calibrate.contract.types import SetCollection
 
 #: memory budget for the k x k blocks of one batch (the product, its transpose and SVD workspace)
 _BLOCK_BYTES = 64 * 2**20

@@ -4,7 +4,7 @@ beyond the paper.
 
 from __future__ import annotations
 
-from calibrate.hookspecs import RegisterEstimator, hookimpl
+from calibrate.contract.hookspecs import RegisterEstimator, hookimpl
 
 
 @hookimpl

@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.gpd import monotone
-from calibrate.standardise import (anchor_locations, anchor_ranks, anchor_statistics, anchored_classes,
+from calibrate.statistics.gpd import monotone
+from calibrate.statistics.standardise import (anchor_locations, anchor_ranks, anchor_statistics, anchored_classes,
                                    anchored_sorted, from_working, shrink_anchors, spacing_ranks, to_working,
                                    working_offset)
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
 from .simulate import (PARTIAL_SHARE, _covered, _flat_lowest, _lowest_counts, _lowest_whole, _smallest,
                        pooled_z_quantile)
@@ -114,7 +114,7 @@ def enroll_anchored(model: ZnormModel, cls: str, distances: np.ndarray, who: str
     return type(model).from_state(state)
 
 
-# ---- what a fit gives on many simulated galleries at once (calibrate.prediction) ----------------------------
+# ---- what a fit gives on many simulated galleries at once (calibrate.predicted.interval) ----------------------------
 
 def anchored_ranks(counts: np.ndarray, targets: np.ndarray, world, *, max_rank: int, min_tail_count: float,
                    structure: str = "anchored", **_: object) -> list[np.ndarray] | None:

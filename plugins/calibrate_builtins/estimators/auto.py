@@ -34,17 +34,17 @@ from typing import Literal
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import ParameterError
-from calibrate.types import GenuineDistances, ImpostorDistances, TrainingGroups
-from calibrate.world import REFERENCE_MODEL
+from calibrate.contract.types import GenuineDistances, ImpostorDistances, TrainingGroups
+from calibrate.predicted.world import REFERENCE_MODEL
 
 from .anchored import ANCHORED_CONFIG, anchored_ranks, anchored_simulate, enroll_anchored, fit_anchored
 from .choose import STRUCTURES, can_choose, choose, judge, judged_subset
 from .znorm import ZnormModel, enroll_znorm, fit_znorm
 
 #: auto-bulk's configuration, in znorm's terms (recorded in models.csv through the model's parameters)
-#: (its family, robustness and jackknife are the reference world's model: calibrate.world.REFERENCE_MODEL)
+#: (its family, robustness and jackknife are the reference world's model: calibrate.predicted.world.REFERENCE_MODEL)
 AUTO_CONFIG = {**REFERENCE_MODEL, "pooled_shape": True, "predictive": False,
                "min_tail_count": 10.0, "tail_fraction": 0.1, "min_exceedances": 30, "shape_bounds": (-1.0, 0.5)}
 
@@ -74,7 +74,7 @@ class AutoBulk(Estimator):
         return fit_znorm(impostors, who="auto-bulk", **AUTO_CONFIG)
 
     def partitioned(self):
-        """Fitting sharded data shard by shard, with the same thresholds (calibrate/partitioned.py)."""
+        """Fitting sharded data shard by shard, with the same thresholds (calibrate/contract/sharded.py)."""
         from .partitioned import AutoPartitioned
 
         return AutoPartitioned(AUTO_CONFIG)

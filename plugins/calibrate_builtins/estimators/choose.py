@@ -11,7 +11,7 @@ The choice is cross-fitted on the training data only. Each class's training impo
 halves; a structure is fitted on one half of every class and judged on the other half, then the other way round.
 At each FPR level of ``LEVELS`` that the held-out half can measure (at least ``MIN_EXPECTED`` false accepts expected),
 its thresholds admit some of the held-out impostors; one pooled threshold admitting the same number of them is the
-reference (calibrate.verification.one_threshold), and the training genuine comparisons are decided by both. The
+reference (calibrate.statistics.verification.one_threshold), and the training genuine comparisons are decided by both. The
 genuine comparisons only one of the two rejects are counted over the levels and the two folds (calibrate.
 verification.paired_fnr): a structure that turns away fewer of them than one threshold, beyond ``Z_CHOOSE``
 standard errors of the paired difference (clustered by class: :attr:`Judged.z`), may be chosen; of those the one with the most net saves is. Otherwise,
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrate.types import GenuineDistances, ImpostorDistances, TrainingGroups
-from calibrate.verification import PooledScores, loosest_below
+from calibrate.contract.types import GenuineDistances, ImpostorDistances, TrainingGroups
+from calibrate.statistics.verification import PooledScores, loosest_below
 
 #: the FPR levels the choice is judged at (those the held-out halves can measure)
 LEVELS = (0.01, 0.003, 0.001, 0.0003, 0.0001)

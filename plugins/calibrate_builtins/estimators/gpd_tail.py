@@ -34,7 +34,7 @@ Fit (``method``).
   is closed-form, always defined, and has lower bias and variance than maximum likelihood for the
   small exceedance counts met here (tens of points; Hosking & Wallis's simulations), where the
   likelihood is flat in the shape and its maximum can run to the boundary.
-* ``mle``: maximum likelihood, location fixed at 0 (calibrate.gpd.gpd_mle: the likelihood scipy.stats.genpareto.fit(x, floc=0) maximises, by a profile-likelihood search).
+* ``mle``: maximum likelihood, location fixed at 0 (calibrate.statistics.gpd.gpd_mle: the likelihood scipy.stats.genpareto.fit(x, floc=0) maximises, by a profile-likelihood search).
 
 Guards. The shape is clipped to ``shape_bounds`` (default [-1, 0.5]: below -1 the GPD density
 increases towards its endpoint, which no lower tail of distances does; above 0.5 the tail is so
@@ -64,15 +64,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
-from calibrate.gpd import (TailFit, check_shape_bounds, check_tail_params, exceedance_count, fit_lower_tail,  # noqa: F401
+from calibrate.statistics.gpd import (TailFit, check_shape_bounds, check_tail_params, exceedance_count, fit_lower_tail,  # noqa: F401
                            gpd_mle, gpd_pwm, guard_shape, monotone)
-from calibrate.packed import packed
-from calibrate.statecheck import bad, choice, field, flag, numbers, sorted_segments, tail_fit
-from calibrate.stats import below_ties, interp_threshold, lowest_segments, refuse_beyond
+from calibrate.contract.packed import packed
+from calibrate.contract.statecheck import bad, choice, field, flag, numbers, sorted_segments, tail_fit
+from calibrate.statistics.order import below_ties, interp_threshold, lowest_segments, refuse_beyond
 
 Method = Literal["pwm", "mle"]
 Pooling = Literal["class", "pooled", "shrunk"]
@@ -179,7 +179,7 @@ class GpdTailModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "GpdTailModel":
-        """The model a saved state describes, every field checked (calibrate.statecheck): the distances >= 0
+        """The model a saved state describes, every field checked (calibrate.contract.statecheck): the distances >= 0
         and ascending per class, each tail's threshold u within its class's distances (at or above the lowest
         where a saved model keeps only those: ``counts``)."""
         classes, shared = field(state, "classes"), flag(field(state, "shared"), "shared")

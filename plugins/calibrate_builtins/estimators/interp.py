@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
-from calibrate.packed import packed
-from calibrate.statecheck import bad, field, flag, numbers
-from calibrate.stats import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values, saved_pool_count  # noqa: F401 (re-exported)
-from calibrate.stats import lowest_segments, refuse_beyond
-from calibrate.types import ImpostorDistances
+from calibrate.contract.base import Estimator, FittedModel, RunContext
+from calibrate.contract.packed import packed
+from calibrate.contract.statecheck import bad, field, flag, numbers
+from calibrate.statistics.order import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values, saved_pool_count  # noqa: F401 (re-exported)
+from calibrate.statistics.order import lowest_segments, refuse_beyond
+from calibrate.contract.types import ImpostorDistances
 
 from .pooled import PooledSortedModel
 
@@ -107,7 +107,7 @@ class _SortedModel(FittedModel):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "_SortedModel":
         """The model a saved state describes; the constructor checks the segments, this the types and that
-        distances are >= 0 (calibrate.statecheck); a state with ``n_pooled`` keeps only the pooled distances'
+        distances are >= 0 (calibrate.contract.statecheck); a state with ``n_pooled`` keeps only the pooled distances'
         lowest values (a compacted or a sharded run's generic model): a PooledSortedModel."""
         if isinstance(state, dict) and "n_pooled" in state:
             return PooledSortedModel.from_state(state)
@@ -153,7 +153,7 @@ class GenericInterp(Estimator):
         return _SortedModel(impostors.classes, pooled, np.array([0, pooled.size]), shared=True)
 
     def partitioned(self):
-        """Fitting sharded data shard by shard, with the same thresholds (calibrate/partitioned.py)."""
+        """Fitting sharded data shard by shard, with the same thresholds (calibrate/contract/sharded.py)."""
         from .partitioned import GenericInterpPartitioned
 
         return GenericInterpPartitioned()

@@ -1,12 +1,12 @@
-"""Shard-by-shard fits of the pooled estimators ``auto`` and ``generic-interp`` (``calibrate.partitioned``).
+"""Shard-by-shard fits of the pooled estimators ``auto`` and ``generic-interp`` (``calibrate.contract.sharded``).
 
 Both need, besides each class's own statistics, a quantile of values pooled over every class: auto
 the pooled standardised scores (and a GPD tail fitted to their lowest ``tail_fraction``), generic-interp
 the pooled distances. A threshold at target ``e`` reads the pooled sample only at ranks up to
 ``ceil(e N)``, and the GPD tail only its lowest ``k + 1`` values, so the run selects exactly those
-with :func:`calibrate.partitioned.lowest_sorted` (two passes over the shards; the selected values
+with :func:`calibrate.contract.sharded.lowest_sorted` (two passes over the shards; the selected values
 are the very floats ``np.sort`` of everything would give). auto's tail (k = 10% of the pooled scores:
-10^8 of them at a million classes) is not gathered: :func:`calibrate.partitioned.lowest_moments` sums
+10^8 of them at a million classes) is not gathered: :func:`calibrate.contract.sharded.lowest_moments` sums
 it bucket by bucket into the two probability-weighted moments its fit needs (gpd.fit_lower_tail_moments).
 Both begin in the run's reading of each shard (``first_pass``): the histograms, and auto's saved lowest
 scores on the guess that its working offset is 0 (every training distance positive; else auto makes its own
@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from calibrate.errors import DataError
-from calibrate.gpd import exceedance_count, fit_lower_tail_moments
-from calibrate.partitioned import (TailMoments, histogram_first_pass, lowest_moments, lowest_sorted, moments_first_pass,
+from calibrate.statistics.gpd import exceedance_count, fit_lower_tail_moments
+from calibrate.contract.sharded import (TailMoments, histogram_first_pass, lowest_moments, lowest_sorted, moments_first_pass,
                                    write_staged)
-from calibrate.standardise import ANCHOR_MAX_RANK, standardise_classes, to_working
-from calibrate.types import ImpostorDistances
+from calibrate.statistics.standardise import ANCHOR_MAX_RANK, standardise_classes, to_working
+from calibrate.contract.types import ImpostorDistances
 
 from .pooled import PooledSortedModel, kept_count
 from .znorm import PooledZnormModel, check_class_sizes
@@ -50,7 +50,7 @@ def _save_pooled(folder: str, name: str, values: np.ndarray) -> tuple[str, int, 
 def _standardised(impostors: ImpostorDistances, offset: float, jackknife: float, cfg: dict) -> tuple[list, list, list]:
     """fit_znorm's per-class step for auto (configuration ``cfg``): every class's standardised training
     scores (with ``jackknife``), and its full-sample location and scale (the same whatever ``jackknife``),
-    with the whole gallery's working ``offset`` (calibrate.standardise.standardise_classes)."""
+    with the whole gallery's working ``offset`` (calibrate.statistics.standardise.standardise_classes)."""
     check_class_sizes(impostors, 3, "auto")
     _, locs, scales, zs = standardise_classes(impostors, cfg["family"], cfg["robust"], jackknife, "estimator auto",
                                               offset=offset)
@@ -68,7 +68,7 @@ def _auto_z(impostors: ImpostorDistances, arg: tuple[float, dict]) -> np.ndarray
 
 
 def _auto_first(impostors: ImpostorDistances, arg, index: int) -> tuple | None:
-    """auto's tail selection begun in the run's first pass (calibrate.partitioned.moments_first_pass), on the guess
+    """auto's tail selection begun in the run's first pass (calibrate.contract.sharded.moments_first_pass), on the guess
     that every training distance is positive, so that the working offset is 0 (working_offset's rule): None on a
     shard where that is false (then no shard's result is used) or whose scores cannot be standardised (the second
     pass says why, as it did before there was a first)."""
@@ -98,7 +98,7 @@ class AutoPartitioned:
     not import auto, which imports it)."""
 
     model_class = PooledZnormModel
-    #: said in the run's notes when set (calibrate.partitioned_run)
+    #: said in the run's notes when set (calibrate.running.sharded)
     note: str | None = None
 
     def __init__(self, config: dict):

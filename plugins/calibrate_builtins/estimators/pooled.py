@@ -1,8 +1,8 @@
 """A saved pooled sample: what a pooled model (auto's standardised scores, generic-interp's distances) keeps
 of it, in memory (``FittedModel.compact``: its lowest ``ceil(reach N) + 1`` values, reach
-:func:`calibrate.stats.saved_reach`) or by a sharded run (partitioned.py, :func:`kept_count`), and its size N.
+:func:`calibrate.statistics.order.saved_reach`) or by a sharded run (partitioned.py, :func:`kept_count`), and its size N.
 Such a model answers targets up to that reach and names it for larger ones. The values are a JSON list or a
-packed array in the model's state (calibrate.packed), or a ``.npy`` file beside a partitioned calibration's
+packed array in the model's state (calibrate.contract.packed), or a ``.npy`` file beside a partitioned calibration's
 parts."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.base import FittedModel
+from calibrate.contract.base import FittedModel
 from calibrate.errors import CalibrationError, ParameterError
-from calibrate.packed import is_packed, packed
-from calibrate.safefiles import npy_array, plain_name
-from calibrate.statecheck import bad, field, number, numbers
-from calibrate.stats import SAVED_REACH, below_ties, interpolate_rank, refuse_beyond, saved_pool_count
+from calibrate.contract.packed import is_packed, packed
+from calibrate.files.untrusted import npy_array, plain_name
+from calibrate.contract.statecheck import bad, field, number, numbers
+from calibrate.statistics.order import SAVED_REACH, below_ties, interpolate_rank, refuse_beyond, saved_pool_count
 
 #: a sharded run keeps at least this many of the pooled sample's lowest values
 SHARDED_POOL = 100_000

@@ -32,13 +32,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
-from calibrate.packed import packed
-from calibrate.statecheck import bad, choice, field, number, numbers, sorted_segments
-from calibrate.stats import interp_threshold, lowest_segments, refuse_beyond, saved_pool_count
+from calibrate.contract.packed import packed
+from calibrate.contract.statecheck import bad, choice, field, number, numbers, sorted_segments
+from calibrate.statistics.order import interp_threshold, lowest_segments, refuse_beyond, saved_pool_count
 
 Weight = Literal["count", "empirical-bayes"]
 
@@ -146,7 +146,7 @@ class ShrinkageModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "ShrinkageModel":
-        """The model a saved state describes, every field checked (calibrate.statecheck): distances >= 0,
+        """The model a saved state describes, every field checked (calibrate.contract.statecheck): distances >= 0,
         ascending per class; weights in [0, 1]."""
         classes = field(state, "classes")
         size = len(classes) if isinstance(classes, list) else 0

@@ -1,10 +1,10 @@
 """Vectorised refits for the predicted FPR interval (``Estimator.simulate`` and
-``Estimator.simulation_ranks``, calibrate.prediction).
+``Estimator.simulation_ranks``, calibrate.predicted.interval).
 
 Each function computes, for B simulated galleries at once, exactly the thresholds that fitting the
 estimator on each gallery gives: the same formulas on the same order statistics, gathered by index
 arrays instead of one fit per gallery. They read only the ranks they declare, so the world draws
-those and no others (calibrate.world.World.draw_galleries):
+those and no others (calibrate.predicted.world.World.draw_galleries):
 
 * class-interp: each class's order statistics around rank e n_c (and its smallest);
 * generic-interp and auto: each class's lowest few distances (a generous margin over what lies
@@ -22,10 +22,10 @@ import math
 
 import numpy as np
 
-from calibrate.gpd import exceedance_count, fit_lower_tail, monotone
-from calibrate.standardise import IQR_TO_SD, from_working
-from calibrate.stats import interpolate_rank
-from calibrate.world import sorted_unique
+from calibrate.statistics.gpd import exceedance_count, fit_lower_tail, monotone
+from calibrate.statistics.standardise import IQR_TO_SD, from_working
+from calibrate.statistics.order import interpolate_rank
+from calibrate.predicted.world import sorted_unique
 
 #: a partial draw holds each class's expected count below the pooled threshold times this, plus
 #: MARGIN_SD standard deviations and MARGIN_FIXED values

@@ -53,17 +53,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
-from calibrate.gpd import TailFit, check_shape_bounds, check_tail_params, fit_lower_tail, monotone
-from calibrate.standardise import (IQR_TO_SD, from_working, location_scale, loo_location_scale,  # noqa: F401
+from calibrate.statistics.gpd import TailFit, check_shape_bounds, check_tail_params, fit_lower_tail, monotone
+from calibrate.statistics.standardise import (IQR_TO_SD, from_working, location_scale, loo_location_scale,  # noqa: F401
                                    pooled_quantile, pooled_sorted, standardise, standardise_classes, to_working,
                                    working_offset)
-from calibrate.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
-from calibrate.packed import packed
-from calibrate.stats import interpolate_rank, rank_values, refuse_beyond, saved_pool_count
+from calibrate.contract.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
+from calibrate.contract.packed import packed
+from calibrate.statistics.order import interpolate_rank, rank_values, refuse_beyond, saved_pool_count
 
 from .pooled import checked_pooled, pooled_file
 
@@ -134,7 +134,7 @@ class ZnormModel(FittedModel):
 
     def z_quantiles(self, targets: np.ndarray) -> np.ndarray:
         """The pooled standardised-score quantile at each target (pooled_shape models); a target beyond what the
-        kept values reach (a saved model: calibrate.stats.refuse_beyond) is refused."""
+        kept values reach (a saved model: calibrate.statistics.order.refuse_beyond) is refused."""
         targets = np.asarray(targets, dtype=np.float64)
         refuse_beyond(targets, len(self.sorted_z), self.n_pooled, "auto")
         emp = self._quantile(targets)
@@ -278,7 +278,7 @@ def _check_one_offset(anchor: dict | None, offset: float, sorted_z: np.ndarray) 
 
 
 def checked_location_scale(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, float]:
-    """A saved znorm-like state's (loc, scale, n, family, offset), by type and range (calibrate.statecheck):
+    """A saved znorm-like state's (loc, scale, n, family, offset), by type and range (calibrate.contract.statecheck):
     a scale is > 0; a location is a mean of distances (>= 0) or of log(d + offset) (above log(offset), and
     within float64's exp range); the offset is half a training distance, so below every class's typical one
     (not checked for auto's structure ``one``, whose location 0 is a reference, not a class's typical distance)."""
@@ -403,7 +403,7 @@ class PooledZnormModel(ZnormModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PooledZnormModel":
-        """The model a saved state describes, every field checked (calibrate.statecheck, znorm's
+        """The model a saved state describes, every field checked (calibrate.contract.statecheck, znorm's
         checked_location_scale); the pooled tail's threshold lies at or above its lowest kept score."""
         loc, scale, n, family, offset = checked_location_scale(state)
         sorted_z, n_pooled = checked_pooled(state, "standardised scores", -math.inf)

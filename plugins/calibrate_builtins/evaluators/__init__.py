@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calibrate.hookspecs import RegisterEvaluator, hookimpl
+from calibrate.contract.hookspecs import RegisterEvaluator, hookimpl
 
 
 @hookimpl

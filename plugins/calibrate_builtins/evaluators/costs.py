@@ -1,5 +1,5 @@
 """What thresholds cost genuine users, judged against one pooled threshold at the same FPR, and how they treat
-demographic groups: the ``fpr`` evaluator's figures beyond the achieved FPR (calibrate.verification computes
+demographic groups: the ``fpr`` evaluator's figures beyond the achieved FPR (calibrate.statistics.verification computes
 them; this module gathers the run's attempts and hands each estimator's decisions to it).
 
 The reference is one threshold for every class, set on the matcher's own scores (as the dataset gave them, before
@@ -13,7 +13,7 @@ two are compared at the same FPR on the same genuine attempts:
 * ``one_threshold``: the reference's own figures (its threshold in score units, FPR, how its false accepts
   spread over classes, and per group);
 * the spread of false accepts over (fold, enrolled class) units beside binomial noise
-  (:func:`calibrate.verification.class_spread`);
+  (:func:`calibrate.statistics.verification.class_spread`);
 * with groups: per group the same-group FMR, FMR and FNMR of the estimator and of the reference.
 
 Cost: one sort of the evaluation impostor scores (shared with det.png), a pass over each evaluation matrix
@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from calibrate.base import EvaluationInput, Fold
-from calibrate.types import GroupLabels, TargetResult
-from calibrate.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
+from calibrate.contract.base import EvaluationInput, Fold
+from calibrate.contract.types import GroupLabels, TargetResult
+from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
                                     d_prime, det_rows, group_figures, loosest_below, paired_fields, paired_fnr,
                                     verification_metrics)
 

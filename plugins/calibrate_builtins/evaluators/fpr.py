@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrate.base import EvaluationInput, Evaluator, Fold, RunContext
+from calibrate.contract.base import EvaluationInput, Evaluator, Fold, RunContext
 from calibrate.formatting import format_count, format_pct
-from calibrate.sanity import accept_side_auc
-from calibrate.stats import clopper_pearson, tie_message, tied_floor  # noqa: F401 (clopper_pearson re-exported)
-from calibrate.types import EvaluationResult, TargetResult
+from calibrate.statistics.sanity import accept_side_auc
+from calibrate.statistics.order import clopper_pearson, tie_message, tied_floor  # noqa: F401 (clopper_pearson re-exported)
+from calibrate.contract.types import EvaluationResult, TargetResult
 
 
 #: bootstrap replicates for the class-level interval
@@ -191,12 +191,12 @@ def _nones(values) -> list:
 
 def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
                      targets: tuple[float, ...]) -> dict[str, list]:
-    """The estimator's predicted FPR interval (from training data only, calibrate.prediction), per target:
+    """The estimator's predicted FPR interval (from training data only, calibrate.predicted.interval), per target:
     for the FPR measured on this evaluation's number of attempts (``predicted_fpr_low/high``; only the
     count of attempts is used, none of their outcomes) and for the long run
     (``predicted_fpr_long_run_low/high``); ``attempts``: each fold's impostor attempts. Empty when the run
     predicted nothing."""
-    from calibrate.prediction import PREDICTED, column_quantile, combine, measured_interval
+    from calibrate.predicted.interval import PREDICTED, column_quantile, combine, measured_interval
 
     preds = [f.predictions.get(label) for f in folds]
     if not preds or any(p is None for p in preds):
@@ -423,7 +423,7 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
     rows = [(l, r) for l, rs in results.items() for r in rs if "predicted_fpr_low" in r.extra]
     if not rows:
         return None
-    from calibrate.prediction import STATUS
+    from calibrate.predicted.interval import STATUS
     level = rows[0][1].extra.get("predicted_level", 0.9)
     lines = ["## Predicted before evaluation: how far each threshold can be trusted", "",
              f"From the training impostor distances alone (no evaluation data), each estimator's thresholds were refitted "
@@ -442,7 +442,7 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
             continue
         how = ""
         if e.get("confidence_method"):
-            from calibrate.confidence import METHODS
+            from calibrate.predicted.confidence import METHODS
 
             said = METHODS.get(e["confidence_method"], e["confidence_method"])
             how = (f" Confidence: {said[0].upper()}{said[1:]}." if e["confidence_method"] == "model-unmet" else
@@ -467,7 +467,7 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
 
 def groups_summary(pool) -> dict:
     """results.json's ``groups``: where they came from, their names and how many enrolled classes each holds."""
-    from calibrate.types import UNLABELLED
+    from calibrate.contract.types import UNLABELLED
 
     groups = pool.groups
     names = list(groups.names)
@@ -504,7 +504,7 @@ class FprEvaluator(Evaluator):
         pictures = []
         if self.plots and data.plots:
             # drawn before the predicted intervals are read: they need only the measured rates, and a
-            # prediction computed beside the run (calibrate.beside) is meanwhile finishing on another core
+            # prediction computed beside the run (calibrate.running.beside) is meanwhile finishing on another core
             from . import plots
 
             with context.stage(f"fpr: drawing plots for {len(measured)} estimator(s)"):

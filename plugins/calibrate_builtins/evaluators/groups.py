@@ -1,10 +1,10 @@
 """The ``fpr`` evaluator's figures per demographic group in report.md and groups.png (ISO/IEC 19795-10).
 
-The counts come from :mod:`.costs` (calibrate.verification.group_figures): per estimator and target, each group's
+The counts come from :mod:`.costs` (calibrate.statistics.verification.group_figures): per estimator and target, each group's
 FMR over same-group impostor attempts (probe and claimed class in one group: the look-alikes that decide a
 low FPR), over all its impostor attempts, and its FNMR, for the estimator and for one pooled threshold at the
 same overall FPR. Small groups carry their 95% Clopper-Pearson intervals, never bare ratios. An estimator that
-widens a differential beyond what one threshold gives (calibrate.verification.widening: the log max/min ratios
+widens a differential beyond what one threshold gives (calibrate.statistics.verification.widening: the log max/min ratios
 over 2 standard errors apart) is named in a warning and a run note.
 """
 
@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from calibrate.types import UNLABELLED, TargetResult
-from calibrate.verification import widening
+from calibrate.contract.types import UNLABELLED, TargetResult
+from calibrate.statistics.verification import widening
 
 from .plots import _percent_axis
 

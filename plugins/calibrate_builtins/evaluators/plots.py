@@ -25,8 +25,8 @@ import io
 
 import numpy as np
 
-from calibrate.base import EvaluationInput, FittedModel, overrides
-from calibrate.types import TargetResult
+from calibrate.contract.base import EvaluationInput, FittedModel, overrides
+from calibrate.contract.types import TargetResult
 
 DPI = 100
 ZERO_NOTE = "0 achieved (plotted at floor)"
@@ -188,7 +188,7 @@ def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
 
 
 def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None, pooled=None):
-    """DET curve of one pooled threshold on the evaluation attempts (``pooled``: calibrate.verification.PooledScores
+    """DET curve of one pooled threshold on the evaluation attempts (``pooled``: calibrate.statistics.verification.PooledScores
     of every fold on the matcher's own scale; default: the first fold's evaluation matrix) with each estimator's
     operating points, or None without both kinds of attempt."""
     from scipy.special import ndtr, ndtri  # the normal CDF and its inverse, without importing scipy.stats

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calibrate.hookspecs import RegisterExecutor, hookimpl
+from calibrate.contract.hookspecs import RegisterExecutor, hookimpl
 
 
 @hookimpl

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from calibrate.base import Executor
+from calibrate.contract.base import Executor
 from calibrate.errors import CalibrateError, ParameterError
 
 from .local import _apply_chunk, _chunks, _flatten, _spans, OnDone

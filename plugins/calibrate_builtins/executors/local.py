@@ -16,7 +16,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Sequence
 
-from calibrate.base import Executor
+from calibrate.contract.base import Executor
 from calibrate.errors import ParameterError
 
 

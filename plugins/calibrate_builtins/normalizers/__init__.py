@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calibrate.hookspecs import RegisterNormalizer, hookimpl
+from calibrate.contract.hookspecs import RegisterNormalizer, hookimpl
 
 
 @hookimpl

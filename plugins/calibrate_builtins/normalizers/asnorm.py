@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.base import Normalizer
+from calibrate.contract.base import Normalizer
 from calibrate.errors import ParameterError
 
 from .moments import mean_and_spread, moments, standardised

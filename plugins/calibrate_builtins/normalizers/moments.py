@@ -27,7 +27,7 @@ whichever member is left out) holds no point halfway between doubles. Two things
 * anything else (a tie of the variance, about once in m**2; members whose grid is too fine to pin down):
   computed exactly, math.fsum expansions and fractions, one attempt at a time (_exact_moments).
 
-A variance whose upper bound is far below the spread floor (calibrate.cohort.SPREAD_FLOOR: a row without
+A variance whose upper bound is far below the spread floor (calibrate.normalisation.cohort.SPREAD_FLOOR: a row without
 spread, which the core refuses anyway) is returned as its approximation: the row is refused either way.
 
 Against numpy's ``mean``/``std`` (pairwise sums, the built-ins before issue 32): within a few units in the
@@ -36,7 +36,7 @@ last place, and exact where numpy's was off by a rounding residue (0.1 forty-sev
 A row whose largest |distance| lies beyond 2**250 (or below 2**-250) is brought near 1 by a power of two
 first, which is exact, so that squares neither overflow nor underflow; the results are scaled back
 exactly (a correctly rounded value scales exactly), so this does not depend on which members are kept.
-The core refuses a spread of 0 or a rounding residue (calibrate.cohort.statistics_problem: the ``std``
+The core refuses a spread of 0 or a rounding residue (calibrate.normalisation.cohort.statistics_problem: the ``std``
 named in ``Normalizer.spreads``).
 """
 
@@ -48,7 +48,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from calibrate.cohort import SPREAD_FLOOR
+from calibrate.normalisation.cohort import SPREAD_FLOOR
 
 #: rows whose largest |distance| lies outside [2**-LIMIT, 2**LIMIT] are scaled by a power of two first
 LIMIT = 250

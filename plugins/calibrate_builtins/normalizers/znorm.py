@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.base import Normalizer
+from calibrate.contract.base import Normalizer
 
 from .moments import mean_and_spread, mean_and_spread_left_out, standardised
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calibrate.hookspecs import RegisterTransform, hookimpl
+from calibrate.contract.hookspecs import RegisterTransform, hookimpl
 
 
 @hookimpl

@@ -6,10 +6,10 @@ from typing import Literal
 
 import numpy as np
 
-from calibrate.base import Transform
+from calibrate.contract.base import Transform
 from calibrate.errors import DataError, ParameterError
-from calibrate.statecheck import field, number
-from calibrate.types import DistanceMatrix
+from calibrate.contract.statecheck import field, number
+from calibrate.contract.types import DistanceMatrix
 
 
 class Identity(Transform):
@@ -98,7 +98,7 @@ class SimilarityToDistance(Transform):
         return {"upper": self._upper}
 
     def set_fitted_state(self, state: dict) -> "SimilarityToDistance":
-        upper = number(field(state, "upper"), "upper")  # a finite JSON number, not a string (calibrate.statecheck)
+        upper = number(field(state, "upper"), "upper")  # a finite JSON number, not a string (calibrate.contract.statecheck)
         if self.upper is not None and upper != float(self.upper):
             raise DataError(f"transform similarity-to-distance: saved state.upper {upper!r} contradicts the parameter "
                             f"upper: {self.upper!r}")

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.base import Transform
+from calibrate.contract.base import Transform
 from calibrate.errors import DataError, ParameterError
 
 

@@ -86,10 +86,10 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate import statecheck
-from calibrate.types import ImpostorDistances
+from calibrate.contract import statecheck
+from calibrate.contract.types import ImpostorDistances
 
 Score = Literal["ncc", "bhattacharyya"]
 Mode = Literal["exact", "fast"]
@@ -456,7 +456,7 @@ class Ncx2GridModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Ncx2GridModel":
-        """The model a saved state describes, every field checked (calibrate.statecheck): dim a whole number
+        """The model a saved state describes, every field checked (calibrate.contract.statecheck): dim a whole number
         >= 1, sigma > 0, lambda >= 0."""
         classes = statecheck.field(state, "classes")
         size = len(classes) if isinstance(classes, list) else 0

@@ -45,9 +45,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from calibrate.base import Estimator, FittedModel, RunContext
+from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.types import ImpostorDistances
+from calibrate.contract.types import ImpostorDistances
 
 from .grid import Ncx2GridModel, check_class_distances, check_dim, check_sigma, fit_class, sigma_grid
 

@@ -1,0 +1,15 @@
+"""The ``calibrate`` command line (typer): the typer application and how it fails, the recipe commands
+(run, validate, threshold, accept, plugins) and the score-list commands (fit, evaluate).
+
+May import: anything in calibrate (it is the top layer); nothing imports it.
+"""
+
+
+from __future__ import annotations
+
+
+def main() -> None:
+    """The console script's entry point (``calibrate = calibrate.cli:main``)."""
+    from calibrate.cli.commands import main as _main
+
+    _main()

@@ -1,0 +1,636 @@
+"""The recipe-less commands for score lists: ``calibrate fit`` and ``calibrate evaluate``.
+
+In the spirit of ``bob bio metrics dev eval --far-value``: fit a calibration on all of one score
+file (genuine comparisons are left out of the fit and check the score direction), then judge it on
+another. ``calibrate fit dev && calibrate evaluate cal.json eval`` gives the same thresholds and
+counts as a recipe run with ``score-list`` ``train: dev``, ``test: eval`` and the same estimator.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from calibrate.cli.app import EXTRAPOLATION_HELP, QUIET_HELP, _fail, app, command_progress
+
+#: the targets when none are given (a recipe's default)
+DEFAULT_FPRS = (0.005, 0.0025, 0.001, 0.0005)
+
+_FORMAT_HELP = "auto, 4-column, 5-column or csv."
+_CLAIMED_HELP = "CSV: header of the claimed class."
+_REAL_HELP = "CSV: header of the probe's real class."
+_SCORE_HELP = "CSV: header of the score."
+_MISSING_HELP = "Marker of failed comparisons (e.g. -1): left out, counted."
+#: the formats --format takes (scorefiles.sniff's)
+FORMATS = ("auto", "4-column", "5-column", "csv")
+#: the most --fpr targets one command takes: each costs a pass over every class (and a prediction),
+#: and no report needs more; 10,000 of them took 2.2 GB
+MAX_TARGETS = 100
+
+
+def cli_number(text: str | None, option: str) -> float | None:
+    """A number given on the command line, under the score files' strict grammar (click's float reads
+    ``1_0`` as 10.0); NaN refused, since nothing compares equal to it. None stays None."""
+    import math
+
+    from calibrate.errors import ParameterError
+    from calibrate.files.score_lists import NUMBER
+
+    if text is None:
+        return None
+    if not NUMBER.fullmatch(text):
+        raise ParameterError(f"{option} {text[:40]!r} is not a number; write a decimal number such as 0.001 "
+                             "(no underscores or other digits)")
+    if math.isnan(float(text)):
+        raise ParameterError(f"{option} nan: no score is equal to NaN; give a number, e.g. {option} -1")
+    return float(text)
+
+
+def cli_targets(texts: list[str] | None) -> tuple[float, ...] | None:
+    """The --fpr targets (strict numbers, at most MAX_TARGETS), or None when none are given."""
+    from calibrate.errors import ParameterError
+
+    if not texts:
+        return None
+    if len(texts) > MAX_TARGETS:
+        raise ParameterError(f"--fpr is given {len(texts):,} times; give at most {MAX_TARGETS} targets per command")
+    return tuple(cli_number(t, "--fpr") for t in texts)
+
+
+def check_options(fmt: str) -> None:
+    """--format, in the command line's words (a ParameterError: one line, exit 2)."""
+    from calibrate.errors import ParameterError
+
+    if fmt not in FORMATS:
+        raise ParameterError(f"--format {fmt[:40]!r}: give one of {', '.join(FORMATS)}")
+
+
+def cli_seed(text: str) -> int:
+    """--seed as a non-negative whole number in ASCII digits (one line otherwise, where click's own integer
+    reading prints its usage text, and Python's int() takes other scripts' digits and underscores)."""
+    from calibrate.errors import ParameterError
+
+    if not (text.isascii() and text.isdigit()):
+        raise ParameterError(f"--seed {' '.join(text[:40].split()) or repr(text)}: give a non-negative integer in the "
+                             "digits 0-9 (the seed of the simulations), e.g. --seed 0")
+    return int(text)
+
+
+def check_reach(targets, n: int | None, verb: str, allow: bool, defaults: bool = False) -> None:
+    """The one rule for targets below what the training data reach, in ``fit``, ``accept`` and ``threshold``:
+    a target below 1/N of the N training impostor distances is refused unless --allow-extrapolation is given
+    (then it is answered, with a note). ``n`` None (not recorded): nothing to check."""
+    from calibrate.saved.calibration import extrapolation_message
+    from calibrate.errors import CalibrateError
+
+    low = [t for t in targets if n is not None and t * n < 1]
+    if low and not allow:
+        which = " (one of the default targets: give --fpr)" if defaults else ""
+        raise CalibrateError(f"{extrapolation_message(low[0], n)}{which}; give --allow-extrapolation to {verb} anyway")
+
+
+def check_saved_reach(cal, targets) -> None:
+    """Targets beyond what a loaded calibration answers (its reach: calibrate.saved.calibration.Calibration.within_reach)
+    are refused before any work, in ``accept`` and ``evaluate`` (``threshold`` asks at once)."""
+    within = getattr(cal, "within_reach", None)
+    for t in targets:
+        if within is not None and 0 < t < 1:
+            within(t)
+
+
+def check_ids(claimed, real, values, kind: str, scores: Path, refuse: bool = True) -> list[str]:
+    """Claimed and real ids that never coincide where the scores show them to be one set of ids spelled two ways:
+    an error (``refuse``), else a note; without that evidence, or few that do: a note (calibrate.statistics.sanity.id_problem,
+    in the command line's words)."""
+    from calibrate.errors import DataError
+    from calibrate.statistics.sanity import id_problem, list_evidence
+
+    error, note = id_problem(claimed, real, str(scores), "write the ids the same way in both columns (the probe's "
+                             "real_id as its class is claimed), or name the right columns with --claimed-column and "
+                             "--real-column", list_evidence(claimed, real, values, kind))
+    if error and refuse:
+        raise DataError(error)
+    return [x for x in (error, note) if x]
+
+
+def check_known(cal, claimed, known, scores: Path) -> str | None:
+    """Attempts whose claimed class the calibration does not hold: none it holds is an error (another gallery's
+    calibration: nothing could be judged or decided), some a note with the counts and examples."""
+    import numpy as np
+
+    from calibrate.errors import CalibrateError
+    from calibrate.formatting import shown
+    from calibrate.contract.types import factorise
+
+    if known.all():
+        return None
+    missing = factorise(claimed[~known])[0]
+    if not known.any():
+        held = getattr(cal, "classes", None)
+        raise CalibrateError(f"{scores}: none of its {missing.size:,} claimed classes ({shown(missing, 3)}) is in the "
+                             f"calibration's {len(cal):,}" + (f" ({shown(held, 3)})" if held is not None else "")
+                             + ": it was fitted on another gallery; give the calibration of these classes")
+    return (f"{int((~known).sum()):,} attempt(s) claim classes the calibration does not hold ({missing.size:,} "
+            f"class(es): {shown(missing, 3)})")
+
+
+def check_scale(cal, values, scores: Path) -> str | None:
+    """Scores far outside the calibration's training scores: most of them an error, some a note
+    (calibrate.statistics.sanity.scale_problem; nothing when the calibration did not record its range)."""
+    from calibrate.errors import DataError
+    from calibrate.statistics.sanity import scale_problem
+
+    error, note = scale_problem(values, getattr(cal, "training_scores", None), str(scores), cal.kind)
+    if error:
+        raise DataError(error)
+    return note
+
+
+def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column: str | None,
+                  score_column: str | None, missing: float | None, probes: bool = False, context=None):
+    """(claimed, real, scores, failed) of a score list, failed comparisons (``missing``) left out; with
+    ``probes``, also each attempt's probe label (None when the file has no probe column). The labels are
+    :class:`calibrate.contract.types.CodedLabels` (a small integer per attempt into the file's distinct labels), which
+    ``calibrate.fit``, ``Calibration.accept`` and ``calibrate.saved.assess`` take as they are: the file is read as a
+    recipe run reads it, never as a string per attempt. ``context``: a RunContext whose progress shows the
+    reading (a stage counting comparisons)."""
+    import numpy as np
+
+    from calibrate.files.score_lists import COMMAND_LINE, DEFAULT_COLUMNS, read_comparisons
+    from calibrate.contract.types import CodedLabels
+
+    columns = None
+    if fmt in ("auto", "csv") and any((claimed_column, real_column, score_column)):
+        columns = {"claimed": claimed_column or DEFAULT_COLUMNS["claimed"],
+                   "real": real_column or DEFAULT_COLUMNS["real"], "score": score_column or DEFAULT_COLUMNS["score"]}
+    if context is None:
+        rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing, words=COMMAND_LINE)
+    else:
+        with context.stage(f"reading {path}", None, "comparisons") as task:
+            rows = read_comparisons(path, fmt=fmt, columns=columns, missing=missing, words=COMMAND_LINE, task=task)
+    keep = slice(None) if missing is None else rows.scores != missing
+    failed = 0 if missing is None else int(rows.scores.size - np.count_nonzero(keep))
+    claimed = CodedLabels.of(rows.claimed[keep], rows.claimed_labels)
+    real = CodedLabels.of(rows.real[keep], rows.real_labels)
+    scores = rows.scores[keep]
+    if not probes:
+        return claimed, real, scores, failed
+    probe = (None if rows.probe is None or rows.probe_labels is None
+             else CodedLabels.of(rows.probe[keep], rows.probe_labels))
+    return claimed, real, scores, failed, probe
+
+
+def save_reporting(context, cal, out: str) -> None:
+    """``cal.save(out)`` in a progress stage of its own, counting the classes written."""
+    with context.stage(f"writing {'standard output' if str(out) == '-' else out}", None, "classes") as task:
+        cal.save(out)
+        task.advance(len(cal))
+
+
+_COHORT_HELP = ("A normalised calibration: the probes' cohort scores, bob's T-norm file (T-models x probes: claimed_id a "
+                "cohort model, real_id and test_label the probe's class and label), in a score list's format.")
+
+
+def check_cohort_flag(cal, cohort: Path | None) -> None:
+    """--cohort goes with a normalised calibration only (one line otherwise)."""
+    from calibrate.errors import CalibrateError
+
+    if cohort is not None and getattr(cal, "normalization", None) is None:
+        raise CalibrateError(f"--cohort {cohort}: this calibration does not normalise scores, so it reads no cohort "
+                             "scores; leave out --cohort")
+
+
+def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=None):
+    """The attempts' probes' cohort scores from a T-norm file (``path``), as a
+    :class:`calibrate.normalisation.cohort.ProbeCohorts`: one row per probe of the attempts, its scores against every cohort
+    model of the file, less the model named like its own class (the file's real_id for it; an attempt naming
+    another real class gets a row of its own) and failed comparisons (``missing``); each attempt leaves the
+    model named like its claimed class out as well, as a run does. Memory: probes x models, not attempts x
+    models; labels are matched by binary search against the file's. With the calibration ``cal``, the file's
+    cohort models and each attempt's row are checked against the cohort it was fitted with
+    (calibrate.normalisation.decisions.check_cohort_file)."""
+    import numpy as np
+
+    from calibrate.normalisation.cohort import ProbeCohorts
+    from calibrate.errors import DataError
+    from calibrate.files.score_lists import COMMAND_LINE, read_comparisons
+
+    if probe is None:
+        raise DataError(f"the attempts have no probe column, so their cohort scores in {path} cannot be found; give "
+                        "the score list's probe labels (bob's test_label, or the CSV's probe column)")
+    rows = read_comparisons(path, fmt="auto", missing=missing, words=COMMAND_LINE)
+    if rows.probe is None or rows.probe_labels is None:
+        raise DataError(f"{path}: a cohort file needs the probes' labels (bob's test_label column) to match the attempts")
+    probe, real = np.asarray(probe, dtype=str), np.asarray(real, dtype=str)
+    labels = np.asarray(rows.probe_labels, dtype=str)
+    order = np.argsort(labels)
+    at = np.zeros(probe.size, dtype=np.int64)
+    found = np.zeros(probe.size, dtype=bool)
+    for start in range(0, probe.size if labels.size else 0, 1 << 18):  # blocks: the labels compared are copies
+        part = probe[start:start + (1 << 18)]
+        k = order[np.minimum(np.searchsorted(labels[order], part), labels.size - 1)]
+        at[start:start + part.size], found[start:start + part.size] = k, labels[k] == part
+    absent = np.flatnonzero(~found)
+    if absent.size:
+        a = int(absent[0])
+        raise DataError(f"{path}: probe {probe[a][:60]!r} (attempt {a + 1}) has no line in the cohort file; --cohort (bob's "
+                        "T-norm scores: T-models x probes) needs every probe of the attempts")
+    # each probe's scores against every model (NaN: none, or failed), once
+    used, row = np.unique(at, return_inverse=True)
+    row_of = np.full(labels.size, -1, dtype=np.int64)
+    row_of[used] = np.arange(used.size)
+    line = np.flatnonzero(row_of[rows.probe] >= 0)
+    base = np.full((used.size, len(rows.claimed_labels)), np.nan)
+    scores = rows.scores[line]
+    base[row_of[rows.probe[line]], rows.claimed[line]] = scores if missing is None else \
+        np.where(scores == missing, np.nan, scores)
+    owner = np.empty(labels.size, dtype=object)
+    owner[rows.probe] = np.asarray(rows.real_labels, dtype=object)[rows.real]
+    own = owner[used].astype(str)
+    row = row.ravel()
+    # attempts naming another real class than the file's for their probe: rows of their own
+    other = np.concatenate([np.flatnonzero(own[row[k:k + (1 << 18)]] != real[k:k + (1 << 18)]) + k
+                            for k in range(0, row.size, 1 << 18)] + [np.zeros(0, dtype=np.int64)])
+    if other.size:
+        extra: dict[tuple[int, str], int] = {}
+        for a in other.tolist():
+            row[a] = extra.setdefault((int(row[a]), str(real[a])), used.size + len(extra))
+        pairs = list(extra)
+        base = np.concatenate([base, base[[r for r, _ in pairs]]])
+        own = np.concatenate([own, [c for _, c in pairs]])
+        used = np.concatenate([used, used[[r for r, _ in pairs]]])
+    cohorts = ProbeCohorts(base, rows.claimed_labels, row, own.tolist(), labels[used].tolist())
+    if getattr(cal, "normalization", None) is not None:
+        from calibrate.normalisation.decisions import check_cohort_file
+
+        check_cohort_file(cal.normalization, cal.transform, cal.kind, cohorts, claimed, f"--cohort {path}")
+    return cohorts
+
+
+def command_inputs(artifact: Path | None, named: dict) -> tuple[tuple[str, Path], ...]:
+    """A command's input files as (name, path) pairs for calibrate.files.user_output.check_target: ``artifact`` (a
+    saved calibration, named ARTIFACT; None for none) with every file its loader reads (:func:`artifact_files`),
+    then each path of ``named`` (the command line's name -> path, e.g. ``{"SCORES": p, "--cohort": None}``)
+    that is given."""
+    out: list = []
+    if artifact is not None:
+        out += [("ARTIFACT", artifact)] + [("a file of ARTIFACT", p) for p in artifact_files(artifact)]
+    return tuple(out + [(name, path) for name, path in named.items() if path is not None])
+
+
+def artifact_files(artifact: Path) -> list[Path]:
+    """The files ``calibrate.load(artifact)`` reads or checks beyond ``artifact`` itself, when it is a run's
+    output folder (or a ``calibration.json``, or a sharded run's head, in one): ``calibration.json``,
+    ``manifest.json`` and every file the manifest lists, and a sharded run's parts, class lists and pooled
+    samples (``*.npy``). Nothing for a calibration file of another name. Never raises: what cannot be read
+    here is the loader's to report."""
+    import os
+
+    from calibrate.running.outputs import MANIFEST, MAX_DOC_BYTES
+    from calibrate.contract.sharded import PART
+    from calibrate.saved.partitioned import MAX_PARTS, read_head
+    from calibrate.files.untrusted import plain_name, read_bounded
+
+    try:
+        path = Path(artifact)
+        if path.is_dir():
+            head = path / "calibration.json"
+        elif path.name == "calibration.json" or read_head(path) is not None:
+            head = path
+        else:
+            return []
+        folder = head.parent
+        names = {"calibration.json", MANIFEST}
+        try:
+            files = json.loads(read_bounded(folder / MANIFEST, "", "", MAX_DOC_BYTES, error=ValueError)).get("files")
+            names.update(n for n in (files if isinstance(files, (dict, list)) else ()) if plain_name(n))
+        except (ValueError, AttributeError, RecursionError):
+            pass  # no manifest, or a damaged one: the loader says so
+        parts = (read_head(head) or {}).get("parts")
+        if isinstance(parts, int) and not isinstance(parts, bool):
+            for k in range(min(max(parts, 0), MAX_PARTS)):
+                names.update((f"calibration-{PART.format(k)}.json", f"classes-{PART.format(k)}.json"))
+            with os.scandir(folder) as entries:
+                names.update(e.name for e in entries if e.name.endswith(".npy") and plain_name(e.name))
+        return [folder / n for n in sorted(names)]
+    except (OSError, ValueError, TypeError, RuntimeError):
+        return []
+
+
+_GROUPS_HELP = "Groups of the classes: a CSV with a header `class,group` (probes belong to their real class's group)."
+
+
+def read_groups_option(path: Path | None):
+    """--groups FILE read and checked (calibrate.recipe.groups), or None."""
+    if path is None:
+        return None
+    from calibrate.recipe.groups import read_groups
+
+    return read_groups(path)
+
+
+def _check_groups(labels, claimed, real) -> list[str]:
+    if labels is None:
+        return []
+    from calibrate.recipe.groups import check_against
+    from calibrate.contract.types import factorise
+
+    return check_against(labels, factorise(claimed)[0], factorise(real)[0])
+
+
+def _clean(value):
+    """JSON-ready: non-finite floats as null, numpy scalars as numbers."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def det_csv(thresholds, fmr, fnmr) -> bytes:
+    """det.csv's bytes: ``fpr,fnr,score_threshold`` per row."""
+    lines = ["fpr,fnr,score_threshold"]
+    for t, f, n in zip(thresholds.tolist(), fmr.tolist(), fnmr.tolist()):
+        lines.append(f"{f!r},{n!r},{t!r}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.3g}%"
+
+
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def cost_lines(label: str, rows) -> list[str]:
+    """What the calibration costs genuine users against one pooled threshold, where beyond counting noise."""
+    out = []
+    apart = [r for r in rows if r.fnr_paired and not r.fnr_paired["same_fpr"]]
+    if apart:
+        out.append(f"{label} at {', '.join(f'{100 * r.target_fpr:g}%' for r in apart)}: one pooled threshold cannot admit "
+                   "the same share of impostors (their scores tie there), so no verdict on genuine users is given")
+    for worse in (True, False):
+        hits = [r for r in rows if r.fnr_paired and r.fnr_paired["beyond_noise"]
+                and (r.fnr_paired["extra_rejects_per_1000"] > 0) == worse]
+        if hits:
+            out.append(f"{label} turns away {'more' if worse else 'fewer'} genuine users than one pooled threshold "
+                       "admitting the same share of impostors, beyond counting noise: " + "; ".join(
+                           f"at {100 * r.target_fpr:g}%: FNR {_pct(r.fnr)} against {_pct(r.fnr_one_threshold)}, "
+                           f"{abs(r.fnr_paired['extra_rejects_per_1000']):.3g} {'more' if worse else 'fewer'} per 1,000 "
+                           f"genuine attempts (McNemar {_p(r.fnr_paired['p_value'])})" for r in hits))
+    if not any(r.fnr_paired and r.fnr_paired["beyond_noise"] for r in rows) \
+            and any(r.fnr_paired and r.fnr_paired["same_fpr"] for r in rows):
+        out.append(f"{label}: within counting noise of one pooled threshold at the same FPR at every target compared "
+                   "(McNemar)")
+    return out
+
+
+def verification_line(metrics: dict, source: str) -> str:
+    if not metrics["genuine_attempts"] or not metrics["impostor_attempts"]:
+        return f"verification: {source} needs both genuine and impostor attempts for EER, AUC and the DET"
+    at = ", ".join(f"{100 * float(f):g}%: {_pct(v) if v is not None else 'n/a (too few impostor attempts)'}"
+                   for f, v in metrics["fnmr_at_fmr"].items())
+    threshold = metrics["eer_score_threshold"]
+    return (f"verification (one pooled threshold on {source}): EER {_pct(metrics['eer'])}"
+            + (f" at score {threshold:.6g}" if threshold is not None else "")
+            + f", AUC {metrics['auc']:.5f}, d' {metrics['d_prime']:.3g}; FNMR at FMR {at}; FNMR at FMR 0: "
+              f"{_pct(metrics['fnmr_at_zero_fmr'])}")
+
+
+def _ratio(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def group_lines(rows, names) -> list[str]:
+    """Per target: each group's same-group FMR as a ratio to the target [95% interval] and FNMR, then the max/min
+    ratios of the calibration and of one pooled threshold at the same overall FPR."""
+    out = []
+    for r in rows:
+        if not r.groups:
+            continue
+        cells = []
+        for name in names:
+            g = r.groups.get(name, {})
+            same = ("n/a" if g.get("fmr_same_group") is None else
+                    f"{g['fmr_same_group'] / r.target_fpr:.2f} [{g['fmr_same_group_ci_low'] / r.target_fpr:.2f}, "
+                    f"{g['fmr_same_group_ci_high'] / r.target_fpr:.2f}]")
+            cells.append(f"{name}: same-group FMR/target {same}, FNMR {_pct(g.get('fnmr'))}")
+        ref = r.one_threshold or {}
+        out.append(f"{100 * r.target_fpr:g}% | " + " | ".join(cells)
+                   + f" | same-group FMR max/min {_ratio(r.fmr_same_group_max_over_min)} (one threshold "
+                     f"{_ratio(ref.get('fmr_same_group_max_over_min'))}), FNMR max/min {_ratio(r.fnmr_max_over_min)} "
+                     f"(one threshold {_ratio(ref.get('fnmr_max_over_min'))})")
+    return out
+
+
+def _targets(fpr: list[str] | None) -> tuple[float, ...]:
+    return cli_targets(fpr) or DEFAULT_FPRS
+
+
+@app.command("fit")
+def fit_command(
+        scores: Path = typer.Argument(..., metavar="SCORES", help="Training comparisons, a score list (bob 4/5-column, or CSV with a header)."),
+        out: str = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json; - for standard output."),
+        kind: str = typer.Option("similarity", "--kind", help="similarity (higher = more alike) or distance."),
+        estimator: str = typer.Option("auto", "--estimator", help="The estimator (see `calibrate plugins`)."),
+        fpr: Optional[List[str]] = typer.Option(None, "--fpr", metavar="NUMBER", help="A target FPR (repeat for several); "
+                                                  "default 0.005, 0.0025, 0.001, 0.0005."),
+        predict: bool = typer.Option(True, "--predict/--no-predict", help="Save the predicted FPR intervals."),
+        fmt: str = typer.Option("auto", "--format", help=_FORMAT_HELP),
+        claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help=_CLAIMED_HELP),
+        real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
+        score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
+        missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help=_MISSING_HELP),
+        seed: str = typer.Option("0", "--seed", metavar="INTEGER", help="Seed of the predicted intervals' simulations."),
+        allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
+                                                 help=EXTRAPOLATION_HELP),
+        groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Prints each "
+                                              "group's same-group FMR and FNMR on the training comparisons (in-sample); "
+                                              "the calibration does not keep the groups."),
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
+    """Fit thresholds on every comparison of one score file and save the calibration."""
+    import warnings
+
+    from calibrate.saved.calibration import fit
+    from calibrate.statistics.sanity import check_direction
+    from calibrate.files.user_output import check_target
+
+    try:
+        check_options(fmt)
+        seed = cli_seed(seed)
+        missing = cli_number(missing, "--missing")
+        targets = _targets(fpr)
+        inputs = command_inputs(None, {"SCORES": scores, "--groups": groups})
+        check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
+        labels = read_groups_option(groups)
+        with command_progress(quiet) as context:
+            claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column,
+                                                          missing, context=context)
+            group_notes = check_ids(claimed, real, values, kind, scores) + _check_groups(labels, claimed, real)
+            # before the fit, the rule `threshold` and `accept` apply too
+            check_reach(targets, int((claimed != real).sum()) or None, "fit", allow_extrapolation, defaults=not fpr)
+            if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
+                genuine = claimed == real
+                check_direction(values[genuine], values[~genuine], kind, str(scores),
+                                f"give --kind {'distance' if kind == 'similarity' else 'similarity'}")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
+                          predict=predict, seed=seed, context=context)
+            in_sample = None
+            if labels is not None:
+                from calibrate.saved.assess import assess, known_classes
+
+                known = known_classes(cal, claimed)
+                in_sample = assess(cal, claimed[known], real[known], values[known], targets, groups=labels)
+            check_target(out, inputs, "--out")  # again, after the fit: still not an input
+            save_reporting(context, cal, out)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc, scores)
+        return
+    for w in caught:
+        typer.echo(f"note: {' '.join(str(w.message).split())}", err=True)
+    for note in group_notes:
+        typer.echo(f"note: {note}", err=True)
+    genuine = int((claimed == real).sum())
+    extra = f", {failed} failed comparison(s) left out" if failed else ""
+    to_stdout = str(out) == "-"
+    typer.echo(f"fitted {cal.label} on {values.size - genuine} impostor comparisons of {len(cal)} classes "
+               f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote "
+               f"{'standard output' if to_stdout else out}", err=to_stdout)
+    if in_sample is not None:
+        typer.echo(f"groups from {labels.source}, on the training comparisons (in-sample: expect the evaluation's "
+                   "figures to differ):", err=to_stdout)
+        for line in group_lines(in_sample, labels.names):
+            typer.echo(line, err=to_stdout)
+
+
+@app.command("evaluate")
+def evaluate_command(
+        artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (calibration.json or `calibrate fit`'s file)."),
+        scores: Path = typer.Argument(..., metavar="SCORES", help="Comparisons to judge it on, a score list."),
+        fpr: Optional[List[str]] = typer.Option(None, "--fpr", metavar="NUMBER", help="A target FPR (repeat); default: the "
+                                                  "calibration's own targets."),
+        estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
+        fmt: str = typer.Option("auto", "--format", help=_FORMAT_HELP),
+        claimed_column: Optional[str] = typer.Option(None, "--claimed-column", help=_CLAIMED_HELP),
+        real_column: Optional[str] = typer.Option(None, "--real-column", help=_REAL_HELP),
+        score_column: Optional[str] = typer.Option(None, "--score-column", help=_SCORE_HELP),
+        missing: Optional[str] = typer.Option(None, "--missing", metavar="NUMBER", help=_MISSING_HELP),
+        cohort: Optional[Path] = typer.Option(None, "--cohort", help=_COHORT_HELP),
+        groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Adds each "
+                                              "group's same-group FMR and FNMR, and their max/min across groups."),
+        det: Optional[str] = typer.Option(None, "--det", metavar="FILE", help="Write the DET of the file's scores with "
+                                          "one pooled threshold (CSV: fpr,fnr,score_threshold; at most 10,000 rows, "
+                                          "spaced on the probit scale)."),
+        as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output."),
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
+    """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
+    another score file, the FNR of one pooled threshold at the same FPR (and whether the calibration costs
+    more genuine users beyond counting noise), the file's EER, AUC, d' and FNMR at fixed FMRs, and with
+    --groups the figures per group; attempts claiming classes the calibration does not hold are left out
+    and counted."""
+    from calibrate.api import load
+    from calibrate.saved.assess import absent_note, assess, known_classes, verification
+    from calibrate.contract.types import factorise
+    from calibrate.files.user_output import check_target, write_user_file
+
+    try:
+        check_options(fmt)
+        missing = cli_number(missing, "--missing")
+        fpr = cli_targets(fpr)
+        if det is not None:
+            if det == "-" and as_json:
+                from calibrate.errors import ParameterError
+
+                raise ParameterError("--det - and --json would both write to standard output; give --det a file name")
+            inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
+            check_target(det, inputs, "--det")  # before any work: never replace an input (S9)
+        labels = read_groups_option(groups)
+        with command_progress(quiet) as context:
+            with context.stage(f"loading {artifact}", None, "classes") as task:
+                cal = load(artifact, estimator)  # here: its warnings are the command's (one note each)
+                task.advance(len(cal))
+            check_saved_reach(cal, fpr or ())
+            check_cohort_flag(cal, cohort)
+            claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
+                                                                 score_column, missing, probes=True, context=context)
+            group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
+            known = known_classes(cal, claimed)
+            unknown_note = check_known(cal, claimed, known, scores)
+            scale_note = check_scale(cal, values[known], scores)
+            targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
+            cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
+                                                                 claimed[known], real[known], missing, cal)
+            n = int(known.sum())
+            with context.stage(f"judging {n:,} attempts at {len(targets)} target(s)", len(targets), "targets") as task:
+                rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts,
+                              groups=labels, task=task)
+            with context.stage(f"EER, AUC and DET of {n:,} attempts", None, "attempts") as task:
+                metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
+                task.advance(n)
+        written = None
+        if det is not None and metrics["genuine_attempts"] and metrics["impostor_attempts"]:
+            written = write_user_file(det, det_csv(*curve), inputs, "--det")
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc, scores)
+        return
+    unknown = int((~known).sum())
+    present = factorise(claimed[known])[0]
+    absent = absent_note(cal, present, str(scores))
+    if as_json:
+        doc = {"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
+               "enrolled_classes": len(cal), "classes_judged": int(present.size), "failed_comparisons": failed,
+               "accept_if": cal.accept_if, "targets": [r.as_dict() for r in rows], "verification": metrics}
+        if labels is not None:
+            doc["groups"] = {"source": labels.source, "names": list(labels.names)}
+        typer.echo(json.dumps(_clean(doc)))
+        return
+    for note in group_notes + [x for x in (scale_note, absent) if x]:
+        typer.echo(f"note: {note}", err=True)
+    if unknown_note:
+        typer.echo(f"note: {unknown_note}; left out", err=True)
+    if failed:
+        typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
+    if det is not None and written is None:
+        typer.echo(f"note: no DET written: {scores} needs both genuine and impostor attempts for one", err=True)
+    side = written == "standard output"  # the DET went to standard output: the table goes to standard error
+
+    def say(line: str) -> None:
+        typer.echo(line, err=side)
+
+    rule = cal.accept_if if getattr(cal, "normalization", None) is None else f"{cal.normalization.plugin}-normalised z <= t"
+    say(f"{cal.label} on {scores}: accept if {rule}")
+    say("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | one pooled "
+        "threshold's FNR at the same FPR (FNR cost) | predicted FPR")
+    from calibrate.statistics.verification import cost_words
+
+    for r in rows:
+        achieved = "n/a" if r.fpr is None else f"{100 * r.fpr:.3g}% ({100 * r.fpr_ci_low:.3g}-{100 * r.fpr_ci_high:.3g}%)"
+        ratio = "n/a" if r.ratio is None else f"{r.ratio:.2f}"
+        fnr = "n/a" if r.fnr is None else f"{100 * r.fnr:.3g}%"
+        one = ("n/a" if r.fnr_one_threshold is None
+               else f"{100 * r.fnr_one_threshold:.3g}% ({cost_words(r.fnr, r.fnr_one_threshold)})")
+        predicted = ("-" if r.predicted_fpr_low is None
+                     else f"{100 * r.predicted_fpr_low:.3g}-{100 * r.predicted_fpr_high:.3g}%")
+        say(f"{100 * r.target_fpr:g}% | {achieved} | {ratio} | {r.false_accepts} / {r.impostor_attempts} | "
+            f"{fnr} | {one} | {predicted}")
+    for line in cost_lines(cal.label, rows):
+        say(line)
+    say(verification_line(metrics, str(scores)))
+    if labels is not None:
+        say(f"groups from {labels.source}:")
+        for line in group_lines(rows, labels.names):
+            say(line)
+    if written is not None:
+        typer.echo(f"wrote the DET to {written}", err=True)

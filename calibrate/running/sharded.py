@@ -1,0 +1,446 @@
+"""Partitioned runs: comparison scores that stay in shards, read, fitted and evaluated on the workers
+(what plugins provide for it is in calibrate.contract.sharded).
+
+A dataset whose ``load`` returns :class:`ShardedScores` (e.g. ``score-shards``) hands the run a list of
+shards and a picklable reader instead of matrices. Nothing proportional to the number of comparisons
+reaches the main process; what it holds is per shard (counts, a 20-bit histogram) plus one 64-bit
+hash per class (to find a class in two shards) and the pooled lowest values that the fitted models
+keep (see below). Every pass is a ``context.map`` over the shards, so it runs on whatever executor
+the recipe names (serial, processes, dask). A shard is read and parsed once, in pass 0, which saves its
+transformed training impostors and evaluation distances to a scratch file in the staging folder (which the
+workers share); the later passes load that file. Tasks keep nothing in a worker's memory between passes,
+so a task lost with a worker is simply run again (dask retries it on another worker).
+
+Passes:
+
+0. per shard: read, split (seeds continue across shards), fit the transform on the training
+   impostors and report its fitted state (every shard must agree: a transform whose fit depends on
+   the data, e.g. similarity-to-distance without ``upper:``, is refused with the fix), check the
+   evaluation distances, count, and save the distances for the later passes (about 9 bytes per distance,
+   removed before the commit). The estimators' first passes (``PartitionedFitter.first_pass``) run here
+   too, on the distances just read: auto's tail selection begins here (its histogram, and each shard's
+   lowest standardised scores saved), on the guess that every training distance is positive (a zero
+   makes auto's working offset depend on all shards: it then makes its own pass), generic-interp's
+   histogram always.
+1. per estimator, its reduction (:class:`PartitionedFitter.reduce`): per-class estimators need
+   none; pooled quantities come from :func:`lowest_sorted`, an exact two-pass selection of the
+   pooled lower tail (per-shard histograms of the values' order-preserving 64-bit keys, cut at the
+   bin holding rank k; then only the values at or below the cut are written to scratch files and
+   one task sorts them), or :func:`lowest_moments` (auto's tail: one pass that also saves each
+   shard's lowest values, then buckets summed without gathering). With their first pass made in
+   pass 0, auto reads no shard here and generic-interp one pass (the values up to the cut). The k
+   smallest values are bit for bit those of ``np.sort`` of all values.
+2. per shard: fit each estimator's part model (its classes, with the pooled state), write the
+   shard's ``thresholds-partNNNNN.csv``, ``models-partNNNNN.csv``, ``calibration-partNNNNN.json``
+   and ``classes-partNNNNN.json`` into the run's staging folder, and count false accepts, impostor
+   attempts and genuine accepts per target; the counts are summed here.
+
+Outputs are committed through :class:`~calibrate.running.outputs.StagedOutput` (workers write into its
+staging folder, which must be on a file system the workers share with the main process; each
+file's size and SHA-256 come back with the counts): a failed run leaves no manifest, hence no
+result that looks complete. ``calibration.json`` is then the head of a *partitioned calibration*
+(format ``calibrate-partitioned``), which :func:`load_partitioned` (or ``calibrate.load``) opens
+lazily: the class index is read on the first lookup, a part's models when one of its classes is
+asked for (kept in a small cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibrate.saved.json_format import artifact, dumps_artifact, training_entry
+from calibrate.statistics.sanity import training_span
+from calibrate.contract.base import Transform, overrides
+from calibrate.errors import DataError, RecipeError
+from calibrate.running.outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
+from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
+                          order_keys, save_shard_data, shard_data, write_staged)
+from calibrate.running.result import RunResult
+from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
+from calibrate.contract.types import ImpostorDistances, TargetResult
+
+
+def _survey(item):
+    """Pass 0: the shard's counts, class hashes and the transform's state fitted on its training impostors, and what
+    the estimators' first passes (PartitionedFitter.first_pass) return for it."""
+    job, firsts = item
+    split, columns, absent, notes = job.dataset.read_shard(job.shard, job.offset)
+    transform = job.transform.fit(split.train.impostors_only())
+    train_d = transform.apply(split.train)
+    impostors = ImpostorDistances.from_matrix(train_d)
+    if job.cache is not None:  # what the later passes need, so that they do not read and parse the shard again
+        test_d = transform.apply(split.test)
+        test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
+        save_shard_data(job.cache, impostors, test_d)
+    classes = [str(c) for c in impostors.classes]
+    hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+                       for c in classes], dtype=np.int64)
+    d = impostors.values
+    positive = d[d > 0]
+    first = {label: function(impostors, arg, job.index) for label, function, arg in firsts}
+    return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
+            "first": first,
+            "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
+            "scores": training_span(split.train),
+            "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
+
+
+def _finish_shard(item):
+    """The last pass: fit each estimator's part, write the part files, count for the evaluation."""
+    job, plan = item
+    impostors, test_d = shard_data(job)
+    part = PART.format(job.index)
+    folder = Path(plan["staging"])
+    tables, rows, states, counts = [], [], {}, {}
+    imp, gen = test_d.impostor_mask(), test_d.genuine_mask()
+    gen_rows, gen_cols = np.nonzero(gen)
+    index = {c: i for i, c in enumerate(impostors.classes)}
+    order = np.array([index[c] for c in test_d.gallery_classes.tolist()], dtype=np.int64)
+    targets = np.asarray(plan["targets"])
+    n_imp = imp.sum(axis=0)
+    scored = n_imp > 0
+    for label, (plugin, params, fitter) in plan["estimators"].items():
+        model = fitter.fit_part(impostors)
+        table = model.thresholds(plan["targets"], label=label)
+        tables.append(table)
+        rows += [{"estimator": label, **row} for row in model.parameters()]
+        states[label] = (plugin, params, model.to_state())
+        tau = table.values[order]                                    # (classes, targets), test column order
+        accept = test_d.values[:, :, None] <= tau[None, :, :]
+        fa = (accept & imp[:, :, None]).sum(axis=0)                  # (classes, targets)
+        rate = fa[scored] / n_imp[scored][:, None]
+        counts[label] = {"fa": fa.sum(axis=0), "imp": np.full(targets.size, int(n_imp.sum())),
+                         "ga": (accept & gen[:, :, None]).sum(axis=(0, 1)), "gen": np.full(targets.size, int(gen.sum())),
+                         "scored": int(scored.sum()), "over2": (rate > 2 * targets).sum(axis=0),
+                         "over10": (rate > 10 * targets).sum(axis=0),
+                         "gen_accept": accept[gen_rows, gen_cols, :].T}  # (targets, genuine attempts)
+    files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
+             write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
+    if rows:
+        files.append(write_staged(folder, f"models-{part}.csv", models_csv(rows)))
+    if plan["save_calibration"]:
+        doc = artifact(kind=plan["kind"], transform_plugin=plan["transform_plugin"],
+                       transform_params=plan["transform_params"], transform_state=job.transform.fitted_state(),
+                       targets=plan["targets"], fingerprint="", versions={}, estimators=states)
+        files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
+    bins, per_bin = np.unique(order_keys(test_d.values[imp]) >> np.uint64(_BIN_SHIFT), return_counts=True)
+    return {"counts": counts, "files": files, "train": int(impostors.values.size),
+            "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin)}
+
+
+# ---- one pooled threshold at each estimator's achieved FPR, over every shard's evaluation impostors -----------
+
+def _evaluation_below(item):
+    """Pass 3: a shard's evaluation impostor distances whose order-key bin is at most ``cut``, to a scratch file."""
+    job, cut, prefix = item
+    test_d = shard_data(job)[1]
+    values = test_d.values[test_d.impostor_mask()]
+    kept = values[(order_keys(values) >> np.uint64(_BIN_SHIFT)) <= np.uint64(cut)]
+    path = f"{prefix}-{job.index:05d}.npy"
+    np.save(path, kept)
+    return path, int(kept.size)
+
+
+def _ranked(arg):
+    """The pooled values at 0-based ``ranks`` (each a distance, or inf past the end) and how many values lie strictly
+    below each: one task reading what pass 3 wrote."""
+    paths, ranks, below = arg
+    values = np.sort(np.concatenate([np.load(p) for p in paths])) if paths else np.empty(0)
+    at = [float(values[r - below]) if r - below < values.size else float("inf") for r in ranks]
+    return at, [below + int(np.searchsorted(values, v, side="left")) if np.isfinite(v) else None for v in at]
+
+
+def _one_threshold_references(context, jobs: list, parts: list[dict], results: dict, scratch: Path, transform,
+                              kind: str) -> dict:
+    """Each estimator's rows with ``fnr_one_threshold``, ``fnr_paired`` and ``one_threshold`` (as an in-memory run
+    has them, calibrate.statistics.verification): the loosest single threshold admitting no more of the pooled evaluation
+    impostors than the estimator did, found exactly from per-shard histograms of their order keys and one pass that
+    gathers the values up to the bin of the largest rank needed; the genuine attempts' decisions come back with the
+    counts of the last pass."""
+    from dataclasses import replace
+
+    from calibrate.statistics.verification import OneThreshold, paired_fields, paired_fnr
+
+    hist = {}
+    for p in parts:
+        for b, c in zip(*p["imp_hist"]):
+            hist[int(b)] = hist.get(int(b), 0) + int(c)
+    n_total = sum(hist.values())
+    gen_values = np.concatenate([p["gen_values"] for p in parts])
+    if not n_total or not gen_values.size:
+        return results
+    ranks = sorted({r.false_accepts for rows in results.values() for r in rows if r.false_accepts < n_total})
+    found = {}
+    if ranks:
+        bins = np.array(sorted(hist), dtype=np.int64)
+        cumulative = np.cumsum([hist[int(b)] for b in bins])
+        cut = int(bins[np.searchsorted(cumulative, ranks[-1] + 1)])  # the bin holding the largest rank needed
+        prefix = str(scratch / f".one-threshold-{uuid.uuid4().hex[:8]}")
+        written = context.map(_evaluation_below, [(job, cut, prefix) for job in jobs])
+        try:
+            at, admitted = context.map(_ranked, [([p for p, n in written if n], ranks, 0)])[0]
+        finally:
+            for path, _ in written:
+                Path(path).unlink(missing_ok=True)
+        found = dict(zip(ranks, zip(at, admitted)))
+    out = {}
+    for label, rows in results.items():
+        new = []
+        for k, row in enumerate(rows):
+            v, admitted = found.get(row.false_accepts, (float("inf"), n_total))
+            t = float(np.nextafter(v, -np.inf)) if np.isfinite(v) else float("inf")
+            ref_accept = gen_values <= t
+            est_accept = np.concatenate([p["counts"][label]["gen_accept"][k] for p in parts])
+            ref = OneThreshold(t, int(admitted), n_total, int(ref_accept.sum()), int(gen_values.size))
+            score = None
+            if np.isfinite(t):
+                scores = transform.score_thresholds(np.array([t]), kind)
+                score = None if scores is None else float(scores[0])
+            extra = dict(row.extra)
+            extra["fnr_paired"] = paired_fields(paired_fnr(est_accept, ref_accept), row.false_accepts, ref)
+            extra["one_threshold"] = {"score_threshold": score, "false_accepts": ref.false_accepts, "fpr": ref.fpr,
+                                      "fnr": ref.fnr}
+            new.append(replace(row, extra=extra, fnr_one_threshold=ref.fnr))
+        out[label] = new
+    return out
+
+
+def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...], n_train: int) -> dict[str, list[TargetResult]]:
+    nan = float("nan")
+    results = {}
+    for label in labels:
+        total = {key: sum(np.asarray(p["counts"][label][key]) for p in parts) for key in ("fa", "imp", "ga", "gen",
+                                                                                        "over2", "over10")}
+        scored = sum(p["counts"][label]["scored"] for p in parts)
+        rows = []
+        for k, target in enumerate(targets):
+            n_fa, n_imp = int(total["fa"][k]), int(total["imp"][k])
+            ga, gen = int(total["ga"][k]), int(total["gen"][k])
+            fpr = n_fa / n_imp if n_imp else nan
+            low, high = clopper_pearson(n_fa, n_imp)
+            extra = {"fpr_ci_low": low, "fpr_ci_high": high, "ratio_ci_low": low / target, "ratio_ci_high": high / target,
+                     "genuine_attempts": gen,
+                     "share_classes_over_2x": int(total["over2"][k]) / scored if scored else nan,
+                     "share_classes_over_10x": int(total["over10"][k]) / scored if scored else nan,
+                     "training_support": target * n_train}
+            rows.append(TargetResult(target, fpr, fpr / target, n_fa, n_imp, (1 - ga / gen) if gen else None, extra))
+        results[label] = rows
+    return results
+
+
+def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
+    """The partitioned run (called by the pipeline when the dataset returns :class:`ShardedScores`):
+    survey the shards, reduce each estimator's pooled quantities, fit, write and evaluate per shard,
+    then sum the counts and write the run's files."""
+    spec, base = _sharded_transform(recipe, data, context)
+    cache = str(staged.dir / f".shard-{uuid.uuid4().hex[:8]}")
+    try:
+        return _run_passes(recipe, context, staged, data, times, spec, base, cache)
+    finally:
+        _remove_cache(cache, len(data.shards))
+
+
+def _remove_cache(cache: str, shards: int) -> None:
+    for i in range(shards):
+        Path(_cache_file(cache, i)).unlink(missing_ok=True)
+
+
+def _cache_file(cache: str, index: int) -> str:
+    """Shard ``index``'s scratch file of distances (calibrate.contract.sharded.save_shard_data)."""
+    return f"{cache}-{index:05d}.npy"
+
+
+def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str) -> Any:
+    fitters = {est_spec.label: (est_spec, fitter_for(est_spec.build(), est_spec.label)) for est_spec in recipe.estimators}
+    # the estimators' first passes run in the survey, which reads every shard anyway; their scratch files are named
+    # {first}-<estimator's position>... and removed after the reductions, whether used or not
+    first = str(staged.dir / f".first-{uuid.uuid4().hex[:8]}")
+    firsts = []
+    for i, (label, (_, fitter)) in enumerate(fitters.items()):
+        plan = getattr(fitter, "first_pass", None)
+        got = plan(len(data.shards), f"{first}-{i}", recipe.targets) if plan is not None else None
+        if got is not None:
+            firsts.append((label, *got))
+    try:
+        return _passes(recipe, context, staged, data, times, spec, base, cache, fitters, tuple(firsts), first)
+    finally:
+        _remove_scratch(staged.dir, Path(first).name)
+
+
+def _remove_scratch(folder: Path, prefix: str) -> None:
+    for path in folder.glob(f"{prefix}*"):
+        path.unlink(missing_ok=True)
+
+
+def _passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str, built: dict,
+            firsts: tuple, first: str) -> Any:
+    with times("survey shards"):
+        survey, offsets = _survey_shards(data, base, context, cache, firsts)
+    states = _one_transform_state(spec, data, survey)
+    transform = spec.build().set_fitted_state(states) if states else base
+    # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
+    # and (checked above) the same fitted state, so its distances are these
+    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, _cache_file(cache, i))
+            for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+    failed = sum(s["failed"] for s in survey)
+    if failed:
+        context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and evaluation: "
+                     f"{failed} in {sum(1 for s in survey if s['failed'])} shard(s)")
+    for s in survey:
+        for note in s["notes"]:
+            context.note(note)
+    n_classes = sum(s["classes"] for s in survey)
+    n_train = sum(s["train"] for s in survey)
+    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey),
+                         n_train, {label: [s["first"].get(label) for s in survey] for label, _, _ in firsts})
+    for s in survey:
+        del s["first"]
+    fitters = {}
+    for label, (est_spec, fitter) in built.items():
+        with times(f"fit {label} (pooled)"):
+            if getattr(fitter, "note", None):
+                context.note(fitter.note)
+            fitter.reduce(runner, recipe.targets, label)
+            runner.first.pop(label, None)
+            fitters[label] = (est_spec.info.name, est_spec.params, fitter)
+    _remove_scratch(staged.dir, Path(first).name)
+    plan = {"staging": str(staged.dir), "estimators": fitters, "targets": recipe.targets, "kind": data.kind,
+            "transform_plugin": spec.info.name, "transform_params": spec.params,
+            "save_calibration": recipe.save_calibration}
+    with times("fit, write and evaluate per shard"):
+        parts = context.map(_finish_shard, [(job, plan) for job in jobs],
+                            description=f"fitting and evaluating {len(jobs)} shards", unit="shards")
+    results = _sum_counts(parts, list(fitters), recipe.targets, n_train)
+    with times("one pooled threshold at each achieved FPR"):
+        results = _one_threshold_references(context, jobs, parts, results, staged.dir, transform, data.kind)
+    _remove_cache(cache, len(jobs))  # before the commit, which must find only the run's files
+    for p in parts:
+        for name, size, sha in p["files"]:
+            staged.adopt(name, size, sha)
+    with times("write outputs"):
+        for label, (_, _, fitter) in fitters.items():
+            for name, size, sha in getattr(fitter, "files", ()):  # optional (PartitionedFitter.files)
+                staged.adopt(name, size, sha)
+        if recipe.save_calibration:
+            ranges = [s["scores"] for s in survey if s["scores"] is not None]
+            staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs),
+                                                        n_train, (min(r[0] for r in ranges), max(r[1] for r in ranges),
+                                                                  any(r[2] for r in ranges)) if ranges else None))
+    notes = list(context.notes)
+    _write_sharded_reports(staged, recipe, results, notes, times, len(fitters), len(jobs), n_classes, n_train)
+    staged.commit()
+    return RunResult(recipe.output_dir, results, (), tuple(notes), dict(times.seconds))
+
+
+def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Transform]:
+    """The recipe's transform for sharded scores (spec, unfitted instance), after refusing what a sharded run
+    cannot do (patterns, a transform without fitted_state, `confidence:`) and noting what it leaves out."""
+    if recipe.distance is not None:
+        raise RecipeError("sharded scores are comparisons, not patterns; remove `distance:`", source=recipe.source,
+                          where="distance")
+    spec = recipe.transform_for(data.kind)
+    base = spec.build()
+    if overrides(base, Transform, "_fit") and not overrides(base, Transform, "fitted_state"):
+        raise RecipeError(f"transform {spec.info.name!r} is fitted to the data but cannot hand its fitted state to the "
+                          "workers (no fitted_state); sharded runs need a transform that can", source=recipe.source,
+                          where="transform")
+    confident = [e.label for e in recipe.estimators if e.confidence is not None]
+    if confident:
+        raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated galleries, "
+                          "which sharded runs do not make yet; remove `confidence:` or run the scores in one piece",
+                          source=recipe.source, where="estimators")
+    if recipe.prediction.enabled:
+        context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
+                     "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
+                     "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
+                     "classes in one piece to see how far the thresholds can be trusted")
+    context.note("a sharded run judges each threshold against one pooled threshold at the same FPR (fnr_one_threshold, "
+                 "fnr_paired) on the transformed evaluation distances, but does not yet give the verification figures "
+                 "(EER, AUC, d', det.csv), the spread of the one threshold's false accepts over classes, or figures per "
+                 "group: they need every shard's evaluation scores together. Run a sample of the classes in one piece "
+                 "for them")
+    for note in recipe.defaults:
+        context.note(note)
+    said = recipe.default_note(data.kind)
+    if said:
+        context.note(said)
+    return spec, base
+
+
+def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None,
+                   firsts: tuple = ()) -> tuple[list[dict], np.ndarray]:
+    """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
+    each shard's distances are saved to ``{cache}-{index:05d}.npy`` for the later passes; ``firsts``: the
+    estimators' first passes, (label, function, arg) each, whose results are each survey's ``first``."""
+    jobs0 = [ShardJob(data.dataset, shard, 0, i, base) for i, shard in enumerate(data.shards)]
+    # the split's seeds continue across shards: the first pass needs each shard's column offset, which needs
+    # the class counts of the shards before it; a shard's count does not depend on its offset
+    if data.dataset.offsets_matter:
+        counts = context.map(_count_columns, jobs0, description=f"counting the classes of {len(jobs0)} shards",
+                             unit="shards")
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+    else:
+        offsets = np.zeros(len(jobs0), dtype=int)
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else _cache_file(cache, i))
+             for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+    return context.map(_survey, [(job, firsts) for job in jobs0], description="reading the shards",
+                       unit="shards"), offsets
+
+
+def _one_transform_state(spec, data: ShardedScores, survey: list[dict]) -> dict:
+    """The transform's fitted state, the same on every shard, after checking that no class is in two shards."""
+    states = [s["state"] for s in survey]
+    first = json.dumps(states[0], sort_keys=True, default=str)
+    for i, state in enumerate(states):
+        if json.dumps(state, sort_keys=True, default=str) != first:
+            raise DataError(f"transform {spec.info.name!r} fitted to shard {data.shards[i][0]} gives {state}, but to "
+                            f"{data.shards[0][0]} {states[0]}: its fit depends on the data, which a sharded run cannot "
+                            "pool; give its parameters in the recipe (e.g. `transform: {plugin: similarity-to-distance, "
+                            "upper: 1.0}`) or use distances (`kind: distance`)")
+    hashes = np.concatenate([s["hashes"] for s in survey])
+    uniq, seen = np.unique(hashes, return_counts=True)
+    if (seen > 1).any():
+        dup = uniq[seen > 1][0]
+        where = [data.shards[i][0] for i, s in enumerate(survey) if dup in s["hashes"]]
+        raise DataError(f"a claimed class appears in more than one shard ({', '.join(where[:2])}); shards partition the "
+                        "enrolled classes: keep all comparisons of a class in one shard")
+    return states[0]
+
+
+def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict, n_classes: int, parts: int,
+          n_train: int, scores: tuple[float, float] | None = None) -> str:
+    """The partitioned calibration's head (calibration.json), naming the parts the shards wrote; ``scores``: the
+    lowest and highest training score over every shard."""
+    training = {"impostors": int(n_train), **training_entry(scores)}
+    head = {"format": HEAD_FORMAT, "version": HEAD_VERSION, "kind": data.kind, "classes": n_classes,
+            "targets": list(recipe.targets), "parts": parts, "training": training,
+            "estimators": {label: {"plugin": plugin, "params": json.loads(json.dumps(params, default=str))}
+                           for label, (plugin, params, _) in fitters.items()},
+            "transform": {"plugin": spec.info.name, "params": json.loads(json.dumps(spec.params, default=str)),
+                          "state": transform.fitted_state()},
+            "versions": versions(recipe)}
+    return json.dumps(head, indent=1) + "\n"
+
+
+def _write_sharded_reports(staged, recipe, results, notes: list[str], times, n_estimators: int, n_shards: int,
+                           n_classes: int, n_train: int) -> None:
+    """report.md and results.json of a partitioned run (the evaluation counts summed over the shards)."""
+    timings = times.as_dict()
+    preamble = (f"Recipe `{Path(recipe.source).name}`; {n_estimators} estimator(s); {n_classes} enrolled classes in "
+                f"{n_shards} shards (a partitioned run: thresholds and models per shard in thresholds-partNNNNN.csv "
+                "and models-partNNNNN.csv; the evaluation counts are summed over the shards).")
+    staged.write_text("report.md", report_md("Calibration report", results, [timings_md(timings)], notes, preamble))
+    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
+                                                   {"notes": notes, "timings": timings,
+                                                    "partitions": {"shards": n_shards, "classes": n_classes,
+                                                                   "training_impostors": n_train}}))
+
+
+def _count_columns(job: ShardJob) -> int:
+    return int(job.dataset.shard_columns(job.shard))

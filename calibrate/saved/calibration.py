@@ -1,0 +1,684 @@
+"""Deployable calibrations: fit from arrays, answer in the matcher's own score units, enroll one
+class, save (JSON, never pickle; the format is calibrate.saved.json_format, loading is calibrate.api.load).
+
+    import calibrate
+    cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
+    cal.threshold("alice", 0.001)                                    # a score: accept when score >= it
+    cal.accept(["alice", "bob"], [71.9, 40.2], 0.001)                # vectorised decisions
+    cal.enroll("carol", carol_impostor_scores)                       # one class more, the others untouched
+    cal.save("face.calibration.json"); cal = calibrate.load("face.calibration.json")
+
+Inside, scores go through the fitted transform to distances, the estimator's model gives a
+distance threshold per class and target, and the transform's inverse brings it back to score
+units, refined to the last floating-point step so that ``score >= t`` (similarities) or
+``score <= t`` (distances) decides exactly as ``transform(score) <= distance threshold`` does.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibrate.saved.json_format import ACCEPT_IF, artifact, dumps_artifact, fingerprint, package_versions
+from calibrate.contract.base import Estimator, FittedModel, RunContext, Transform, check_target
+from calibrate.errors import CalibrateError, CalibrationError, DataError, ParameterError
+from calibrate.predicted.confidence import ConfidentModel, check_confidence, predict_model, saved_entries
+from calibrate.predicted.interval import PredictionSettings, as_array, build_worlds, choose_world, measured_interval
+from calibrate.statistics.sanity import check_direction, id_problem, list_evidence
+from calibrate.files.untrusted import refuse_bad_labels
+from calibrate.files.score_lists import strict_floats
+from calibrate.statistics.order import REACH_FACTOR, SAVED_REACH, saved_reach, tie_message, tied_floor
+from calibrate.contract.types import CodedLabels, DistanceMatrix, GenuineDistances, ImpostorDistances, factorise, same_labels
+
+class Calibration:
+    """One estimator's fitted thresholds for every enrolled class, in the data's own score units."""
+
+    def __init__(self, *, estimator: Estimator, plugin: str, label: str, params: dict[str, Any], model: FittedModel,
+                 transform: Transform, transform_plugin: str, transform_params: dict[str, Any], kind: str,
+                 targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None,
+                 prediction: dict[str, Any] | None = None, training_impostors: int | None = None,
+                 normalization: Any = None, training_scores: Sequence[float] | None = None,
+                 reach: float | None = None):
+        if kind not in ACCEPT_IF:
+            raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
+        self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
+        self.model = model
+        self.transform, self.transform_plugin, self.transform_params = transform, transform_plugin, dict(transform_params)
+        self.kind = kind
+        self.targets = tuple(float(t) for t in targets)
+        self.fingerprint = fingerprint
+        self.versions = dict(versions or {})
+        #: the predicted FPR interval saved with the fit (``calibrate.predicted.interval``): None when not predicted
+        self.prediction = prediction
+        #: how many training impostor distances the fit saw (pooled over classes), when known
+        self.training_impostors = None if training_impostors is None else int(training_impostors)
+        #: (lowest, highest) training score in score units, genuine ones included where the fit had them, when known:
+        #: ``calibrate accept`` and ``evaluate`` refuse scores far outside it (calibrate.statistics.sanity.scale_problem)
+        self.training_scores = None if training_scores is None else (
+            float(training_scores[0]), float(training_scores[1]), len(training_scores) > 2 and bool(training_scores[2]))
+        #: the fitted normaliser (calibrate.normalisation.cohort.FittedNormalization) when the run normalised the scores: its
+        #: thresholds are then on the normalised distance exp(z), and a decision needs the probe's cohort scores
+        self.normalization = normalization
+        #: a loaded calibration's reach: the largest target FPR its saved model answers (the file's estimator entry
+        #: says; ``saved_reach`` of its targets when it was saved); None: every target (fitted here, or an older file)
+        self.reach = None if reach is None else float(reach)
+        if normalization is not None and tuple(normalization.classes) != tuple(model.classes):
+            raise CalibrationError(f"the normaliser's statistics are for {len(normalization.classes)} classes, the model "
+                                   f"for {len(model.classes)} (or in another order); fit them together")
+        self._extrapolation_said: set[float] = set()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._index = {c: i for i, c in enumerate(self.model.classes)}
+        order = np.argsort(np.array(self.model.classes, dtype=str), kind="stable")
+        self._sorted_names = np.array(self.model.classes, dtype=str)[order]
+        self._sorted_rows = order.astype(np.int64)
+        self._by_target: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+
+    # ---- questions ----------------------------------------------------------------------------
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.model.classes
+
+    @property
+    def accept_if(self) -> str:
+        """``score >= t`` for similarity scores, ``score <= t`` for distances."""
+        return ACCEPT_IF[self.kind]
+
+    def __contains__(self, cls: object) -> bool:
+        return str(cls) in self._index
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def __repr__(self) -> str:
+        normalised = "" if self.normalization is None else f", normalised by {self.normalization.plugin!r}"
+        return (f"Calibration({self.label!r}, {len(self)} classes, {self.kind} scores, accept if {self.accept_if}, "
+                f"transform {self.transform_plugin!r}{normalised})")
+
+    def _target(self, target_fpr: float) -> float:
+        try:
+            return check_target(target_fpr)
+        except (ParameterError, TypeError, ValueError):
+            raise CalibrationError(f"target FPR {target_fpr!r} is not in (0, 1); give it as a fraction, "
+                                   "e.g. 0.001 for 0.1%") from None
+
+    def _row(self, cls: Any) -> int:
+        try:
+            return self._index[str(cls)]
+        except KeyError:
+            raise CalibrationError(f"class {str(cls)!r} is not enrolled in this calibration ({len(self)} classes); "
+                                   "check the name, or enroll the class first (Calibration.enroll in Python)") from None
+
+    def within_reach(self, target_fpr: float) -> float:
+        """The target, checked: in (0, 1), and for a loaded calibration within its :attr:`reach` (a CalibrationError
+        naming the reach and the fix beyond it). Every threshold and decision asks this first; the command line
+        asks before any work."""
+        e = self._target(target_fpr)
+        if self.reach is not None and e > self.reach:
+            raise CalibrationError(f"target FPR {e:g} is beyond this saved calibration's reach: it answers target FPRs "
+                                   f"up to {self.reach:g} ({REACH_FACTOR:g} times the largest target it was fitted "
+                                   f"at, at least {SAVED_REACH:g}; it keeps only the training values those targets "
+                                   f"read); fit again with {e:g} among the targets (a recipe's `evaluation: targets`, "
+                                   "`calibrate fit --fpr`, `calibrate.fit(targets=...)`)")
+        return e
+
+    def _table(self, target_fpr: float, need_scores: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(distance thresholds, score thresholds) of every class at one target, computed once (for a
+        normalised calibration the distance is exp(z), and score thresholds exist only when its normaliser
+        reads the enrolled side alone: calibrate.normalisation.cohort.FittedNormalization.score_thresholds)."""
+        e = self.within_reach(target_fpr)
+        n = self.normalization
+        if e not in self._by_target:
+            tau = self.model.thresholds([e]).values[:, 0]
+            scores = (self.transform.score_thresholds(tau, self.kind) if n is None
+                      else None if n.reads_probe else n.score_thresholds(tau, self.transform, self.kind))
+            self._by_target[e] = (tau, scores)
+        tau, scores = self._by_target[e]
+        if need_scores and n is not None and n.reads_probe:
+            raise CalibrationError(f"this calibration normalises scores with {n.plugin}, which reads the probe's "
+                                   "cohort scores: a decision depends on them, so no single score threshold exists; "
+                                   "use normalised_threshold() (z units), or decide with accept(..., "
+                                   "probe_cohort_scores=...)")
+        if scores is None and need_scores:
+            raise CalibrationError(f"transform {self.transform_plugin!r} has no inverse, so thresholds exist in "
+                                   "distance units only: use "
+                                   + ("distance_threshold()" if n is None else "normalised_threshold() (z units)"))
+        return tau, scores
+
+    def distance_threshold(self, cls: Any, target_fpr: float) -> float:
+        """The threshold on the transformed distance (accept when distance <= it)."""
+        return float(self._table(target_fpr, need_scores=False)[0][self._row(cls)])
+
+    def normalised_threshold(self, cls: Any, target_fpr: float) -> float:
+        """A normalised calibration's threshold on the normalised score z (accept when z <= it): the log of
+        its distance threshold, since the estimators fit exp(z)."""
+        if self.normalization is None:
+            raise CalibrationError("this calibration does not normalise scores; use threshold() (score units)")
+        from calibrate.normalisation.cohort import to_z
+
+        return float(to_z(self.distance_threshold(cls, target_fpr)))
+
+    def training_support(self, target_fpr: float) -> float | None:
+        """``target x N``: how many of the N training impostor distances an on-target threshold has below
+        it (None when N is not known). Below 1 the threshold extrapolates beyond the training data."""
+        e = self._target(target_fpr)
+        return None if self.training_impostors is None else e * self.training_impostors
+
+    def _say_extrapolation(self, target_fpr: float) -> None:
+        support = self.training_support(target_fpr)
+        if support is not None and support < 1 and target_fpr not in self._extrapolation_said:
+            self._extrapolation_said.add(target_fpr)
+            warnings.warn(extrapolation_message(target_fpr, self.training_impostors), stacklevel=3)
+
+    def threshold(self, cls: Any, target_fpr: float) -> float:
+        """The threshold in the data's own score units: accept when ``score >= t`` for similarity
+        scores, ``score <= t`` for distances (see :attr:`accept_if`). Warns (once per target) when the
+        target is below 1/N of the training impostor distances: the answer extrapolates.
+
+        A normalised calibration has one when its normaliser reads the enrolled side only (``znorm``): z
+        then depends on the score and the class's saved statistics alone, so the class's threshold on z
+        is one score threshold, deciding as ``accept`` does. One reading the probe's side refuses."""
+        row = self._row(cls)
+        value = float(self._table(target_fpr)[1][row])
+        self._say_extrapolation(target_fpr)
+        return value
+
+    def thresholds(self, target_fpr: float) -> dict[str, float]:
+        """Every class's score threshold at one target."""
+        out = dict(zip(self.classes, self._table(target_fpr)[1].tolist()))
+        self._say_extrapolation(target_fpr)
+        return out
+
+    def accept(self, classes: Any, scores: Any, target_fpr: float, probe_cohort_scores: Any = None) -> np.ndarray | bool:
+        """Accept or reject each claim: ``classes`` (one class or an array, the claimed identity of each
+        attempt) and ``scores`` (one score or an array of the same length, in score units). Returns a
+        boolean array (a bool for scalar input). Unknown classes and non-finite scores are errors.
+
+        A normalised calibration (:attr:`normalization`) whose normaliser reads the probe's side needs
+        ``probe_cohort_scores``: per attempt, its probe's scores (score units) against the cohort models,
+        without the claimed class and the probe's own (a 2-D array, or one sequence per attempt; for a
+        single attempt, one sequence); or a :class:`calibrate.normalisation.cohort.ProbeCohorts`, each probe's scores once
+        with the models' names (the claimed class's model is left out by name), which holds probes x models
+        in memory rather than attempts x models and is decided a block of attempts at a time. The decision
+        is then exactly the run's: the same normalisation, with the class statistics saved by the run."""
+        scalar = np.ndim(scores) == 0 and np.ndim(classes) == 0
+        try:
+            s = np.atleast_1d(np.asarray(scores, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise CalibrationError("scores must be numbers (one score per claim)") from None
+        coded = isinstance(classes, CodedLabels)  # the score-list commands' codes: looked up once per distinct class
+        c = classes if coded else np.atleast_1d(np.asarray(classes))
+        if s.ndim != 1 or c.ndim != 1:
+            raise CalibrationError(f"classes and scores must be one-dimensional, got shapes {c.shape} and {s.shape}")
+        if not coded and np.ndim(classes) == 0 and s.size > 1:  # one class named for every score (a list must match them)
+            c = np.broadcast_to(c, s.shape)
+        if c.size != s.size:
+            raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or a single "
+                                   "class, not in a list, for all of them)")
+        if not np.all(np.isfinite(s)):
+            bad = int(np.flatnonzero(~np.isfinite(s))[0])
+            raise CalibrationError(f"score number {bad + 1} is {float(s[bad])}; every score must be a finite number")
+        if self.normalization is None and probe_cohort_scores is not None:
+            raise CalibrationError("this calibration does not normalise scores; leave out probe_cohort_scores")
+        tau, score_t = self._table(target_fpr, need_scores=self.normalization is None)
+        # class -> row by binary search over the sorted names (no Python loop over attempts)
+        names = c.names if coded else c.astype(str)
+        pos = np.minimum(np.searchsorted(self._sorted_names, names), max(len(self) - 1, 0))
+        known = self._sorted_names[pos] == names
+        if coded:
+            pos, known = pos[c.codes], known[c.codes]
+        if not known.all():
+            self._row(c[np.flatnonzero(~known)[0]])  # raises, naming the class
+        rows = self._sorted_rows[pos]
+        if self.normalization is not None:
+            from calibrate.normalisation.decisions import normalised_distances
+
+            if scalar and probe_cohort_scores is not None and np.ndim(probe_cohort_scores) == 1:
+                probe_cohort_scores = [probe_cohort_scores]  # one attempt: its one row
+            out = normalised_distances(self.normalization, self.transform, self.kind, s, rows,
+                                       probe_cohort_scores, self.classes) <= tau[rows]
+        else:
+            t = score_t[rows]
+            out = s >= t if self.kind == "similarity" else s <= t
+        self._say_extrapolation(target_fpr)
+        return bool(out[0]) if scalar else out
+
+    @property
+    def confidence(self) -> float | None:
+        """The confidence its thresholds were chosen with (``confidence:``), or None."""
+        return self.model.confidence if isinstance(self.model, ConfidentModel) else None
+
+    def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None) -> tuple[float, float]:
+        """The interval (at the saved level, 90% by default) for the FPR this calibration's thresholds will
+        achieve on new impostors, predicted from the training data alone (calibrate.predicted.interval): over the
+        whole gallery, or for one class ``cls``; with ``attempts``, for the FPR *measured* on that many
+        attempts (adds the counting noise of a finite evaluation). Known at the calibration's targets."""
+        p = self.prediction
+        if not p:
+            raise CalibrationError("this calibration holds no predicted FPR interval; fit it with predict=True "
+                                   "(a run's calibration.json has one unless the recipe says `prediction: false`)")
+        e = self._target(target_fpr)
+        matches = [j for j, t in enumerate(p["targets"]) if abs(t - e) <= 1e-12 * max(t, e)]
+        if not matches:
+            raise CalibrationError(f"the FPR interval was predicted at targets {', '.join(f'{t:g}' for t in p['targets'])} "
+                                   f"only, not at {e:g}; fit again with that target among the targets")
+        j = matches[0]
+        status = p.get("prediction_status")
+        if p["predicted_fpr_low"][j] is None:
+            from calibrate.predicted.interval import STATUS
+
+            raise CalibrationError(f"no predicted FPR interval at target {e:g}: "
+                                   + STATUS.get(status[j] if status else "", "it could not be predicted")
+                                   .removeprefix("no prediction: "))
+        if cls is not None:
+            per = p.get("per_class")
+            name = str(cls)
+            if not per or name not in per["classes"]:
+                self._row(cls)  # an unknown class is named as such
+                why = ("per-class intervals are not kept for thresholds chosen with a confidence" if self.confidence
+                       else "it was enrolled after the fit" if per
+                       else "the gallery was too large to keep per-class intervals")
+                raise CalibrationError(f"class {name!r} has no predicted interval of its own ({why}); ask for the "
+                                       "gallery's interval (no cls), or refit")
+            i = per["classes"].index(name)
+            low, high = (float(as_array(per[end], len(p["targets"]))[i, j]) for end in ("low", "high"))
+            if math.isnan(low):  # the class's replicates gave no interval there
+                raise CalibrationError(f"class {name!r} has no predicted interval of its own at target {e:g}; ask for "
+                                       "the gallery's interval (no cls)")
+            return low, high
+        if attempts is not None:
+            if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) or attempts < 1:
+                raise CalibrationError(f"attempts must be a positive whole number of impostor attempts, got {attempts!r}")
+            low, high = measured_interval(as_array(p["replicates"], len(p["targets"])), int(attempts), float(p["level"]))
+            if not (np.isfinite(low[j]) and np.isfinite(high[j])):
+                raise CalibrationError(f"no predicted interval at target {e:g} for {attempts} attempts: none of the "
+                                       "simulated galleries gave an FPR there")
+            return float(low[j]), float(high[j])
+        return float(p["predicted_fpr_low"][j]), float(p["predicted_fpr_high"][j])
+
+    # ---- one class more -------------------------------------------------------------------------
+
+    def enroll(self, cls: Any, impostor_scores: Any, cohort_scores: Any = None,
+               impostor_cohort_scores: Any = None) -> "Calibration":
+        """Add class ``cls`` (or replace it) from its impostor scores (score units), without refitting
+        the others; the transform stays as fitted. What else stays fixed depends on the estimator
+        (its ``enroll_mode``: per-class estimators give exactly a full fit's thresholds, pooled ones
+        keep their pooled quantities; others refuse). Returns the calibration itself.
+
+        A normalised calibration also computes the class's cohort statistics: from ``cohort_scores``
+        (the class against the enrolled side's cohort), or, when the run's enrolled cohort was the
+        training impostors and none are given, from ``impostor_scores`` themselves (each impostor score
+        normalised without itself, as in the run). A normaliser that reads the probe side needs
+        ``impostor_cohort_scores``: per impostor score, its probe's scores against the cohort models
+        (without this class and the probe's own), as ``accept``'s ``probe_cohort_scores``."""
+        refuse_bad_labels([str(cls)], "Calibration.enroll")  # what is enrolled must load again (issue 19: S1)
+        refused = getattr(self.model, "enroll_refused", None)  # said before any work, as Estimator.enroll says it
+        if refused:
+            raise ParameterError(refused)
+        scores = strict_floats(impostor_scores, f"class {cls!r}: impostor scores")
+        if scores.ndim != 1 or scores.size == 0:
+            raise DataError(f"class {cls!r}: impostor scores must be a non-empty 1-D array, got shape {scores.shape}")
+        if not np.all(np.isfinite(scores)):
+            bad = int(np.flatnonzero(~np.isfinite(scores))[0])
+            raise DataError(f"class {cls!r}: impostor score number {bad + 1} is {float(scores[bad])}; "
+                            "every score must be a finite number")
+        outside = self.transform.out_of_range(scores, self.kind)
+        if outside:
+            warnings.warn(f"class {cls!r}: {outside} of {scores.size} impostor scores lie beyond what the fitted "
+                          f"transform {self.transform_plugin!r} was fitted on, so it maps them to distance 0 and this "
+                          "class's threshold accepts more than a full fit's would; fit with an explicit bound (e.g. "
+                          "transform={'plugin': 'similarity-to-distance', 'upper': <largest possible score>}) or refit",
+                          stacklevel=2)
+        distances, normalization = self._enrolled_distances(str(cls), scores, cohort_scores, impostor_cohort_scores)
+        if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
+            inner = self.estimator.enroll(self.model.inner, str(cls), distances)
+            self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
+                                        self.model.independent)
+        else:
+            self.model = self.estimator.enroll(self.model, str(cls), distances)
+        if normalization is not None:  # in the model's order of classes (a class added goes last in both)
+            order = [normalization.classes.index(c) for c in self.model.classes]
+            normalization.classes = tuple(self.model.classes)
+            normalization.statistics = {k: v[order] for k, v in normalization.statistics.items()}
+            self.normalization = normalization
+        self._reset()
+        return self
+
+    def _enrolled_distances(self, cls: str, scores: np.ndarray, cohort_scores: Any,
+                            impostor_cohort_scores: Any) -> tuple[np.ndarray, Any]:
+        """(the distances the estimator enrolls the class from, the normalisation with its statistics or None)."""
+        if self.normalization is not None:
+            from calibrate.normalisation.decisions import enrolled_inputs
+
+            distances, stats = enrolled_inputs(self.normalization, self.transform, self.kind, cls, scores, cohort_scores,
+                                               impostor_cohort_scores)
+            return distances, self.normalization.with_class(cls, stats)
+        if cohort_scores is not None or impostor_cohort_scores is not None:
+            raise CalibrationError("this calibration does not normalise scores; leave out the cohort scores")
+        raw = DistanceMatrix(scores[:, None], np.array([_OTHER] * scores.size), np.array([cls]), kind=self.kind,
+                             source=f"impostor scores of class {cls!r}")
+        d = self.transform.apply(raw)
+        d.check_distances(f"impostor distances of class {cls!r}")
+        return d.values[:, 0], None
+
+    # ---- the artifact -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return artifact(kind=self.kind, transform_plugin=self.transform_plugin, transform_params=self.transform_params,
+                        transform_state=self.transform.fitted_state(), targets=self.targets,
+                        fingerprint=self.fingerprint, versions=self.versions, training_impostors=self.training_impostors,
+                        training_scores=self.training_scores,
+                        normalizer=None if self.normalization is None else self.normalization.to_state(),
+                        estimators={self.label: (self.plugin, self.params,
+                                                 *saved_entries(self.model, self.prediction, saved_reach(self.targets),
+                                                                self.reach))})
+
+    def save(self, path: str | Path) -> Path:
+        """Write the calibration as JSON: a regular file is written beside and renamed (never half-written),
+        a symbolic link's file likewise (the link stays), a device or FIFO written through in place, ``-``
+        to standard output (calibrate.files.user_output)."""
+        from calibrate.files.user_output import write_user_file
+
+        try:
+            write_user_file(path, dumps_artifact(self.to_dict()).encode("utf-8"))
+        except CalibrateError as exc:
+            raise CalibrationError(f"cannot save the calibration: {exc}") from None
+        return Path(path)
+
+
+def extrapolation_message(target_fpr: float, n: int) -> str:
+    """Why a threshold at ``target_fpr`` is an extrapolation (fewer than one training distance below it)."""
+    return (f"target FPR {target_fpr:g} is below 1/N of the {n:,} training impostor distances: about "
+            f"{target_fpr * n:.3g} of them lie below an on-target threshold, so the threshold extrapolates beyond "
+            f"the data (its achieved FPR can stray far from the target); fit with more impostor comparisons, or "
+            f"ask at {1 / n:.2g} or above")
+
+
+_OTHER = "\0impostor"  # the probe class of impostor scores given without their own classes
+
+
+# ---- fitting from arrays ----------------------------------------------------------------------------
+
+
+def _padded(scores: Any, classes: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(class names, values (width, C), valid mask): each class's scores down its column, padded; built
+    without a Python loop over classes for array input."""
+    if isinstance(scores, Mapping):
+        per_class = _per_class(scores, classes)
+        names = list(per_class)
+        if not names:
+            raise DataError("no classes to calibrate")
+        width = max(a.size for a in per_class.values())
+        values = np.zeros((width, len(names)))
+        valid = np.zeros((width, len(names)), dtype=bool)
+        for j, n in enumerate(names):
+            a = per_class[n]
+            values[:a.size, j], valid[:a.size, j] = a, True
+        return names, values, valid
+    s, c = _checked_arrays(scores, classes)
+    if s.size == 0:
+        raise DataError("no classes to calibrate")
+    names, inverse = factorise(c)
+    order = np.argsort(inverse, kind="stable")
+    counts = np.bincount(inverse, minlength=names.size)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    within = np.arange(s.size) - np.repeat(starts, counts)
+    values = np.zeros((int(counts.max()), names.size))
+    valid = np.zeros(values.shape, dtype=bool)
+    values[within, inverse[order]] = s[order]
+    valid[within, inverse[order]] = True
+    return names.tolist(), values, valid
+
+
+def _column(labels: Any) -> np.ndarray | CodedLabels:
+    """A column of class labels as given: :class:`CodedLabels` kept (the score-list commands' codes), anything
+    else as a numpy array."""
+    return labels if isinstance(labels, CodedLabels) else np.asarray(labels)
+
+
+def _checked_arrays(scores: Any, classes: Any) -> tuple[np.ndarray, np.ndarray]:
+    s = strict_floats(scores, "scores (a 1-D array of impostor comparison scores)")
+    if s.ndim != 1:
+        raise DataError(f"scores must be a 1-D array of impostor comparison scores, got shape {s.shape}")
+    if classes is None:
+        raise ParameterError("classes is required with an array of scores: the enrolled class of each score")
+    c = _column(classes)
+    if c.shape != s.shape:
+        raise DataError(f"{s.size} scores but classes has shape {c.shape}; give the enrolled class of each score")
+    return s, c
+
+
+def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
+    if isinstance(scores, Mapping):
+        if classes is not None:
+            raise ParameterError("give either a mapping class -> scores, or scores and classes, not both")
+        out = {}
+        for cls, values in scores.items():
+            arr = strict_floats(values, f"class {cls!r}: impostor scores")
+            if arr.ndim != 1:
+                raise DataError(f"class {cls!r}: impostor scores must be a 1-D array, got shape {arr.shape}")
+            out[str(cls)] = arr
+        refuse_bad_labels(out, "calibrate.fit")  # what is fitted must load again (issue 19: S1)
+        return out
+    s, c = _checked_arrays(scores, classes)
+    names, inverse = factorise(c)
+    refuse_bad_labels(names.tolist(), "calibrate.fit classes")
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(names.size + 1))
+    return {str(n): s[order[bounds[k]:bounds[k + 1]]] for k, n in enumerate(names)}
+
+
+def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[Any, Any]:
+    """The impostor scores and their classes, after checking the direction (calibrate.statistics.sanity) with
+    the genuine ones (``real == classes``); unchanged when ``real`` is None."""
+    if real is None:
+        return scores, classes
+    if isinstance(scores, Mapping) or classes is None:
+        raise ParameterError("real= goes with an array of scores and classes (the probe's real class of each score)")
+    try:
+        s = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError("scores must be numbers (a 1-D array of comparison scores)") from None
+    c, r = _column(classes), _column(real)
+    if not s.ndim == 1 or c.shape != s.shape or r.shape != s.shape:
+        raise DataError(f"scores {s.shape}, classes {c.shape} and real {r.shape} must be 1-D arrays of one length: "
+                        "per comparison its score, claimed class and the probe's real class")
+    genuine = same_labels(c, r)
+    if not genuine.any():  # two spellings of the same ids: every genuine score would be fitted as an impostor's
+        error, _ = id_problem(c, r, "calibrate.fit", "give real= the ids spelled as in classes",
+                              list_evidence(c, r, s, kind))
+        if error:  # without the scores' evidence, impostor-only data: fitted as given
+            raise DataError(error)
+    check_direction(s[genuine], s[~genuine], kind, "calibrate.fit scores",
+                    f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
+    if genuine.all():
+        raise DataError(f"all {s.size} comparisons are genuine (real == classes); thresholds need impostor comparisons")
+    return s[~genuine], c[~genuine]
+
+
+def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transform: Transform,
+                       order: tuple[str, ...]) -> GenuineDistances | None:
+    """The genuine comparisons (``real == classes``) as distances through the fitted transform, per class in
+    ``order`` (the estimator's classes; a genuine score of a class without impostor scores is left out); None
+    without ``real`` or without a genuine comparison."""
+    if real is None:
+        return None
+    s = np.asarray(scores, dtype=np.float64)
+    c, r = _column(classes), _column(real)
+    genuine = same_labels(c, r)
+    if not genuine.any():
+        return None
+    gs, gc = s[genuine], c[genuine]
+    mapped = _mappable(gs, kind, transform)
+    if not mapped.all():  # they only inform the estimator's choice: left out, said, never a failed fit
+        bad = int(np.flatnonzero(~mapped)[0])
+        warnings.warn(f"calibrate.fit: {int((~mapped).sum())} of {gs.size} genuine scores cannot be mapped by the "
+                      f"transform (e.g. {gs[bad]!r} of class {gc[bad]!r}) and are left out of what the estimator may "
+                      "judge its choice by", stacklevel=3)
+        gs, gc = gs[mapped], gc[mapped]
+        if not gs.size:
+            return None
+    names, values, valid = _padded(gs, gc)
+    matrix = DistanceMatrix(values, np.array([_OTHER] * values.shape[0]), np.array(names), valid, kind,
+                            source="calibrate.fit genuine scores")
+    d = transform.apply(matrix)
+    column = {n: j for j, n in enumerate(names)}
+    return GenuineDistances.from_lists({cls: (d.values[d.valid[:, column[cls]], column[cls]] if cls in column
+                                              else np.empty(0)) for cls in order})
+
+
+def _mappable(values: np.ndarray, kind: str, transform: Transform) -> np.ndarray:
+    """Which of ``values`` the fitted transform maps to a finite, non-negative distance (all of them in one call when
+    it can; else one by one, so that one failed genuine attempt does not stop a fit)."""
+    def ok(v: np.ndarray) -> np.ndarray | None:
+        m = DistanceMatrix(v[:, None], np.array([_OTHER] * v.size), np.array(["genuine"]), np.ones((v.size, 1), bool),
+                           kind, source="calibrate.fit genuine scores")
+        try:
+            out = transform.apply(m).values[:, 0]
+        except DataError:
+            return None
+        return np.isfinite(out) & (out >= 0)
+
+    whole = ok(values)
+    if whole is not None:
+        return whole
+    return np.array([bool(r is not None and r[0]) for r in (ok(values[i:i + 1]) for i in range(values.size))],
+                    dtype=bool)
+
+
+def _spec(registry, kind: str, entry: Any, where: str):
+    from calibrate.recipe.schema import _component
+
+    if isinstance(entry, str):
+        entry = {"plugin": entry}
+    return _component(registry, kind, entry, where, "calibrate.fit", Path.cwd())
+
+
+def _fit_specs(kind: str, estimator: str, params: dict, transform: str | Mapping | None, extra_plugins: tuple):
+    """The estimator's and the transform's specs, checked as a recipe's are (the default transform by ``kind``)."""
+    from calibrate.contract.manager import build_registry
+    from calibrate.recipe.schema import DEFAULT_TRANSFORMS
+
+    registry = build_registry(extra_plugins)
+    est_spec = _spec(registry, "estimators", {"plugin": estimator, **params}, "estimator")
+    tr_spec = _spec(registry, "transforms", transform if transform is not None else DEFAULT_TRANSFORMS[kind],
+                    "transform")
+    accepts = tr_spec.info.factory.accepts
+    if kind not in accepts:
+        raise ParameterError(f"transform {tr_spec.info.name!r} takes {' or '.join(accepts)} scores, but kind is {kind!r}")
+    return est_spec, tr_spec
+
+
+def _impostor_matrix(scores: Any, classes: Any, kind: str) -> DistanceMatrix:
+    """The impostor scores as a matrix with one column per class (a probe of no class in each row)."""
+    names, values, valid = _padded(scores, classes)
+    bad = valid & ~np.isfinite(values)
+    if bad.any():
+        r, j = np.argwhere(bad)[0]
+        raise DataError(f"class {names[j]!r}: score {r} is {float(values[r, j])}; impostor scores must be finite numbers")
+    return DistanceMatrix(values, np.array([_OTHER] * values.shape[0]), np.array(names), valid, kind,
+                          source="calibrate.fit scores")
+
+
+def _warn_unreachable_targets(dist: DistanceMatrix, targets: tuple[float, ...]) -> None:
+    """Warn (as a run notes) when tied distances put some targets out of reach."""
+    smallest, tied = tied_floor(dist.values[dist.valid])
+    below = [t for t in targets if t < tied]
+    if below and tied > 1.0 / dist.valid.sum():
+        warnings.warn(tie_message(smallest, tied, below), stacklevel=3)
+
+
+def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None = None, estimator: str = "auto",
+        transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
+        extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
+        level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
+        context: RunContext | None = None, **params: Any) -> Calibration:
+    """Fit a calibration from training impostor scores held in memory.
+
+    :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
+    :param classes: the enrolled (claimed) class of each score (with an array of scores).
+    :param real: the real class of each score's probe (with an array of scores). Genuine comparisons
+        (``real == classes``) are left out of the fit and used to check the direction: scores whose
+        genuine comparisons sit on the reject side (a distance given as ``kind="similarity"``, or the
+        reverse) raise :class:`DataError` naming the fix. Without it every score must be an impostor one.
+    :param kind: ``similarity`` (higher = more alike) or ``distance``. Left out, the scores are read as
+        similarities; without ``real`` that cannot be checked, so a warning says what was assumed
+        (a distance read as a similarity rejects nearly every genuine user).
+    :param estimator: the estimator's registered name (``calibrate plugins``); ``**params`` are its parameters.
+    :param transform: a transform name or ``{plugin: NAME, ...}``; default: similarity-to-distance for
+        similarity scores, identity for distances (as a recipe without ``transform:``).
+    :param targets: the target FPRs the calibration is meant for (recorded in the artifact; any
+        target in (0, 1) can be asked later).
+    :param predict: also predict, from these scores alone, the interval of the FPR each target's
+        thresholds will achieve (:meth:`Calibration.predicted_fpr`; ``replicates`` refits of the
+        estimator on simulated galleries, ``level`` the interval's coverage, ``seed`` their seed; an
+        estimator without a vectorised simulation is refitted ``replicates`` times, or as often as
+        ``budget_s`` seconds allow at the cost of its fit, and gets no interval when 20 refits do not fit).
+    :param confidence: thresholds whose achieved FPR exceeds the target with probability at most
+        ``1 - confidence`` (e.g. 0.95; implies ``predict``); see calibrate.predicted.interval.
+    :param context: a :class:`~calibrate.contract.base.RunContext` whose progress reporter shows the fit's stages (the
+        estimator's classes, the simulated galleries) as a run shows them (``calibrate fit`` passes its own);
+        default: none shown.
+    """
+    if kind is None:
+        kind = "similarity"
+        if real is None:
+            warnings.warn("calibrate.fit: no kind= and no real=, so the scores are read as similarities (higher = more "
+                          "alike) without a check; if they are distances every threshold rejects nearly every genuine "
+                          "user. Pass kind='similarity' or kind='distance', or real= (each probe's real class) to check "
+                          "the direction against the genuine scores", stacklevel=2)
+    if kind not in ACCEPT_IF:
+        raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
+    est_spec, tr_spec = _fit_specs(kind, estimator, params, transform, extra_plugins)
+    checked_targets = tuple(check_target(t) for t in targets)
+    raw = _impostor_matrix(*_without_genuine(scores, classes, real, kind), kind)
+    tr = tr_spec.build().fit(raw)
+    dist = tr.apply(raw)
+    impostors = ImpostorDistances.from_matrix(dist)
+    genuine = _genuine_distances(scores, classes, real, kind, tr, impostors.classes)
+    _warn_unreachable_targets(dist, checked_targets)
+    est = est_spec.build()
+    fit_started = time.perf_counter()
+    context = RunContext() if context is None else context
+    model = est.fit(impostors, context, genuine=genuine)
+    fit_seconds = time.perf_counter() - fit_started
+    label, saved = est_spec.label, None
+    if confidence is not None:
+        confidence = check_confidence(confidence)
+        label = f"{label}-c{100 * confidence:g}"
+    if predict or confidence is not None:
+        settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
+        world = choose_world(build_worlds(impostors, dist), impostors, model, checked_targets)
+        model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
+                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds)
+        saved = predicted.saved(model.classes)
+    _say_extrapolated_targets(checked_targets, int(impostors.values.size))
+    return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
+                       model=model, transform=tr, transform_plugin=tr_spec.info.name, transform_params=tr_spec.params,
+                       kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
+                       versions=package_versions((est_spec, tr_spec)), prediction=saved,
+                       training_impostors=int(impostors.values.size), training_scores=(*_score_range(scores), genuine is not None and genuine.values.size > 0))
+
+
+def _score_range(scores: Any) -> tuple[float, float]:
+    """(lowest, highest) of the scores ``fit`` was given (a 1-D array, or a mapping class -> scores; genuine
+    ones included), which every fit checks are finite numbers before this."""
+    values = (np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in scores.values()])
+              if isinstance(scores, Mapping) else np.asarray(scores, dtype=np.float64).ravel())
+    return float(values.min()), float(values.max())
+
+
+def _say_extrapolated_targets(targets: Sequence[float], n: int) -> None:
+    """Warn at fit time about every target below 1/N of the training impostor distances (audit S5): its
+    thresholds extrapolate, and ``calibrate threshold`` refuses it later without --allow-extrapolation."""
+    for t in targets:
+        if t * n < 1:
+            warnings.warn(extrapolation_message(t, n), stacklevel=3)
