@@ -342,3 +342,113 @@ def test_relative_imports_resolve_to_submodules_or_to_the_package(tmp_path):
     assert ("calibrate.testing.checks", "calibrate.testing") in got       # a name of the package's __init__
     assert ("calibrate.testing.checks", "calibrate.errors") in got
     assert ("calibrate.api", "calibrate.base") in got and ("calibrate.api", "calibrate") not in got
+
+
+# ---- the core's rooms: packages, their order, their size (issue 33) ----------------------------------
+
+def layer_of(module: str, layers: tuple) -> int | None:
+    """The index of the layer a core module belongs to (its package's, or its own for a top-level module)."""
+    for k, layer in enumerate(layers):
+        if any(module == p or module.startswith(p + ".") for p in layer):
+            return k
+    return None
+
+
+def layer_violations(modules: dict, edges: list[Edge], layers: tuple) -> list[str]:
+    """Every import of a later layer by an earlier one, and every core module no layer names. The package
+    ``calibrate`` itself (its __init__) may import only the first layer: its entry points load on first use."""
+    out = [f"core module {m} is in no layer of calibrate.LAYERS (add its package there)"
+           for m in modules if _top(m) == CORE and m != CORE and layer_of(m, layers) is None]
+    for e in edges:
+        if _top(e.source) != CORE or _top(e.target) != CORE:
+            continue
+        source = 0 if e.source == CORE else layer_of(e.source, layers)
+        if e.target == CORE:
+            out.append(f"{e.where()}: {e.source} imports the package calibrate (its __init__); import the module "
+                       "that defines the name instead")
+            continue
+        target = layer_of(e.target, layers)
+        if source is not None and target is not None and target > source:
+            out.append(f"{e.where()}: {e.source} (layer {source}: {', '.join(layers[source])}) imports {e.target} "
+                       f"(layer {target}: {', '.join(layers[target])}), a later layer (calibrate.LAYERS): move what it "
+                       "needs down, or the importer up")
+    return out
+
+
+def package_cycles(modules: dict, edges: list[Edge]) -> list[list[str]]:
+    """Cycles in the graph of the core's packages (a top-level module counts as its own package)."""
+    def package(m: str) -> str:
+        parts = m.split(".")
+        return ".".join(parts[:2])
+    nodes = sorted({package(m) for m in modules if _top(m) == CORE})
+    succ = {n: set() for n in nodes}
+    for e in edges:
+        if _top(e.source) == CORE and _top(e.target) == CORE and e.target in modules:
+            a, b = package(e.source), package(e.target)
+            if a != b:
+                succ[a].add(b)
+    return _strongly_connected(nodes, {n: sorted(s) for n, s in succ.items()})
+
+
+#: the issue's bounds: a reader finds a thing from folder names, and holds a module in their head
+MAX_TOP_MODULES, MAX_LINES = 12, 600
+
+
+def test_the_core_keeps_its_layers():
+    modules, edges = _repository_graph()
+    problems = layer_violations(modules, edges, calibrate.LAYERS)
+    assert not problems, _say(problems)
+
+
+def test_no_cycle_between_core_packages():
+    modules, edges = _repository_graph()
+    assert not package_cycles(modules, edges)
+
+
+def test_every_core_package_says_what_it_holds_and_may_import():
+    for folder in sorted(p.parent for p in (ROOT / "calibrate").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and len(doc.split()) >= 15, f"{folder.name}/__init__.py opens with no docstring saying what it holds"
+        if folder.name != "testing":
+            assert "May import" in doc, f"{folder.name}/__init__.py does not say what the package may import"
+
+
+def test_few_modules_at_the_top_and_none_too_long():
+    top = sorted(p.name for p in (ROOT / "calibrate").glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules directly under calibrate/: {top}"
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for folder in ("calibrate", "plugins") for p in sorted((ROOT / folder).rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not long, _say(long)
+
+
+LAYERED = {
+    "calibrate/__init__.py": "from .version import __version__\n",
+    "calibrate/version.py": "__version__ = '1'\n",
+    "calibrate/errors.py": "class CalibrateError(Exception): ...\n",
+    "calibrate/files/__init__.py": "",
+    "calibrate/files/reading.py": "from calibrate.errors import CalibrateError\n",
+    "calibrate/contract/__init__.py": "",
+    "calibrate/contract/base.py": "from calibrate.files.reading import CalibrateError\n",
+    "calibrate/running/__init__.py": "",
+    "calibrate/running/pipeline.py": "from calibrate.contract.base import CalibrateError\n",
+}
+LAYERS = (("calibrate.errors", "calibrate.version"), ("calibrate.files",), ("calibrate.contract",), ("calibrate.running",))
+
+
+def test_layer_checks_find_what_they_are_for(tmp_path):
+    modules, edges = import_graph(_tree(tmp_path / "clean", LAYERED))
+    assert layer_violations(modules, edges, LAYERS) == [] and package_cycles(modules, edges) == []
+    bad = dict(LAYERED)
+    # a lower layer reaching up (inside a function too), a module of no layer, a core module importing the package
+    bad["calibrate/files/reading.py"] = ("from calibrate.errors import CalibrateError\n\n\n"
+                                         "def read():\n    from calibrate.running.pipeline import run\n")
+    bad["calibrate/stray/__init__.py"] = ""
+    bad["calibrate/contract/kinds.py"] = "from calibrate import __version__\n"
+    modules, edges = import_graph(_tree(tmp_path / "bad", bad))
+    problems = layer_violations(modules, edges, LAYERS)
+    assert any(p.startswith("calibrate/files/reading.py:5: calibrate.files.reading (layer 1: calibrate.files) imports "
+                            "calibrate.running.pipeline (layer 3") for p in problems), problems
+    assert any("calibrate.stray is in no layer" in p for p in problems), problems
+    assert any(p.startswith("calibrate/contract/kinds.py:1: calibrate.contract.kinds imports the package calibrate")
+               for p in problems), problems
+    assert ["calibrate.contract", "calibrate.files", "calibrate.running"] in package_cycles(modules, edges)
