@@ -636,8 +636,8 @@ class Normalizer(Component, ABC):
     def normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
                   probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
         """Normalised scores z of ``distances`` (one per attempt) given, per attempt, its class's statistics
-        (``enrolled``, None unless ``sides`` has it) and its probe's (``probe``, likewise). z may be non-finite
-        where a cohort has no spread; the core refuses those, naming the attempt."""
+        (``enrolled``, None unless ``sides`` has it) and its probe's (``probe``, likewise). A z that is not finite
+        is refused by the core, naming the attempt, its distance and statistics (calibrate.cohort.normalising_refusal)."""
         d = np.asarray(distances, dtype=np.float64)
         if d.ndim != 1:
             raise DataError(f"{type(self).__name__}.normalize expects one distance per attempt, got shape {d.shape}")
