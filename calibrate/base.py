@@ -753,7 +753,9 @@ class FittedModel(ABC):
     @abstractmethod
     def from_state(cls, state: dict[str, Any]) -> "FittedModel":
         """Called when a calibration is loaded (``Estimator.model_class.from_state``): the model ``to_state`` gave,
-        rebuilt; it keeps no reference to ``state``. A damaged state: a CalibrationError naming the field."""
+        rebuilt; it keeps no reference to ``state``. A damaged state (a file the user edited): a CalibrateError
+        naming the field, e.g. the DataError of the ``calibrate.statecheck`` helpers, which the loader reports as
+        one CalibrationError naming the file, the estimator and the field."""
 
 
 class Estimator(Component, ABC):

@@ -4,6 +4,7 @@ some checks send them to other processes (the hash-seed check) or pickle them (t
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -339,6 +340,24 @@ def test_a_parameter_without_a_default_is_caught_naming_it_and_the_fix(kind, fac
 
 def test_a_datasets_input_file_may_be_required(tmp_path):
     _run("check_params_have_defaults", ComponentCase("dataset", FileOnly, {"path": Path("x")}), tmp_path)
+
+
+# ---- from_state: a damaged state is refused as a loader reports it -----------------------------------
+
+class _RuntimeErrorModel(interp._SortedModel):
+    """Refuses a damaged state with a RuntimeError, which no loader expects: the load would end in a traceback."""
+
+    @classmethod
+    def from_state(cls, state):
+        if not isinstance(state, dict) or "shared" not in state:
+            raise RuntimeError("not a state")
+        return interp._SortedModel.from_state(state)
+
+
+def test_a_from_state_that_lets_another_exception_through_is_caught(tmp_path):
+    with pytest.raises(AssertionError, match=re.escape("from_state({}) raised RuntimeError: not a state; loading a "
+                                                       "damaged calibration file would end in a traceback")):
+        _run("check_model_state_round_trip", ComponentCase("estimator", _pooled_with(_RuntimeErrorModel)), tmp_path)
 
 
 # ---- under pytest: skip= entries are strict, a bad signature is one failure ------------------------
