@@ -869,8 +869,9 @@ class Estimator(Component, ABC):
     @optional
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
         """Called by ``enroll`` (``Calibration.enroll``) when ``enroll_mode`` is set: a new model, ``model`` with
-        class ``cls`` added or, when calibrated already, replaced, from ``single`` (its distances, checked);
-        the other classes keep their thresholds. "per-class": the thresholds a full fit including ``cls``
+        class ``cls`` added or, when calibrated already, replaced, from ``single``, a one-class
+        ``ImpostorDistances`` (``single.classes == (cls,)``; its training impostor distances ``single.of(0)``,
+        checked: finite, non-negative, not empty); the other classes keep their thresholds. "per-class": the thresholds a full fit including ``cls``
         gives; "pooled": the pooled quantities as ``model`` has them. Default: fit the class alone and put
         the per-class entries of its state (lists with one item per class) into the model's."""
         alone = self._fit(single, context)
