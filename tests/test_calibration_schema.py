@@ -21,9 +21,12 @@ import yaml
 from typer.testing import CliRunner
 
 import calibrate
+from calibrate.contract import statecheck
 from calibrate.saved.json_format import dumps_artifact
+from calibrate.contract.base import Estimator, FittedModel
 from calibrate.cli.commands import app
-from calibrate.errors import CalibrationError
+from calibrate.errors import CalibrationError, DataError
+from calibrate.contract.hookspecs import hookimpl
 from calibrate.contract.packed import packed, unpacked
 
 from test_partitioned import make_shards
@@ -222,6 +225,75 @@ def _copy(sharded: Path, tmp: Path) -> Path:
     out = tmp / "copy"
     shutil.copytree(sharded, out)
     return out
+
+
+# ---- a third-party model: what docs/plugins.md says from_state may raise is what the loader reports ----------
+
+class _OneThreshold(FittedModel):
+    """One threshold per class at every target; from_state checks its fields with calibrate.contract.statecheck."""
+
+    def __init__(self, classes, tau):
+        super().__init__(classes)
+        self._tau = np.array(tau, dtype=np.float64)
+
+    def _thresholds(self, targets, rows):
+        return np.repeat(self._tau[rows][:, None], targets.size, axis=1)
+
+    def to_state(self):
+        return {"classes": list(self.classes), "tau": self._tau.tolist()}
+
+    @classmethod
+    def from_state(cls, state):
+        classes = statecheck.field(state, "classes")
+        return cls(classes, statecheck.numbers(statecheck.field(state, "tau"), "tau", 0.0, size=len(classes)))
+
+
+class _OneThresholdCalibrationError(_OneThreshold):
+    @classmethod
+    def from_state(cls, state):  # a CalibrationError of its own, naming the field in the same words
+        try:
+            return super().from_state(state)
+        except DataError as exc:
+            raise CalibrationError(str(exc)) from None
+
+
+class _Lowest(Estimator):
+    """Each class's lowest training distance."""
+
+    model_class = _OneThreshold
+
+    def _fit(self, impostors, context):
+        return self.model_class(impostors.classes, [impostors.of(i).min() for i in range(len(impostors))])
+
+
+class _LowestCalibrationError(_Lowest):
+    model_class = _OneThresholdCalibrationError
+
+
+class _Plugin:
+    @hookimpl
+    def calibrate_register_estimators(self, register):
+        register("lowest", _Lowest)
+        register("lowest-own-error", _LowestCalibrationError)
+
+
+@pytest.mark.parametrize("estimator", ["lowest", "lowest-own-error"])
+def test_a_third_party_from_state_refusal_is_one_calibration_error_naming_file_and_field(estimator, tmp_path):
+    """from_state raises the statecheck helpers' DataError or a CalibrationError (docs/plugins.md, the estimators'
+    hook): either way the loader reports one CalibrationError naming the file, the estimator and the field."""
+    scores = {"a": [0.3, 0.5, 0.9], "b": [0.2, 0.4, 0.8]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = Path(calibrate.fit(scores, estimator=estimator, targets=(0.1,), extra_plugins=(_Plugin(),))
+                    .save(tmp_path / "cal.json"))
+    doc = json.loads(path.read_text())
+    doc["estimators"][estimator]["state"]["tau"][1] = -1.0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError) as err:
+        calibrate.load(path, extra_plugins=(_Plugin(),))
+    assert str(err.value) == (f"{path}: estimator {estimator!r} cannot be rebuilt from the file (state.tau[1] is -1.0: "
+                              "must be a finite number in [0, inf]); the file is damaged: run the recipe (or "
+                              "Calibration.save) again")
 
 
 @pytest.mark.parametrize("field, value, words", [

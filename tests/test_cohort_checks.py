@@ -449,8 +449,21 @@ class _MisnamedSpread(_UndeclaredSigma):
     spreads = ("scale",)
 
 
+class _NoisySigma(_UndeclaredSigma):
+    """Its spread is never 0: a constant cohort gives a rounding-noise sigma and a huge, finite z."""
+
+    def _statistics(self, cohort):
+        return {"m": cohort.mean(axis=1), "sigma": cohort.std(axis=1) + 1e-12 * cohort.mean(axis=1)}
+
+
 @pytest.mark.parametrize("factory, message", [
-    (_UndeclaredSigma, "it divides by a spread of rounding noise; name that statistic in `spreads`"),
+    # what was observed: sigma is 0 (not rounding noise), and the fix
+    (_UndeclaredSigma, "on a cohort row of 40 distances all 0.1, normalize gave -inf from distance 0.05 (probe "
+                       "statistics m 0.1, sigma 0): the statistics are finite (it declares none of them a spread, so "
+                       "none was checked); undeclared-sigma's _normalize gives no number for these values: it divides by a "
+                       "statistic that is 0 here and not named in its `spreads`"),
+    (_NoisySigma, "normalises 0.05, 0.1, 0.2 to [-500000000000.0, 0.0, 1000000000000.0] (|z| above 1e6), from statistics "
+                  "m 0.1, sigma 1e-13: it divides by a spread of rounding noise; name that statistic in `spreads`"),
     (_MisnamedSpread, "spreads names ['scale'], which _statistics does not return"),
     (_DeclaredSigma, None)])
 def test_the_kit_catches_a_spread_left_undeclared(factory, message, tmp_path):
@@ -461,8 +474,49 @@ def test_the_kit_catches_a_spread_left_undeclared(factory, message, tmp_path):
     if message is None:
         check(case, tmp_path)
         return
-    with pytest.raises(AssertionError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(AssertionError, match=re.escape(message)):
         check(case, tmp_path)
+
+
+class _LogGap(Normalizer):
+    """z = log(d - mean + 1) / std: no number where d < mean - 1, however much spread the cohort has."""
+
+    sides = ("enrolled",)
+
+    def _statistics(self, cohort):
+        return {"mean": cohort.mean(axis=1), "std": cohort.std(axis=1)}
+
+    def _normalize(self, distances, enrolled, probe):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.log(distances - enrolled["mean"] + 1.0) / enrolled["std"]
+
+
+NOT_SPREAD = ("the statistics are finite and the spreads it declares (std) passed the core's check, so this is not a "
+              "cohort without spread; log-gap's _normalize gives no number for these values: it divides by a statistic "
+              "that is 0 here and not named in its `spreads`, or computes something undefined here (a log or root of a "
+              "negative, 0/0, inf - inf, an overflow)")
+
+
+@pytest.mark.parametrize("name", ["check_normalizer_monotone", "check_normalizer_reproducible_after_saving"])
+def test_a_z_that_is_no_number_is_reported_as_observed_not_blamed_on_a_cohort_without_spread(name, tmp_path):
+    """The kit's cohorts have spread: its message (and the core's, which the kit shows) says what it saw."""
+    from calibrate.testing import ComponentCase, checks_for
+
+    check = next(c for c in checks_for("normalizer") if c.__name__ == name)
+    with pytest.raises((AssertionError, DataError)) as err:
+        check(ComponentCase("normalizer", _LogGap, name="log-gap"), tmp_path)
+    text = str(err.value)
+    assert re.search(r"gave nan from distance [0-9.]+ \(class statistics mean [0-9.]+, std [0-9.]+\): ", text), text
+    assert NOT_SPREAD in text and "all equal" not in text, text
+
+
+def test_the_core_names_the_attempt_its_distance_and_statistics_when_z_is_no_number():
+    fitted = FittedNormalization(_LogGap(), "log-gap", {}, ("a", "b"), {"mean": np.array([3.0, 1.0]),
+                                                                           "std": np.array([0.5, 0.2])})
+    with pytest.raises(DataError) as err:
+        fitted.normalise(np.array([2.5, 0.5]), np.array([0, 0]))
+    assert str(err.value) == ("the attempts: normalising attempt 2 gave nan from distance 0.5 (class statistics mean 3, "
+                              "std 0.5): " + NOT_SPREAD)
 
 
 # ---- real data: a same-cohort split of CFP passes; a negated, rescaled or 2-member cohort does not ----------

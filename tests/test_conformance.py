@@ -403,6 +403,7 @@ def test_dataset_without_sample_input_is_skipped_with_a_reason():
 
     outcome = check_component("dataset", NpzPatterns)
     assert outcome.pop("check_signature") == "passed"  # needs no instance
+    assert outcome.pop("check_params_have_defaults") == "passed"  # likewise (its input file, path, may be required)
     assert outcome.pop("check_contract") == "passed"  # checked on the class when there is no instance
     assert outcome and all(v.startswith("skipped: ") and "make_params" in v for v in outcome.values())
 

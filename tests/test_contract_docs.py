@@ -1,10 +1,13 @@
 """The plugin contract lives in code (calibrate.contract.base, calibrate.contract.sharded.PartitionedFitter) and
 docs/plugins.md's tables are generated from it (issue 21, item 3): they must be current, every member
-of a contract class must be classified, and every optional member must say what its default does."""
+of a contract class must be classified, and every optional member must say what its default does. Its
+hand-written lists must name what the code holds (issue 33): every field of the data types a plugin reads and
+builds, and the modules of calibrate.PUBLIC_MODULES."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,69 @@ def test_a_new_kind_gets_its_table_from_its_base_class_alone(monkeypatch):
     assert "| `_fit(cohort)` | required | Called once per fold with the cohort scores" in section
     assert "| `fitted_state() -> dict` | optional | Called when a calibration is saved: the cohort statistics, JSON. | {}. |" \
         in section
+
+
+# ---- the hand-written lists: the data types' fields, the modules a plugin may import (issue 33) ----------
+
+def test_every_data_type_a_plugin_handles_is_documented_field_by_field():
+    assert contract_docs.problems(DOC.read_text(encoding="utf-8")) == []
+
+
+@dataclass(frozen=True)
+class _Probe:
+    first: int
+    second: float = 0.0
+    _cache: int = 0
+
+
+def test_a_field_added_removed_or_misnamed_is_caught(monkeypatch):
+    monkeypatch.setattr(contract_docs, "data_types", lambda: (_Probe,))
+    where = f"{_Probe.__module__}.{_Probe.__qualname__}"
+    table = "| field | type | meaning |\n|---|---|---|\n"
+    doc = lambda rows: f"# x\n\n{contract_docs.DATA_SECTION}\n\n#### `{where}`\n\n{table}{rows}\n## Next\n"  # noqa: E731
+    assert contract_docs.data_type_problems(doc("| `first` | int | a |\n| `second` | float | b |\n")) == []
+    assert contract_docs.data_type_problems(doc("| `first` | int | a |\n")) == \
+        [f"{where}.second is not in its table in {contract_docs.DATA_SECTION!r}"]
+    assert contract_docs.data_type_problems(doc("| `first` | int | a |\n| `second` | f | b |\n| `third` | c | d |\n")) \
+        == [f"{contract_docs.DATA_SECTION}: {where}'s table lists 'third', which is not one of its fields"]
+    assert contract_docs.data_type_problems("# x\n")[0].startswith(f"{contract_docs.DATA_SECTION}: no table for {where}")
+    moved = doc("").replace(where, "calibrate.nowhere._Probe")
+    assert contract_docs.data_type_problems(moved)[0] == (f"{contract_docs.DATA_SECTION}: heading "
+                                                          "'`calibrate.nowhere._Probe`' names no importable type "
+                                                          "(`module.Name`)")
+
+
+def test_the_import_list_is_calibrate_public_modules_read_at_test_time(monkeypatch, tmp_path, capsys):
+    import calibrate
+
+    text = DOC.read_text(encoding="utf-8")
+    assert contract_docs.public_module_problems(text) == []
+    first = calibrate.PUBLIC_MODULES[0]
+    monkeypatch.setattr(calibrate, "PUBLIC_MODULES", calibrate.PUBLIC_MODULES[1:] + ("calibrate.contract",))
+    assert contract_docs.public_module_problems(text) == [
+        f"{contract_docs.IMPORT_SECTION}: calibrate.contract is in calibrate.PUBLIC_MODULES but not listed "
+        "('* `calibrate.contract`: what it holds')",
+        f"{contract_docs.IMPORT_SECTION}: lists {first}, which calibrate.PUBLIC_MODULES does not hold"]
+    copy = tmp_path / "plugins.md"
+    copy.write_text(text, encoding="utf-8")
+    assert contract_docs.main([str(copy), "--check"]) == 1  # the command CI can run says so too
+    assert "calibrate.contract is in calibrate.PUBLIC_MODULES but not listed" in capsys.readouterr().err
+
+
+def test_enroll_hands_the_estimator_a_one_class_impostor_distances_as_documented():
+    """docs/plugins.md (the Estimators table, `_enroll`): `single` is a one-class ImpostorDistances."""
+    interp = pytest.importorskip("calibrate_builtins.estimators.interp")
+    from calibrate.contract.types import ImpostorDistances
+
+    seen = []
+
+    class Recording(interp.ClassInterp):
+        def _enroll(self, model, cls, single, context):
+            seen.append(single)
+            return super()._enroll(model, cls, single, context)
+
+    est = Recording()
+    model = est.fit(ImpostorDistances.from_lists({"a": [0.2, 0.5, 0.9], "b": [0.1, 0.4, 0.8]}))
+    est.enroll(model, "c", [0.3, 0.6, 0.7])
+    assert isinstance(seen[0], ImpostorDistances) and seen[0].classes == ("c",)
+    assert seen[0].of(0).tolist() == [0.3, 0.6, 0.7]

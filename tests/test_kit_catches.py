@@ -4,9 +4,11 @@ some checks send them to other processes (the hash-seed check) or pickle them (t
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -298,6 +300,64 @@ def test_check_contract_catches_what_the_core_would_silently_ignore(kind, factor
     with pytest.raises(AssertionError) as err:
         _run("check_contract", case, tmp_path)
     assert message in str(err.value)
+
+
+# ---- every parameter has a default (but a dataset's input file) -------------------------------------
+
+class WeightWithoutDefault(interp.GenericInterp):
+    """A parameter a recipe must give: `{plugin: NAME}` alone cannot build it."""
+
+    def __init__(self, *, weight: float):
+        self.weight = weight
+
+
+class FileWithoutDefault(HashSplit):
+    """A dataset whose input file is required (as image-sets' path is), and a count that is not."""
+
+    def __init__(self, *, path: Path, probes: int):
+        self.path, self.probes = path, probes
+
+
+class FileOnly(HashSplit):
+    def __init__(self, *, path: Path, probes: int = 48):
+        self.path, self.probes = path, probes
+
+
+@pytest.mark.parametrize("kind, factory, params, message", [
+    ("estimator", WeightWithoutDefault, {"weight": 0.5},
+     "estimator:WeightWithoutDefault(weight=0.5): parameter 'weight' of WeightWithoutDefault.__init__ has no default; "
+     "give it one (weight: float = ...)"),
+    ("dataset", FileWithoutDefault, {"path": Path("x"), "probes": 4},
+     "parameter 'probes' of FileWithoutDefault.__init__ has no default; give it one (probes: int = ...), the value a "
+     "recipe that does not name it should get (only a dataset's input file, annotated pathlib.Path, may be required)"),
+])
+def test_a_parameter_without_a_default_is_caught_naming_it_and_the_fix(kind, factory, params, message, tmp_path):
+    with pytest.raises(AssertionError) as err:
+        _run("check_params_have_defaults", ComponentCase(kind, factory, params), tmp_path)
+    assert message in str(err.value)
+    _run("check_signature", ComponentCase(kind, factory, params), tmp_path)  # the signature itself is fine
+
+
+def test_a_datasets_input_file_may_be_required(tmp_path):
+    _run("check_params_have_defaults", ComponentCase("dataset", FileOnly, {"path": Path("x")}), tmp_path)
+
+
+# ---- from_state: a damaged state is refused as a loader reports it -----------------------------------
+
+class _RuntimeErrorModel(interp._SortedModel):
+    """Refuses a damaged state with a RuntimeError, which no loader expects: the load would end in a traceback."""
+
+    @classmethod
+    def from_state(cls, state):
+        if not isinstance(state, dict) or "shared" not in state:
+            raise RuntimeError("not a state")
+        return interp._SortedModel.from_state(state)
+
+
+def test_a_from_state_that_lets_another_exception_through_is_caught(tmp_path):
+    with pytest.raises(AssertionError, match=re.escape("from_state({}) raised RuntimeError: not a state; loading a "
+                                                       "damaged calibration file would end in a traceback")):
+        _run("check_model_state_round_trip", ComponentCase("estimator", _pooled_with(_RuntimeErrorModel)), tmp_path)
 
 
 # ---- under pytest: skip= entries are strict, a bad signature is one failure ------------------------

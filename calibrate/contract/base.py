@@ -636,8 +636,8 @@ class Normalizer(Component, ABC):
     def normalize(self, distances: np.ndarray, enrolled: Mapping[str, np.ndarray] | None,
                   probe: Mapping[str, np.ndarray] | None) -> np.ndarray:
         """Normalised scores z of ``distances`` (one per attempt) given, per attempt, its class's statistics
-        (``enrolled``, None unless ``sides`` has it) and its probe's (``probe``, likewise). z may be non-finite
-        where a cohort has no spread; the core refuses those, naming the attempt."""
+        (``enrolled``, None unless ``sides`` has it) and its probe's (``probe``, likewise). A z that is not finite
+        is refused by the core, naming the attempt, its distance and statistics (calibrate.normalisation.cohort.normalising_refusal)."""
         d = np.asarray(distances, dtype=np.float64)
         if d.ndim != 1:
             raise DataError(f"{type(self).__name__}.normalize expects one distance per attempt, got shape {d.shape}")
@@ -753,7 +753,9 @@ class FittedModel(ABC):
     @abstractmethod
     def from_state(cls, state: dict[str, Any]) -> "FittedModel":
         """Called when a calibration is loaded (``Estimator.model_class.from_state``): the model ``to_state`` gave,
-        rebuilt; it keeps no reference to ``state``. A damaged state: a CalibrationError naming the field."""
+        rebuilt; it keeps no reference to ``state``. A damaged state (a file the user edited): a CalibrateError
+        naming the field, e.g. the DataError of the ``calibrate.contract.statecheck`` helpers, which the loader reports as
+        one CalibrationError naming the file, the estimator and the field."""
 
 
 class Estimator(Component, ABC):
@@ -867,8 +869,9 @@ class Estimator(Component, ABC):
     @optional
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
         """Called by ``enroll`` (``Calibration.enroll``) when ``enroll_mode`` is set: a new model, ``model`` with
-        class ``cls`` added or, when calibrated already, replaced, from ``single`` (its distances, checked);
-        the other classes keep their thresholds. "per-class": the thresholds a full fit including ``cls``
+        class ``cls`` added or, when calibrated already, replaced, from ``single``, a one-class
+        ``ImpostorDistances`` (``single.classes == (cls,)``; its training impostor distances ``single.of(0)``,
+        checked: finite, non-negative, not empty); the other classes keep their thresholds. "per-class": the thresholds a full fit including ``cls``
         gives; "pooled": the pooled quantities as ``model`` has them. Default: fit the class alone and put
         the per-class entries of its state (lists with one item per class) into the model's."""
         alone = self._fit(single, context)

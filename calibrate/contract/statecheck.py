@@ -3,8 +3,10 @@
 strings, booleans, 1e300 and nested lists where numbers are expected. A state that loads must answer
 as the fit did, so every field is checked by type and range here, before a model is built from it.
 
-Each check raises :class:`~calibrate.errors.DataError` naming the field (``state.loc``); the loaders
-(calibrate.api, calibrate.saved.partitioned) add the file, the estimator and the fix.
+Each check raises :class:`~calibrate.errors.DataError` naming the field (``state.loc``): the CalibrateError a
+``from_state`` or ``set_fitted_state`` refuses a damaged state with (docs/plugins.md); the loaders
+(calibrate.api, calibrate.saved.partitioned) report it as one CalibrationError adding the file, the
+estimator and the fix.
 """
 
 from __future__ import annotations

@@ -284,6 +284,22 @@ def statistics_refusal(normalizer: Normalizer, problem: tuple[int, str, float, s
             "scores that differ (fix or remove cohort lines that are all equal), or a larger cohort (or top_k)")
 
 
+def normalising_refusal(normalizer: Normalizer, z: float, distance: float, enrolled: Mapping[str, Any] | None,
+                        probe: Mapping[str, Any] | None) -> str:
+    """Why one attempt's z is not finite, for a refusal naming the attempt: what was observed (z, its distance, its
+    sides' statistics) and the likely causes. Its statistics passed :func:`statistics_problem` (finite, the spreads
+    it declares above the floor), so a cohort without spread is the cause only through a spread left undeclared."""
+    shown = "; ".join(f"{side} statistics " + ", ".join(f"{k} {float(v):.4g}" for k, v in stats.items())
+                      for side, stats in (("class", enrolled), ("probe", probe)) if stats is not None)
+    checked = sorted({s for s in getattr(normalizer, "spreads", ()) for stats in (enrolled, probe) if stats and s in stats})
+    return (f"gave {z} from distance {distance:.6g} ({shown}): the statistics are finite"
+            + (f" and the spreads it declares ({', '.join(checked)}) passed the core's check, so this is not a cohort "
+               "without spread" if checked else " (it declares none of them a spread, so none was checked)")
+            + f"; {progress_name(normalizer)}'s _normalize gives no number for these values: it divides by a statistic "
+            "that is 0 here and not named in its `spreads`, or computes something undefined here (a log or root of a "
+            "negative, 0/0, inf - inf, an overflow)")
+
+
 def ragged_rows(rows: Sequence[Any], what: str) -> tuple[np.ndarray, np.ndarray]:
     """(values, usable) of a padded 2-D array from one 1-D sequence of numbers per attempt."""
     arrays = []
@@ -622,8 +638,11 @@ class FittedNormalization:
         z = self.normalizer.normalize(d, self.class_statistics(rows), probe)
         bad = np.flatnonzero(~np.isfinite(z))
         if bad.size:
-            raise DataError(f"{what}: normalising attempt {int(bad[0]) + 1} gave {float(z[bad[0]])} (a cohort whose "
-                            f"distances are all equal has no spread); {self.plugin} needs cohort scores that differ")
+            a = int(bad[0])
+            enrolled, at = self.class_statistics(rows), lambda stats: None if stats is None else {k: v[a] for k, v in
+                                                                                                  stats.items()}
+            raise DataError(f"{what}: normalising attempt {a + 1} " + normalising_refusal(
+                self.normalizer, float(z[a]), float(d[a]), at(enrolled), at(probe)))
         return to_distance(z)
 
     def check_cohort(self, side: str, values: np.ndarray, usable: np.ndarray, what: str,
@@ -906,11 +925,13 @@ def _normalised(normalizer: Normalizer, matrix: DistanceMatrix, rows: np.ndarray
                                  {k: v[part] for k, v in probe.items()})
         bad = np.flatnonzero(~np.isfinite(z))
         if bad.size:
-            i, j = r[bad[0]], c[bad[0]]
+            a = int(bad[0])
+            i, j = r[a], c[a]
             raise DataError(f"{matrix.source}: normalising probe {matrix.probe_ids[i][:60]!r} claiming class "
-                            f"{matrix.gallery_classes[j][:60]!r} gave {float(z[bad[0]])}: its cohort distances have no "
-                            f"spread (all equal); {progress_name(normalizer)} needs cohort scores that differ (a larger "
-                            "cohort, or a larger top_k)")
+                            f"{matrix.gallery_classes[j][:60]!r} " + normalising_refusal(
+                                normalizer, float(z[a]), float(matrix.values[i, j]),
+                                None if side is None else {k: v[a] for k, v in side.items()},
+                                None if probe is None else {k: v[start + a] for k, v in probe.items()}))
         out[r, c] = to_distance(z)
     return matrix.with_values(out, kind="distance", source=f"{matrix.source}, normalised")
 

@@ -186,6 +186,18 @@ def check_signature(case: ComponentCase, tmp_path: Path | None = None) -> None:
     param_specs(case.factory)  # resolves the annotations
 
 
+def check_params_have_defaults(case: ComponentCase, tmp_path: Path | None = None) -> None:
+    """Every parameter has a default (``{plugin: NAME}`` with no parameters builds the component, and ``calibrate
+    plugins`` shows what it does), except a dataset's input file (annotated ``pathlib.Path``), which the recipe
+    must name."""
+    for p in param_specs(case.factory):
+        if p.required and not (case.kind == "datasets" and p.annotation is Path):
+            raise AssertionError(
+                f"{case.id}: parameter {p.name!r} of {case.factory.__name__}.__init__ has no default; give it one "
+                f"({p.name}: {p.type_name()} = ...), the value a recipe that does not name it should get (only a "
+                "dataset's input file, annotated pathlib.Path, may be required)")
+
+
 def check_init_stores_params(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """Parameters are stored unchanged under their own names; ``repr`` works."""
     with _tmpdir(tmp_path) as tmp:
@@ -230,4 +242,5 @@ def check_params_yaml_round_trip(case: ComponentCase, tmp_path: Path | None = No
                 f"{case.id}: parameter {key!r} is {got[key]!r}, but after a YAML round trip it is {got2[key]!r}\n{text}"
 
 
-GENERIC_CHECKS = (check_signature, check_init_stores_params, check_unknown_keyword_rejected, check_params_yaml_round_trip)
+GENERIC_CHECKS = (check_signature, check_params_have_defaults, check_init_stores_params, check_unknown_keyword_rejected,
+                  check_params_yaml_round_trip)

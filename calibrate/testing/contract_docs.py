@@ -1,15 +1,20 @@
 """docs/plugins.md's generated blocks: the contract tables (read from the declarations on the base classes,
-:mod:`calibrate.testing.contract`) and the table of the conformance kit's checks (from their docstrings)::
+:mod:`calibrate.testing.contract`) and the table of the conformance kit's checks (from their docstrings); and its
+hand-written lists that must name what the code holds: the fields of every data type a plugin reads and builds
+(:func:`data_type_problems`) and the modules a plugin may import (:func:`public_module_problems`)::
 
-    python -m calibrate.testing.contract_docs                          # print both
+    python -m calibrate.testing.contract_docs                          # print both blocks
     python -m calibrate.testing.contract_docs --write docs/plugins.md  # replace the generated blocks
-    python -m calibrate.testing.contract_docs --check docs/plugins.md  # exit 1 when they are stale
+    python -m calibrate.testing.contract_docs --check docs/plugins.md  # exit 1 when they are stale, or a list drifts
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -72,6 +77,93 @@ def updated(text: str) -> str:
     return _replace(_replace(text, BEGIN, END, tables_markdown()), CHECKS_BEGIN, CHECKS_END, checks_markdown())
 
 
+#: the sections of docs/plugins.md whose lists are checked against the code
+DATA_SECTION = "## The data a plugin reads and builds"
+IMPORT_SECTION = "## What a plugin may import"
+
+
+def data_types() -> tuple[type, ...]:
+    """The types a plugin receives or builds, each documented in :data:`DATA_SECTION` under a heading
+    ``#### `module.Name``` with a table whose first column names its fields (:func:`fields_of`)."""
+    from calibrate.contract import base
+    from calibrate.contract import sharded as partitioned
+    from calibrate.contract import types
+    from calibrate.predicted import world
+
+    return (types.PatternSet, types.SetCollection, types.DistanceMatrix, base.ScoreSplit, types.CohortScores,
+            types.GroupLabels, partitioned.ShardedScores, types.ImpostorDistances, types.GenuineDistances,
+            types.TrainingGroups, base.FittedModel, world.Galleries, types.ThresholdTable, base.Fold,
+            base.EvaluationInput, types.TargetResult, types.EvaluationResult, base.RunContext)
+
+
+def fields_of(cls: type) -> list[str]:
+    """What a caller gives ``cls``: a dataclass's fields (those ``__init__`` takes, not private), else the
+    parameters of its ``__init__``."""
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+    return [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.find(f"\n{heading}\n")
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + len(heading) + 2)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _resolve(path: str) -> object:
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def data_type_problems(text: str) -> list[str]:
+    """How the field tables of docs/plugins.md (``text``) differ from :func:`data_types`' fields: a type without
+    a table, a field not listed, a listed name that is no field, a heading that does not import."""
+    documented: dict[type, list[str]] = {}
+    problems = []
+    for block in re.split(r"^#### ", _section(text, DATA_SECTION), flags=re.M)[1:]:
+        head, _, body = block.partition("\n")
+        path = re.match(r"`([\w.]+)`", head)
+        obj = _resolve(path.group(1)) if path else None
+        if obj is None:
+            problems.append(f"{DATA_SECTION}: heading {head.strip()!r} names no importable type (`module.Name`)")
+            continue
+        documented[obj] = re.findall(r"^\| `(\w+)`", body, flags=re.M)
+    for cls in data_types():
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if cls not in documented:
+            problems.append(f"{DATA_SECTION}: no table for {where}; add '#### `{where}`' and a row per field: "
+                            f"{', '.join(fields_of(cls))}")
+            continue
+        fields, listed = fields_of(cls), documented[cls]
+        problems += [f"{where}.{f} is not in its table in {DATA_SECTION!r}" for f in fields if f not in listed]
+        problems += [f"{DATA_SECTION}: {where}'s table lists {f!r}, which is not one of its fields" for f in listed
+                     if f not in fields]
+    return problems
+
+
+def public_module_problems(text: str) -> list[str]:
+    """How the bullet list of :data:`IMPORT_SECTION` differs from ``calibrate.PUBLIC_MODULES`` (read now)."""
+    import calibrate
+
+    listed = re.findall(r"^\* `(calibrate[\w.]*)`", _section(text, IMPORT_SECTION), flags=re.M)
+    public = list(calibrate.PUBLIC_MODULES)
+    return ([f"{IMPORT_SECTION}: {m} is in calibrate.PUBLIC_MODULES but not listed ('* `{m}`: what it holds')"
+             for m in public if m not in listed]
+            + [f"{IMPORT_SECTION}: lists {m}, which calibrate.PUBLIC_MODULES does not hold" for m in listed
+               if m not in public]
+            + [f"{IMPORT_SECTION}: lists {m} twice" for m in sorted(set(listed)) if listed.count(m) > 1])
+
+
+def problems(text: str) -> list[str]:
+    """Every hand-written list of docs/plugins.md (``text``) that has drifted from the code."""
+    return data_type_problems(text) + public_module_problems(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m calibrate.testing.contract_docs",
                                      description="The plugin contract tables, generated from calibrate.contract.base.")
@@ -88,11 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     text = args.doc.read_text(encoding="utf-8")
     new = updated(text)
     if args.check:
+        found = problems(text)
+        for problem in found:
+            print(f"{args.doc}: {problem}", file=sys.stderr)
         if new != text:
             print(f"{args.doc}: the contract tables are stale; run python -m calibrate.testing.contract_docs --write "
                   f"{args.doc}", file=sys.stderr)
-            return 1
-        return 0
+        return 1 if found or new != text else 0
     if args.write and new != text:
         args.doc.write_text(new, encoding="utf-8")
     print(f"{args.doc}: contract tables {'written' if args.write and new != text else 'up to date'}")

@@ -306,7 +306,10 @@ def check_estimator_genuine(case: ComponentCase, tmp_path: Path | None = None) -
 
 def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = None) -> None:
     """``to_state()`` -> JSON -> ``model_class.from_state()`` rebuilds a model with equal thresholds, which keeps
-    no reference to the state it was given."""
+    no reference to the state it was given. A damaged state (``{}``, a list, each field left out or made a string)
+    is refused with what a loader reports as one line naming the file: a CalibrateError (the DataError of the
+    ``calibrate.contract.statecheck`` helpers, naming the field), or a KeyError, TypeError, ValueError, IndexError, ...;
+    never another exception (an AssertionError, say: it would end a load in a traceback)."""
     imp, model = _fitted_on_sample(case, tmp_path)
     state = model.to_state()
     try:
@@ -324,6 +327,32 @@ def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = No
     _scramble(state2)
     assert _close(again.thresholds(TARGETS).values, ref, rtol=1e-12), \
         f"{case.id}: changing the state dict after from_state() changed the model; copy what you keep"
+    _check_damaged_states(case, text)
+
+
+def _check_damaged_states(case: ComponentCase, text: str) -> None:
+    """``from_state`` on damaged copies of the JSON state ``text``, as a loader calls it (calibrate.saved.json_format.rebuilt):
+    a model, or a refusal the loader turns into one CalibrationError line; any other exception fails."""
+    from calibrate.saved.json_format import rebuilt
+    from calibrate.errors import CalibrationError
+
+    saved = json.loads(text)
+    keys = list(saved) if isinstance(saved, dict) else []
+    damaged: dict[str, Any] = {"{}": lambda state: {}, "a list instead of the mapping": lambda state: []}
+    for key in keys:
+        damaged[f"the state without {key!r}"] = lambda state, key=key: {k: v for k, v in state.items() if k != key}
+        damaged[f"the state with {key!r} a string"] = lambda state, key=key: {**state, key: "damaged"}
+    for what, damage in damaged.items():
+        state = damage(json.loads(text))
+        try:
+            rebuilt(Path("calibration.json"), "the model", lambda: case.factory.model_class.from_state(state))
+        except CalibrationError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - what a loader would let through
+            raise AssertionError(
+                f"{case.id}: from_state({what}) raised {type(exc).__name__}: {str(exc)[:200]}; loading a damaged "
+                "calibration file would end in a traceback. Check each field with calibrate.contract.statecheck (field, "
+                "number, numbers, ...), whose DataError names it") from exc
 
 
 #: the targets of saved calibrations ``check_model_compact`` asks ``compact`` for: their reaches (10 times the largest

@@ -27,7 +27,7 @@ import numpy as np
 
 from calibrate.contract.base import Normalizer, overrides
 from calibrate.normalisation.cohort import (FittedNormalization, ProbeCohorts, attempt_statistics, class_statistics, matrix_cohorts,
-                      normalise_matrix)
+                      normalise_matrix, normalising_refusal, statistics_problem, statistics_refusal)
 from calibrate.errors import DataError
 from calibrate.contract.types import DistanceMatrix
 from calibrate.testing.common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
@@ -115,9 +115,25 @@ def check_normalizer_monotone(case: ComponentCase, tmp_path: Path | None = None)
     grid = np.linspace(0.0, 6.0, 301)
     side = {k: np.repeat(v, grid.size) for k, v in stats.items()}
     z = n.normalize(grid, side if "enrolled" in n.sides else None, side if "probe" in n.sides else None)
-    steps = np.diff(z)
-    assert np.all(np.isfinite(z)) and np.all(steps >= -1e-12 * max(1.0, float(np.abs(z).max()))), \
-        f"{case.id}: the normalised score falls as the distance grows (or is not finite); it must keep their order"
+    _assert_finite(case, n, z, grid, stats, f"a cohort row of {length} distances drawn from a gamma law")
+    falls = np.flatnonzero(np.diff(z) < -1e-12 * max(1.0, float(np.abs(z).max())))
+    assert not falls.size, (f"{case.id}: the normalised score falls from {z[falls[0]]!r} to {z[falls[0] + 1]!r} as the "
+                            f"distance grows from {grid[falls[0]]:g} to {grid[falls[0] + 1]:g}; it must keep their order")
+
+
+def _assert_finite(case: ComponentCase, n: Normalizer, z: np.ndarray, distances: np.ndarray, stats: dict, row: str) -> None:
+    """Every z finite, or an AssertionError saying what was observed (calibrate.normalisation.cohort.normalising_refusal), given
+    the statistics ``stats`` (one value each, for every side it reads) of ``row``."""
+    bad = np.flatnonzero(~np.isfinite(z))
+    if not bad.size:
+        return
+    one = {k: np.asarray(v, dtype=np.float64).reshape(-1)[:1] for k, v in stats.items()}
+    problem = statistics_problem(n, one)
+    if problem is not None:  # statistics the core would refuse before normalising
+        raise AssertionError(f"{case.id}: normalize gave {z[bad[0]]!r}; {row} {statistics_refusal(n, problem)}")
+    raise AssertionError(f"{case.id}: on {row}, normalize " + normalising_refusal(
+        n, float(z[bad[0]]), float(distances[bad[0]]), *[{k: v[0] for k, v in one.items()} if side in n.sides else None
+                                                          for side in SIDES]))
 
 
 def _fold(case: ComponentCase, params: dict, seed: int):
@@ -194,9 +210,11 @@ def check_normalizer_refuses_constant_cohorts(case: ComponentCase, tmp_path: Pat
         return
     d = np.array([0.05, 0.1, 0.2])
     z = n.normalize(d, stats if "enrolled" in n.sides else None, stats if "probe" in n.sides else None)
-    assert np.all(np.isfinite(z)) and np.all(np.abs(z) <= 1e6), \
-        (f"{case.id}: a cohort whose distances are all 0.1 normalises 0.05, 0.1, 0.2 to {z.tolist()}: it divides by a "
-         "spread of rounding noise; name that statistic in `spreads` (the core then refuses such cohorts)")
+    _assert_finite(case, n, z, d, stats, f"a cohort row of {length} distances all 0.1")
+    assert np.all(np.abs(z) <= 1e6), \
+        (f"{case.id}: a cohort whose distances are all 0.1 normalises 0.05, 0.1, 0.2 to {z.tolist()} (|z| above 1e6), "
+         f"from statistics {', '.join(f'{k} {float(v[0]):.4g}' for k, v in stats.items())}: it divides by a spread of "
+         "rounding noise; name that statistic in `spreads` (the core then refuses such cohorts)")
 
 
 def check_normalizer_left_out(case: ComponentCase, tmp_path: Path | None = None) -> None:
