@@ -359,7 +359,7 @@ class FittedNormalization:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], normalizer: Normalizer, where: str) -> "FittedNormalization":
-        """Rebuilt from :meth:`to_state`, after calibrate.saved.json_format checked the structure; ``where`` names the
+        """Rebuilt from :meth:`to_state`, after calibrate.saved.reading checked the structure; ``where`` names the
         file in errors."""
         sides = tuple(state["sides"])
         if sides != tuple(normalizer.sides):
