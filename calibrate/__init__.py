@@ -38,7 +38,7 @@ from calibrate.version import __version__
 #: other public module (what a plugin or a worker imports) costs neither the pipeline nor numpy
 _LAZY = {"load": "calibrate.api", "load_calibration": "calibrate.api", "run": "calibrate.api",
          "validate": "calibrate.api", "Calibration": "calibrate.saved.calibration",
-         "fit": "calibrate.saved.calibration", "ProbeCohorts": "calibrate.normalisation.cohort"}
+         "fit": "calibrate.saved.fitting", "ProbeCohorts": "calibrate.normalisation.cohort"}
 
 
 def __getattr__(name: str):

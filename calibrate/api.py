@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.saved.json_format import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
+from calibrate.saved.reading import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
                        read_artifact, rebuilt, saved_span)
 from calibrate.contract.base import FittedModel, RunContext
 from calibrate.saved.calibration import Calibration
@@ -54,7 +54,7 @@ def load_calibration(path: str | Path, estimator: str | None = None, *, extra_pl
 def load(path: str | Path, estimator: str | None = None, *, extra_plugins: tuple = ()) -> Calibration | PartitionedCalibration:
     """A saved calibration (from ``Calibration.save`` or a run's ``calibration.json``, or a run's output
     folder, plain or sharded), ready to answer in score units. ``estimator``: the label to load when the
-    file holds several. The file is validated as a whole first (calibrate.saved.json_format.check_document)."""
+    file holds several. The file is validated as a whole first (calibrate.saved.reading.check_document)."""
     path = calibration_path(path, "calibrate.load")
     try:
         cal = _load(path, estimator, extra_plugins)
@@ -114,7 +114,7 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
     transform = rebuilt(path, f"transform {tr_info.name!r}",
                         lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})))
     model = rebuilt(path, what, lambda: _model(est_info.factory.model_class, entry))
-    kind = doc["kind"]  # checked with the document (calibrate.saved.json_format.check_document)
+    kind = doc["kind"]  # checked with the document (calibrate.saved.reading.check_document)
     normalization = _normalization(doc, registry, path)
     check_model(model, transform if normalization is None else None, kind, doc.get("targets") or (0.005, 0.001), path,
                 label)
@@ -145,7 +145,7 @@ def _model(model_class, entry: dict) -> FittedModel:
 
 def _normalization(doc: dict, registry, path: Path):
     """The saved normalisation (calibrate.normalisation.cohort.FittedNormalization), or None; its structure was checked
-    with the document's (calibrate.saved.json_format.check_document)."""
+    with the document's (calibrate.saved.reading.check_document)."""
     from calibrate.normalisation.cohort import FittedNormalization
 
     state = doc.get("normalizer")

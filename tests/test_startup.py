@@ -53,4 +53,4 @@ def test_the_package_and_its_hook_specifications_import_nothing_heavy():
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == [], code
     proc = subprocess.run([sys.executable, "-c", "import calibrate; print(calibrate.fit.__module__, "
                            "calibrate.load.__module__, 'fit' in dir(calibrate))"], capture_output=True, text=True, timeout=120)
-    assert proc.stdout.split() == ["calibrate.saved.calibration", "calibrate.api", "True"], proc.stderr
+    assert proc.stdout.split() == ["calibrate.saved.fitting", "calibrate.api", "True"], proc.stderr

@@ -461,7 +461,7 @@ def fit_command(
     """Fit thresholds on every comparison of one score file and save the calibration."""
     import warnings
 
-    from calibrate.saved.calibration import fit
+    from calibrate.saved.fitting import fit
     from calibrate.statistics.sanity import check_direction
     from calibrate.files.user_output import check_target
 

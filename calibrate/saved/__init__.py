@@ -1,5 +1,7 @@
-"""Saved calibrations: fitting from arrays and answering at run time (Calibration), the JSON format
-they are saved in, partitioned calibrations of sharded runs, and judging one on a new score file.
+"""Saved calibrations: fitting from arrays (fitting: calibrate.fit) and answering at run time
+(calibration: Calibration), the JSON format they are saved in (json_format: writing it; reading: reading
+it back and checking it), partitioned calibrations of sharded runs (partitioned), and judging one on a
+new score file (assess).
 
 May import: every package above it in calibrate.LAYERS (the leaf modules, files, contract,
 statistics, predicted, normalisation, recipe).

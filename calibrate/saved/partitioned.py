@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.saved.json_format import (ACCEPT_IF, check_common, check_labels, check_model, check_transform_kind, check_written,
-                       choose_estimator, load_json, lookup_component, read_artifact, rebuilt, saved_span)
+from calibrate.saved.json_format import ACCEPT_IF
+from calibrate.saved.reading import (check_common, check_labels, check_model, check_transform_kind, check_written,
+                                     choose_estimator, load_json, lookup_component, read_artifact, rebuilt, saved_span)
 from calibrate.saved.calibration import Calibration
 from calibrate.errors import CalibrationError
 from calibrate.contract.sharded import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
