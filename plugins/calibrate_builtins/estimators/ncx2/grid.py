@@ -349,7 +349,7 @@ def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec:
                scaling: Scaling, mode: Mode) -> list[tuple[int, float, float, float, bool]]:
     """Many classes through the batched cascade (:mod:`calibrate_builtins.estimators.ncx2.batch`); module-level
     so that process executors can pickle it. Results in the order of ``chunk``."""
-    from . import batch
+    from . import batch, batch_scores
 
     names, ds = [], []
     for name, distances in chunk:
@@ -378,9 +378,9 @@ def _fit_chunk(chunk: list[tuple[str, np.ndarray]], dims: tuple[int, int], spec:
         sub = [ds[i] for i in idx]
         exact = all_exact or sizes[idx].max() <= batch.FAST_EXACT_UPTO
         if exact:
-            prep = batch.ClassChunk(sub, None, loop_dims, scaling, batch.EXACT_M1, batch.EXACT_M)
+            prep = batch_scores.ClassChunk(sub, None, loop_dims, scaling, batch.EXACT_M1, batch.EXACT_M)
         else:
-            prep = batch.ClassChunk(sub, None, loop_dims, scaling, batch.FAST_M, cap=batch.FAST_MAX_POINTS)
+            prep = batch_scores.ClassChunk(sub, None, loop_dims, scaling, batch.FAST_M, cap=batch.FAST_MAX_POINTS)
         grids, ok = batch_grids(prep.mean_d2, prep.var_d2, spec, dims, scaling)
         if not ok.all():
             bad = int(idx[np.flatnonzero(~ok)[0]])
