@@ -76,7 +76,7 @@ def test_fit_refuses_reversed_scores_when_told_the_real_classes():
 
 def test_an_estimator_that_misses_by_a_wide_margin_gets_a_loud_note():
     from calibrate.contract.types import TargetResult
-    from calibrate_builtins.evaluators.fpr import off_band
+    from calibrate_builtins.evaluators.fpr_report import off_band
 
     def row(target, ratio, low, high):
         return TargetResult(target, target * ratio, ratio, int(10_000 * target * ratio), 10_000, 0.1,

@@ -12,10 +12,12 @@ import pytest
 from scipy import special, stats
 
 import calibrate_builtins.estimators.ncx2.batch as nb
-import calibrate_builtins.estimators.ncx2.grid as ng
+from calibrate_builtins.estimators.ncx2.batch_scores import sankaran_cdf
+import calibrate_builtins.estimators.ncx2.search as search
 from calibrate.errors import DataError, ParameterError
 from calibrate.contract.types import ImpostorDistances
-from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
+from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel
+from calibrate_builtins.estimators.ncx2.search import fit_class, sigma_grid
 from calibrate_builtins.datasets.synthetic_impostors import impostor_distances
 
 TARGETS = [0.01, 0.001, 0.0001]
@@ -95,13 +97,13 @@ def test_self_check_widens_narrow_candidate_sets(monkeypatch):
 
 def test_unsettled_classes_are_handed_to_fit_class(monkeypatch):
     calls = []
-    original = ng.fit_class
+    original = search.fit_class
 
     def counting(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(ng, "fit_class", counting)
+    monkeypatch.setattr(search, "fit_class", counting)
     monkeypatch.setattr(nb, "EXACT_ROUNDS", 0)  # no round of the self-check: nothing is settled
     rng = np.random.default_rng(8)
     classes = {f"c{i}": family(rng, "gamma", 50) for i in range(3)}
@@ -172,7 +174,7 @@ def test_sankaran_approximation_accuracy():
         for lam in (0.0, 3.0, 40.0, 400.0):
             sd = np.sqrt(2 * k + 4 * lam)
             x = np.linspace(max(1e-3, k + lam - 6 * sd), k + lam + 8 * sd, 500)
-            err = np.abs(nb.sankaran_cdf(x, k, lam) - special.chndtr(x, k, lam)).max()
+            err = np.abs(sankaran_cdf(x, k, lam) - special.chndtr(x, k, lam)).max()
             assert err < 2e-3, (k, lam, err)
 
 
@@ -213,11 +215,11 @@ def test_fast_mode_with_few_degrees_of_freedom_equals_exact(seed):
 
 def test_tie_rule_sends_heavily_tied_cohorts_of_any_size_to_algorithm_1():
     rng = np.random.default_rng(4)
-    for n in (300, 50_000):  # the large cohort is judged on a sample of ng.TIE_SAMPLE distances
+    for n in (300, 50_000):  # the large cohort is judged on a sample of search.TIE_SAMPLE distances
         d = rng.gamma(20.0, 1.0, n)
-        assert not ng.heavily_tied(d)
-        assert ng.heavily_tied(np.round(d))  # integer scores, as BSSR1 fingerprints
+        assert not search.heavily_tied(d)
+        assert search.heavily_tied(np.round(d))  # integer scores, as BSSR1 fingerprints
     # mild ties (97.5% distinct, as BSSR1 face-C) stay in the cascade, which matched Algorithm 1 on them
     d = rng.gamma(20.0, 1.0, 1000)
     d[:25] = d[25:50]
-    assert not ng.heavily_tied(d)
+    assert not search.heavily_tied(d)

@@ -15,7 +15,8 @@ from calibrate.contract.base import RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.contract.manager import build_registry
 from calibrate.contract.types import ImpostorDistances
-from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel, fit_class, sigma_grid
+from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid, Ncx2GridModel
+from calibrate_builtins.estimators.ncx2.search import fit_class, sigma_grid
 
 TARGETS = [0.05, 0.01, 0.005, 0.001, 0.0005]
 
@@ -95,7 +96,7 @@ def test_fit_class_with_linear_grid_matches_reference():
 
 
 def test_ties_go_to_first_in_loop_order(monkeypatch):
-    import calibrate_builtins.estimators.ncx2.grid as module
+    import calibrate_builtins.estimators.ncx2.search as module
 
     # every grid point scores the same; several sigma blocks per dim exercise the block loop too
     monkeypatch.setattr(module, "_scores", lambda phi_ref, phi, score: np.zeros(phi.shape[0]))

@@ -94,7 +94,7 @@ def test_ratio_zero_below_one_over_n_is_explained_in_the_report(tmp_path):
 
 def test_zero_false_accepts_where_few_were_expected_is_called_chance():
     from calibrate.contract.types import TargetResult
-    from calibrate_builtins.evaluators.fpr import unreachable_notes
+    from calibrate_builtins.evaluators.fpr_report import unreachable_notes
 
     class Table:
         classes = ("a", "b")

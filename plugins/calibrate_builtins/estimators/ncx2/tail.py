@@ -2,7 +2,7 @@
 
 Both produce the model of ``ncx2-grid`` (per class dim, sigma, lambda; threshold
 ``sigma sqrt(F^-1(e; dim, lambda))``) and use its grid: every integer dim in the range, a sigma
-grid per class (``ncx2_grid.sigma_grid``: derived from the class's distances unless given), and
+grid per class (``search.sigma_grid``: derived from the class's distances unless given), and
 lambda from Algorithm 1's rule ``max(mean(X) - dim, mean(X) / (1 + dim))``. They differ from it in
 how a grid point is scored, or in where the dim range comes from.
 
@@ -49,7 +49,8 @@ from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.contract.types import ImpostorDistances
 
-from .grid import Ncx2GridModel, check_class_distances, check_dim, check_sigma, fit_class, sigma_grid
+from .grid import Ncx2GridModel
+from .search import check_class_distances, check_dim, check_sigma, fit_class, sigma_grid
 
 Score = Literal["ncc", "tail-likelihood"]
 CHECK_TARGETS = (0.05, 0.02, 0.01, 0.005, 0.0025, 0.001, 0.0005)
