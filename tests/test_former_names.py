@@ -23,6 +23,8 @@ from calibrate.testing import parametrize_with_checks
 from former_api_quantile_shift import QuantileShift
 
 FORMER = json.loads((Path(__file__).with_name("former_names.json")).read_text(encoding="utf-8"))
+#: names a former module defined that were never API: the type variables of base.py's decorators
+NOT_API = {"calibrate.base": {"F", "T"}}
 
 
 def test_every_former_public_module_has_a_former_name():
@@ -34,7 +36,7 @@ def test_every_former_public_module_has_a_former_name():
 def test_a_former_name_is_the_module_and_has_its_names(former):
     module = importlib.import_module(former)
     assert module is importlib.import_module(calibrate.FORMER_NAMES[former])
-    missing = [name for name in FORMER[former] if not hasattr(module, name)]
+    missing = [name for name in FORMER[former] if not hasattr(module, name) and name not in NOT_API.get(former, ())]
     assert not missing, f"{former} no longer has {missing}"
 
 
@@ -42,7 +44,7 @@ def test_former_names_work_in_a_fresh_interpreter():
     """``from calibrate.stats import ...`` as a plugin's first line, before anything imported calibrate."""
     code = ("from calibrate.stats import interp_threshold\nfrom calibrate.base import Estimator\n"
             "import calibrate.types as t, calibrate.contract.types as ct, pickle\n"
-            "assert t is ct and Estimator.__module__ == 'calibrate.contract.base'\n"
+            "import calibrate.contract.base as cb\nassert t is ct and Estimator is cb.Estimator\n"
             "print(interp_threshold.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

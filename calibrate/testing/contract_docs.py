@@ -18,6 +18,7 @@ import re
 import sys
 from pathlib import Path
 
+from calibrate.contract import base
 from calibrate.contract.kinds import BY_NAME
 from calibrate.testing.contract import contract_classes, members, to_markdown
 
@@ -31,9 +32,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def import_path(cls: type) -> str:
+    """Where a plugin imports ``cls`` from: calibrate.contract.base for the classes it gathers (the documented path,
+    whichever of the contract's modules defines them), else the class's own module."""
+    module = base.__name__ if getattr(base, cls.__qualname__, None) is cls else cls.__module__
+    return f"{module}.{cls.__qualname__}"
+
+
 def table(title: str, cls: type, reached: str) -> str:
     rows = members(cls)
-    head = f"#### {title}: `{cls.__module__}.{cls.__qualname__}`\n\n{reached[0].upper()}{reached[1:]}.\n"
+    head = f"#### {title}: `{import_path(cls)}`\n\n{reached[0].upper()}{reached[1:]}.\n"
     listed = [m for m in rows if m.role != "provided"]
     lines = [head]
     if listed:
