@@ -25,10 +25,10 @@ from .grouped import fit_by_group
 from .groups import check_against
 from .outputs import StagedOutput, write_outputs
 from .partitioned import ShardedScores
-from .partitioned_run import run_sharded
+from .partitioned_run import Sharded
 from .protocol import pattern_folds
 from .recipe import Recipe
-from .runs import RunResult, StageTimes
+from .runs import Route, RunResult, StageTimes
 from .types import (DistanceMatrix, EvaluationResult, GenuineDistances, GroupLabels, ImpostorDistances, PatternSet,
                     TargetResult, TrainingGroups, UNLABELLED)
 
@@ -130,37 +130,62 @@ def _spelled_alike_scores(train: DistanceMatrix, test: DistanceMatrix):
 
 
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
-    """load -> (distances) -> transform -> estimators -> (prediction) -> evaluators -> outputs."""
+    """The stages in the one order every run takes: load -> read (distances, checks) -> transform -> (normaliser) ->
+    estimators -> (prediction) -> evaluators -> outputs. How the data are read, where the fits run and how the outputs
+    are put together is the route's (calibrate.runs.Route): :class:`InMemory`, or, when the dataset returns
+    ShardedScores, calibrate.partitioned_run.Sharded (read, fitted and evaluated shard by shard on the workers)."""
     times = StageTimes()
     context.clock = times  # components count their parts of a stage (RunContext.timed)
     dataset = recipe.data.build()
     with times("load data"):
         data = dataset.load(context)
-    if isinstance(data, ShardedScores):  # read, fitted and evaluated shard by shard on the workers
-        return run_sharded(recipe, context, staged, data, times)
-    raw_folds, hint = _raw_folds(recipe, dataset, data, context, times)
-    for note in recipe.defaults:
-        context.note(note)
-    said = recipe.default_note(raw_folds[0][1].kind)
-    if said:
-        context.note(said)
-    folds: list[Fold] = []
-    cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
-    groups = run_groups(recipe, data, raw_folds, context)
-    if recipe.same_group:
-        raw_folds = same_group_folds(raw_folds, groups, recipe, context)
-    for name, train, test in raw_folds:
-        folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times, cohorts, groups))
-    evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots, groups)
-    evaluated = []
-    for spec in recipe.evaluators:
-        with times(f"evaluate {spec.label}"):
-            evaluated.append(spec.build().evaluate(evaluation, context))
-    results = _merge(evaluated)
-    for pending in PendingPredictions.of(context):  # read by no evaluator: its notes still belong to the run
-        pending._get()
-    write_outputs(staged, recipe, folds, evaluated, results, context.notes, times)
-    return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
+    route = (Sharded if isinstance(data, ShardedScores) else InMemory)(recipe, context, staged, times, dataset, data)
+    with route:
+        kind = route.read()
+        for note in recipe.defaults:
+            context.note(note)
+        said = recipe.default_note(kind)
+        if said:
+            context.note(said)
+        route.fit()
+        results = route.evaluate()
+        route.write(results)
+    return RunResult(recipe.output_dir, results, route.folds, tuple(context.notes), dict(times.seconds))
+
+
+class InMemory(Route):
+    """The route of data in memory: each fold's matrices read and checked, then fitted fold by fold in the run's
+    process (the predicted intervals perhaps beside it, calibrate.beside), judged by the recipe's evaluators."""
+
+    def read(self) -> str:
+        self.raw_folds, self.hint = _raw_folds(self.recipe, self.dataset, self.data, self.context, self.times)
+        return self.raw_folds[0][1].kind
+
+    def fit(self) -> None:
+        recipe, data, context = self.recipe, self.data, self.context
+        cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
+        self.groups = run_groups(recipe, data, self.raw_folds, context)
+        raw_folds = same_group_folds(self.raw_folds, self.groups, recipe, context) if recipe.same_group else self.raw_folds
+        folds: list[Fold] = []
+        for name, train, test in raw_folds:
+            folds.append(_fit_fold(recipe, name, train, test, len(folds), self.hint, context, self.times, cohorts,
+                                   self.groups))
+        self.folds = tuple(folds)
+
+    def evaluate(self) -> dict[str, list[TargetResult]]:
+        evaluation = EvaluationInput(self.folds, self.recipe.targets, self.recipe.plots, self.groups)
+        self.evaluated = []
+        for spec in self.recipe.evaluators:
+            with self.times(f"evaluate {spec.label}"):
+                self.evaluated.append(spec.build().evaluate(evaluation, self.context))
+        results = _merge(self.evaluated)
+        for pending in PendingPredictions.of(self.context):  # read by no evaluator: its notes still belong to the run
+            pending._get()
+        return results
+
+    def write(self, results: dict[str, list[TargetResult]]) -> None:
+        write_outputs(self.staged, self.recipe, list(self.folds), self.evaluated, results, self.context.notes,
+                      self.times)
 
 
 def run_groups(recipe: Recipe, data, raw_folds: list, context: RunContext) -> GroupLabels | None:
