@@ -2,7 +2,8 @@
 (what plugins provide for it is in calibrate.partitioned).
 
 A dataset whose ``load`` returns :class:`ShardedScores` (e.g. ``score-shards``) hands the run a list of
-shards and a picklable reader instead of matrices. Nothing proportional to the number of comparisons
+shards and a picklable reader instead of matrices; the pipeline's stages then take the route :class:`Sharded`
+(calibrate.runs.Route: its read, fit, evaluate and write). Nothing proportional to the number of comparisons
 reaches the main process; what it holds is per shard (counts, a 20-bit histogram) plus one 64-bit
 hash per class (to find a class in two shards) and the pooled lowest values that the fitted models
 keep (see below). Every pass is a ``context.map`` over the shards, so it runs on whatever executor
@@ -275,9 +276,9 @@ class Sharded(Route):
                          "classes in one piece to see how far the thresholds can be trusted")
         context.note("a sharded run judges each threshold against one pooled threshold at the same FPR "
                      "(fnr_one_threshold, fnr_paired) on the transformed evaluation distances, but does not yet give "
-                     "the verification figures (EER, AUC, d', det.csv), the spread of the one threshold's false accepts "
-                     "over classes, or figures per group: they need every shard's evaluation scores together. Run a "
-                     "sample of the classes in one piece for them")
+                     "the verification figures (EER, AUC, d', det.csv), the spread of the one threshold's false "
+                     "accepts over classes, or figures per group: they need every shard's evaluation scores together. "
+                     "Run a sample of the classes in one piece for them")
         return data.kind
 
     def fit(self) -> None:

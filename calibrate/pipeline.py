@@ -2,6 +2,9 @@
 
     dataset -> (distance) -> transform -> (normaliser) -> estimators -> evaluators -> outputs
 
+The sequence is written once (``_run_stages``); a route (calibrate.runs.Route) supplies how the data are read, where
+the fits run and how the outputs are put together: :class:`InMemory` here, calibrate.partitioned_run.Sharded for shards.
+
 Pattern datasets follow the paper's protocol: per class one *enrollment* set (chosen by
 ``evaluation.enrollment``); thresholds come from enrollment-vs-enrollment inter-class distances
 only; every other set is a query compared with every enrolled class. With
@@ -31,16 +34,6 @@ from .recipe import Recipe
 from .runs import Route, RunResult, StageTimes
 from .types import (DistanceMatrix, EvaluationResult, GenuineDistances, GroupLabels, ImpostorDistances, PatternSet,
                     TargetResult, TrainingGroups, UNLABELLED)
-
-
-def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
-    merged: dict[str, list[TargetResult]] = {}
-    for res in results:
-        for label, rows in res.estimators.items():
-            if label in merged:
-                raise DataError(f"two evaluators reported results for estimator {label!r}; use only one FPR evaluator")
-            merged[label] = rows
-    return merged
 
 
 def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResult:
@@ -131,8 +124,7 @@ def _spelled_alike_scores(train: DistanceMatrix, test: DistanceMatrix):
 
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
     """The stages in the one order every run takes: load -> read (distances, checks) -> transform -> (normaliser) ->
-    estimators -> (prediction) -> evaluators -> outputs. How the data are read, where the fits run and how the outputs
-    are put together is the route's (calibrate.runs.Route): :class:`InMemory`, or, when the dataset returns
+    estimators -> (prediction) -> evaluators -> outputs, by the route :class:`InMemory`, or, when the dataset returns
     ShardedScores, calibrate.partitioned_run.Sharded (read, fitted and evaluated shard by shard on the workers)."""
     times = StageTimes()
     context.clock = times  # components count their parts of a stage (RunContext.timed)
@@ -165,7 +157,9 @@ class InMemory(Route):
         recipe, data, context = self.recipe, self.data, self.context
         cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
         self.groups = run_groups(recipe, data, self.raw_folds, context)
-        raw_folds = same_group_folds(self.raw_folds, self.groups, recipe, context) if recipe.same_group else self.raw_folds
+        raw_folds = self.raw_folds
+        if recipe.same_group:
+            raw_folds = same_group_folds(raw_folds, self.groups, recipe, context)
         folds: list[Fold] = []
         for name, train, test in raw_folds:
             folds.append(_fit_fold(recipe, name, train, test, len(folds), self.hint, context, self.times, cohorts,
@@ -174,11 +168,17 @@ class InMemory(Route):
 
     def evaluate(self) -> dict[str, list[TargetResult]]:
         evaluation = EvaluationInput(self.folds, self.recipe.targets, self.recipe.plots, self.groups)
-        self.evaluated = []
+        self.evaluated: list[EvaluationResult] = []
         for spec in self.recipe.evaluators:
             with self.times(f"evaluate {spec.label}"):
                 self.evaluated.append(spec.build().evaluate(evaluation, self.context))
-        results = _merge(self.evaluated)
+        results: dict[str, list[TargetResult]] = {}
+        for res in self.evaluated:
+            for label, rows in res.estimators.items():
+                if label in results:
+                    raise DataError(f"two evaluators reported results for estimator {label!r}; use only one FPR "
+                                    "evaluator")
+                results[label] = rows
         for pending in PendingPredictions.of(self.context):  # read by no evaluator: its notes still belong to the run
             pending._get()
         return results
