@@ -2,6 +2,9 @@
 
     dataset -> (distance) -> transform -> (normaliser) -> estimators -> evaluators -> outputs
 
+The sequence is written once (``_run_stages``); a route (calibrate.running.result.Route) supplies how the data are read, where
+the fits run and how the outputs are put together: :class:`InMemory` here, calibrate.running.sharded.Sharded for shards.
+
 Pattern datasets follow the paper's protocol: per class one *enrollment* set (chosen by
 ``evaluation.enrollment``); thresholds come from enrollment-vs-enrollment inter-class distances
 only; every other set is a query compared with every enrolled class. With
@@ -29,22 +32,12 @@ from calibrate.running.grouped import fit_by_group
 from calibrate.recipe.groups import check_against
 from calibrate.running.outputs import StagedOutput, write_outputs
 from calibrate.contract.sharded import ShardedScores
-from calibrate.running.sharded import run_sharded
+from calibrate.running.sharded import Sharded
 from calibrate.recipe.protocol import pattern_folds
 from calibrate.recipe.schema import Recipe
-from calibrate.running.result import RunResult, StageTimes
+from calibrate.running.result import Route, RunResult, StageTimes
 from calibrate.contract.types import (DistanceMatrix, EvaluationResult, GenuineDistances, GroupLabels, ImpostorDistances, PatternSet,
                     TargetResult, TrainingGroups, UNLABELLED)
-
-
-def _merge(results: list[EvaluationResult]) -> dict[str, list[TargetResult]]:
-    merged: dict[str, list[TargetResult]] = {}
-    for res in results:
-        for label, rows in res.estimators.items():
-            if label in merged:
-                raise DataError(f"two evaluators reported results for estimator {label!r}; use only one FPR evaluator")
-            merged[label] = rows
-    return merged
 
 
 def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResult:
@@ -134,37 +127,69 @@ def _spelled_alike_scores(train: DistanceMatrix, test: DistanceMatrix):
 
 
 def _run_stages(recipe: Recipe, context: RunContext, staged: StagedOutput) -> RunResult:
-    """load -> (distances) -> transform -> estimators -> (prediction) -> evaluators -> outputs."""
+    """The stages in the one order every run takes: load -> read (distances, checks) -> transform -> (normaliser) ->
+    estimators -> (prediction) -> evaluators -> outputs, by the route :class:`InMemory`, or, when the dataset returns
+    ShardedScores, calibrate.running.sharded.Sharded (read, fitted and evaluated shard by shard on the workers)."""
     times = StageTimes()
     context.clock = times  # components count their parts of a stage (RunContext.timed)
     dataset = recipe.data.build()
     with times("load data"):
         data = dataset.load(context)
-    if isinstance(data, ShardedScores):  # read, fitted and evaluated shard by shard on the workers
-        return run_sharded(recipe, context, staged, data, times)
-    raw_folds, hint = _raw_folds(recipe, dataset, data, context, times)
-    for note in recipe.defaults:
-        context.note(note)
-    said = recipe.default_note(raw_folds[0][1].kind)
-    if said:
-        context.note(said)
-    folds: list[Fold] = []
-    cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
-    groups = run_groups(recipe, data, raw_folds, context)
-    if recipe.same_group:
-        raw_folds = same_group_folds(raw_folds, groups, recipe, context)
-    for name, train, test in raw_folds:
-        folds.append(_fit_fold(recipe, name, train, test, len(folds), hint, context, times, cohorts, groups))
-    evaluation = EvaluationInput(tuple(folds), recipe.targets, recipe.plots, groups)
-    evaluated = []
-    for spec in recipe.evaluators:
-        with times(f"evaluate {spec.label}"):
-            evaluated.append(spec.build().evaluate(evaluation, context))
-    results = _merge(evaluated)
-    for pending in PendingPredictions.of(context):  # read by no evaluator: its notes still belong to the run
-        pending._get()
-    write_outputs(staged, recipe, folds, evaluated, results, context.notes, times)
-    return RunResult(recipe.output_dir, results, tuple(folds), tuple(context.notes), dict(times.seconds))
+    route = (Sharded if isinstance(data, ShardedScores) else InMemory)(recipe, context, staged, times, dataset, data)
+    with route:
+        kind = route.read()
+        for note in recipe.defaults:
+            context.note(note)
+        said = recipe.default_note(kind)
+        if said:
+            context.note(said)
+        route.fit()
+        results = route.evaluate()
+        route.write(results)
+    return RunResult(recipe.output_dir, results, route.folds, tuple(context.notes), dict(times.seconds))
+
+
+class InMemory(Route):
+    """The route of data in memory: each fold's matrices read and checked, then fitted fold by fold in the run's
+    process (the predicted intervals perhaps beside it, calibrate.running.beside), judged by the recipe's evaluators."""
+
+    def read(self) -> str:
+        self.raw_folds, self.hint = _raw_folds(self.recipe, self.dataset, self.data, self.context, self.times)
+        return self.raw_folds[0][1].kind
+
+    def fit(self) -> None:
+        recipe, data, context = self.recipe, self.data, self.context
+        cohorts = (data.train_cohort, data.test_cohort) if isinstance(data, ScoreSplit) else (None, None)
+        self.groups = run_groups(recipe, data, self.raw_folds, context)
+        raw_folds = self.raw_folds
+        if recipe.same_group:
+            raw_folds = same_group_folds(raw_folds, self.groups, recipe, context)
+        folds: list[Fold] = []
+        for name, train, test in raw_folds:
+            folds.append(_fit_fold(recipe, name, train, test, len(folds), self.hint, context, self.times, cohorts,
+                                   self.groups))
+        self.folds = tuple(folds)
+
+    def evaluate(self) -> dict[str, list[TargetResult]]:
+        evaluation = EvaluationInput(self.folds, self.recipe.targets, self.recipe.plots, self.groups)
+        self.evaluated: list[EvaluationResult] = []
+        for spec in self.recipe.evaluators:
+            with self.times(f"evaluate {spec.label}"):
+                self.evaluated.append(spec.build().evaluate(evaluation, self.context))
+        results: dict[str, list[TargetResult]] = {}
+        for res in self.evaluated:
+            for label, rows in res.estimators.items():
+                if label in results:
+                    raise DataError(f"two evaluators reported results for estimator {label!r}; use only one FPR "
+                                    "evaluator")
+                results[label] = rows
+        for pending in PendingPredictions.of(self.context):  # read by no evaluator: its notes still belong to the run
+            pending._get()
+        return results
+
+    def write(self, results: dict[str, list[TargetResult]]) -> None:
+        write_outputs(self.staged, self.recipe, list(self.folds), self.evaluated, results, self.context.notes,
+                      self.times)
 
 
 def run_groups(recipe: Recipe, data, raw_folds: list, context: RunContext) -> GroupLabels | None:

@@ -1,13 +1,16 @@
-"""What a run returns, and the clock of its stages: below the pipeline and the sharded run (both
-return a RunResult) and the outputs (which write the timings), so that none imports another for them."""
+"""What a run returns, the clock of its stages and the route its data take through them: below the pipeline and
+the sharded run (both routes, both returning a RunResult) and the outputs (which write the timings), so that none
+imports another for them."""
 
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from calibrate.contract.base import Fold
 from calibrate.contract.types import TargetResult
@@ -87,3 +90,40 @@ class StageTimes:
     def predicting(self) -> float:
         """Seconds spent in the prediction stages so far (not counted in the base of their budget)."""
         return sum(v for k, v in self.seconds.items() if k.startswith("predict "))
+
+
+class Route(ABC):
+    """How a run's data are read, where its fits run and how its outputs are put together: what differs between a run
+    of data in memory (calibrate.running.pipeline.InMemory) and one of scores that stay in shards, read and fitted on the
+    workers (calibrate.running.sharded.Sharded). The stages run in one order for both (calibrate.running.pipeline's
+    ``_run_stages``): read, fit, evaluate, write, inside ``with route:`` (leaving it removes the route's scratch
+    files, also when the run failed)."""
+
+    #: the folds fitted in the run's process (RunResult.folds); a sharded run keeps none
+    folds: tuple[Fold, ...] = ()
+
+    def __init__(self, recipe: Any, context: Any, staged: Any, times: StageTimes, dataset: Any, data: Any) -> None:
+        self.recipe, self.context, self.staged, self.times = recipe, context, staged, times
+        self.dataset, self.data = dataset, data
+
+    def __enter__(self) -> "Route":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Remove the route's scratch files (it has none unless it says so)."""
+
+    @abstractmethod
+    def read(self) -> str:
+        """Read and check the data (what this route cannot do refused, what it leaves out said); their kind."""
+
+    @abstractmethod
+    def fit(self) -> None:
+        """transform -> (normaliser) -> estimators: the models fitted, with their thresholds at the targets."""
+
+    @abstractmethod
+    def evaluate(self) -> dict[str, list[TargetResult]]:
+        """Each estimator's evaluation at the targets."""
+
+    @abstractmethod
+    def write(self, results: dict[str, list[TargetResult]]) -> None:
+        """Stage every output file, then commit them as one file set."""

@@ -2,7 +2,8 @@
 (what plugins provide for it is in calibrate.contract.sharded).
 
 A dataset whose ``load`` returns :class:`ShardedScores` (e.g. ``score-shards``) hands the run a list of
-shards and a picklable reader instead of matrices. Nothing proportional to the number of comparisons
+shards and a picklable reader instead of matrices; the pipeline's stages then take the route :class:`Sharded`
+(calibrate.running.result.Route: its read, fit, evaluate and write). Nothing proportional to the number of comparisons
 reaches the main process; what it holds is per shard (counts, a 20-bit histogram) plus one 64-bit
 hash per class (to find a class in two shards) and the pooled lowest values that the fitted models
 keep (see below). Every pass is a ``context.map`` over the shards, so it runs on whatever executor
@@ -50,7 +51,6 @@ import hashlib
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -61,7 +61,7 @@ from calibrate.errors import DataError, RecipeError
 from calibrate.running.outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
 from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
                           order_keys, save_shard_data, shard_data, write_staged)
-from calibrate.running.result import RunResult
+from calibrate.running.result import Route
 from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
 from calibrate.contract.types import ImpostorDistances, TargetResult
 
@@ -234,16 +234,137 @@ def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...]
     return results
 
 
-def run_sharded(recipe, context, staged, data: ShardedScores, times) -> Any:
-    """The partitioned run (called by the pipeline when the dataset returns :class:`ShardedScores`):
-    survey the shards, reduce each estimator's pooled quantities, fit, write and evaluate per shard,
-    then sum the counts and write the run's files."""
-    spec, base = _sharded_transform(recipe, data, context)
-    cache = str(staged.dir / f".shard-{uuid.uuid4().hex[:8]}")
-    try:
-        return _run_passes(recipe, context, staged, data, times, spec, base, cache)
-    finally:
-        _remove_cache(cache, len(data.shards))
+class Sharded(Route):
+    """The route of scores that stay in shards (the dataset returned :class:`ShardedScores`): every pass is a
+    ``context.map`` over the shards, so the shards are read, and the models fitted, written and counted, on the
+    workers; the main process sums per-shard summaries and writes the run's own files."""
+
+    def __enter__(self) -> "Sharded":
+        # scratch files in the staging folder, removed before the commit and on leaving (whatever happened): each
+        # shard's distances, which pass 0 saves for the later passes ({cache}-<shard's index>.npy), and what the
+        # estimators' first passes write ({first}-<estimator's position>...)
+        self.cache = str(self.staged.dir / f".shard-{uuid.uuid4().hex[:8]}")
+        self.first = str(self.staged.dir / f".first-{uuid.uuid4().hex[:8]}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _remove_cache(self.cache, len(self.data.shards))
+        _remove_scratch(self.staged.dir, Path(self.first).name)
+
+    def read(self) -> str:
+        """What a sharded run cannot do refused (patterns, a transform without fitted_state, `confidence:`), what it
+        leaves out said, and the recipe's transform found (spec, unfitted instance). The shards are read in pass 0."""
+        recipe, data, context = self.recipe, self.data, self.context
+        if recipe.distance is not None:
+            raise RecipeError("sharded scores are comparisons, not patterns; remove `distance:`", source=recipe.source,
+                              where="distance")
+        self.spec = recipe.transform_for(data.kind)
+        self.base = self.spec.build()
+        if overrides(self.base, Transform, "_fit") and not overrides(self.base, Transform, "fitted_state"):
+            raise RecipeError(f"transform {self.spec.info.name!r} is fitted to the data but cannot hand its fitted "
+                              "state to the workers (no fitted_state); sharded runs need a transform that can",
+                              source=recipe.source, where="transform")
+        confident = [e.label for e in recipe.estimators if e.confidence is not None]
+        if confident:
+            raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated "
+                              "galleries, which sharded runs do not make yet; remove `confidence:` or run the scores "
+                              "in one piece", source=recipe.source, where="estimators")
+        if recipe.prediction.enabled:
+            context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
+                         "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
+                         "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
+                         "classes in one piece to see how far the thresholds can be trusted")
+        context.note("a sharded run judges each threshold against one pooled threshold at the same FPR "
+                     "(fnr_one_threshold, fnr_paired) on the transformed evaluation distances, but does not yet give "
+                     "the verification figures (EER, AUC, d', det.csv), the spread of the one threshold's false "
+                     "accepts over classes, or figures per group: they need every shard's evaluation scores together. "
+                     "Run a sample of the classes in one piece for them")
+        return data.kind
+
+    def fit(self) -> None:
+        """Pass 0 (each shard read, its transform fitted, the estimators' first passes), each estimator's pooled
+        reduction, and the last pass: each shard's part models fitted, written and counted."""
+        recipe, context, times, staged = self.recipe, self.context, self.times, self.staged
+        built = {est.label: (est, fitter_for(est.build(), est.label)) for est in recipe.estimators}
+        firsts = []  # the estimators' first passes run in pass 0, which reads every shard anyway
+        for i, (label, (_, fitter)) in enumerate(built.items()):
+            plan = getattr(fitter, "first_pass", None)
+            got = plan(len(self.data.shards), f"{self.first}-{i}", recipe.targets) if plan is not None else None
+            if got is not None:
+                firsts.append((label, *got))
+        runner = self._pass0(tuple(firsts))
+        self.fitters = {}
+        for label, (est_spec, fitter) in built.items():
+            with times(f"fit {label} (pooled)"):
+                if getattr(fitter, "note", None):
+                    context.note(fitter.note)
+                fitter.reduce(runner, recipe.targets, label)
+                runner.first.pop(label, None)
+                self.fitters[label] = (est_spec.info.name, est_spec.params, fitter)
+        _remove_scratch(staged.dir, Path(self.first).name)
+        plan = {"staging": str(staged.dir), "estimators": self.fitters, "targets": recipe.targets,
+                "kind": self.data.kind, "transform_plugin": self.spec.info.name, "transform_params": self.spec.params,
+                "save_calibration": recipe.save_calibration}
+        with times("fit, write and evaluate per shard"):
+            self.parts = context.map(_finish_shard, [(job, plan) for job in self.jobs],
+                                     description=f"fitting and evaluating {len(self.jobs)} shards", unit="shards")
+
+    def _pass0(self, firsts: tuple) -> ShardRunner:
+        """The survey of the shards (pass 0), its transform states agreed and its notes said; the later passes' jobs,
+        and the runner of the reductions (with the first passes' results)."""
+        data, context = self.data, self.context
+        with self.times("survey shards"):
+            self.survey, offsets = _survey_shards(data, self.base, context, self.cache, firsts)
+        survey = self.survey
+        states = _one_transform_state(self.spec, data, survey)
+        self.transform = self.spec.build().set_fitted_state(states) if states else self.base
+        # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
+        # and (checked above) the same fitted state, so its distances are these
+        self.jobs = [ShardJob(data.dataset, shard, int(off), i, self.transform, _cache_file(self.cache, i))
+                     for i, (shard, off) in enumerate(zip(data.shards, offsets))]
+        failed = sum(s["failed"] for s in survey)
+        if failed:
+            context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and "
+                         f"evaluation: {failed} in {sum(1 for s in survey if s['failed'])} shard(s)")
+        for s in survey:
+            for note in s["notes"]:
+                context.note(note)
+        self.n_classes = sum(s["classes"] for s in survey)
+        self.n_train = sum(s["train"] for s in survey)
+        runner = ShardRunner(context, self.jobs, self.staged.dir, min(s["min"] for s in survey),
+                             min(s["min_positive"] for s in survey), self.n_train,
+                             {label: [s["first"].get(label) for s in survey] for label, _, _ in firsts})
+        for s in survey:
+            del s["first"]
+        return runner
+
+    def evaluate(self) -> dict[str, list[TargetResult]]:
+        """The shards' counts summed, and each estimator's one pooled threshold at its achieved FPR."""
+        results = _sum_counts(self.parts, list(self.fitters), self.recipe.targets, self.n_train)
+        with self.times("one pooled threshold at each achieved FPR"):
+            return _one_threshold_references(self.context, self.jobs, self.parts, results, self.staged.dir,
+                                             self.transform, self.data.kind)
+
+    def write(self, results: dict[str, list[TargetResult]]) -> None:
+        """The parts the workers wrote adopted, the head (calibration.json), report.md and results.json committed."""
+        recipe, staged, n_jobs = self.recipe, self.staged, len(self.jobs)
+        _remove_cache(self.cache, n_jobs)  # before the commit, which must find only the run's files
+        for p in self.parts:
+            for name, size, sha in p["files"]:
+                staged.adopt(name, size, sha)
+        with self.times("write outputs"):
+            for label, (_, _, fitter) in self.fitters.items():
+                for name, size, sha in getattr(fitter, "files", ()):  # optional (PartitionedFitter.files)
+                    staged.adopt(name, size, sha)
+            if recipe.save_calibration:
+                ranges = [s["scores"] for s in self.survey if s["scores"] is not None]
+                scores = ((min(r[0] for r in ranges), max(r[1] for r in ranges), any(r[2] for r in ranges))
+                          if ranges else None)
+                staged.write_text("calibration.json", _head(recipe, self.data, self.spec, self.transform,
+                                                            self.fitters, self.n_classes, n_jobs, self.n_train, scores))
+        _write_sharded_reports(staged, recipe, results, list(self.context.notes), self.times, len(self.fitters),
+                               n_jobs, self.n_classes, self.n_train)
+        staged.commit()
 
 
 def _remove_cache(cache: str, shards: int) -> None:
@@ -256,121 +377,9 @@ def _cache_file(cache: str, index: int) -> str:
     return f"{cache}-{index:05d}.npy"
 
 
-def _run_passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str) -> Any:
-    fitters = {est_spec.label: (est_spec, fitter_for(est_spec.build(), est_spec.label)) for est_spec in recipe.estimators}
-    # the estimators' first passes run in the survey, which reads every shard anyway; their scratch files are named
-    # {first}-<estimator's position>... and removed after the reductions, whether used or not
-    first = str(staged.dir / f".first-{uuid.uuid4().hex[:8]}")
-    firsts = []
-    for i, (label, (_, fitter)) in enumerate(fitters.items()):
-        plan = getattr(fitter, "first_pass", None)
-        got = plan(len(data.shards), f"{first}-{i}", recipe.targets) if plan is not None else None
-        if got is not None:
-            firsts.append((label, *got))
-    try:
-        return _passes(recipe, context, staged, data, times, spec, base, cache, fitters, tuple(firsts), first)
-    finally:
-        _remove_scratch(staged.dir, Path(first).name)
-
-
 def _remove_scratch(folder: Path, prefix: str) -> None:
     for path in folder.glob(f"{prefix}*"):
         path.unlink(missing_ok=True)
-
-
-def _passes(recipe, context, staged, data: ShardedScores, times, spec, base: Transform, cache: str, built: dict,
-            firsts: tuple, first: str) -> Any:
-    with times("survey shards"):
-        survey, offsets = _survey_shards(data, base, context, cache, firsts)
-    states = _one_transform_state(spec, data, survey)
-    transform = spec.build().set_fitted_state(states) if states else base
-    # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
-    # and (checked above) the same fitted state, so its distances are these
-    jobs = [ShardJob(data.dataset, shard, int(off), i, transform, _cache_file(cache, i))
-            for i, (shard, off) in enumerate(zip(data.shards, offsets))]
-    failed = sum(s["failed"] for s in survey)
-    if failed:
-        context.note(f"failed comparisons (the dataset's `missing:` marker) were excluded from fitting and evaluation: "
-                     f"{failed} in {sum(1 for s in survey if s['failed'])} shard(s)")
-    for s in survey:
-        for note in s["notes"]:
-            context.note(note)
-    n_classes = sum(s["classes"] for s in survey)
-    n_train = sum(s["train"] for s in survey)
-    runner = ShardRunner(context, jobs, staged.dir, min(s["min"] for s in survey), min(s["min_positive"] for s in survey),
-                         n_train, {label: [s["first"].get(label) for s in survey] for label, _, _ in firsts})
-    for s in survey:
-        del s["first"]
-    fitters = {}
-    for label, (est_spec, fitter) in built.items():
-        with times(f"fit {label} (pooled)"):
-            if getattr(fitter, "note", None):
-                context.note(fitter.note)
-            fitter.reduce(runner, recipe.targets, label)
-            runner.first.pop(label, None)
-            fitters[label] = (est_spec.info.name, est_spec.params, fitter)
-    _remove_scratch(staged.dir, Path(first).name)
-    plan = {"staging": str(staged.dir), "estimators": fitters, "targets": recipe.targets, "kind": data.kind,
-            "transform_plugin": spec.info.name, "transform_params": spec.params,
-            "save_calibration": recipe.save_calibration}
-    with times("fit, write and evaluate per shard"):
-        parts = context.map(_finish_shard, [(job, plan) for job in jobs],
-                            description=f"fitting and evaluating {len(jobs)} shards", unit="shards")
-    results = _sum_counts(parts, list(fitters), recipe.targets, n_train)
-    with times("one pooled threshold at each achieved FPR"):
-        results = _one_threshold_references(context, jobs, parts, results, staged.dir, transform, data.kind)
-    _remove_cache(cache, len(jobs))  # before the commit, which must find only the run's files
-    for p in parts:
-        for name, size, sha in p["files"]:
-            staged.adopt(name, size, sha)
-    with times("write outputs"):
-        for label, (_, _, fitter) in fitters.items():
-            for name, size, sha in getattr(fitter, "files", ()):  # optional (PartitionedFitter.files)
-                staged.adopt(name, size, sha)
-        if recipe.save_calibration:
-            ranges = [s["scores"] for s in survey if s["scores"] is not None]
-            staged.write_text("calibration.json", _head(recipe, data, spec, transform, fitters, n_classes, len(jobs),
-                                                        n_train, (min(r[0] for r in ranges), max(r[1] for r in ranges),
-                                                                  any(r[2] for r in ranges)) if ranges else None))
-    notes = list(context.notes)
-    _write_sharded_reports(staged, recipe, results, notes, times, len(fitters), len(jobs), n_classes, n_train)
-    staged.commit()
-    return RunResult(recipe.output_dir, results, (), tuple(notes), dict(times.seconds))
-
-
-def _sharded_transform(recipe, data: ShardedScores, context) -> tuple[Any, Transform]:
-    """The recipe's transform for sharded scores (spec, unfitted instance), after refusing what a sharded run
-    cannot do (patterns, a transform without fitted_state, `confidence:`) and noting what it leaves out."""
-    if recipe.distance is not None:
-        raise RecipeError("sharded scores are comparisons, not patterns; remove `distance:`", source=recipe.source,
-                          where="distance")
-    spec = recipe.transform_for(data.kind)
-    base = spec.build()
-    if overrides(base, Transform, "_fit") and not overrides(base, Transform, "fitted_state"):
-        raise RecipeError(f"transform {spec.info.name!r} is fitted to the data but cannot hand its fitted state to the "
-                          "workers (no fitted_state); sharded runs need a transform that can", source=recipe.source,
-                          where="transform")
-    confident = [e.label for e in recipe.estimators if e.confidence is not None]
-    if confident:
-        raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated galleries, "
-                          "which sharded runs do not make yet; remove `confidence:` or run the scores in one piece",
-                          source=recipe.source, where="estimators")
-    if recipe.prediction.enabled:
-        context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
-                     "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
-                     "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
-                     "classes in one piece to see how far the thresholds can be trusted")
-    context.note("a sharded run judges each threshold against one pooled threshold at the same FPR (fnr_one_threshold, "
-                 "fnr_paired) on the transformed evaluation distances, but does not yet give the verification figures "
-                 "(EER, AUC, d', det.csv), the spread of the one threshold's false accepts over classes, or figures per "
-                 "group: they need every shard's evaluation scores together. Run a sample of the classes in one piece "
-                 "for them")
-    for note in recipe.defaults:
-        context.note(note)
-    said = recipe.default_note(data.kind)
-    if said:
-        context.note(said)
-    return spec, base
 
 
 def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None,
