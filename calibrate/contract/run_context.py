@@ -46,7 +46,7 @@ class RunContext:
     #: the run's clock of stages (calibrate.running.result.StageTimes), set by the pipeline: :meth:`timed` adds to it
     clock: Any = None
     _stages: list = field(default_factory=list, init=False, repr=False, compare=False)
-    #: the run's work in progress beside it (calibrate.running.pipeline.PendingPredictions), oldest first
+    #: the run's work in progress beside it (calibrate.running.predict_stage.PendingPredictions), oldest first
     _beside: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     @contextmanager
