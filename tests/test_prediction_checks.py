@@ -162,7 +162,7 @@ def test_a_saturating_tail_is_refitted_until_the_world_agrees_with_the_scores():
     assert world.rejected and world.rejected[0].startswith("gpd-pwm")
     assert world.tail_model != "gpd-pwm" and world.tail_check.passed
     # auto's own tail (the clipped PWM GPD) strays outside the data's band; the refitted one does not
-    from calibrate.predicted.world import _tail
+    from calibrate.predicted.world_tail import _tail
 
     pwm = dataclasses.replace(world, tail=_tail(world.sorted_z, "gpd-pwm"))
     assert not check_tail(pwm.sorted_z, pwm.tail, pwm.shape_cdf, pwm.independent()).passed
