@@ -105,7 +105,7 @@ def test_partial_draws_give_the_replicates_refits_on_whole_galleries_give():
     on whole galleries drawn afresh: the replicate FPRs agree in law (two-sample KS, 300 galleries each, fixed
     seeds) and their 5th and 95th percentiles within Monte Carlo error (4 standard deviations on the probability
     scale: where the one sample's percentile falls among the other's)."""
-    from calibrate.predicted.interval import _simulated, simulated_replicates
+    from calibrate.predicted.simulation import _simulated, simulated_replicates
 
     imp = lognormal(np.random.default_rng(12), classes=30, n=200)
     world = build_world(imp)
@@ -162,7 +162,7 @@ def test_a_saturating_tail_is_refitted_until_the_world_agrees_with_the_scores():
     assert world.rejected and world.rejected[0].startswith("gpd-pwm")
     assert world.tail_model != "gpd-pwm" and world.tail_check.passed
     # auto's own tail (the clipped PWM GPD) strays outside the data's band; the refitted one does not
-    from calibrate.predicted.world import _tail
+    from calibrate.predicted.world_tail import _tail
 
     pwm = dataclasses.replace(world, tail=_tail(world.sorted_z, "gpd-pwm"))
     assert not check_tail(pwm.sorted_z, pwm.tail, pwm.shape_cdf, pwm.independent()).passed
@@ -260,10 +260,10 @@ def test_galleries_drawn_at_their_ranks_are_budgeted_per_training_distance():
 
 
 def test_fewer_galleries_than_asked_are_said_with_what_they_do_to_the_level(tmp_path, monkeypatch):
-    import calibrate.predicted.interval as prediction_module
+    import calibrate.predicted.simulation as simulation_module  # where simulated_replicates reads them
 
-    monkeypatch.setattr(prediction_module, "SIMULATED_VALUES", 1_000)
-    monkeypatch.setattr(prediction_module, "SIMULATED_PER_DISTANCE", 0)
+    monkeypatch.setattr(simulation_module, "SIMULATED_VALUES", 1_000)
+    monkeypatch.setattr(simulation_module, "SIMULATED_PER_DISTANCE", 0)
     result, doc = _run_small(tmp_path, "estimators: [{plugin: generic-interp}]\nevaluation: {targets: [0.01]}\n")
     assert doc["estimators"]["generic-interp"]["targets"][0]["simulated_galleries"] == 20
     said = [n for n in result.notes if n.startswith("generic-interp: predicted FPR interval from 20 of 100")]

@@ -33,6 +33,12 @@ one that kept its promise across our datasets (docs/estimators.md), so an estima
 misreads the tail (the non-central chi-square, a per-class normal) shows its bias in this world
 as it does on real data. For auto itself the world repeats its assumptions, so its interval holds
 the sampling error only; docs/prediction-coverage.md measures how that covers on real data.
+
+Here: the :class:`World` (its shape G, its draws, the true FPR of any threshold in it), :func:`build_world`, and
+the world judged against the training distances at an estimator's thresholds (:func:`training_check`,
+:func:`count_agrees`, :func:`tail_reaches`). The tail models and the tail check are calibrate.predicted.world_tail;
+what a draw gives an estimator (:class:`Galleries`, :class:`DrawPlan`) is calibrate.predicted.simulated_galleries.
+Every name this module had before that split is importable from here still (a public module: plugins import them).
 """
 
 from __future__ import annotations
@@ -42,11 +48,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from calibrate.errors import DataError
-from calibrate.statistics.gpd import TailFit, fit_lower_tail
+from calibrate.statistics.gpd import TailFit
 from calibrate.statistics.standardise import (ANCHOR_MAX_RANK, anchored_classes, anchored_sorted, pooled_sorted, standardise_classes,
                           to_working)
-from calibrate.statistics.order import clopper_pearson
 from calibrate.contract.types import ImpostorDistances
+from calibrate.predicted.simulated_galleries import DrawPlan, Galleries, sorted_unique  # noqa: F401  (re-exported: public API)
+from calibrate.predicted.world_tail import (CHECK_LEVEL, CHECK_SUPPORT, EMPIRICAL_RANK, TAIL_MODELS,  # noqa: F401  (re-exported: public API)
+                                            TailCheck, _tail, band, check_tail)
 
 #: the reference model's settings: auto's (the ``auto`` estimator is configured from these)
 REFERENCE_MODEL = {"family": "lognormal", "robust": True, "jackknife": 0.5}
@@ -54,23 +62,14 @@ _FAMILY = REFERENCE_MODEL["family"]  # World._distances maps back by exp(y) - of
 
 #: the largest working-scale value a drawn distance may have (exp of it is finite)
 _LOG_MAX = 700.0
-#: tail models, tried in this order until one passes the tail check
-TAIL_MODELS = ("gpd-pwm", "gpd-mle", "empirical")
 #: how a world locates its classes (build_world's ``structure``): by the bulk of their impostors, or at their nearest
 WORLDS = ("bulk", "anchored")
-#: the level of the binomial bands the world's fit is checked with
-CHECK_LEVEL = 0.999
-#: training support (values below a threshold) from which a threshold is checked against the data
-CHECK_SUPPORT = 10
 #: how far outside the binomial band the world may lie at an estimator's own thresholds: the world
 #: describes *new* impostors (its shape is the jackknifed pooled scores, as auto's is), while counting the
 #: training distances below thresholds fitted to those very distances is biased; on BSSR1 face-C auto's
 #: 0.5% thresholds hold 0.62% of the training distances, the world says 0.50% and the held-out half measured
 #: 0.53%. The misfits the check exists for are several-fold (3-6x on a saturating matcher's tail).
 CHECK_RATIO = 1.5
-#: the empirical tail model's interpolated scores reach down to this rank
-EMPIRICAL_RANK = 10
-_MLE_SHAPE_BOUNDS = (-5.0, 0.9)
 
 
 def _rank_cdf(s: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -88,157 +87,6 @@ def _rank_cdf(s: np.ndarray, z: np.ndarray) -> np.ndarray:
     out[inside] = slope * (z[inside] - x0) + y0
     out[np.isnan(z)] = np.nan
     return out
-
-
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """The distinct values, ascending: ``np.unique`` by one sort (numpy 2.4's hashing ``np.unique`` takes 0.2-0.6 s on
-    the 140,000 ranks of a partial draw at 1,680 classes; a sort takes 1 ms)."""
-    v = np.sort(np.asarray(values).ravel())
-    if v.size < 2:
-        return v
-    keep = np.empty(v.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(v[1:], v[:-1], out=keep[1:])
-    return v[keep]
-
-
-@dataclass(frozen=True)
-class TailCheck:
-    """The world's tail against the pooled scores: per tested rank k, the world's G at the k-th lowest
-    score and its band; ``passed`` when every rank lies in its band."""
-
-    ranks: tuple[int, ...]
-    world: tuple[float, ...]
-    low: tuple[float, ...]
-    high: tuple[float, ...]
-
-    @property
-    def passed(self) -> bool:
-        return all(lo <= w <= hi for w, lo, hi in zip(self.world, self.low, self.high))
-
-    def worst(self) -> str:
-        """The rank where the world strays furthest from its band, in words."""
-        if not self.ranks:
-            return "no rank to test"
-        j = int(np.argmax([max(lo / max(w, 1e-300), w / max(hi, 1e-300)) for w, lo, hi in
-                           zip(self.world, self.low, self.high)]))
-        return (f"at the {self.ranks[j]}-th lowest pooled score the world puts G = {self.world[j]:.3g}, outside the "
-                f"{100 * CHECK_LEVEL:.1f}% band [{self.low[j]:.3g}, {self.high[j]:.3g}] of the data")
-
-
-class Galleries:
-    """B simulated galleries, as an estimator's ``simulate`` reads them (calibrate.contract.base.Estimator).
-
-    Each class's distances are known at some of its ranks: all of them (``full``), or only those the
-    estimators asked for (``Estimator.simulation_ranks``: e.g. a class's lowest few and its quartiles),
-    drawn jointly with the law of sorted samples (so a rank's value is exactly what a full gallery
-    would hold there). :meth:`at` gathers values by 0-based rank within each class.
-    """
-
-    def __init__(self, counts: np.ndarray, keys: np.ndarray, values: np.ndarray, full: bool):
-        self.counts = np.asarray(counts, dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.counts)])
-        #: sorted global positions (class offset + rank) of the drawn values, and the values (B x len(keys))
-        self.keys, self.values, self.full = keys, values, full
-
-    @property
-    def replicates(self) -> int:
-        return int(self.values.shape[0])
-
-    def at(self, ranks: np.ndarray) -> np.ndarray:
-        """(B, C, R) the distances at 0-based ``ranks`` (C x R, each within its class's count), ascending
-        ranks giving ascending values. KeyError when a rank was not drawn."""
-        ranks = np.asarray(ranks, dtype=np.int64)
-        if ranks.ndim != 2 or ranks.shape[0] != self.counts.size:
-            raise ValueError(f"ranks must be (classes, R) = ({self.counts.size}, R); got shape {ranks.shape}")
-        if np.any(ranks < 0) or np.any(ranks >= self.counts[:, None]):
-            raise KeyError("a rank lies outside its class's count")
-        wanted = self.offsets[:-1, None] + ranks
-        if self.full:
-            return self.values[:, wanted]
-        idx = np.searchsorted(self.keys, wanted)
-        idx = np.minimum(idx, self.keys.size - 1)
-        if not np.array_equal(self.keys[idx], wanted):
-            raise KeyError("a rank that was not drawn was asked for: declare it in simulation_ranks")
-        return self.values[:, idx]
-
-    def lowest_drawn(self) -> np.ndarray:
-        """Per class, how many of its lowest values were drawn (ranks 0, 1, ... without a gap)."""
-        if self.full:
-            return self.counts.copy()
-        cls = np.searchsorted(self.offsets, self.keys, side="right") - 1
-        rank = self.keys - self.offsets[cls]
-        # within a class the drawn ranks ascend and are unique: rank == position in the class's list
-        # exactly along the leading run
-        first = np.searchsorted(cls, np.arange(self.counts.size))
-        position = np.arange(self.keys.size) - first[cls]
-        return np.bincount(cls[rank == position], minlength=self.counts.size).astype(np.int64)
-
-    def gallery(self, b: int) -> np.ndarray:
-        """Gallery b's values in ImpostorDistances layout (full galleries only)."""
-        if not self.full:
-            raise KeyError("a partial gallery has no full value list")
-        return self.values[b]
-
-    def restricted(self, ranks: list[np.ndarray]) -> "Galleries":
-        """These (full) galleries seen only at ``ranks`` (one 0-based array per class): what a partial draw
-        of those ranks gives (the conformance kit compares simulate on it with fit on the full ones)."""
-        keys = sorted_unique(np.concatenate([o + np.asarray(r, dtype=np.int64)
-                                             for o, r in zip(self.offsets[:-1], ranks)]))
-        return Galleries(self.counts, keys, self.values[:, keys], False)
-
-
-@dataclass(frozen=True, eq=False)
-class DrawPlan:
-    """Where a partial draw (World.draw_galleries) puts its values: per class m sorted, unique ranks k_1 < ... < k_m
-    (1-based) of its n, drawn as the m + 1 Gamma increments k_1, k_2 - k_1, ..., n + 1 - k_m of the partial sums S of
-    n + 1 exponentials; the increments of all classes lie side by side in one row per gallery."""
-
-    counts: np.ndarray
-    #: (M,) ascending global positions (class offset + 0-based rank) of the drawn values, and each one's class
-    keys: np.ndarray
-    cls: np.ndarray
-    #: (M + C,) the Gamma shapes of the increments, classes in order
-    shapes: np.ndarray
-    #: (M,) the column of each drawn value's partial sum S_(k_i) and of its class's S_(n+1)
-    value_cols: np.ndarray
-    total_cols: np.ndarray
-    #: (C,) the column of the sum before each class's first increment (-1: none)
-    before_cols: np.ndarray
-
-    @classmethod
-    def of(cls, counts: np.ndarray, ranks: list[np.ndarray]) -> "DrawPlan":
-        counts = np.asarray(counts, dtype=np.int64)
-        if len(ranks) != counts.size:
-            raise ValueError("one array of ranks per class is needed")
-        sizes = np.array([np.size(r) for r in ranks], dtype=np.int64)
-        flat = (np.concatenate([np.asarray(r, dtype=np.int64).ravel() for r in ranks]) if counts.size else
-                np.zeros(0, dtype=np.int64))
-        of_class = np.repeat(np.arange(counts.size), sizes)
-        if np.any(sizes == 0) or np.any(flat < 0) or np.any(flat >= counts[of_class]):
-            raise ValueError("every class needs at least one rank, within its count")
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        keys = offsets[:-1][of_class] + flat
-        if np.any(np.diff(keys) <= 0):  # unsorted or repeated within a class
-            keys = sorted_unique(keys)
-            of_class = np.searchsorted(offsets, keys, side="right") - 1
-            sizes = np.bincount(of_class, minlength=counts.size).astype(np.int64)
-        starts = np.cumsum(sizes + 1) - (sizes + 1)  # each class's first increment
-        within = np.arange(keys.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        value_cols = starts[of_class] + within
-        last = starts + sizes  # each class's S_(n+1)
-        ends = np.empty(keys.size + counts.size, dtype=np.int64)  # the 1-based rank each increment ends at
-        ends[value_cols] = keys - offsets[:-1][of_class] + 1
-        ends[last] = counts + 1
-        begins = np.empty_like(ends)
-        begins[1:] = ends[:-1]
-        begins[starts] = 0
-        return cls(counts, keys.astype(np.int64), of_class, (ends - begins).astype(np.float64), value_cols,
-                   last[of_class], starts - 1)
-
-    @property
-    def drawn(self) -> int:
-        return int(self.keys.size)
 
 
 @dataclass(frozen=True)
@@ -442,43 +290,6 @@ def pair_slots(values: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
     lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
     _, slot = np.unique(lo * n + hi, return_inverse=True)
     return slot.astype(np.int64)
-
-
-def band(k: float, n: int, level: float = CHECK_LEVEL) -> tuple[float, float]:
-    """The two-sided binomial (Clopper-Pearson) band of the rate k / n, k rounded to a whole count."""
-    return clopper_pearson(int(round(k)), int(n), level)
-
-
-def check_tail(sorted_z: np.ndarray, tail: TailFit | None, shape_cdf, independent: int) -> TailCheck:
-    """The world's G at the k-th lowest pooled score against the binomial band of k / N, at log-spaced
-    ranks from CHECK_SUPPORT up to the tail's threshold (about 12 ranks); pairs counted once with slots."""
-    n = sorted_z.size
-    top = tail.k if tail is not None else 0
-    if top < CHECK_SUPPORT:
-        return TailCheck((), (), (), ())
-    ranks = np.unique(np.round(np.geomspace(CHECK_SUPPORT, top, 12)).astype(np.int64))
-    g = shape_cdf(sorted_z[ranks - 1])
-    scale = independent / n
-    lows, highs = zip(*(band(k * scale, independent) for k in ranks))
-    return TailCheck(tuple(int(k) for k in ranks), tuple(float(x) for x in g), tuple(lows), tuple(highs))
-
-
-def _tail(sorted_z: np.ndarray, model: str) -> TailFit | None:
-    try:
-        if model == "gpd-pwm":
-            return fit_lower_tail(sorted_z, min_exceedances=30)[0]
-        fit = fit_lower_tail(sorted_z, min_exceedances=30, method="mle", shape_bounds=_MLE_SHAPE_BOUNDS)[0]
-    except (DataError, ValueError, ArithmeticError):
-        return None  # too few or tied pooled scores: the interpolated scores throughout
-    if model == "gpd-mle":
-        return fit
-    # the GPD above a lower threshold u' < u is again a GPD, with the same shape and scale beta + xi (u - u')
-    k = min(EMPIRICAL_RANK, fit.k)
-    u2 = float(sorted_z[k - 1])
-    beta2 = fit.beta + fit.xi * (fit.u - u2)
-    if not (u2 < fit.u and beta2 > 0):
-        return fit
-    return TailFit(u2, k / sorted_z.size, fit.xi, beta2, k)
 
 
 def build_world(impostors: ImpostorDistances, slots: np.ndarray | None = None, structure: str = "bulk") -> World:
