@@ -19,7 +19,7 @@ from calibrate.saved.partitioned import PartitionedCalibration, load_partitioned
 from calibrate.running import pipeline
 from calibrate.running.pipeline import RunResult
 from calibrate.recipe.schema import Recipe, load_recipe
-from calibrate.files.run_folder import RunFolder
+from calibrate.files.manifest import RunFolder
 
 
 def validate(recipe_path: str | Path, *, out: str | Path | None = None, extra_plugins: tuple = ()) -> Recipe:

@@ -289,7 +289,7 @@ def artifact_files(artifact: Path) -> list[Path]:
     here is the loader's to report."""
     import os
 
-    from calibrate.running.outputs import MANIFEST, MAX_DOC_BYTES
+    from calibrate.files.manifest import MANIFEST, MAX_DOC_BYTES
     from calibrate.contract.sharded import PART
     from calibrate.saved.partitioned import MAX_PARTS, read_head
     from calibrate.files.untrusted import plain_name, read_bounded

@@ -27,7 +27,8 @@ from calibrate.contract.base import EvaluationInput, FittedModel, Fold, RunConte
 from calibrate.errors import DataError, RecipeError
 from calibrate.running.grouped import fit_by_group
 from calibrate.recipe.groups import check_against
-from calibrate.running.outputs import StagedOutput, write_outputs
+from calibrate.files.commit import StagedOutput
+from calibrate.running.outputs import write_outputs
 from calibrate.contract.sharded import ShardedScores
 from calibrate.running.sharded import run_sharded
 from calibrate.recipe.protocol import pattern_folds

@@ -25,7 +25,7 @@ from calibrate.saved.json_format import (ACCEPT_IF, check_common, check_labels, 
 from calibrate.saved.calibration import Calibration
 from calibrate.errors import CalibrationError
 from calibrate.contract.sharded import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
-from calibrate.files.run_folder import RunFolder
+from calibrate.files.manifest import RunFolder
 from calibrate.files.untrusted import regular_file
 
 #: parts whose models are kept in memory at once
