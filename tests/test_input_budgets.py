@@ -292,7 +292,7 @@ def test_threshold_accept_and_evaluate_read_numbers_strictly(dev, tmp_path):
 
 def test_fit_takes_at_most_max_targets(dev, tmp_path):
     # audit, borderline: 10,000 --fpr options reached 2.2 GB
-    from calibrate.cli.score_lists import MAX_TARGETS
+    from calibrate.cli.checks import MAX_TARGETS
 
     many = [a for k in range(MAX_TARGETS + 1) for a in ("--fpr", f"{0.01 + k * 1e-4:.4f}")]
     _one_line(runner.invoke(app, ["fit", str(dev), "--no-predict", "--out", str(tmp_path / "c.json"), *many]),

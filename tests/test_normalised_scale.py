@@ -179,7 +179,7 @@ def test_accept_with_a_cohort_file_reads_each_probe_once(matrix_run, tmp_path):
     cohort = tmp_path / "tnorm"
     cohort.write_text("".join(f"{test.gallery_classes[k]} {test.probe_classes[i]} p{i} {float(raw[i, k])!r}\n"
                               for i, k in zip(*np.nonzero(whole_valid))), encoding="utf-8")
-    from calibrate.cli.score_lists import probe_cohorts
+    from calibrate.cli.inputs import probe_cohorts
 
     cal = calibrate.load(tmp / "out", "class-interp")
     read = probe_cohorts(cohort, np.array([f"p{i}" for i in rows]), test.gallery_classes[cols],
