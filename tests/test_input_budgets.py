@@ -349,7 +349,7 @@ def test_a_recipe_without_a_version_is_read_as_1_and_the_run_says_so(tmp_path):
     # audit S7: README says a recipe needs `version`; dict recipes throughout the API and tests leave it
     # out, so a missing version is version 1 with a note rather than an error
     from calibrate.contract.manager import build_registry
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
 
     data = {"plugin": "synthetic-impostors", "classes": 20, "train": 100, "test": 50}
     parsed = parse_recipe({"data": data}, build_registry(), base_dir=tmp_path)

@@ -124,7 +124,7 @@ def matrix_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scale")
     result = _run(_matrix_recipe(tmp, {"plugin": "snorm"}))
     from calibrate.contract.manager import build_registry
-    from calibrate.recipe.schema import load_recipe
+    from calibrate.recipe.validation import load_recipe
 
     split = load_recipe(tmp / "r.yaml", build_registry()).data.build().load()
     return tmp, result, split
