@@ -70,7 +70,7 @@ def datasets(out_root: Path) -> dict[str, dict]:
 def run(name: str, spec: dict, seed: int, out_root: Path) -> dict:
     from calibrate.contract.manager import build_registry
     from calibrate.running.pipeline import run_recipe
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
 
     data = dict(spec["data"])
     if data["plugin"] in ("score-matrix", "synthetic-groups"):

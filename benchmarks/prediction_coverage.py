@@ -209,7 +209,7 @@ def real_specs(quick: bool) -> dict[str, dict]:
 
 def real_part(quick: bool, seeds: int, estimators: list[str]) -> dict:
     from calibrate.running.pipeline import run_recipe
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
     from calibrate_builtins.evaluators.fpr import evaluate_label
 
     registry = build_registry()

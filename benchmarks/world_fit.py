@@ -92,7 +92,7 @@ def generated(setting, n: int, per_class: int | None, rng: np.random.Generator, 
 
 def real_impostors(path: Path, transform: dict, seed: int) -> ImpostorDistances:
     """The training impostor distances of one split, loaded and transformed as the pipeline does."""
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "score-matrix", "path": str(path), "kind": "similarity", "missing": -1,
                                   "seed": seed},

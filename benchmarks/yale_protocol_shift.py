@@ -38,7 +38,7 @@ from compare_estimators import DATA, ROOT, yale_by_elevation  # noqa: E402
 from calibrate.contract.base import RunContext  # noqa: E402
 from calibrate.contract.manager import build_registry  # noqa: E402
 from calibrate.recipe.protocol import pattern_folds  # noqa: E402
-from calibrate.recipe.schema import parse_recipe  # noqa: E402
+from calibrate.recipe.validation import parse_recipe  # noqa: E402
 
 QS = (0.005, 0.01, 0.02, 0.05)
 YALE = DATA / "extended-yale-b" / "CroppedYale"

@@ -19,7 +19,7 @@ import yaml
 
 from calibrate.contract.manager import build_registry
 from calibrate.running.pipeline import run_recipe
-from calibrate.recipe.schema import parse_recipe
+from calibrate.recipe.validation import parse_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 

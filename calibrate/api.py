@@ -18,8 +18,9 @@ from calibrate.contract.manager import build_registry
 from calibrate.saved.partitioned import PartitionedCalibration, load_partitioned, read_head
 from calibrate.running import pipeline
 from calibrate.running.pipeline import RunResult
-from calibrate.recipe.schema import Recipe, load_recipe
-from calibrate.files.run_folder import RunFolder
+from calibrate.recipe.schema import Recipe
+from calibrate.recipe.validation import load_recipe
+from calibrate.files.manifest import RunFolder
 
 
 def validate(recipe_path: str | Path, *, out: str | Path | None = None, extra_plugins: tuple = ()) -> Recipe:

@@ -292,7 +292,7 @@ def test_threshold_accept_and_evaluate_read_numbers_strictly(dev, tmp_path):
 
 def test_fit_takes_at_most_max_targets(dev, tmp_path):
     # audit, borderline: 10,000 --fpr options reached 2.2 GB
-    from calibrate.cli.score_lists import MAX_TARGETS
+    from calibrate.cli.checks import MAX_TARGETS
 
     many = [a for k in range(MAX_TARGETS + 1) for a in ("--fpr", f"{0.01 + k * 1e-4:.4f}")]
     _one_line(runner.invoke(app, ["fit", str(dev), "--no-predict", "--out", str(tmp_path / "c.json"), *many]),
@@ -349,7 +349,7 @@ def test_a_recipe_without_a_version_is_read_as_1_and_the_run_says_so(tmp_path):
     # audit S7: README says a recipe needs `version`; dict recipes throughout the API and tests leave it
     # out, so a missing version is version 1 with a note rather than an error
     from calibrate.contract.manager import build_registry
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
 
     data = {"plugin": "synthetic-impostors", "classes": 20, "train": 100, "test": 50}
     parsed = parse_recipe({"data": data}, build_registry(), base_dir=tmp_path)

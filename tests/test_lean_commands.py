@@ -67,7 +67,7 @@ def test_coded_labels_refuse_what_is_not_codes_into_sorted_names(codes, names):
 def test_fit_assess_and_accept_answer_the_same_for_codes_and_strings(tmp_path):
     classes = [f"c{k}" for k in range(12)]
     _write_list(tmp_path / "s.txt", classes, 240)
-    from calibrate.cli.score_lists import read_attempts
+    from calibrate.cli.inputs import read_attempts
 
     claimed, real, values, _, probe = read_attempts(tmp_path / "s.txt", "auto", None, None, None, None, probes=True)
     assert isinstance(claimed, CodedLabels) and isinstance(probe, CodedLabels) and claimed.codes.itemsize == 4
@@ -92,7 +92,8 @@ def test_fit_assess_and_accept_answer_the_same_for_codes_and_strings(tmp_path):
 def test_the_commands_hold_no_string_per_attempt(tmp_path):
     """Read, check, fit and judge a list of 40-character labels: numpy's peak per comparison stays small (it was
     over 1,000 bytes with a fixed-width string per attempt, copied by each step)."""
-    from calibrate.cli.score_lists import check_ids, read_attempts
+    from calibrate.cli.checks import check_ids
+    from calibrate.cli.inputs import read_attempts
 
     _write_list(tmp_path / "warm.txt", _long_names(4), 8)
     _write_list(tmp_path / "s.txt", _long_names(40), 600)  # 24,000 comparisons

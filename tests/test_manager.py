@@ -105,7 +105,7 @@ def test_autoload_switch_does_not_even_import_the_plugin(site, monkeypatch):
 
 
 def test_registry_is_built_on_demand_not_at_import():
-    code = "import sys, calibrate, calibrate.cli.commands, calibrate.recipe.schema; print('calibrate_builtins' in sys.modules)"
+    code = "import sys, calibrate, calibrate.cli.commands, calibrate.recipe.validation; print('calibrate_builtins' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
 

@@ -18,7 +18,8 @@ from calibrate.normalisation.cohort import attempt_statistics, matrix_cohorts, t
 from calibrate.errors import CalibrationError, DataError, RecipeError
 from calibrate.contract.manager import build_registry
 from calibrate.normalisation.stage import normalise_fold
-from calibrate.recipe.schema import ComponentSpec, parse_recipe
+from calibrate.recipe.schema import ComponentSpec
+from calibrate.recipe.validation import parse_recipe
 from calibrate.contract.types import CohortScores, DistanceMatrix
 from cohort_lists import refused_on_load
 

@@ -64,7 +64,7 @@ def _matrix_recipe(tmp_path: Path, normalizer: dict) -> Path:
 def test_a_matrix_run_is_reproduced_by_accept_after_save_and_load(tmp_path, normalizer):
     result = _run(_matrix_recipe(tmp_path, normalizer))
     from calibrate.contract.manager import build_registry
-    from calibrate.recipe.schema import load_recipe
+    from calibrate.recipe.validation import load_recipe
 
     split = load_recipe(tmp_path / "r.yaml", build_registry()).data.build().load()
     train, test = split.train, split.test
@@ -157,7 +157,7 @@ def test_enroll_gives_a_class_the_statistics_and_thresholds_of_the_run(tmp_path)
     """class-interp is per class: enrolling a class again from the run's own data reproduces its thresholds."""
     result = _run(_matrix_recipe(tmp_path, {"plugin": "snorm"}))
     from calibrate.contract.manager import build_registry
-    from calibrate.recipe.schema import load_recipe
+    from calibrate.recipe.validation import load_recipe
 
     split = load_recipe(tmp_path / "r.yaml", build_registry()).data.build().load()
     train, test = split.train, split.test

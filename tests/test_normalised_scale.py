@@ -124,7 +124,7 @@ def matrix_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scale")
     result = _run(_matrix_recipe(tmp, {"plugin": "snorm"}))
     from calibrate.contract.manager import build_registry
-    from calibrate.recipe.schema import load_recipe
+    from calibrate.recipe.validation import load_recipe
 
     split = load_recipe(tmp / "r.yaml", build_registry()).data.build().load()
     return tmp, result, split
@@ -179,7 +179,7 @@ def test_accept_with_a_cohort_file_reads_each_probe_once(matrix_run, tmp_path):
     cohort = tmp_path / "tnorm"
     cohort.write_text("".join(f"{test.gallery_classes[k]} {test.probe_classes[i]} p{i} {float(raw[i, k])!r}\n"
                               for i, k in zip(*np.nonzero(whole_valid))), encoding="utf-8")
-    from calibrate.cli.score_lists import probe_cohorts
+    from calibrate.cli.inputs import probe_cohorts
 
     cal = calibrate.load(tmp / "out", "class-interp")
     read = probe_cohorts(cohort, np.array([f"p{i}" for i in rows]), test.gallery_classes[cols],

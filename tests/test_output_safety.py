@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.running.outputs import MANIFEST, STAGING_PREFIX, OutputError, StagedOutput, read_manifest
+from calibrate.files.commit import StagedOutput
+from calibrate.files.manifest import MANIFEST, STAGING_PREFIX, OutputError, read_manifest
 
 from calibrate_test_helpers import invoke_cli, make_scores, score_recipe, write_recipe, write_scores
 
@@ -177,7 +178,7 @@ def test_a_commit_killed_half_way_is_finished_by_the_next_run(tmp_path, monkeypa
     new = StagedOutput(out)
     new.write_text("thresholds.csv", "new")
     new.write_text("report.md", "new")
-    import calibrate.running.outputs as outputs
+    import calibrate.files.commit as commit
 
     real_replace, calls = os.replace, []
 
@@ -187,10 +188,10 @@ def test_a_commit_killed_half_way_is_finished_by_the_next_run(tmp_path, monkeypa
             raise KeyboardInterrupt  # stands for SIGKILL: nothing after this point runs
         real_replace(src, dst)
 
-    monkeypatch.setattr(outputs.os, "replace", dies_after_one)
+    monkeypatch.setattr(commit.os, "replace", dies_after_one)
     with pytest.raises(KeyboardInterrupt):
         new.commit()
-    monkeypatch.setattr(outputs.os, "replace", real_replace)
+    monkeypatch.setattr(commit.os, "replace", real_replace)
     assert not (out / MANIFEST).exists()  # a mix of old and new files that does not claim to be complete
     assert read_manifest(out) is None
     new._release()  # the killed process's lock goes with it
@@ -220,7 +221,7 @@ def test_staging_of_a_live_run_is_left_alone_and_of_a_dead_one_removed(tmp_path)
 
 WRITER = textwrap.dedent("""
     import sys
-    from calibrate.running.outputs import StagedOutput
+    from calibrate.files.commit import StagedOutput
     out, tag, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for i in range(rounds):
         staged = StagedOutput(out)
@@ -508,7 +509,7 @@ def test_a_staging_named_folder_holding_more_than_staged_files_is_left_alone(tmp
 def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, monkeypatch):
     import errno
 
-    import calibrate.running.outputs as outputs
+    import calibrate.files.commit as commit
 
     tmp, csv_path = score_setup
     out = tmp / "out"
@@ -519,7 +520,7 @@ def test_disk_full_while_staging_is_one_line_and_keeps_the_folder(score_setup, m
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(outputs.os, "fsync", full)
+    monkeypatch.setattr(commit.os, "fsync", full)
     result = _cli_run(recipe, out)
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
@@ -554,7 +555,7 @@ def test_an_output_folder_name_that_cannot_be_used_is_one_line(score_setup, case
 @pytest.mark.parametrize("kind", ["file", "folder"])
 def test_a_planted_set_aside_manifest_is_refused_before_anything_changes(tmp_path, kind):
     """The name a commit sets the old manifest aside under is never taken over from a stranger."""
-    from calibrate.running.outputs import PREVIOUS
+    from calibrate.files.manifest import PREVIOUS
 
     out = tmp_path / "out"
     first = StagedOutput(out)

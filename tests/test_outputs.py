@@ -200,12 +200,12 @@ def test_a_worker_writing_during_the_discard_leaves_nothing(tmp_path, monkeypatc
     """A sharded run's worker may still be writing its scratch file into the staging folder when another
     worker's death fails the run: the first removal then leaves that file (and so the folder) behind. The
     pipeline removes the staging folder again once the executor has stopped its workers."""
-    import calibrate.running.outputs as outputs
+    import calibrate.files.commit as commit
 
     values, probes, gallery = make_scores(seed=12)
     csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
     bad = score_recipe(csv_path, tmp_path / "fresh" / "out", estimators=({"plugin": "flaky"},))
-    real_rmtree, calls = outputs.shutil.rmtree, []
+    real_rmtree, calls = commit.shutil.rmtree, []
 
     def raced(path, ignore_errors=False):
         real_rmtree(path, ignore_errors=ignore_errors)
@@ -214,7 +214,7 @@ def test_a_worker_writing_during_the_discard_leaves_nothing(tmp_path, monkeypatc
             path.mkdir()
             (path / "scratch-late.npz").write_bytes(b"late")
 
-    monkeypatch.setattr(outputs.shutil, "rmtree", raced)
+    monkeypatch.setattr(commit.shutil, "rmtree", raced)
     with pytest.raises(RuntimeError, match="failed while fitting"):
         calibrate.run(write_recipe(tmp_path / "bad.yaml", bad), extra_plugins=(_Failing("fit"),))
     assert len(calls) == 2 and calls[0] == calls[1]

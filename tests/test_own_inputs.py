@@ -63,7 +63,8 @@ def no_work(monkeypatch):
         raise AssertionError("computation started before the output was checked")
 
     monkeypatch.setattr("calibrate.api.load", never)
-    monkeypatch.setattr("calibrate.cli.score_lists.read_attempts", never)
+    monkeypatch.setattr("calibrate.cli.inputs.read_attempts", never)  # where accept looks it up
+    monkeypatch.setattr("calibrate.cli.score_lists.read_attempts", never)  # where fit and evaluate look it up
 
 
 def _refused(result, option: str, out: Path, before: bytes, named: str) -> None:
@@ -157,7 +158,7 @@ def test_other_files_beside_a_run_are_written_as_before(runs, tmp_path):
 
 def test_the_files_of_an_artifact_are_the_loaders(runs):
     """artifact_files names what calibrate.load reads: nothing for a lone file, the folder's for a run."""
-    from calibrate.cli.score_lists import artifact_files
+    from calibrate.cli.inputs import artifact_files
 
     plain = {p.name for p in artifact_files(runs / "plain")}
     assert {"calibration.json", "manifest.json", "thresholds.csv", "results.json", "report.md"} <= plain

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from calibrate.running.outputs import MANIFEST, STAGING_PREFIX, read_manifest
+from calibrate.files.manifest import MANIFEST, STAGING_PREFIX, read_manifest
 
 from calibrate_test_helpers import invoke_cli, make_scores, score_recipe, write_recipe, write_scores
 
@@ -165,7 +165,7 @@ def test_a_rerun_replaces_its_own_sealed_result(setup):
 
 def test_a_journal_sealed_for_another_folder_is_refused(setup):
     """A genuine journal (as a killed run leaves it) moved into another folder finishes nothing there."""
-    from calibrate.running.outputs import StagedOutput
+    from calibrate.files.commit import StagedOutput
 
     tmp, recipe = setup
     staged = StagedOutput(tmp / "a")

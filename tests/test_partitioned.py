@@ -13,7 +13,7 @@ import yaml
 
 import calibrate
 from calibrate.errors import CalibrateError, DataError
-from calibrate.running.outputs import read_manifest
+from calibrate.files.manifest import read_manifest
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

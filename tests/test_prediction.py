@@ -196,7 +196,7 @@ def test_confidence_in_a_recipe(tmp_path):
     ({"plugin": "auto", "confidence": "high"}, "estimators[0].confidence", "confidence must be a probability"),
 ])
 def test_bad_confidence_is_named(tmp_path, entry, where, message):
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "synthetic-impostors", "classes": 5}, "estimators": [entry]}
     with pytest.raises(RecipeError, match=message) as info:
@@ -209,7 +209,7 @@ def test_bad_confidence_is_named(tmp_path, entry, where, message):
     ({"levels": 0.9}, "unknown key 'levels'"), ("yes", "is true, false or"),
 ])
 def test_bad_prediction_settings_are_named(prediction, message):
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "synthetic-impostors", "classes": 5},
            "evaluation": {"prediction": prediction}}
@@ -218,7 +218,7 @@ def test_bad_prediction_settings_are_named(prediction, message):
 
 
 def test_prediction_false_turns_it_off_and_confidence_then_refuses():
-    from calibrate.recipe.schema import parse_recipe
+    from calibrate.recipe.validation import parse_recipe
 
     raw = {"version": 1, "data": {"plugin": "synthetic-impostors", "classes": 5}, "evaluation": {"prediction": False}}
     assert parse_recipe(raw, REGISTRY).prediction.enabled is False

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from calibrate.cli.commands import app
 from calibrate.errors import RecipeError
 from calibrate.contract.manager import build_registry
-from calibrate.recipe.schema import DEFAULT_TARGETS, load_recipe, parse_recipe
+from calibrate.recipe.schema import DEFAULT_TARGETS
+from calibrate.recipe.validation import load_recipe, parse_recipe
 
 from calibrate_test_helpers import make_scores, run_cli, score_recipe, write_recipe, write_scores
 

@@ -16,7 +16,7 @@ from calibrate.errors import CalibrationError, ParameterError, RecipeError
 from calibrate.running.grouped import GroupedModel, model_from_state
 from calibrate.contract.manager import build_registry
 from calibrate.running.pipeline import run_recipe
-from calibrate.recipe.schema import parse_recipe
+from calibrate.recipe.validation import parse_recipe
 from calibrate.contract.types import DistanceMatrix, GroupLabels, ImpostorDistances, TrainingGroups
 from calibrate_builtins.estimators.choose import Judged, wider
 from calibrate_builtins.estimators.znorm import ZnormModel

@@ -112,7 +112,7 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
     """Print a class's threshold in the data's own score units, with its training support."""
     from calibrate.api import load
     from calibrate.saved.calibration import extrapolation_message
-    from calibrate.cli.score_lists import check_reach, cli_number
+    from calibrate.cli.checks import check_reach, cli_number
 
     try:
         fpr = cli_number(fpr, "--fpr")
@@ -250,8 +250,9 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
 
     from calibrate.api import load
     from calibrate.saved.assess import absent_note
-    from calibrate.cli.score_lists import (_check_groups, check_ids, check_options, check_reach, check_saved_reach, check_scale,
-                             cli_number, command_inputs, read_attempts, read_groups_option)
+    from calibrate.cli.checks import (_check_groups, check_ids, check_options, check_reach, check_saved_reach, check_scale,
+                                      cli_number)
+    from calibrate.cli.inputs import command_inputs, read_attempts, read_groups_option
     from calibrate.errors import CalibrateError
     from calibrate.contract.types import factorise
     from calibrate.files.user_output import check_target, write_user_file
@@ -323,7 +324,7 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
     import numpy as np
 
     from calibrate.saved.assess import known_classes
-    from calibrate.cli.score_lists import check_known
+    from calibrate.cli.checks import check_known
     from calibrate.errors import CalibrateError
 
     known = known_classes(cal, claimed)
@@ -402,7 +403,8 @@ def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path |
     probes' cohort scores from ``cohort`` when given); a normalised calibration's thresholds are on z."""
     import numpy as np
 
-    from calibrate.cli.score_lists import check_cohort_flag, probe_cohorts
+    from calibrate.cli.checks import check_cohort_flag
+    from calibrate.cli.inputs import probe_cohorts
 
     check_cohort_flag(cal, cohort)
     decided = np.zeros(values.size, bool)

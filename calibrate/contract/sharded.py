@@ -478,7 +478,7 @@ def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k:
 
 def write_staged(folder: str | Path, name: str, data: bytes | str) -> tuple[str, int, str]:
     """Write one output file from a worker into the staging folder (durably, replaced whole); returns
-    ``(name, size, SHA-256)`` for :meth:`~calibrate.running.outputs.StagedOutput.adopt`."""
+    ``(name, size, SHA-256)`` for :meth:`~calibrate.files.commit.StagedOutput.adopt`."""
     folder = Path(folder)
     if isinstance(data, str):
         data = data.encode("utf-8")

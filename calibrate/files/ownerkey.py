@@ -1,4 +1,4 @@
-"""This user's owner key: the secret that proves calibrate wrote an output (calibrate.running.outputs).
+"""This user's owner key: the secret that proves calibrate wrote an output (calibrate.files.commit).
 
 A run seals its manifest and its commit journal with an HMAC-SHA256 under this key; a file in an
 output folder is calibrate's to replace or remove only when a sealed record says calibrate wrote it

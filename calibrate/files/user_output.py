@@ -11,7 +11,7 @@ spreadsheet would run as a formula).
 * Not a path (bytes, a NUL byte, empty), a name ending in ``/`` (a folder), or one of the command's
   own input files (``inputs``: the same file by device and inode, so a hard link or a symbolic link
   to an input counts; for the command line, a saved calibration's inputs are every file its loader
-  reads: calibrate.cli.score_lists.command_inputs): refused before anything is written, naming the option
+  reads: calibrate.cli.inputs.command_inputs): refused before anything is written, naming the option
   and the input.
 * A symbolic link: the file it points to is replaced that way (the link stays a link); a dangling
   link is refused.
@@ -263,7 +263,7 @@ def _refuse_inputs(target: Path, shown: str, inputs: tuple, option: str | None) 
 def check_target(path: object, inputs: tuple = (), option: str | None = None) -> str:
     """``path`` as a str when it can name this command's output (checked before any work is done), else
     the CalibrateError: not a str path, a NUL byte, a name ending in ``/`` (a folder), one of ``inputs``
-    (paths, or (name, path) pairs: calibrate.cli.score_lists.command_inputs); ``option`` names the output in
+    (paths, or (name, path) pairs: calibrate.cli.inputs.command_inputs); ``option`` names the output in
     messages."""
     shown = _checked_name(path)
     if shown == STDOUT:

@@ -26,7 +26,8 @@ from calibrate.contract.base import EvaluationInput, FittedModel, Fold, RunConte
 from calibrate.errors import DataError, RecipeError
 from calibrate.running.grouped import fit_by_group
 from calibrate.recipe.groups import check_against
-from calibrate.running.outputs import StagedOutput, write_outputs
+from calibrate.files.commit import StagedOutput
+from calibrate.running.outputs import write_outputs
 from calibrate.running.predict_stage import PendingPredictions, predict_stage
 from calibrate.contract.sharded import ShardedScores
 from calibrate.running.sharded import Sharded

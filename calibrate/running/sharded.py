@@ -36,7 +36,7 @@ Passes:
    and ``classes-partNNNNN.json`` into the run's staging folder, and count false accepts, impostor
    attempts and genuine accepts per target; the counts are summed here.
 
-Outputs are committed through :class:`~calibrate.running.outputs.StagedOutput` (workers write into its
+Outputs are committed through :class:`~calibrate.files.commit.StagedOutput` (workers write into its
 staging folder, which must be on a file system the workers share with the main process; each
 file's size and SHA-256 come back with the counts): a failed run leaves no manifest, hence no
 result that looks complete. ``calibration.json`` is then the head of a *partitioned calibration*

@@ -180,7 +180,7 @@ def _mappable(values: np.ndarray, kind: str, transform: Transform) -> np.ndarray
 
 
 def _spec(registry, kind: str, entry: Any, where: str):
-    from calibrate.recipe.schema import _component
+    from calibrate.recipe.validation import _component
 
     if isinstance(entry, str):
         entry = {"plugin": entry}

@@ -26,7 +26,7 @@ from calibrate.saved.reading import (check_common, check_labels, check_model, ch
 from calibrate.saved.calibration import Calibration
 from calibrate.errors import CalibrationError
 from calibrate.contract.sharded import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
-from calibrate.files.run_folder import RunFolder
+from calibrate.files.manifest import RunFolder
 from calibrate.files.untrusted import regular_file
 
 #: parts whose models are kept in memory at once

@@ -61,7 +61,7 @@ def read_artifact(path: str | Path) -> tuple[dict[str, Any], bytes]:
 
 def check_written(doc: dict, data: bytes, path: Path, run: Any = None) -> None:
     """That a calibration read from ``path`` (``doc``, parsed from the bytes ``data``) is what calibrate wrote: its
-    :data:`DIGEST` matches, and with ``run`` (a :class:`calibrate.files.run_folder.RunFolder`: read from a run's output
+    :data:`DIGEST` matches, and with ``run`` (a :class:`calibrate.files.manifest.RunFolder`: read from a run's output
     folder) the folder's manifest records it as it is. Called last, after every field was checked (so that a damaged field is named as such) and before anything is
     answered. A file without a digest (written by an earlier calibrate, or by hand) is read from a file path with a
     warning saying that a change to it cannot be noticed."""
