@@ -449,3 +449,31 @@ def test_layer_checks_find_what_they_are_for(tmp_path):
     assert any(p.startswith("calibrate/__init__.py:2: calibrate (layer 0: calibrate.errors, calibrate.version) imports "
                             "calibrate.contract.base (layer 2") for p in problems), problems
     assert ["calibrate.contract", "calibrate.files", "calibrate.running"] in package_cycles(modules, edges)
+
+
+def architecture_map(text: str) -> set[str]:
+    """The core's files named in docs/architecture.md's map ("Where things are"), as paths under calibrate/:
+    a name at two spaces is directly under calibrate/, a deeper one in the package last named at two spaces."""
+    block = text.split("## Where things are", 1)[1].split("```", 2)[1]
+    named, package = set(), None
+    for line in block.splitlines():
+        stripped = line.lstrip(" ")
+        indent, word = len(line) - len(stripped), stripped.split(" ", 1)[0]
+        if line.startswith("plugins/"):
+            break
+        if indent == 2 and word.endswith("/"):
+            package = word.rstrip("/")
+        elif indent == 2 and word.endswith(".py"):
+            named.add(word)
+        elif indent > 2 and word.endswith(".py") and package:
+            named.add(f"{package}/{word}")
+    return named
+
+
+def test_the_architecture_map_names_every_core_module():
+    core = ROOT / "calibrate"
+    modules = {str(p.relative_to(core)) for p in core.rglob("*.py")
+               if p.parts[-2] != "testing" and not (p.name == "__init__.py" and p.parent != core)}
+    named = architecture_map((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    assert not sorted(modules - named), f"docs/architecture.md's map does not name {sorted(modules - named)}"
+    assert not sorted(named - modules), f"docs/architecture.md's map names {sorted(named - modules)}, which do not exist"

@@ -103,7 +103,6 @@ def check_ids(claimed, real, values, kind: str, scores: Path, refuse: bool = Tru
 def check_known(cal, claimed, known, scores: Path) -> str | None:
     """Attempts whose claimed class the calibration does not hold: none it holds is an error (another gallery's
     calibration: nothing could be judged or decided), some a note with the counts and examples."""
-    import numpy as np
 
     from calibrate.errors import CalibrateError
     from calibrate.formatting import shown

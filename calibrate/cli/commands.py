@@ -246,7 +246,6 @@ def accept(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A save
     with =, +, -, @, a tab or a carriage return gets a leading ' so that no spreadsheet runs it as a formula).
     A normalised calibration's threshold is on the normalised score z, and its decisions need the probes' cohort
     scores (--cohort). --out may not be one of the command's inputs (nor a file of the run folder it reads)."""
-    import numpy as np
 
     from calibrate.api import load
     from calibrate.saved.assess import absent_note

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from calibrate.contract.base import FittedModel
-from calibrate.errors import CalibrationError, ParameterError
+from calibrate.errors import CalibrationError
 from calibrate.contract.packed import is_packed, packed
 from calibrate.files.untrusted import npy_array, plain_name
 from calibrate.contract.statecheck import bad, field, number, numbers
