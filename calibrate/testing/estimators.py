@@ -331,7 +331,7 @@ def check_model_state_round_trip(case: ComponentCase, tmp_path: Path | None = No
 
 
 def _check_damaged_states(case: ComponentCase, text: str) -> None:
-    """``from_state`` on damaged copies of the JSON state ``text``, as a loader calls it (calibrate.saved.json_format.rebuilt):
+    """``from_state`` on damaged copies of the JSON state ``text``, as a loader calls it (calibrate.saved.reading.rebuilt):
     a model, or a refusal the loader turns into one CalibrationError line; any other exception fails."""
     from calibrate.saved.reading import rebuilt
     from calibrate.errors import CalibrationError
