@@ -48,6 +48,14 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # once resolved, an ordinary attribute
         return value
+    if f"{__name__}.{name}" in FORMER_NAMES:
+        # ``calibrate.types`` after ``import calibrate.base``: before the move, importing a public module set it
+        # (and the modules it imported) as an attribute of the package, and plugins came to read that attribute;
+        # the modules now set their new names, so the former name is imported here (the module itself, as an
+        # import of it gives)
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'calibrate' has no attribute {name!r}")
 
 

@@ -51,6 +51,20 @@ def test_former_names_work_in_a_fresh_interpreter():
     assert out.stdout.strip() == "calibrate.statistics.order"
 
 
+def test_a_former_name_is_an_attribute_of_the_package():
+    """Before the move, importing a public module made it (and the public modules it imported) attributes of the
+    package: ``import calibrate.base`` then ``calibrate.types.DistanceMatrix`` worked, as did ``from calibrate import
+    base``. The former names are still attributes, each the very module; an unknown one is not."""
+    code = ("import calibrate.base\nimport calibrate.contract.types as ct\nassert calibrate.types is ct\n"
+            "import calibrate.testing\nfrom calibrate import hookspecs, stats\n"
+            "assert calibrate.hookspecs is hookspecs and stats.interp_threshold\n"
+            "assert calibrate.base.Estimator is calibrate.contract.base.Estimator\n"
+            "assert not hasattr(calibrate, 'pipeline') and not hasattr(calibrate, 'no_such_module')\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
 def test_an_unknown_module_is_still_not_found():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("calibrate.no_such_module")
