@@ -65,6 +65,14 @@ def test_a_former_name_is_an_attribute_of_the_package():
     assert out.stdout.strip() == "ok"
 
 
+def test_reloading_the_package_keeps_one_finder():
+    code = ("import importlib, sys, calibrate\nimportlib.reload(calibrate)\nimport calibrate.base as b\n"
+            "print(sum(type(f).__name__ == '_FormerNames' for f in sys.meta_path), b.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "calibrate.contract.base"]
+
+
 def test_an_unknown_module_is_still_not_found():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("calibrate.no_such_module")
