@@ -65,6 +65,27 @@ def test_a_former_name_is_an_attribute_of_the_package():
     assert out.stdout.strip() == "ok"
 
 
+def test_a_former_name_is_found_while_the_package_is_still_being_imported():
+    """From the moment calibrate is in sys.modules, an import of ``calibrate.stats`` in another thread does not wait
+    for calibrate/__init__.py to finish: the finder of former names must be in place before that module imports
+    anything (it was installed at its end, and threads importing former names at once failed with
+    ModuleNotFoundError). Made deterministic here: the first import calibrate/__init__.py makes asks for a former
+    name, as such a thread would at that moment."""
+    code = ("import importlib, sys\n"
+            "class Meanwhile:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.startswith('calibrate.') and 'calibrate' in sys.modules and not hasattr(self, 'got'):\n"
+            "            self.got = None\n"
+            "            self.got = importlib.import_module('calibrate.stats')\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Meanwhile())\n"
+            "import calibrate\n"
+            "print(sys.meta_path[0].got.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "calibrate.statistics.order"
+
+
 def test_reloading_the_package_keeps_one_finder():
     code = ("import importlib, sys, calibrate\nimportlib.reload(calibrate)\nimport calibrate.base as b\n"
             "print(sum(type(f).__name__ == '_FormerNames' for f in sys.meta_path), b.__name__)")
