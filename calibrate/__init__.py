@@ -32,6 +32,69 @@ modules had before the core was grouped into packages (``calibrate.base``, ``cal
 
 from __future__ import annotations
 
+# The former names first: from the moment this module is in sys.modules, another thread importing
+# ``calibrate.base`` no longer waits for it to finish, so the finder is put in place before anything else
+# runs here (installed at the end, it failed every run of 16 threads importing former names at once; a
+# thread switch before these lines is still possible, and failed 1 run in about 20 of that measurement)
+
+#: The public modules' names before the core was grouped into packages (issue 33): a plugin written
+#: against them keeps working. ``import calibrate.base`` gives the very module calibrate.contract.base
+#: (one module object, two names); new code uses the names in PUBLIC_MODULES.
+FORMER_NAMES = {
+    "calibrate.base": "calibrate.contract.base",
+    "calibrate.types": "calibrate.contract.types",
+    "calibrate.params": "calibrate.contract.params",
+    "calibrate.hookspecs": "calibrate.contract.hookspecs",
+    "calibrate.progress": "calibrate.contract.progress",
+    "calibrate.partitioned": "calibrate.contract.sharded",
+    "calibrate.statecheck": "calibrate.contract.statecheck",
+    "calibrate.packed": "calibrate.contract.packed",
+    "calibrate.stats": "calibrate.statistics.order",
+    "calibrate.gpd": "calibrate.statistics.gpd",
+    "calibrate.standardise": "calibrate.statistics.standardise",
+    "calibrate.verification": "calibrate.statistics.verification",
+    "calibrate.sanity": "calibrate.statistics.sanity",
+    "calibrate.world": "calibrate.predicted.world",
+    "calibrate.prediction": "calibrate.predicted.interval",
+    "calibrate.confidence": "calibrate.predicted.confidence",
+    "calibrate.cohort": "calibrate.normalisation.cohort",
+    "calibrate.scorefiles": "calibrate.files.score_lists",
+    "calibrate.safefiles": "calibrate.files.untrusted",
+}
+
+
+class _FormerNames:
+    """Finds a module by its former name (FORMER_NAMES): importing it imports the module under its new
+    name and puts that same module object under the former name too (the import system takes what
+    ``exec_module`` left in sys.modules), so identity, monkeypatching and pickling are unaffected."""
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        if fullname not in FORMER_NAMES:
+            return None
+        from importlib.util import spec_from_loader
+
+        return spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return None  # a placeholder, replaced in exec_module
+
+    def exec_module(self, module) -> None:
+        import importlib
+        import sys
+
+        sys.modules[module.__name__] = importlib.import_module(FORMER_NAMES[module.__name__])
+
+
+def _install_former_names() -> None:
+    import sys
+
+    # by name, not isinstance: importlib.reload(calibrate) makes a new class, and one finder is enough
+    if not any(type(f).__module__ == __name__ and type(f).__qualname__ == "_FormerNames" for f in sys.meta_path):
+        sys.meta_path.append(_FormerNames())
+
+
+_install_former_names()
+
 from calibrate.version import __version__
 
 #: the entry points, imported on first use (PEP 562) so that ``import calibrate.contract.hookspecs`` or any
@@ -48,6 +111,14 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # once resolved, an ordinary attribute
         return value
+    if f"{__name__}.{name}" in FORMER_NAMES:
+        # ``calibrate.types`` after ``import calibrate.base``: before the move, importing a public module set it
+        # (and the modules it imported) as an attribute of the package, and plugins came to read that attribute;
+        # the modules now set their new names, so the former name is imported here (the module itself, as an
+        # import of it gives)
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'calibrate' has no attribute {name!r}")
 
 
@@ -103,63 +174,6 @@ LAYERS = (
     ("calibrate.api",),
     ("calibrate.cli",),
 )
-
-#: The public modules' names before the core was grouped into packages (issue 33): a plugin written
-#: against them keeps working. ``import calibrate.base`` gives the very module calibrate.contract.base
-#: (one module object, two names); new code uses the names in PUBLIC_MODULES.
-FORMER_NAMES = {
-    "calibrate.base": "calibrate.contract.base",
-    "calibrate.types": "calibrate.contract.types",
-    "calibrate.params": "calibrate.contract.params",
-    "calibrate.hookspecs": "calibrate.contract.hookspecs",
-    "calibrate.progress": "calibrate.contract.progress",
-    "calibrate.partitioned": "calibrate.contract.sharded",
-    "calibrate.statecheck": "calibrate.contract.statecheck",
-    "calibrate.packed": "calibrate.contract.packed",
-    "calibrate.stats": "calibrate.statistics.order",
-    "calibrate.gpd": "calibrate.statistics.gpd",
-    "calibrate.standardise": "calibrate.statistics.standardise",
-    "calibrate.verification": "calibrate.statistics.verification",
-    "calibrate.sanity": "calibrate.statistics.sanity",
-    "calibrate.world": "calibrate.predicted.world",
-    "calibrate.prediction": "calibrate.predicted.interval",
-    "calibrate.confidence": "calibrate.predicted.confidence",
-    "calibrate.cohort": "calibrate.normalisation.cohort",
-    "calibrate.scorefiles": "calibrate.files.score_lists",
-    "calibrate.safefiles": "calibrate.files.untrusted",
-}
-
-
-class _FormerNames:
-    """Finds a module by its former name (FORMER_NAMES): importing it imports the module under its new
-    name and puts that same module object under the former name too (the import system takes what
-    ``exec_module`` left in sys.modules), so identity, monkeypatching and pickling are unaffected."""
-
-    def find_spec(self, fullname: str, path=None, target=None):
-        if fullname not in FORMER_NAMES:
-            return None
-        from importlib.util import spec_from_loader
-
-        return spec_from_loader(fullname, self)
-
-    def create_module(self, spec):
-        return None  # a placeholder, replaced in exec_module
-
-    def exec_module(self, module) -> None:
-        import importlib
-        import sys
-
-        sys.modules[module.__name__] = importlib.import_module(FORMER_NAMES[module.__name__])
-
-
-def _install_former_names() -> None:
-    import sys
-
-    if not any(isinstance(f, _FormerNames) for f in sys.meta_path):
-        sys.meta_path.append(_FormerNames())
-
-
-_install_former_names()
 
 __all__ = ["FORMER_NAMES", "LAYERS", "PUBLIC_MODULES", "__version__", "Calibration", "fit", "load", "load_calibration",
            "run", "validate"]

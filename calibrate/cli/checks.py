@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: the formats --format takes (scorefiles.sniff's)
+#: the formats --format takes (calibrate.files.score_list_format.sniff's)
 FORMATS = ("auto", "4-column", "5-column", "csv")
 #: the most --fpr targets one command takes: each costs a pass over every class (and a prediction),
 #: and no report needs more; 10,000 of them took 2.2 GB

@@ -3,6 +3,6 @@
 it back and checking it), partitioned calibrations of sharded runs (partitioned), and judging one on a
 new score file (assess).
 
-May import: every package above it in calibrate.LAYERS (the leaf modules, files, contract,
+May import: every package below it in calibrate.LAYERS (the leaf modules, files, contract,
 statistics, predicted, normalisation, recipe).
 """
