@@ -128,9 +128,10 @@ def __dir__() -> list[str]:
 #: The core's API for plugins: the only modules of calibrate a plugin (built-in or third-party) may
 #: import; a listed package includes its submodules. Everything else (api, saved.calibration,
 #: running.*, recipe.*, contract.manager, contract.registry, contract.kinds, saved.json_format, cli.*,
-#: ...) is internal and may change without notice. These import only one another (calibrate.testing
-#: also the registry, to find components by name), never the pipeline, so importing one does not drag
-#: the run machinery into a plugin or a worker.
+#: ...) is internal and may change without notice. These import only one another and the modules they
+#: gather names from (calibrate.testing also the kinds table and the plugin manager, to find components
+#: by name, running.grouped and saved.reading, to rebuild saved models as a loader does), never the
+#: pipeline, so importing one does not drag the run machinery into a plugin or a worker.
 PUBLIC_MODULES = (
     "calibrate.errors",                   # CalibrateError and its kinds
     "calibrate.formatting",               # how rates read in reports

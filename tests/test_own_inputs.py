@@ -64,7 +64,7 @@ def no_work(monkeypatch):
 
     monkeypatch.setattr("calibrate.api.load", never)
     monkeypatch.setattr("calibrate.cli.inputs.read_attempts", never)  # where accept looks it up
-    monkeypatch.setattr("calibrate.cli.score_lists.read_attempts", never)  # where fit and evaluate look it up
+    monkeypatch.setattr("calibrate.cli.fit_evaluate.read_attempts", never)  # where fit and evaluate look it up
 
 
 def _refused(result, option: str, out: Path, before: bytes, named: str) -> None:

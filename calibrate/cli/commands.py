@@ -443,7 +443,7 @@ def plugins(as_json: bool = typer.Option(False, "--json/--no-json", help="Machin
             typer.echo(f"      {p.describe()}{': ' + p.doc if p.doc else ''}")
 
 
-from calibrate.cli import score_lists  # noqa: E402,F401  (registers `fit` and `evaluate` on app)
+from calibrate.cli import fit_evaluate  # noqa: E402,F401  (registers `fit` and `evaluate` on app)
 
 
 def main() -> None:
