@@ -74,7 +74,7 @@ def run(recipe: dict, out: Path, source: Path | None) -> float:
     path.write_text(yaml.safe_dump({**recipe, "output": {"dir": str(out), "plots": False}}), encoding="utf-8")
     python, env, cwd = _command(source)
     t = time.perf_counter()
-    done = subprocess.run(python + ["-c", "from calibrate.cli.commands import main; main()", "run", "-q", str(path)],
+    done = subprocess.run(python + ["-c", "from calibrate.cli import main; main()", "run", "-q", str(path)],
                           capture_output=True, text=True, env=env, cwd=cwd)
     if done.returncode != 0:
         raise SystemExit(f"calibrate run failed ({done.returncode}):\n{done.stderr[-3000:]}")

@@ -106,7 +106,7 @@ def measured(command: list[str], source: Path | None, cwd: Path | None = None) -
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     head = [str(CALIBRATE)]
     if source is not None:
-        head = [sys.executable, "-P", "-c", "from calibrate.cli.commands import main; main()"]
+        head = [sys.executable, "-P", "-c", "from calibrate.cli import main; main()"]
         env["PYTHONPATH"] = os.pathsep.join([str(source), str(source / "plugins")])
     t0 = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-v"] + head + command, capture_output=True, text=True, env=env,
@@ -141,7 +141,7 @@ API_LISTS = r'''
 import json, sys, time, warnings
 import numpy as np
 import calibrate
-from calibrate.files.score_lists import read_comparisons
+from calibrate.scorefiles import read_comparisons  # the former name: a baseline tree may predate issue 33's
 out, scores_path, tnorm_path, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 warnings.simplefilter("ignore")
 cal = calibrate.load(out, "auto")

@@ -30,7 +30,7 @@ RUN = """
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 from calibrate.api import run
-from calibrate.contract.base import RunContext
+from calibrate.base import RunContext  # the former name: a baseline tree may predate issue 33's
 t = time.perf_counter()
 result = run(sys.argv[1], context=RunContext(seed=0))
 print(json.dumps({"seconds": time.perf_counter() - t, "stages": result.timings}))

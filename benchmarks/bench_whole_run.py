@@ -82,7 +82,7 @@ def run_once(recipe: Path, out: Path, source: Path | None = None) -> tuple[float
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     command = [str(CALIBRATE)]
     if source is not None:  # -P: the working folder (this checkout) must not shadow the source tree's packages
-        command = [sys.executable, "-P", "-c", "from calibrate.cli.commands import main; main()"]
+        command = [sys.executable, "-P", "-c", "from calibrate.cli import main; main()"]
         env["PYTHONPATH"] = os.pathsep.join([str(source), str(source / "plugins")])
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()

@@ -83,7 +83,7 @@ def _run(cli: Path, recipe: Path, out: Path, source: Path | None = None) -> tupl
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     command = [str(cli)]
     if source is not None:  # -P: the working folder must not shadow the source tree's packages
-        command = [sys.executable, "-P", "-c", "from calibrate.cli.commands import main; main()"]
+        command = [sys.executable, "-P", "-c", "from calibrate.cli import main; main()"]
         env["PYTHONPATH"] = os.pathsep.join([str(source), str(source / "plugins")])
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
