@@ -397,11 +397,6 @@ def outputs(tmp: Path, rng: random.Random, n: int):
 
 # ---- issue 31's families ------------------------------------------------------------------------
 
-def _true_record(path: Path) -> dict:
-    data = path.read_bytes()
-    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
 def ownership(tmp: Path, rng: random.Random, n: int):
     """Planted journals and manifests that state the *true* size and SHA-256 of the user's files."""
     for k in range(n):
@@ -412,7 +407,7 @@ def ownership(tmp: Path, rng: random.Random, n: int):
         if user != "notes.txt":
             (box / "out" / user).write_text("the user's own\n")
         victims = ["notes.txt"] + ([user] if user != "notes.txt" else [])
-        records = {v: _true_record(box / "out" / v) for v in victims}
+        records = {v: _record((box / "out" / v).read_bytes()) for v in victims}
         manifest = {"format": "calibrate-output", "version": 1, "files": dict(records)}
         what = rng.choice(["journal files", "journal replaces", "manifest", "journal and manifest", "previous"])
         if what.startswith("journal"):
