@@ -51,6 +51,17 @@ def score_recipe(csv: Path, out: Path, estimators=({"plugin": "generic-interp"},
             "output": {"dir": str(out), "plots": False}}
 
 
+def quiet_run(recipe: Path, **kwargs):
+    """``calibrate.run(recipe, **kwargs)`` with its warnings (the run's notes) silenced, for tests about its results."""
+    import warnings
+
+    import calibrate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return calibrate.run(recipe, **kwargs)
+
+
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The installed `calibrate` script in a subprocess (third-party plugin autoload as in the environment)."""
     full_env = {**os.environ, **(env or {})}

@@ -23,21 +23,14 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.api import run
 from calibrate.contract.base import Normalizer
 from calibrate.normalisation.cohort import (FittedNormalization, attempt_statistics, row_moments, rows_drift, rows_mismatch,
                               side_record, statistics_problem, to_distance)
 from calibrate.errors import CalibrateError, CalibrationError, DataError
-from calibrate_test_helpers import DATA, invoke_cli, write_recipe
+from calibrate_test_helpers import DATA, invoke_cli, quiet_run, write_recipe
 from cohort_lists import lists_recipe, refused_on_load, write_lists
 
 BOB = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
-
-
-def _run(recipe: Path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return run(recipe)
 
 
 def _one_error_line(out) -> str:
@@ -85,7 +78,7 @@ def test_a_constant_tnorm_line_is_refused_where_it_was_accepted(tmp_path):
     (tmp_path / "cohort-tnorm").write_text(good)
     _rewrite(tmp_path / "cohort-tnorm", lambda f: f[:3] + ["0.25"])
     with pytest.raises(CalibrateError, match="without spread"):
-        _run(recipe)
+        quiet_run(recipe)
 
 
 def _snorm(n: int = 30, **kw) -> Normalizer:
@@ -161,7 +154,7 @@ def test_scores_near_1e300_normalise_as_their_unscaled_selves(tmp_path):
         folder = write_lists(tmp_path / f"x{scale:g}")
         for name in ("scores-dev", "scores-eval", "cohort-znorm", "cohort-tnorm"):
             _rewrite(folder / name, lambda f: f[:3] + [repr(float(f[3]) * scale)])
-        results[scale] = _run(lists_recipe(folder, "snorm")).results["class-interp"][0]
+        results[scale] = quiet_run(lists_recipe(folder, "snorm")).results["class-interp"][0]
     plain, huge = results[1.0], results[1e300]
     assert huge.false_accepts == plain.false_accepts and huge.fnr == plain.fnr
     assert plain.fpr < 0.1
@@ -172,7 +165,7 @@ def test_scores_near_1e300_normalise_as_their_unscaled_selves(tmp_path):
 @pytest.fixture(scope="module")
 def snorm_run(tmp_path_factory):
     folder = write_lists(tmp_path_factory.mktemp("snorm"))
-    result = _run(lists_recipe(folder, "snorm"))
+    result = quiet_run(lists_recipe(folder, "snorm"))
     return folder, result
 
 
@@ -358,7 +351,7 @@ def test_loading_refuses_spreads_and_records_that_cannot_be_right(snorm_run, tmp
 
 def test_znorm_answers_threshold_in_score_units_deciding_as_accept_does(tmp_path):
     folder = write_lists(tmp_path)
-    _run(lists_recipe(folder, "znorm", sides=("enrolled",), estimators=({"plugin": "class-interp"},
+    quiet_run(lists_recipe(folder, "znorm", sides=("enrolled",), estimators=({"plugin": "class-interp"},
                                                                          {"plugin": "generic-interp"})))
     for label in ("class-interp", "generic-interp"):
         cal = calibrate.load(folder / "out", label)

@@ -8,15 +8,13 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import calibrate
-from calibrate.api import run
-from calibrate_test_helpers import invoke_cli, write_recipe
+from calibrate_test_helpers import invoke_cli, quiet_run, write_recipe
 
 BOB = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
 TARGETS = [0.05, 0.02, 0.01]
@@ -34,12 +32,6 @@ def _matrix_csv(path: Path, seed: int = 11, n_classes: int = 40, per_class: int 
     lines = ["," + ",".join(gallery)] + [p + "," + ",".join(f"{v:.6f}" for v in row) for p, row in zip(probes, s)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-def _run(recipe_path: Path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return run(recipe_path)
 
 
 def _run_decisions(result, label: str, target: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,7 +54,7 @@ def _matrix_recipe(tmp_path: Path, normalizer: dict) -> Path:
 
 @pytest.mark.parametrize("normalizer", [{"plugin": "snorm"}, {"plugin": "asnorm", "top_k": 12}])
 def test_a_matrix_run_is_reproduced_by_accept_after_save_and_load(tmp_path, normalizer):
-    result = _run(_matrix_recipe(tmp_path, normalizer))
+    result = quiet_run(_matrix_recipe(tmp_path, normalizer))
     from calibrate.contract.manager import build_registry
     from calibrate.recipe.validation import load_recipe
 
@@ -118,7 +110,7 @@ def _tnorm_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
 @pytest.mark.parametrize("normalizer", [{"plugin": "snorm"}, {"plugin": "asnorm", "top_k": 10}])
 def test_bob_score_lists_with_cohort_files_are_reproduced_by_the_api_and_the_cli(tmp_path, normalizer):
     on_cli = normalizer["plugin"] == "snorm"  # the command line (and the predicted interval) once
-    result = _run(_bob_recipe(tmp_path, normalizer, predict=on_cli))
+    result = quiet_run(_bob_recipe(tmp_path, normalizer, predict=on_cli))
     fold = result.folds[0]
     assert not on_cli or "auto" in fold.predictions  # the predicted interval models the normalised distances
     tnorm = _tnorm_rows(tmp_path / "cohort-tnorm")
@@ -155,7 +147,7 @@ def test_bob_score_lists_with_cohort_files_are_reproduced_by_the_api_and_the_cli
 
 def test_enroll_gives_a_class_the_statistics_and_thresholds_of_the_run(tmp_path):
     """class-interp is per class: enrolling a class again from the run's own data reproduces its thresholds."""
-    result = _run(_matrix_recipe(tmp_path, {"plugin": "snorm"}))
+    result = quiet_run(_matrix_recipe(tmp_path, {"plugin": "snorm"}))
     from calibrate.contract.manager import build_registry
     from calibrate.recipe.validation import load_recipe
 
@@ -186,7 +178,7 @@ def _bad(tmp_path: Path, edit) -> str:
     recipe = _bob_recipe(tmp_path, {"plugin": "snorm"}, predict=False)
     edit(tmp_path)
     with pytest.raises(CalibrateError) as err:
-        _run(recipe)
+        quiet_run(recipe)
     assert "\n" not in str(err.value)
     return str(err.value)
 

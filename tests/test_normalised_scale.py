@@ -21,8 +21,8 @@ from calibrate.testing.normalizers import check_normalizer_left_out, check_norma
 from calibrate_builtins.normalizers.asnorm import ASNorm
 from calibrate_builtins.normalizers.snorm import SNorm
 from calibrate_builtins.normalizers.znorm import ZNorm
-from calibrate_test_helpers import invoke_cli
-from test_normalised_runs import TARGETS, _matrix_recipe, _run, _run_decisions
+from calibrate_test_helpers import invoke_cli, quiet_run
+from test_normalised_runs import TARGETS, _matrix_recipe, _run_decisions
 
 BUILTINS = [SNorm(), ZNorm(), ASNorm(), ASNorm(top_k=4)]
 
@@ -122,7 +122,7 @@ def test_the_cohort_check_judges_each_attempts_row_from_the_probes_rows():
 @pytest.fixture(scope="module")
 def matrix_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scale")
-    result = _run(_matrix_recipe(tmp, {"plugin": "snorm"}))
+    result = quiet_run(_matrix_recipe(tmp, {"plugin": "snorm"}))
     from calibrate.contract.manager import build_registry
     from calibrate.recipe.validation import load_recipe
 

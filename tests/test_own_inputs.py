@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-import calibrate
-from calibrate_test_helpers import invoke_cli, write_recipe
+from calibrate_test_helpers import invoke_cli, quiet_run, write_recipe
 
 BOB = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
 
@@ -30,12 +28,6 @@ def _bob_files(folder: Path) -> Path:
     return folder
 
 
-def _run(recipe: Path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        calibrate.run(recipe)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A plain run's folder, an S-norm run's folder (with its T-norm cohort file) and a sharded run's folder."""
@@ -43,13 +35,13 @@ def runs(tmp_path_factory):
     base = {"version": 1, "estimators": [{"plugin": "class-interp"}],
             "evaluation": {"targets": [0.05], "prediction": False}}
     data = {"plugin": "score-list", "train": "scores-dev", "test": "scores-eval", "kind": "similarity", "missing": -1}
-    _run(write_recipe(tmp / "plain.yaml", {**base, "data": data, "output": {"dir": "plain", "plots": False}}))
-    _run(write_recipe(tmp / "snorm.yaml", {**base, "normalizer": {"plugin": "snorm"}, "output": {"dir": "snorm", "plots": False},
+    quiet_run(write_recipe(tmp / "plain.yaml", {**base, "data": data, "output": {"dir": "plain", "plots": False}}))
+    quiet_run(write_recipe(tmp / "snorm.yaml", {**base, "normalizer": {"plugin": "snorm"}, "output": {"dir": "snorm", "plots": False},
                                            "data": {**data, "cohort_enrolled": "cohort-znorm", "cohort_probes": "cohort-tnorm"}}))
     from test_partitioned import make_shards
 
     make_shards(tmp / "shards", shards=2, classes=6, probes=20, parquet=False)
-    _run(write_recipe(tmp / "sharded.yaml", {
+    quiet_run(write_recipe(tmp / "sharded.yaml", {
         "version": 1, "data": {"plugin": "score-shards", "path": "shards", "kind": "distance"},
         "estimators": [{"plugin": "auto"}], "evaluation": {"targets": [0.05]}, "output": {"dir": "sharded", "plots": False}}))
     assert (tmp / "sharded" / "pooled-auto.npy").is_file() and (tmp / "sharded" / "calibration-part00001.json").is_file()
