@@ -43,6 +43,14 @@ def write_lists(folder: Path, seed: int = 3, n_classes: int = 10, per_class: int
     return folder
 
 
+def tnorm_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
+    """A 4-column cohort file's rows per probe: probe -> [(cohort model, score), ...] in file order."""
+    rows: dict[str, list[tuple[str, float]]] = {}
+    for model, _, probe, score in (line.split() for line in path.read_text().splitlines()):
+        rows.setdefault(probe, []).append((model, float(score)))
+    return rows
+
+
 def lists_recipe(folder: Path, normalizer: str, sides: tuple[str, ...] = ("enrolled", "probe"),
                  estimators=({"plugin": "class-interp"},), targets=(0.05,)) -> Path:
     """A recipe over :func:`write_lists`'s files with ``normalizer`` and the cohort files of ``sides``."""

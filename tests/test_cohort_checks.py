@@ -28,7 +28,7 @@ from calibrate.normalisation.cohort import (FittedNormalization, attempt_statist
                               side_record, statistics_problem, to_distance)
 from calibrate.errors import CalibrateError, CalibrationError, DataError
 from calibrate_test_helpers import DATA, invoke_cli, quiet_run, write_recipe
-from cohort_lists import lists_recipe, refused_on_load, write_lists
+from cohort_lists import lists_recipe, refused_on_load, tnorm_rows, write_lists
 
 BOB = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
 
@@ -48,13 +48,6 @@ def _rewrite(path: Path, edit) -> Path:
             out.append(" ".join(fields) + "\n")
     path.write_text("".join(out))
     return path
-
-
-def _tnorm_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
-    rows: dict[str, list[tuple[str, float]]] = {}
-    for model, _, probe, score in (line.split() for line in path.read_text().splitlines()):
-        rows.setdefault(probe, []).append((model, float(score)))
-    return rows
 
 
 # ---- where statistics are made: no spread, a rounding residue, overflow -----------------------------------
@@ -172,7 +165,7 @@ def snorm_run(tmp_path_factory):
 def _eval_attempts(folder: Path):
     """(claimed, score, probe, genuine) of scores-eval, and each attempt's T-norm row (the file's, in order)."""
     lines = [line.split() for line in (folder / "scores-eval").read_text().splitlines()]
-    tnorm = _tnorm_rows(folder / "cohort-tnorm")
+    tnorm = tnorm_rows(folder / "cohort-tnorm")
     claimed = np.array([c for c, _, _, _ in lines])
     scores = np.array([float(s) for _, _, _, s in lines])
     genuine = np.array([c == r for c, r, _, _ in lines])

@@ -15,6 +15,7 @@ import pytest
 
 import calibrate
 from calibrate_test_helpers import invoke_cli, quiet_run, write_recipe
+from cohort_lists import tnorm_rows
 
 BOB = Path(__file__).resolve().parents[1] / "examples" / "bob-scores"
 TARGETS = [0.05, 0.02, 0.01]
@@ -99,21 +100,13 @@ def _bob_recipe(tmp_path: Path, normalizer: dict, predict: bool = True) -> Path:
         "evaluation": {"targets": TARGETS, "prediction": predict}, "output": {"dir": str(tmp_path / "out"), "plots": False}})
 
 
-def _tnorm_rows(path: Path) -> dict[str, list[tuple[str, float]]]:
-    out: dict[str, list[tuple[str, float]]] = {}
-    for line in path.read_text().splitlines():
-        model, _, probe, score = line.split()
-        out.setdefault(probe, []).append((model, float(score)))
-    return out
-
-
 @pytest.mark.parametrize("normalizer", [{"plugin": "snorm"}, {"plugin": "asnorm", "top_k": 10}])
 def test_bob_score_lists_with_cohort_files_are_reproduced_by_the_api_and_the_cli(tmp_path, normalizer):
     on_cli = normalizer["plugin"] == "snorm"  # the command line (and the predicted interval) once
     result = quiet_run(_bob_recipe(tmp_path, normalizer, predict=on_cli))
     fold = result.folds[0]
     assert not on_cli or "auto" in fold.predictions  # the predicted interval models the normalised distances
-    tnorm = _tnorm_rows(tmp_path / "cohort-tnorm")
+    tnorm = tnorm_rows(tmp_path / "cohort-tnorm")
     eval_lines = [line.split() for line in (tmp_path / "scores-eval").read_text().splitlines()]
     for label in ("class-interp", "auto"):
         cal = calibrate.load(tmp_path / "out", label)
