@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.contract.base import RunContext
 from calibrate.contract.types import ImpostorDistances
 from calibrate_builtins.estimators.anchored import Anchored
 

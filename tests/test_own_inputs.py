@@ -10,9 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
-import yaml
 
 from calibrate_test_helpers import invoke_cli, quiet_run, write_recipe
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import calibrate
-from calibrate.contract.base import RunContext
 from calibrate.errors import CalibrationError, ParameterError, RecipeError
 from calibrate.running.grouped import GroupedModel, model_from_state
 from calibrate.contract.manager import build_registry
