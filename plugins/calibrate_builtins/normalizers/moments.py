@@ -1,4 +1,5 @@
-"""What the built-in normalisers share: a cohort row's mean and spread, and the standardised distance.
+"""What the built-in normalisers share: a cohort row's mean and spread, the standardised distance, and the base
+class (MeanAndSpread) of the normalisers whose statistics are those (znorm, tnorm, snorm).
 
 The spread is the population standard deviation (ddof 0, as bob.bio.base's Z- and T-norm).
 
@@ -48,6 +49,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from calibrate.contract.base import Normalizer
 from calibrate.normalisation.cohort import SPREAD_FLOOR
 
 #: rows whose largest |distance| lies outside [2**-LIMIT, 2**LIMIT] are scaled by a power of two first
@@ -382,11 +384,16 @@ def mean_and_spread(cohort: np.ndarray) -> dict[str, np.ndarray]:
     return {"mean": mean, "std": std}
 
 
-def mean_and_spread_left_out(cohort: np.ndarray, usable: np.ndarray, rows: np.ndarray,
-                             left_out: np.ndarray) -> dict[str, np.ndarray]:
-    """``{"mean", "std"}`` per attempt: of its row's usable values without the member left out."""
-    mean, std = moments(cohort, usable, rows, left_out)
-    return {"mean": mean, "std": std}
+class MeanAndSpread(Normalizer):
+    """A normaliser whose statistics on each of its sides are a cohort row's ``{"mean", "std"}``: of the row itself,
+    or per attempt of its row's usable values without the member left out, bit for bit the same."""
+
+    def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
+        return mean_and_spread(cohort)
+
+    def _statistics_left_out(self, cohort, usable, rows, left_out) -> dict[str, np.ndarray]:
+        mean, std = moments(cohort, usable, rows, left_out)
+        return {"mean": mean, "std": std}
 
 
 def standardised(distances: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -9,22 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.contract.base import Normalizer
-
-from .moments import mean_and_spread, mean_and_spread_left_out, standardised
+from .moments import MeanAndSpread, standardised
 
 
-class TNorm(Normalizer):
+class TNorm(MeanAndSpread):
     """T-norm: (d - mean) / std of the probe's distances to the cohort models (probe side)."""
 
     progress_name = "tnorm"  # as registered, in messages
     sides = ("probe",)
-
-    def _statistics(self, cohort: np.ndarray) -> dict[str, np.ndarray]:
-        return mean_and_spread(cohort)
-
-    def _statistics_left_out(self, cohort, usable, rows, left_out) -> dict[str, np.ndarray]:
-        return mean_and_spread_left_out(cohort, usable, rows, left_out)
 
     def _normalize(self, distances, enrolled, probe) -> np.ndarray:
         return standardised(distances, probe)
