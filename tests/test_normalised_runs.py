@@ -44,6 +44,19 @@ def _run_decisions(result, label: str, target: float) -> tuple[np.ndarray, np.nd
     return rows, cols, fold.test.values[rows, cols] <= table.values[cols, k]
 
 
+def _matrix_lists(folder: Path, test, whole_valid: np.ndarray, rows, cols) -> tuple[Path, Path]:
+    """(attempts, tnorm) written in ``folder`` from the evaluation matrix ``test``: its attempts (rows[a], cols[a]) as a
+    4-column score list (probe i named p<i>), and the gallery as the probes' T-norm cohort (every ``whole_valid`` cell)."""
+    raw = test.values
+    attempts = folder / "attempts"
+    attempts.write_text("".join(f"{test.gallery_classes[j]} {test.probe_classes[i]} p{i} {float(raw[i, j])!r}\n"
+                                for i, j in zip(rows, cols)), encoding="utf-8")
+    cohort = folder / "tnorm"
+    cohort.write_text("".join(f"{test.gallery_classes[k]} {test.probe_classes[i]} p{i} {float(raw[i, k])!r}\n"
+                              for i, k in zip(*np.nonzero(whole_valid))), encoding="utf-8")
+    return attempts, cohort
+
+
 def _matrix_recipe(tmp_path: Path, normalizer: dict) -> Path:
     csv_path = _matrix_csv(tmp_path / "scores.csv")
     return write_recipe(tmp_path / "r.yaml", {
@@ -74,13 +87,8 @@ def test_a_matrix_run_is_reproduced_by_accept_after_save_and_load(tmp_path, norm
             assert np.array_equal(got, want), (label, target, int((got != want).sum()))
             assert 0 < want.sum() < want.size
     # the CLI, from score lists written from the matrix: attempts, and the gallery as the T-norm cohort
-    attempts = tmp_path / "attempts"
     rows, cols, want = _run_decisions(result, "class-interp", 0.02)
-    attempts.write_text("".join(f"{test.gallery_classes[j]} {test.probe_classes[i]} p{i} {float(raw[i, j])!r}\n"
-                                for i, j in zip(rows, cols)), encoding="utf-8")
-    cohort = tmp_path / "tnorm"
-    cohort.write_text("".join(f"{test.gallery_classes[k]} {test.probe_classes[i]} p{i} {float(raw[i, k])!r}\n"
-                              for i, k in zip(*np.nonzero(whole_valid))), encoding="utf-8")
+    attempts, cohort = _matrix_lists(tmp_path, test, whole_valid, rows, cols)
     out = invoke_cli("accept", str(tmp_path / "out"), str(attempts), "--fpr", "0.02", "--estimator", "class-interp",
                   "--out", str(tmp_path / "d.csv"), "--cohort", str(cohort))
     assert out.returncode == 0, out.stderr

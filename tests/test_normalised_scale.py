@@ -21,7 +21,7 @@ from calibrate_builtins.normalizers.asnorm import ASNorm
 from calibrate_builtins.normalizers.snorm import SNorm
 from calibrate_builtins.normalizers.znorm import ZNorm
 from calibrate_test_helpers import invoke_cli, quiet_run
-from test_normalised_runs import TARGETS, _matrix_recipe, _run_decisions
+from test_normalised_runs import TARGETS, _matrix_lists, _matrix_recipe, _run_decisions
 
 BUILTINS = [SNorm(), ZNorm(), ASNorm(), ASNorm(top_k=4)]
 
@@ -170,14 +170,9 @@ def test_probe_cohorts_that_cannot_be_right_are_one_clear_error(matrix_run):
 def test_accept_with_a_cohort_file_reads_each_probe_once(matrix_run, tmp_path):
     tmp, result, split = matrix_run
     test = split.test
-    raw, whole_valid = test.values, split.train.valid | test.valid
+    whole_valid = split.train.valid | test.valid
     rows, cols, want = _run_decisions(result, "class-interp", 0.02)
-    attempts = tmp_path / "attempts"
-    attempts.write_text("".join(f"{test.gallery_classes[j]} {test.probe_classes[i]} p{i} {float(raw[i, j])!r}\n"
-                                for i, j in zip(rows, cols)), encoding="utf-8")
-    cohort = tmp_path / "tnorm"
-    cohort.write_text("".join(f"{test.gallery_classes[k]} {test.probe_classes[i]} p{i} {float(raw[i, k])!r}\n"
-                              for i, k in zip(*np.nonzero(whole_valid))), encoding="utf-8")
+    attempts, cohort = _matrix_lists(tmp_path, test, whole_valid, rows, cols)
     from calibrate.cli.inputs import probe_cohorts
 
     cal = calibrate.load(tmp / "out", "class-interp")
