@@ -42,16 +42,16 @@ QUIET_HELP = ("No progress output (bars on a terminal, else progress lines on st
 
 
 @contextmanager
-def command_progress(quiet: bool) -> Iterator:
-    """The progress of a score-list command (``fit``, ``evaluate``, ``accept``, ``threshold``): a RunContext whose
-    stages (reading, fitting, predicting, deciding, writing) report as a run's do (calibrate.contract.progress: live bars on
-    a terminal; else plain lines on stderr every $CALIBRATE_PROGRESS_INTERVAL seconds, with counts and a rate),
-    except that a stage is first shown when its first line is due, so that a command done within the interval
-    prints no progress; none with ``quiet``."""
+def command_progress(quiet: bool, announce: bool = False) -> Iterator:
+    """The progress of a command: a RunContext whose stages report (calibrate.contract.progress: live bars on a
+    terminal; else plain lines on stderr every $CALIBRATE_PROGRESS_INTERVAL seconds, with counts and a rate); none
+    with ``quiet``. ``announce`` (``run``): a line as each stage starts and ends; else (the score-list commands
+    ``fit``, ``evaluate``, ``accept``, ``threshold``: reading, fitting, predicting, deciding, writing) a stage is
+    first shown when its first line is due, so that a command done within the interval prints no progress."""
     from calibrate.contract.base import RunContext
     from calibrate.contract.progress import make_reporter
 
-    reporter = make_reporter(quiet, sys.stderr, announce=False)
+    reporter = make_reporter(quiet, sys.stderr, announce=announce)
     if reporter is None:
         yield RunContext()
         return

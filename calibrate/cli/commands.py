@@ -6,7 +6,6 @@ Exit codes: 0 success; 2 bad input (one message, no traceback); 1 internal error
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -34,17 +33,6 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
     install_warning_notes()
 
 
-def _progress_context(quiet: bool):
-    """The run's context and its progress reporter (a context manager around the run; None when quiet):
-    live bars with rate and ETA when stderr is a terminal, else plain lines on stderr (a line as each
-    stage starts and ends, and every $CALIBRATE_PROGRESS_INTERVAL seconds, default 10, while it runs)."""
-    from calibrate.contract.base import RunContext
-    from calibrate.contract.progress import make_reporter
-
-    reporter = make_reporter(quiet, sys.stderr)
-    return RunContext(reporter=reporter), reporter
-
-
 @app.command()
 def run(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML file."),
         out: Optional[Path] = typer.Option(None, "--out", help="Output folder (overrides the recipe's `output:`)."),
@@ -55,15 +43,9 @@ def run(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML f
 
     try:
         parsed = validate(recipe, out=out)
-        context, progress = _progress_context(quiet)
-        context.seed = parsed.seed
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), command_progress(quiet, announce=True) as context:
             warnings.simplefilter("ignore")  # notes are collected into report.md and printed below
-            if progress is not None:
-                with progress:
-                    result = run_recipe(parsed, context=context)
-            else:
-                result = run_recipe(parsed, context=context)
+            result = run_recipe(parsed, context=context)  # which sets the context's seed to the recipe's
     except Exception as exc:  # noqa: BLE001 - the CLI decides between exit code 1 and 2
         _fail(exc, recipe)
         return

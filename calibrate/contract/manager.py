@@ -121,10 +121,6 @@ class PluginManager:
                           "hook but not marked @hookimpl (from calibrate.contract.hookspecs import hookimpl), so pluggy ignores "
                           "it and it registers nothing", stacklevel=3)
 
-    @property
-    def plugin_names(self) -> list[str]:
-        return [name for name, _ in self._pm.list_name_plugin()]
-
     def components(self, kind: Kind) -> Iterator[ComponentInfo]:
         """Every component of ``kind``, plugin by plugin in registration order; each hook call gets a
         ``register`` bound to its plugin, so the registry knows who registered what."""

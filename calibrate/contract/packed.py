@@ -42,17 +42,18 @@ PACK_FROM = 1000
 #: the most values one packed array may declare (8 GB of float64): a damaged count is refused before any work
 MAX_COUNT = 10**9
 
-_SIGN = np.uint64(1 << 63)
+
+def order_keys(values: np.ndarray) -> np.ndarray:
+    """uint64 keys whose order is the order of the float64 ``values`` (-0.0 just below 0.0): step 1 above, and the
+    keys a sharded run's selections bin and sort (calibrate.contract.sharded)."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    return np.where(bits >> np.uint64(63), ~bits, bits | np.uint64(1 << 63))
 
 
-def _keys(values: np.ndarray) -> np.ndarray:
-    bits = np.ascontiguousarray(values, dtype="<f8").view("<u8")
-    return np.where(bits & _SIGN, ~bits, bits | _SIGN)
-
-
-def _values(keys: np.ndarray) -> np.ndarray:
-    bits = np.where(keys & _SIGN, keys & ~_SIGN, ~keys)
-    return bits.astype("<u8", copy=False).view("<f8").astype(np.float64, copy=False)
+def _key_values(keys: np.ndarray) -> np.ndarray:
+    """The float64 values of :func:`order_keys` (its inverse)."""
+    top = keys >> np.uint64(63)
+    return np.where(top, keys & ~np.uint64(1 << 63), ~keys).view(np.float64)
 
 
 #: a difference below LIMITS[j] has at most j significant bytes
@@ -65,7 +66,7 @@ def packed(values: Any) -> list | dict[str, Any]:
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size < PACK_FROM:
         return v.tolist()
-    steps = np.diff(_keys(v), prepend=np.uint64(0)).astype("<u8", copy=False)  # uint64: wraps modulo 2**64
+    steps = np.diff(order_keys(v), prepend=np.uint64(0)).astype("<u8", copy=False)  # uint64: wraps modulo 2**64
     sizes = (np.searchsorted(_LIMITS, steps, side="right") + (steps > 0)).astype(np.uint8)
     significant = steps.view(np.uint8).reshape(-1, 8)[np.arange(8)[None, :] < sizes[:, None]]
     raw = zlib.compress(sizes.tobytes() + significant.tobytes(), 6)
@@ -101,4 +102,4 @@ def unpacked(value: Mapping[str, Any], where: str) -> np.ndarray:
         raise bad(f"data does not hold the {count} values its count declares")
     steps = np.zeros((count, 8), dtype=np.uint8)
     steps[np.arange(8)[None, :] < sizes[:, None]] = np.frombuffer(body, dtype=np.uint8, offset=count)
-    return _values(np.cumsum(steps.view("<u8").ravel(), dtype=np.uint64))
+    return _key_values(np.cumsum(steps.view("<u8").ravel(), dtype=np.uint64))

@@ -24,6 +24,7 @@ import numpy as np
 
 from calibrate.errors import DataError, RecipeError
 from calibrate.contract.types import ImpostorDistances
+from calibrate.contract.packed import _key_values, order_keys  # noqa: F401  (order_keys re-exported: public API)
 
 PART = "part{:05d}"
 HEAD_FORMAT = "calibrate-partitioned"
@@ -209,12 +210,6 @@ class ShardRunner:
         return self.context.map(function, [arg])[0]
 
 
-def order_keys(values: np.ndarray) -> np.ndarray:
-    """uint64 keys whose order is the order of the float64 ``values`` (-0.0 just below 0.0)."""
-    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
-    return np.where(bits >> np.uint64(63), ~bits, bits | np.uint64(1 << 63))
-
-
 def _histogram(impostors, arg, index):
     values_fn, values_arg = arg
     bins = order_keys(values_fn(impostors, values_arg)) >> np.uint64(_BIN_SHIFT)
@@ -299,12 +294,6 @@ class TailMoments:
     sum_low: float
     sum_ranked: float
     kept: np.ndarray
-
-
-def _key_values(keys: np.ndarray) -> np.ndarray:
-    """The float64 values of :func:`order_keys` (its inverse)."""
-    top = keys >> np.uint64(63)
-    return np.where(top, keys & ~np.uint64(1 << 63), ~keys).view(np.float64)
 
 
 #: pass 1 of :func:`lowest_moments` keeps each shard's lowest ``SAVE_MARGIN`` times the share of values the tail

@@ -73,8 +73,7 @@ from calibrate.files.untrusted import plain_name
 from calibrate.files.ownerkey import Seal, owner_key
 from calibrate.files.user_output import write_temp_beside
 from calibrate.files.manifest import (CONTRACT_NAMES, JOURNAL, MANIFEST, PREVIOUS, STAGING_PREFIX, OutputError, _exists,
-                                      _load_json, _manifest_doc, _matches, _owned_records, _record_ok, _sealed, _sha256,
-                                      owned_files)
+                                      _load_json, _manifest_doc, _matches, _record_ok, _sealed, _sha256, owned_files)
 
 try:  # POSIX advisory locks; absent on Windows
     import fcntl
@@ -129,9 +128,7 @@ def _is_abandoned(staging: Path) -> bool:
 def _commit_owner(folder: Path, seal: Seal) -> dict[str, dict]:
     """What an interrupted commit may replace or remove: the files the folder's manifest owns, or, once
     that commit has set the manifest aside, the files the set-aside manifest owns (D3)."""
-    if _exists(folder / MANIFEST):
-        return _owned_records(folder, seal)
-    return _owned_records(folder, seal, PREVIOUS)
+    return owned_files(folder, seal, MANIFEST if _exists(folder / MANIFEST) else PREVIOUS) or {}
 
 
 class JournalError(Exception):
@@ -318,17 +315,19 @@ class StagedOutput:
             raise OutputError(f"cannot create the output folder {shown!r} ({why}); choose another with --out") from None
         return missing
 
-    def _check_conflicts(self, names) -> None:
+    def _check_conflicts(self, names) -> dict[str, dict]:
+        """Refuse files of ``names`` here that calibrate cannot prove it wrote; the records of those it may replace
+        or remove (:func:`owned_files`: what a commit replaces, each file hashed once)."""
         if _exists(self.final / PREVIOUS):  # only ever there while a commit runs: recovery removed ours
             raise OutputError(f"the output folder {str(self.final)!r} holds {PREVIOUS} without an unfinished commit "
                               "that set it aside; calibrate changed nothing: move it away or choose another folder "
                               "with --out")
-        owned = owned_files(self.final, self.seal)
+        records = owned_files(self.final, self.seal)
+        owned = set() if records is None else {*records, MANIFEST}
         foreign = sorted(n for n in names if n not in owned and _exists(self.final / n))
         if not foreign:
-            return
-        doc = _manifest_doc(self.final)
-        if doc is not None and not _sealed(doc, self.seal, "manifest"):
+            return records or {}
+        if records is None and _exists(self.final / MANIFEST):  # a manifest there, not sealed for this folder
             raise OutputError(f"the output folder {str(self.final)!r} already holds {', '.join(foreign)}, which "
                               f"calibrate cannot prove it wrote there: its {MANIFEST} is not sealed with your owner "
                               "key for this folder (written by a calibrate from before sealed outputs, by another "
@@ -408,8 +407,9 @@ class StagedOutput:
         manifest = self._manifest()
         with _folder_lock(self.final):
             recover(self.final, self.seal)
-            self._check_conflicts([*self._names, MANIFEST])  # a manifest planted meanwhile is not replaced either
-            journal = {"files": list(self._names), "replaces": _owned_records(self.final, self.seal), "manifest": manifest}
+            # what it replaces (a manifest planted meanwhile is refused, not replaced)
+            replaces = self._check_conflicts([*self._names, MANIFEST])
+            journal = {"files": list(self._names), "replaces": replaces, "manifest": manifest}
             journal["mac"] = self.seal.of("journal", journal)
             # the journal appears whole or not at all: from here on the commit is as good as done
             try:

@@ -110,24 +110,16 @@ def _sealed(doc: dict, seal: Seal, purpose: str) -> bool:
     return seal.verifies(purpose, {k: v for k, v in doc.items() if k != "mac"}, doc.get("mac"))
 
 
-def _owned_records(folder: Path, seal: Seal, name: str = MANIFEST) -> dict[str, dict]:
-    """name -> record of the files the manifest lists that still match it, when the manifest is sealed: the
-    files calibrate wrote there and nobody changed since (a listed file that differs is the user's, and so is
-    every file of a manifest calibrate cannot prove it wrote for this folder)."""
+def owned_files(folder: Path, seal: Seal, name: str = MANIFEST) -> dict[str, dict] | None:
+    """Files in ``folder`` that calibrate wrote and may therefore replace or remove, name -> record: those the
+    manifest (or the previous one a commit keeps, PREVIOUS) lists with their current size and SHA-256, when it is
+    sealed, and then that manifest too; None when it is not there or not sealed, and then nothing in the folder
+    is calibrate's. Never a file recognised by its name alone (D1), nor by a record that anybody could have
+    written (issue 31): a listed file that differs is the user's."""
     doc = _manifest_doc(folder, name)
     if doc is None or not _sealed(doc, seal, "manifest"):
-        return {}
+        return None
     return {key: entry for key, entry in doc["files"].items() if _matches(folder / key, entry)}
-
-
-def owned_files(folder: Path, seal: Seal) -> set[str]:
-    """Files in ``folder`` that calibrate wrote and may therefore replace or remove: those a sealed manifest
-    lists with their current size and SHA-256, and that manifest; never a file recognised by its name alone
-    (D1), nor by a record that anybody could have written (issue 31)."""
-    doc = _manifest_doc(folder)
-    if doc is None or not _sealed(doc, seal, "manifest"):
-        return set()
-    return set(_owned_records(folder, seal)) | {MANIFEST}
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any] | None:

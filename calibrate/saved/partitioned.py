@@ -139,9 +139,9 @@ class PartitionedCalibration:
                 path = self.folder / f"classes-{PART.format(k)}.json"
                 regular_file(path, f"the class list of part {k}", "the result is incomplete: run the recipe again",
                              error=CalibrationError)
-                names = load_json(path, f"class list of part {k}")
+                names, data = load_json(path, f"class list of part {k}", raw=True)
                 check_labels(names, path, "the class list")
-                self._run.check(path.name)
+                self._run.check(path.name, data)  # the bytes just read: not read a second time
                 before = len(index)
                 index.update(dict.fromkeys(names, k))
                 if len(index) != before + len(names):
