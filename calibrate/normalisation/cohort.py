@@ -245,21 +245,17 @@ def normalise_matrix(normalizer: Normalizer, matrix: DistanceMatrix, cohort: Coh
     """``matrix`` (distances) with every valid entry replaced by its normalised distance exp(z); ``classes``:
     the enrolled side's statistics per gallery class (for attempts that leave nothing out)."""
     rows, cols = np.nonzero(matrix.valid)
-    enrolled = probe = None
-    if "enrolled" in normalizer.sides:
-        if cohort.leave_out:
-            side = cohort.enrolled
-            _aligned(side, matrix, "enrolled")
-            columns = _columns_of(side, matrix.gallery_classes.tolist())
-            enrolled = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T, columns[cols], rows,
-                                          describe=_describe_class(side))
-        else:
-            return _normalised(normalizer, matrix, rows, cols, classes,
-                               _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0]
-                               if "probe" in normalizer.sides else None, by_class=True)
-    if "probe" in normalizer.sides:
-        probe = _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0]
-    return _normalised(normalizer, matrix, rows, cols, enrolled, probe)
+    enrolled, by_class = None, False
+    if "enrolled" in normalizer.sides and cohort.leave_out:
+        side = cohort.enrolled
+        _aligned(side, matrix, "enrolled")
+        columns = _columns_of(side, matrix.gallery_classes.tolist())
+        enrolled = attempt_statistics(normalizer, side.values.T, side.impostor_mask().T, columns[cols], rows,
+                                      describe=_describe_class(side))
+    elif "enrolled" in normalizer.sides:
+        enrolled, by_class = classes, True
+    probe = _probe_side(normalizer, cohort.probes, [(matrix, rows, cols)])[0] if "probe" in normalizer.sides else None
+    return _normalised(normalizer, matrix, rows, cols, enrolled, probe, by_class=by_class)
 
 
 def _entries(matrix: DistanceMatrix) -> tuple[np.ndarray, np.ndarray]:

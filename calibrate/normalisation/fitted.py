@@ -64,14 +64,15 @@ def row_moments(values: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.
     return count, mean, std
 
 
-def row_moments_left_out(values: np.ndarray, usable: np.ndarray, rows: np.ndarray,
-                         left_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def row_moments_left_out(values: np.ndarray, usable: np.ndarray, rows: np.ndarray, left_out: np.ndarray, *,
+                         moments: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`row_moments` of each attempt's row (``rows``) without its member ``left_out`` (-1, or an unusable
-    one: none), from the rows' own moments: removing x from n values of mean m and std s leaves the mean
-    m - t s / (n - 1) and the std s sqrt(n / (n - 1) (1 - t**2 / (n - 1))), t = (x - m) / s (no overflow)."""
+    one: none), from the rows' own moments (``moments``: :func:`row_moments` of these rows, when the caller has
+    them): removing x from n values of mean m and std s leaves the mean m - t s / (n - 1) and the std
+    s sqrt(n / (n - 1) (1 - t**2 / (n - 1))), t = (x - m) / s (no overflow)."""
     values = np.asarray(values, dtype=np.float64)
     usable = np.asarray(usable, dtype=bool)
-    count, mean, std = row_moments(values, usable)
+    count, mean, std = row_moments(values, usable) if moments is None else moments
     safe = np.where(left_out >= 0, left_out, 0)
     gone = (left_out >= 0) & usable[rows, safe]
     n, m, sd = count[rows], mean[rows], std[rows]
@@ -119,11 +120,12 @@ def members_mismatch(record: Mapping[str, Any], names: Sequence[str], what: str)
 
 
 def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray, what: str,
-                  rows: np.ndarray | None = None, left_out: np.ndarray | None = None) -> str | None:
+                  rows: np.ndarray | None = None, left_out: np.ndarray | None = None, *,
+                  moments: tuple | None = None) -> str | None:
     """Why cohort rows given later (distances where ``usable``; one per attempt, the claimed class left out;
     or, with ``rows`` and ``left_out``, one per probe, attempt a reading row ``rows[a]`` without column
     ``left_out[a]``) are not from the cohort ``record`` describes, or None. Either way each attempt's row
-    is judged, as below.
+    is judged, as below. ``moments``: :func:`row_moments` of ``values``, when the caller has them.
 
     * A row's length must lie between the fewest a fitted row had, less one (the claimed class) and less
       :data:`FEWER_MEMBERS` of them (failed comparisons), and the most a fitted row had. A 2-member cohort
@@ -138,8 +140,8 @@ def rows_mismatch(record: Mapping[str, Any], values: np.ndarray, usable: np.ndar
     members = int(record["members"])
     lo, hi = (int(v) for v in record["lengths"])
     fewest = max(1, min(lo - 1, math.floor((1 - FEWER_MEMBERS) * lo)))
-    count, mean, std = (row_moments(values, usable) if rows is None else
-                        row_moments_left_out(values, usable, rows, left_out))
+    whole = row_moments(values, usable) if moments is None else moments
+    count, mean, std = whole if rows is None else row_moments_left_out(values, usable, rows, left_out, moments=whole)
     off = np.flatnonzero((count < fewest) | (count > hi))
     if off.size:
         a = int(off[0])
@@ -178,12 +180,14 @@ DRIFT_SHARE = 0.25
 DRIFT_ROWS = 8
 
 
-def rows_drift(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray) -> str | None:
+def rows_drift(record: Mapping[str, Any], values: np.ndarray, usable: np.ndarray, *,
+               moments: tuple | None = None) -> str | None:
     """A note when many cohort rows given later lie beyond the fitted rows' means or spreads, each within
     :func:`rows_mismatch`'s wider bounds: a cohort shifted or squeezed as a whole (by less than the fitted rows'
     range, 0.15 on the tests' lists gave a 24% FPR at a 5% target). Not an error: probes from other conditions
-    move their cohort rows too, and T-norm removes a shift that the attempts' scores share."""
-    count, mean, std = row_moments(values, usable)
+    move their cohort rows too, and T-norm removes a shift that the attempts' scores share. ``moments``:
+    :func:`row_moments` of ``values``, when the caller has them."""
+    count, mean, std = row_moments(values, usable) if moments is None else moments
     kept = count >= 1
     n = int(kept.sum())
     if n < DRIFT_ROWS:
@@ -281,10 +285,11 @@ class FittedNormalization:
             return
         if side not in self.cohort:
             return
-        problem = rows_mismatch(self.cohort[side], values, usable, what, rows, left_out)
+        moments = row_moments(values, usable)  # both checks read the rows' moments: one pass over the cohort
+        problem = rows_mismatch(self.cohort[side], values, usable, what, rows, left_out, moments=moments)
         if problem:
             raise DataError(problem)
-        drift = rows_drift(self.cohort[side], values, usable)
+        drift = rows_drift(self.cohort[side], values, usable, moments=moments)
         if drift:  # said without ``what``, so that the command line's two checks of one file give one note
             warnings.warn(drift, stacklevel=3)
 

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from calibrate.contract.base import RunContext, Transform
-from calibrate.normalisation.cohort import FittedNormalization, matrix_cohorts, normalise_fold as normalise_matrices, side_record
+from calibrate.normalisation.cohort import (FittedNormalization, _columns_of, matrix_cohorts,
+                                             normalise_fold as normalise_matrices, side_record)
 from calibrate.errors import RecipeError
 from calibrate.contract.types import CohortScores, DistanceMatrix
 
@@ -102,8 +103,7 @@ def fitted_cohort(normalizer: Any, cohort: CohortScores, train: DistanceMatrix, 
         out["probe"] = side_record(side.values[rows], side.impostor_mask()[rows], side.gallery_classes.tolist())
     if "enrolled" in normalizer.sides:
         side = cohort.enrolled
-        position = {c: j for j, c in enumerate(side.gallery_classes.tolist())}
-        columns = np.array([position[c] for c in classes], dtype=np.int64)
+        columns = _columns_of(side, classes)
         out["enrolled"] = side_record(side.values[:, columns].T, side.impostor_mask()[:, columns].T,
                                       side.probe_ids.tolist())
     return out

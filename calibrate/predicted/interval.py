@@ -174,10 +174,14 @@ def _training_check(world: Any, impostors: Any, model: FittedModel,
 
 def build_world(impostors: Any, train: Any = None, structure: str = "bulk") -> Any:
     """The reference world fitted to the training distances (calibrate.predicted.world);
-    ``train``: the training DistanceMatrix they come from, whose symmetric pairs the world keeps."""
+    ``train``: the training DistanceMatrix they come from, whose symmetric pairs the world keeps (their slots found
+    once per matrix and kept on it, as its impostor mask is: every world of a fold shares them, and a symmetric
+    matrix of thousands of enrolled sets takes seconds to pair)."""
+    from calibrate.contract.comparisons import _once
     from calibrate.predicted.world import build_world as build, pair_slots
 
-    slots = None if train is None else pair_slots(train.values, train.impostor_mask())
+    slots = None if train is None else _once(train, "_pair_slots",
+                                             lambda: (pair_slots(train.values, train.impostor_mask()),))[0]
     return build(impostors, slots, structure)
 
 

@@ -114,12 +114,17 @@ class DrawPlan:
         of_class = np.repeat(np.arange(counts.size), sizes)
         if np.any(sizes == 0) or np.any(flat < 0) or np.any(flat >= counts[of_class]):
             raise ValueError("every class needs at least one rank, within its count")
+        keys = np.concatenate([[0], np.cumsum(counts)])[:-1][of_class] + flat
+        return cls.of_keys(counts, keys if np.all(np.diff(keys) > 0) else sorted_unique(keys))
+
+    @classmethod
+    def of_keys(cls, counts: np.ndarray, keys: np.ndarray) -> "DrawPlan":
+        """The plan of a draw at ``keys``: ascending, unique global positions (class offset + 0-based rank), at
+        least one in every class."""
+        counts = np.asarray(counts, dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(counts)])
-        keys = offsets[:-1][of_class] + flat
-        if np.any(np.diff(keys) <= 0):  # unsorted or repeated within a class
-            keys = sorted_unique(keys)
-            of_class = np.searchsorted(offsets, keys, side="right") - 1
-            sizes = np.bincount(of_class, minlength=counts.size).astype(np.int64)
+        of_class = np.searchsorted(offsets, keys, side="right") - 1
+        sizes = np.bincount(of_class, minlength=counts.size).astype(np.int64)
         starts = np.cumsum(sizes + 1) - (sizes + 1)  # each class's first increment
         within = np.arange(keys.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         value_cols = starts[of_class] + within

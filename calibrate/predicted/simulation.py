@@ -15,6 +15,7 @@ import numpy as np
 from calibrate.contract.base import RunContext, progress_name
 from calibrate.errors import DataError
 from calibrate.predicted.interval_result import MIN_REPLICATES, Prediction, PredictionSettings
+from calibrate.predicted.simulated_galleries import DrawPlan, sorted_unique
 
 #: vectorised simulation: replicates x drawn values may reach this many per training distance (the run's own cost
 #: grows with them: reading, splitting, sorting, fitting), or SIMULATED_VALUES in all where that is more
@@ -78,10 +79,10 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
     counts = world.counts
     n = int(counts.sum())
     asked = [e.simulation_ranks(counts, t, world) for e in estimators]
-    ranks = _union_ranks(asked, counts)
-    if ranks is not None and world.slots is None:
-        ranks = world.draw_plan(ranks)  # the partial draw's layout, once for every chunk
-    drawn = ranks.drawn if ranks is not None and world.slots is None else n  # slots: whole galleries
+    keys = _union_keys(asked, counts)
+    # the partial draw's layout, once for every chunk; None: whole galleries (asked for, or pair slots)
+    plan = DrawPlan.of_keys(counts, keys) if keys is not None and world.slots is None else None
+    drawn = n if plan is None else plan.drawn
     total = simulated_replicates(settings, drawn, n)
     whole = [e for e, a in zip(estimators, asked) if a is None]
     note = ""
@@ -98,7 +99,7 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
     done = chunk = 0
     while done < total:
         size = min(per_chunk, total - done)
-        galleries = world.draw_galleries(np.random.default_rng([*seed, chunk]), size, ranks)
+        galleries = world.draw_galleries(np.random.default_rng([*seed, chunk]), size, plan)
         for i, estimator in enumerate(estimators):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -172,12 +173,11 @@ def _fewer_note(total: int, settings: PredictionSettings, drawn: int, training: 
             f"({100 * at_asked:.0f}% at {settings.replicates})")
 
 
-def _union_ranks(asked: list, counts: np.ndarray) -> list[np.ndarray] | None:
-    """The ranks every estimator reads, per class, sorted and unique (None: whole galleries, when one asks for them)."""
+def _union_keys(asked: list, counts: np.ndarray) -> np.ndarray | None:
+    """The ranks every estimator reads, as ascending unique global positions (class offset + rank: what
+    DrawPlan.of_keys lays out), every class among them (None: whole galleries, when one asks for them)."""
     if any(a is None for a in asked):
         return None
-    from calibrate.predicted.world import sorted_unique
-
     counts = np.asarray(counts, dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     keys = []
@@ -193,11 +193,10 @@ def _union_ranks(asked: list, counts: np.ndarray) -> list[np.ndarray] | None:
             raise DataError(f"simulation_ranks: class {c} was asked for ranks outside 0..{counts[c] - 1}")
         keys.append(offsets[:-1][cls] + flat)
     keys = sorted_unique(np.concatenate(keys))
-    per_class = np.split(keys, np.searchsorted(keys, offsets[1:-1]))
-    empty = [c for c, r in enumerate(per_class) if r.size == 0]
-    if empty:
+    empty = np.flatnonzero(np.bincount(np.searchsorted(offsets, keys, side="right") - 1, minlength=counts.size) == 0)
+    if empty.size:
         raise DataError(f"simulation_ranks: class {empty[0]} was asked for no rank (0..{counts[empty[0]] - 1})")
-    return [r - o for r, o in zip(per_class, offsets[:-1])]
+    return keys
 
 
 def simulated_replicates(settings: PredictionSettings, drawn: int, training: int | None = None) -> int:

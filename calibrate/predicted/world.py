@@ -260,11 +260,14 @@ class World:
 
     def class_fpr(self, thresholds: np.ndarray) -> np.ndarray:
         """The true FPR of each class's threshold, ``thresholds`` of shape (..., classes, targets)."""
+        return self.shape_cdf(self._standardised(thresholds))
+
+    def _standardised(self, thresholds: np.ndarray) -> np.ndarray:
+        """Each class's thresholds (..., classes, targets) on the scale of G: (log(tau + offset) - m_c) / s_c."""
         tau = np.asarray(thresholds, dtype=np.float64)
         with np.errstate(divide="ignore"):
             y = to_working(np.maximum(tau, 0.0), _FAMILY, self.offset)
-        z = (y - self.loc[:, None]) / self.scale[:, None]
-        return self.shape_cdf(z)
+        return (y - self.loc[:, None]) / self.scale[:, None]
 
     def gallery_fpr(self, per_class: np.ndarray) -> np.ndarray:
         """The gallery's FPR from per-class FPRs (..., classes, targets): attempts weighted by each class's count."""
@@ -407,8 +410,4 @@ def tail_reaches(world: World, thresholds: np.ndarray) -> np.ndarray:
     world's tail model (below its threshold), where only the tail check speaks for the world."""
     if world.tail is None:
         return np.zeros(np.asarray(thresholds).shape[-1], dtype=bool)
-    tau = np.asarray(thresholds, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        y = to_working(np.maximum(tau, 0.0), _FAMILY, world.offset)
-    z = (y - world.loc[:, None]) / world.scale[:, None]
-    return np.any(z < world.tail.u, axis=0)
+    return np.any(world._standardised(thresholds) < world.tail.u, axis=0)

@@ -431,7 +431,7 @@ def group_figures(counts: GroupCounts) -> dict:
             "fnmr_max_over_min": _ratio(fnmr_rates)}
 
 
-def _extremes(groups: Mapping[str, dict], rate: str, count: str, attempts: str) -> tuple[float, float] | None:
+def _extremes(groups: Mapping[str, dict], count: str, attempts: str) -> tuple[float, float] | None:
     """(log of max/min, its variance) of a rate over the labelled groups, counts k + 1/2 (so that a group with
     no event still gives a finite ratio): var(log k/n) ~ 1/k for a binomial count far from n."""
     rows = [g for name, g in groups.items() if name != UNLABELLED and g.get(attempts)]
@@ -451,7 +451,7 @@ def widening(estimator: Mapping[str, dict], reference: Mapping[str, dict], which
     two labelled groups have attempts."""
     keys = {"fmr_same_group": ("false_accepts_same_group", "impostor_attempts_same_group"),
             "fnmr": ("false_rejects", "genuine_attempts")}[which]
-    est, ref = _extremes(estimator, which, *keys), _extremes(reference, which, *keys)
+    est, ref = _extremes(estimator, *keys), _extremes(reference, *keys)
     if est is None or ref is None:
         return None
     z = (est[0] - ref[0]) / math.sqrt(est[1] + ref[1])

@@ -31,8 +31,6 @@ from calibrate.contract.sharded import PartitionedFitter
 from calibrate.testing.common import CheckSkipped, ComponentCase, _build, _params, _tmpdir
 
 ROLES = ("required", "optional", "provided")
-#: dunder methods that belong to a contract when marked (an executor's context manager); others never do
-_DUNDERS_IN_CONTRACT = ("__enter__", "__exit__")
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ def _function(value: Any):
 def role_of(cls: type, name: str, function) -> str | None:
     """required / optional / provided for a method of a contract class; None when it is not part of it."""
     if getattr(function, CONTRACT_MARK, None) == "optional":
-        return "optional"
+        return "optional"  # a dunder too, when marked (an executor's __enter__ and __exit__)
     if name.startswith("__") and name.endswith("__"):
         return None
     if getattr(function, "__isabstractmethod__", False):
