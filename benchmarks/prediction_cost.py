@@ -19,9 +19,13 @@ or refitted, or why none). ``--baseline DIR`` measures another version's source 
 ``--generated PROBESxCLASSES`` adds a data-only recipe (the defaults: auto, its predicted interval, the fpr
 evaluator with its pictures) on the similarity matrix benchmarks/bench_whole_run.py generates with a fixed seed:
 5701x1680 is the unseen face matcher's size (LFW's, 9.6 million comparisons), where the simulated galleries are
-largest. ``--generated-only`` skips the example recipes.
+largest. ``--generated-only`` skips the example recipes. ``--structures`` adds, on each generated matrix, every
+structure auto can choose, fixed (``structure: one``, ``anchored``, ``bulk``), each also with a groups file (two
+groups over 44% of the classes, the rest unlabelled): a default is as fast as its slowest path, and which one it
+takes depends on the gallery (issue 38: ``one`` took 130x the others' prediction, its galleries refitted whole).
 
-The goal (issue 18): every example runs in at most 1.25x its time with prediction off.
+The goal (issues 18 and 38): every example, and every structure at every size, runs in at most 1.25x its time with
+prediction off, and no simulated gallery is refitted whole (``refitted`` in the last column).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,6 +111,8 @@ def _how(results: dict) -> str:
         if "simulated_galleries" in first:
             missing = sum(r.get("prediction_status", "fits") not in ("fits", "tail") for r in rows)
             words.append(f"{label}: {first['simulated_galleries']} {first.get('prediction_simulation', '?')}"
+                         + "".join(f", {first[k]} {k[10:]}" for k in ("simulated_widened", "simulated_refitted")
+                                   if first.get(k))
                          + (f", {missing} of {len(rows)} targets without" if missing else ""))
         else:
             words.append(f"{label}: none")
@@ -129,6 +136,28 @@ def _generated(shape: str, tmp: Path) -> Path:
     return recipe
 
 
+def _structures(recipe: Path, tmp: Path) -> dict[str, Path]:
+    """``recipe`` (a generated matrix's) with auto's structure fixed to each it can choose, each also with groups."""
+    doc = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    groups = tmp / f"{recipe.stem}-groups.csv"
+    classes = len(Path(doc["data"]["path"]).open(encoding="ascii").readline().split(",")) - 1
+    labels = np.random.default_rng(1).random(classes)
+    groups.write_text("class,group\n" + "".join(f"id{j:05d},{'F' if u < 0.1 else 'M'}\n"
+                                                 for j, u in enumerate(labels) if u < 0.44), encoding="utf-8")
+    out = {}
+    for structure in ("one", "anchored", "bulk"):
+        for grouped in (False, True):
+            data = {**doc["data"], **({"groups": str(groups)} if grouped else {})}
+            name = f"{recipe.stem}-{structure}{'-groups' if grouped else ''}"
+            out[name] = tmp / f"{name}.yaml"
+            out[name].write_text(yaml.safe_dump({**doc, "data": data, "estimators": [
+                {"plugin": "auto", "structure": structure}]}), encoding="utf-8")
+    out[f"{recipe.stem}-groups"] = tmp / f"{recipe.stem}-groups.yaml"
+    out[f"{recipe.stem}-groups"].write_text(yaml.safe_dump({**doc, "data": {**doc["data"], "groups": str(groups)}}),
+                                            encoding="utf-8")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -138,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generated", nargs="*", default=[], metavar="PROBESxCLASSES",
                         help="also a generated similarity matrix of this size (5701x1680: LFW's)")
     parser.add_argument("--generated-only", action="store_true", help="only the generated matrices")
+    parser.add_argument("--structures", action="store_true",
+                        help="on each generated matrix, also each structure auto can choose, with and without groups")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another version's source tree (e.g. git archive REV | tar -x -C DIR), measured in the "
                              "same rounds")
@@ -155,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         for shape in args.generated:
             recipe = _generated(shape, tmp)
             recipes[recipe.stem] = recipe
+            if args.structures:
+                recipes.update(_structures(recipe, tmp))
         for name, recipe in recipes.items():
             pair = _variants(recipe, tmp)
             if pair is None:

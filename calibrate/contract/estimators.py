@@ -182,8 +182,10 @@ class Estimator(Component, ABC):
             rank when ``galleries.full``.
         :param targets: target FPRs (T values).
         :returns: thresholds of shape (B, C, T) equal, up to float rounding, to what ``fit`` gives on
-            each full gallery; a gallery whose row is all NaN is drawn whole and refitted by the caller
-            (a case the vectorised form does not cover, e.g. a check that the drawn ranks sufficed).
+            each full gallery; a gallery whose row is all NaN is seen again at more ranks, then whole, and
+            refitted by the caller only if ``simulate`` still gives none (a case the vectorised form does not
+            cover, e.g. a check that the drawn ranks sufficed: size the ranks so that it is rare, as refits
+            are slow).
             The conformance kit (``check_estimator_simulate``) checks the equality.
             Default: None, no vectorised form; the prediction refits one gallery at a time within its
             time budget.

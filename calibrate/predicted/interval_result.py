@@ -116,6 +116,10 @@ class Prediction:
     world: str = "bulk"
     #: when the time budget cut the refits short, how many ran (in words; "" otherwise)
     budget_note: str = ""
+    #: vectorised simulation: galleries whose partial draw missed what ``simulate`` reads, seen again at more ranks
+    #: (calibrate.predicted.simulation._complete), and those of them refitted whole one at a time (the slow path)
+    widened: int = 0
+    refitted: int = 0
 
     def predicted(self) -> np.ndarray:
         """Per target, whether it has an interval."""

@@ -32,11 +32,15 @@ class Galleries:
     would hold there). :meth:`at` gathers values by 0-based rank within each class.
     """
 
-    def __init__(self, counts: np.ndarray, keys: np.ndarray, values: np.ndarray, full: bool):
+    def __init__(self, counts: np.ndarray, keys: np.ndarray, values: np.ndarray, full: bool,
+                 uniforms: np.ndarray | None = None):
         self.counts = np.asarray(counts, dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.counts)])
         #: sorted global positions (class offset + rank) of the drawn values, and the values (B x len(keys))
         self.keys, self.values, self.full = keys, values, full
+        #: the sorted uniforms the values were made from (a partial draw keeps them, so that it can be seen at more
+        #: ranks: :func:`fill_between`), or None
+        self.uniforms = uniforms
 
     @property
     def replicates(self) -> int:
@@ -141,3 +145,49 @@ class DrawPlan:
     @property
     def drawn(self) -> int:
         return int(self.keys.size)
+
+
+def fill_between(counts: np.ndarray, keys: np.ndarray, uniforms: np.ndarray, wider: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+    """The sorted uniforms of galleries drawn at ``keys`` (B x len(keys)), seen also at ``wider`` (ascending global
+    positions, a superset of ``keys``): (B x len(wider)), the drawn ones kept. Exact in law: given a class's uniforms at
+    1-based ranks a < b, those in between are sorted uniforms on (U_a, U_b), and the ones at ranks a < j_1 < ... < j_p
+    < b are U_a + (U_b - U_a) T_l / T, T_l the partial sums of Gamma(j_1 - a), ..., Gamma(b - j_p) and T their sum
+    (a class's rank 0 has U = 0 and its rank n + 1 has U = 1)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    b_count, c_count = uniforms.shape[0], counts.size
+    cls = np.searchsorted(offsets, wider, side="right") - 1
+    old = np.zeros(wider.size, dtype=bool)
+    old[np.searchsorted(wider, keys)] = True
+    # each class's positions as a sequence: its rank 0, the wider ranks, its rank n + 1 (1-based ranks)
+    length = wider.size + 2 * c_count
+    sizes = np.bincount(cls, minlength=c_count)
+    first = np.cumsum(sizes + 2) - (sizes + 2)
+    at = first[cls] + 1 + (np.arange(wider.size) - np.repeat(np.cumsum(sizes) - sizes, sizes))
+    rank = np.empty(length, dtype=np.int64)
+    rank[first] = 0
+    rank[first + sizes + 1] = counts + 1
+    rank[at] = wider - offsets[cls] + 1
+    known = np.ones(length, dtype=bool)
+    known[at[~old]] = False
+    u = np.empty((b_count, length))
+    u[:, first] = 0.0
+    u[:, first + sizes + 1] = 1.0
+    u[:, at[old]] = uniforms
+    step = np.diff(rank, prepend=0).astype(np.float64)
+    step[first] = 0.0
+    g = np.zeros((b_count, length))
+    draw = ~known | np.r_[False, ~known[:-1]]  # the steps into and out of each unknown position
+    g[:, draw] = rng.standard_gamma(step[draw], size=(b_count, int(draw.sum())))
+    np.cumsum(g, axis=1, out=g)
+    index = np.arange(length)
+    lo = np.maximum.accumulate(np.where(known, index, 0))
+    hi = np.minimum.accumulate(np.where(known, index, length - 1)[::-1])[::-1]
+    new = ~known
+    lo, hi = lo[new], hi[new]
+    frac = (g[:, new] - g[:, lo]) / (g[:, hi] - g[:, lo])
+    u[:, new] = u[:, lo] + (u[:, hi] - u[:, lo]) * frac
+    out = u[:, at]
+    np.clip(out, 0.0, np.nextafter(1.0, 0.0), out=out)
+    return out

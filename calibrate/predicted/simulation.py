@@ -96,6 +96,7 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
     gallery = [[] for _ in estimators]
     per_class = [[] for _ in estimators]
     failed = [0] * len(estimators)
+    seen = [{"widened": 0, "refitted": 0} for _ in estimators]
     done = chunk = 0
     while done < total:
         size = min(per_chunk, total - done)
@@ -111,14 +112,10 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
             if thresholds.shape != (size, *shape):
                 raise DataError(f"estimator {type(estimator).__name__}: simulate() returned shape {thresholds.shape}; "
                                 f"expected {(size, *shape)} (galleries, classes, targets)")
-            for b in np.flatnonzero(np.all(np.isnan(thresholds), axis=(1, 2))):  # drawn whole and refitted
-                values = (galleries.gallery(b) if galleries.full else
-                          world.draw_sorted(np.random.default_rng([*seed, chunk, 1 + int(b)]), 1)[0])
-                refit = _refit_thresholds(estimator, world, values, t)
-                if refit is None:
-                    failed[i] += 1
-                else:
-                    thresholds[b] = refit
+            missed = np.flatnonzero(np.all(np.isnan(thresholds), axis=(1, 2)))
+            if missed.size:
+                rng = np.random.default_rng([*seed, chunk, 1 + i])
+                failed[i] += _complete(estimator, world, galleries, missed, thresholds, t, rng, seen[i])
             usable = ~np.all(np.isnan(thresholds), axis=(1, 2))
             fpr = world.class_fpr(thresholds[usable])
             gallery[i].append(world.gallery_fpr(fpr))
@@ -137,8 +134,45 @@ def _simulated(estimators: list, world: Any, t: np.ndarray, settings: Prediction
             pc = np.concatenate(per_class[i])
             low, high = np.quantile(pc, a, axis=0), np.quantile(pc, 1 - a, axis=0)
         out.append(Prediction(t, settings.level, np.concatenate(gallery[i]), low, high, failed[i],
-                              simulation="vectorised", budget_note=note))
+                              simulation="vectorised", budget_note=note, **seen[i]))
     return out
+
+
+#: a partial gallery that did not reach what an estimator reads is seen next at this many times each class's lowest
+#: drawn values (plus WIDEN_FIXED), then whole
+WIDEN_FACTOR, WIDEN_FIXED = 4, 10
+
+
+def _complete(estimator: Any, world: Any, galleries: Any, missed: np.ndarray, thresholds: np.ndarray, t: np.ndarray,
+              rng: np.random.Generator, seen: dict) -> int:
+    """Fill ``thresholds[missed]``, the galleries where ``simulate`` gave none (a partial draw that did not cover what
+    it reads, or a fit that needs the whole gallery): the same galleries seen at more ranks (World.widen: each class's
+    lowest values WIDEN_FACTOR-fold), then whole, then refitted whole one at a time (``fit``: what a fit there says).
+    Counts them in ``seen``; returns how many failed even so."""
+    rows, view, pick = missed, galleries, missed  # view.values[pick[k]] is the gallery of thresholds[rows[k]]
+    if not galleries.full:
+        more = np.minimum(WIDEN_FACTOR * galleries.lowest_drawn() + WIDEN_FIXED, galleries.counts)
+        lead = np.repeat(galleries.offsets[:-1], more) + np.arange(int(more.sum())) - np.repeat(np.cumsum(more) - more, more)
+        for wider in (sorted_unique(np.concatenate([galleries.keys, lead])), None):
+            seen["widened"] += rows.size
+            view = world.widen(view, pick, wider, rng)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                again = np.array(estimator.simulate(view, t), dtype=np.float64)
+            ok = ~np.all(np.isnan(again), axis=(1, 2))
+            thresholds[rows[ok]] = again[ok]
+            rows, pick = rows[~ok], np.flatnonzero(~ok)
+            if not rows.size:
+                return 0
+    failed = 0
+    for b, k in zip(rows, pick):
+        seen["refitted"] += 1
+        refit = _refit_thresholds(estimator, world, view.values[k], t)
+        if refit is None:
+            failed += 1
+        else:
+            thresholds[b] = refit
+    return failed
 
 
 def replicate_level(replicates: int, level: float) -> tuple[float, float]:

@@ -52,7 +52,7 @@ from calibrate.statistics.gpd import TailFit
 from calibrate.statistics.standardise import (ANCHOR_MAX_RANK, anchored_classes, anchored_sorted, pooled_sorted, standardise_classes,
                           to_working)
 from calibrate.contract.types import ImpostorDistances
-from calibrate.predicted.simulated_galleries import DrawPlan, Galleries, sorted_unique  # noqa: F401  (re-exported: public API)
+from calibrate.predicted.simulated_galleries import DrawPlan, Galleries, fill_between, sorted_unique  # noqa: F401  (re-exported: public API)
 from calibrate.predicted.world_tail import (CHECK_LEVEL, CHECK_SUPPORT, EMPIRICAL_RANK, TAIL_MODELS,  # noqa: F401  (re-exported: public API)
                                             TailCheck, _tail, band, check_tail)
 
@@ -243,7 +243,20 @@ class World:
         total -= below
         u /= total
         np.clip(u, 0.0, np.nextafter(1.0, 0.0), out=u)
-        return Galleries(self.counts, plan.keys, self._distances(u, plan.cls), False)
+        return Galleries(self.counts, plan.keys, self._distances(u, plan.cls), False, u)
+
+    def widen(self, galleries: Galleries, rows: np.ndarray, wider: np.ndarray | None,
+              rng: np.random.Generator) -> Galleries:
+        """Galleries ``rows`` of a partial draw seen also at the global positions ``wider`` (a superset of its keys;
+        None: every rank, whole galleries): the values drawn stay, the others are drawn given them
+        (calibrate.predicted.simulated_galleries.fill_between). For a gallery whose partial draw did not reach
+        what an estimator reads: the same gallery, seen at more ranks, instead of another drawn whole."""
+        n = int(self.counts.sum())
+        full = wider is None or wider.size == n
+        wider = np.arange(n) if wider is None else np.asarray(wider, dtype=np.int64)
+        u = fill_between(self.counts, galleries.keys, galleries.uniforms[rows], wider, rng)
+        cls = np.searchsorted(self.offsets, wider, side="right") - 1
+        return Galleries(self.counts, wider, self._distances(u, cls), full, u)
 
     def pooled_quantile(self, e: float) -> float:
         """The distance below which a share ``e`` of the world's pooled distances lie (bisection on the

@@ -41,7 +41,7 @@ from calibrate.statistics.standardise import (anchor_locations, anchor_ranks, an
 from calibrate.contract.types import ImpostorDistances
 
 from .simulate import (PARTIAL_SHARE, _covered, _flat_lowest, _lowest_counts, _lowest_whole, _smallest,
-                       pooled_z_quantile)
+                       pooled_expected, pooled_z_quantile)
 from .znorm import ZnormModel, check_class_sizes, pooled_tail
 
 #: the configuration of the fit (the working scale, the pooled quantile and its tail: auto's)
@@ -118,14 +118,17 @@ def enroll_anchored(model: ZnormModel, cls: str, distances: np.ndarray, who: str
 
 def anchored_ranks(counts: np.ndarray, targets: np.ndarray, world, *, max_rank: int, min_tail_count: float,
                    structure: str = "anchored", **_: object) -> list[np.ndarray] | None:
-    """Each class's lowest values (a margin over e_max n_c) and its anchor's ranks; None (whole galleries) when the
+    """Each class's lowest values (a margin over its expected count below its threshold: e_max n_c anchored, the
+    world's share below one pooled threshold for ``one``) and its anchor's ranks; None (whole galleries) when the
     GPD tail is needed (e N < min_tail_count) or a partial draw would hold most values anyway."""
     n_total = int(counts.sum())
     t = np.asarray(targets, dtype=np.float64)
     if np.any(t * n_total < min_tail_count) or np.any(counts < 4):
         return None
-    lowest = _lowest_counts(counts, counts * float(t.max()))
-    if structure != "one":
+    if structure == "one":  # one threshold for everyone: each class's share below it is the world's, not the target
+        lowest = _lowest_counts(counts, pooled_expected(counts, t, world))
+    else:
+        lowest = _lowest_counts(counts, counts * float(t.max()))
         k = anchor_ranks(counts, max_rank)
         _, hi = spacing_ranks(k, counts)
         lowest = np.minimum(np.maximum(lowest, hi + 1), counts)  # every rank an anchor reads, and one beyond
@@ -138,7 +141,7 @@ def anchored_simulate(galleries, targets: np.ndarray, *, family: str, jackknife:
                       min_tail_count: float, tail_fraction: float, min_exceedances: int,
                       shape_bounds: tuple[float, float], structure: str = "anchored", **_: object) -> np.ndarray:
     """:func:`fit_anchored`'s thresholds on B simulated galleries at once (B, C, T); a row of NaN where a partial draw
-    did not cover the pooled quantile (the caller draws that gallery whole and refits it)."""
+    did not cover the pooled quantile (the caller sees that gallery at more ranks)."""
     if family != "lognormal":
         raise ValueError("the vectorised anchored fit covers the log-normal working scale only")
     counts = galleries.counts

@@ -11,7 +11,7 @@ those and no others (calibrate.predicted.world.World.draw_galleries):
   below the pooled quantile, sized from the world), and for auto its quartiles and the ranks its
   leave-one-out quartiles read. The pooled quantile is correct when every class's largest drawn value
   lies at or above it (then no undrawn value can be below it); a gallery where that fails (rare by
-  the margin) is handed back as a row of NaN, and the caller draws it whole and refits it.
+  the margin) is handed back as a row of NaN, and the caller sees it at more ranks (World.widen).
 
 The conformance kit checks the equality against real refits on whole galleries.
 """
@@ -123,13 +123,18 @@ def _covered(pooled_kth: np.ndarray, largest: np.ndarray, complete: np.ndarray) 
 # ---- generic-interp ---------------------------------------------------------------------------
 
 
-def generic_interp_ranks(counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
+def pooled_expected(counts: np.ndarray, targets: np.ndarray, world) -> np.ndarray:
+    """Per class, how many of its values the world puts below one pooled threshold at the largest target (a class's
+    share there is its own, not the target: classes amid the crowd hold many times their share)."""
     n_total = int(counts.sum())
     e = min(1.0, float(np.max(targets)))
     tau = world.pooled_quantile(min(1.0, e + 1.0 / n_total))
-    expected = counts * world.class_fpr(np.full((counts.size, 1), tau))[:, 0]
-    lowest = _lowest_counts(counts, expected)
-    if lowest.sum() > PARTIAL_SHARE * n_total:
+    return counts * world.class_fpr(np.full((counts.size, 1), tau))[:, 0]
+
+
+def generic_interp_ranks(counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
+    lowest = _lowest_counts(counts, pooled_expected(counts, targets, world))
+    if lowest.sum() > PARTIAL_SHARE * int(counts.sum()):
         return None
     return [np.arange(r) for r in lowest]
 

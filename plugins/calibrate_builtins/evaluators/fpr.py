@@ -225,6 +225,10 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
                                     for j in range(t.size)]
     if preds[0].methods:
         out["confidence_method"] = list(preds[0].methods)
+    for what in ("widened", "refitted"):  # galleries a partial draw missed (none, as a rule): said where there are
+        count = sum(getattr(p, what, 0) for p in preds)
+        if count:
+            out[f"simulated_{what}"] = [count] * t.size
     return out
 
 
