@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from calibrate.contract.progress import Task
 from calibrate.contract.types import ImpostorDistances
 from calibrate.predicted.interval import PredictionSettings, build_world, predict_together
 from calibrate.predicted.simulated_galleries import DrawPlan, fill_between
+from calibrate.running.beside import SharedCount
 from calibrate_builtins.estimators import anchored
 from calibrate_builtins.estimators.auto import Auto
 
@@ -86,3 +88,38 @@ def test_every_structure_auto_can_take_is_predicted_without_whole_refits(structu
     pred = _predict(shifted_gallery(4, classes=80, n=600), Auto(structure=structure))
     assert pred.simulation == "vectorised" and pred.refitted == 0
     assert pred.widened <= 5  # a partial draw misses rarely (by its margin), never as a rule
+
+
+class _Job:
+    """A stand-in for a process beside the run: ready after ``steps`` waits, the child's counts advancing meanwhile."""
+
+    def __init__(self, count: SharedCount, steps: int):
+        self.count, self.steps, self.waits = count, steps, 0
+        self.task = count.start("predicted FPR, simulated galleries", 40, "galleries")
+
+    def wait(self, seconds: float) -> bool:
+        self.waits += 1
+        if self.waits > 1:  # the child works on while the run waits
+            self.task.advance(10)
+        return self.waits >= self.steps
+
+
+class _Shown(Task):
+    def __init__(self):
+        self.done, self.total = 0.0, None
+
+    def advance(self, n: float = 1) -> None:
+        self.done += n
+
+    def set_total(self, total: float | None) -> None:
+        self.total = total
+
+
+def test_the_run_shows_the_galleries_its_child_simulates_while_it_waits():
+    count = SharedCount("galleries")
+    assert count.start("auto: fitting 10 classes", 10, "classes").__class__ is Task  # other units: not counted
+    job = _Job(count, steps=3)
+    job.task.advance(5)  # done before the run began to wait: not in the wait's count or rate
+    shown = _Shown()
+    count.follow(shown, job, every=0.0)
+    assert shown.total == 35 and shown.done == 20

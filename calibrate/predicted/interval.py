@@ -114,12 +114,17 @@ def simulates(estimator: Any) -> bool:
 
 def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], impostors: Any,
                      targets: Sequence[float], *, settings: PredictionSettings, seed: Sequence[int],
-                     world: Any) -> list[Prediction]:
+                     world: Any, context: Any = None) -> list[Prediction]:
     """The predicted FPR of several estimators that implement ``simulate``, on one shared set of simulated
     galleries (common random numbers: drawing them is most of the cost), each checked against the training
-    distances at its model's thresholds."""
+    distances at its model's thresholds; ``context``: a RunContext whose stage counts the galleries."""
     t = np.asarray(targets, dtype=np.float64)
-    out = _simulated(list(estimators), world, t, settings, seed)
+    if context is None:
+        out = _simulated(list(estimators), world, t, settings, seed)
+    else:
+        names = ", ".join(progress_name(e) for e in estimators)
+        with context.stage(f"{names}: predicted FPR, simulated galleries", settings.replicates, "galleries") as task:
+            out = _simulated(list(estimators), world, t, settings, seed, task)
     for pred, model in zip(out, models):
         pred.tail_model = getattr(world, "tail_model", "")
         pred.world = getattr(world, "structure", "bulk")
@@ -220,7 +225,7 @@ def choose_world(worlds: dict[str, Any], impostors: Any, model: FittedModel, tar
 
 def predict_in_worlds(estimators: Sequence[Any], models: Sequence[FittedModel], impostors: Any,
                       targets: Sequence[float], *, settings: PredictionSettings, seed: Sequence[int],
-                      worlds: dict[str, Any]) -> list[Prediction]:
+                      worlds: dict[str, Any], context: Any = None) -> list[Prediction]:
     """:func:`predict_together`, each estimator in the world :func:`choose_world` picks for it; estimators that share
     a world share its simulated galleries."""
     chosen = [choose_world(worlds, impostors, m, targets) for m in models]
@@ -230,7 +235,8 @@ def predict_in_worlds(estimators: Sequence[Any], models: Sequence[FittedModel], 
         if not idx:
             continue
         done = predict_together([estimators[i] for i in idx], [models[i] for i in idx], impostors, targets,
-                                settings=settings, seed=seed if k == 0 else [*seed, 7919 * k], world=world)
+                                settings=settings, seed=seed if k == 0 else [*seed, 7919 * k], world=world,
+                                context=context)
         for i, pred in zip(idx, done):
             out[i] = pred
     return out

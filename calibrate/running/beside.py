@@ -27,6 +27,8 @@ import traceback
 import warnings
 from typing import Any, Callable
 
+from calibrate.contract.progress import NULL_TASK, Reporter, Task
+
 #: False turns every :func:`start` into "not available" (tests set it to compare both paths)
 ENABLED = True
 
@@ -89,6 +91,10 @@ class Beside:
         """Whether :meth:`result` would return (or raise) without waiting."""
         return self._done or self._reader.poll()
 
+    def wait(self, seconds: float) -> bool:
+        """:attr:`ready`, waiting up to ``seconds`` for it."""
+        return self._done or self._reader.poll(seconds)
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`result` or :meth:`close` has ended the child."""
@@ -102,6 +108,51 @@ class Beside:
             self._process.kill()
             self._process.join()
             self._reader.close()
+
+
+class SharedCount(Reporter):
+    """The child's progress, counted in memory it shares with the run (made before the fork): items done and planned
+    over the child's stages of one ``unit``, which :meth:`follow` shows in a stage of the run while it waits. Give it
+    as the child's ``RunContext.reporter``."""
+
+    def __init__(self, unit: str) -> None:
+        import multiprocessing
+
+        self.unit = unit
+        self.counts = multiprocessing.get_context("fork").RawArray("d", 2)  # done, planned; written by the child only
+
+    def start(self, description: str, total: float | None = None, unit: str = "", depth: int = 0) -> Task:
+        return _Counting(self.counts, total) if unit == self.unit else NULL_TASK
+
+    def follow(self, task: Task, job: Beside, every: float = 0.2) -> None:
+        """Advance ``task`` (a stage of the run) by what the child does until ``job`` is ready; its total is what was
+        left to do when the wait began, so that its rate and time left are the child's."""
+        start = advanced = None
+        while True:
+            ready = job.wait(every)
+            done, planned = self.counts[0], self.counts[1]
+            if start is None:
+                start, advanced = done, 0.0
+            if planned:
+                task.set_total(max(planned - start, 0.0))
+            if done - start > advanced:
+                task.advance(done - start - advanced)
+                advanced = done - start
+            if ready:
+                return
+
+
+class _Counting(Task):
+    def __init__(self, counts, total: float | None) -> None:
+        self.counts, self.total = counts, 0.0
+        self.set_total(total)
+
+    def set_total(self, total: float | None) -> None:
+        self.counts[1] += (total or 0.0) - self.total
+        self.total = total or 0.0
+
+    def advance(self, n: float = 1) -> None:
+        self.counts[0] += n
 
 
 def start(function: Callable[[], Any], name: str) -> Beside:

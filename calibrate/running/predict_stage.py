@@ -31,10 +31,11 @@ class PendingPredictions(Mapping):
             earlier._get()
         self._context, self._times, self._at = context, times, len(context.notes)
         self._value: dict | None = None
+        self._count = beside.SharedCount("galleries")
 
         def work():
-            # the child shows and says nothing, and uses none of the run's workers
-            quiet = replace(context, notes=[], reporter=None, progress=None, executor=None)
+            # the child says nothing, counts its simulated galleries for the run to show, and uses none of its workers
+            quiet = replace(context, notes=[], reporter=self._count, progress=None, executor=None)
             before = dict(times.seconds)
             out: dict = {}
             predict_stage(recipe, fitted, models, out, impostors, train_d, fold, fold_index, quiet, times)
@@ -56,7 +57,9 @@ class PendingPredictions(Mapping):
             if self._job.ready:
                 value, notes, spent = self._job.result()
             else:  # shown while the run waits for it (the child itself shows nothing)
-                with self._context.stage(f"waiting for {self._job.name} (computed beside the run)"):
+                with self._context.stage(f"waiting for {self._job.name} (computed beside the run)", None,
+                                         "galleries") as task:
+                    self._count.follow(task, self._job)
                     value, notes, spent = self._job.result()
             self._context.notes[self._at:self._at] = notes
             for note in notes:
@@ -103,7 +106,7 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
             try:
                 done = prediction.predict_in_worlds([e for _, e in together], [models[s.label] for s, _ in together],
                                                     impostors, recipe.targets, settings=recipe.prediction,
-                                                    seed=[recipe.seed, fold_index], worlds=worlds)
+                                                    seed=[recipe.seed, fold_index], worlds=worlds, context=context)
             except DataError as exc:
                 context.note(f"{', '.join(s.label for s, _ in together)}: no predicted FPR interval ({exc})")
                 done = [None] * len(together)
