@@ -300,8 +300,26 @@ def test_each_world_is_checked_once_against_the_training_distances(monkeypatch):
     chosen = choose_world(worlds, imp, model, TARGETS)
     pred = predict_in_worlds([est], [model], imp, TARGETS, settings=PredictionSettings(0.9, 20), seed=[1],
                              worlds=worlds)[0]
-    assert len(calls) == len(worlds) == 2 and pred.world == chosen.structure
+    assert 1 <= len(calls) == len({id(w) for w in calls}) <= len(worlds) == 2 and pred.world == chosen.structure
     assert pred.checks == real(chosen, imp, model._thresholds(np.asarray(TARGETS), model.all_rows()))
+
+
+@pytest.mark.parametrize("name", ["auto-bulk", "anchored", "class-interp"])
+def test_worlds_built_when_asked_choose_as_all_worlds_do_and_build_no_world_they_need_not(name):
+    """A world that fits every target the training data can check cannot be beaten (ties go to the first): the
+    worlds after it are not built, and the choice is the one made with every world built."""
+    from calibrate.predicted.interval import Worlds, build_worlds, choose_world
+    from calibrate.predicted.world import training_check
+
+    imp = lognormal(np.random.default_rng(22), classes=40, n=80)
+    model = estimator(name).fit(imp)
+    every = build_worlds(imp)
+    lazy = Worlds(imp)
+    assert choose_world(lazy, imp, model, TARGETS).structure == choose_world(every, imp, model, TARGETS).structure
+    checks = training_check(every["bulk"], imp, model._thresholds(np.asarray(TARGETS), model.all_rows()))
+    bulk_unbeatable = all(c["fits"] for c in checks if c["support"] >= 10) and not any(
+        c["fits"] is False for c in checks)
+    assert [w.structure for _, w in lazy.built()] == (["bulk"] if bulk_unbeatable else ["bulk", "anchored"])
 
 
 # ---- the refits' time budget --------------------------------------------------------------------------

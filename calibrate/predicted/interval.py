@@ -193,44 +193,86 @@ def build_world(impostors: Any, train: Any = None, structure: str = "bulk") -> A
 def build_worlds(impostors: Any, train: Any = None) -> dict[str, Any]:
     """Every reference world (calibrate.predicted.world.WORLDS) fitted to the training distances, by structure; a world that
     cannot be built is left out (a DataError when none can)."""
-    from calibrate.predicted.world import WORLDS
-
-    worlds, first_error = {}, None
-    for structure in WORLDS:
-        try:
-            worlds[structure] = build_world(impostors, train, structure)
-        except DataError as exc:
-            first_error = first_error or exc
-    if not worlds:
-        raise first_error
-    return worlds
+    worlds = Worlds(impostors, train)
+    worlds.first()
+    return {s: w for s in worlds.structures() if (w := worlds.get(s)) is not None}
 
 
-def choose_world(worlds: dict[str, Any], impostors: Any, model: FittedModel, targets: Sequence[float]) -> Any:
+class Worlds:
+    """The reference worlds of one gallery (calibrate.predicted.world.WORLDS), each built when first asked for: the
+    default's estimator is judged in one world as a rule (:func:`choose_world` stops at a world no other can beat), and
+    each world costs a pass over the training distances and a fit of its tail."""
+
+    def __init__(self, impostors: Any, train: Any = None) -> None:
+        self._impostors, self._train = impostors, train
+        self._built: dict[str, Any] = {}  # structure -> World, or the DataError it raised
+
+    @staticmethod
+    def structures() -> tuple[str, ...]:
+        from calibrate.predicted.world import WORLDS
+
+        return WORLDS
+
+    def get(self, structure: str) -> Any:
+        """The world of ``structure``, or None where it cannot be built."""
+        if structure not in self._built:
+            try:
+                self._built[structure] = build_world(self._impostors, self._train, structure)
+            except DataError as exc:
+                self._built[structure] = exc
+        world = self._built[structure]
+        return None if isinstance(world, DataError) else world
+
+    def first(self) -> Any:
+        """The first world that can be built (the DataError of the first that cannot, when none can)."""
+        for structure in self.structures():
+            world = self.get(structure)
+            if world is not None:
+                return world
+        raise self._built[self.structures()[0]]
+
+    def built(self) -> list[tuple[int, Any]]:
+        """(position in WORLDS, world) of the worlds built so far."""
+        return [(k, self._built[s]) for k, s in enumerate(self.structures())
+                if s in self._built and not isinstance(self._built[s], DataError)]
+
+
+def choose_world(worlds: "dict[str, Any] | Worlds", impostors: Any, model: FittedModel,
+                 targets: Sequence[float]) -> Any:
     """The world an estimator is predicted in: the one that agrees with the training distances at the estimator's
     own thresholds at most targets (calibrate.predicted.world.training_check; a contradicted target counts against), the
     first of calibrate.predicted.world.WORLDS on a tie. So the world follows the estimator: a model that locates classes by
     their bulk is judged in the bulk world where that world fits it, one whose thresholds follow each class's
-    nearest impostors in the anchored world where that one does, and neither is believed where both contradict."""
-    if len(worlds) == 1:
-        return next(iter(worlds.values()))
+    nearest impostors in the anchored world where that one does, and neither is believed where both contradict.
+    Worlds are tried in that order and the search stops at one that fits every target the training data can check
+    (no later world can beat it), so with :class:`Worlds` the others are not built."""
+    from calibrate.predicted.world import CHECK_SUPPORT
+
+    if isinstance(worlds, dict):
+        if len(worlds) == 1:
+            return next(iter(worlds.values()))
+        candidates = iter(worlds.values())
+    else:
+        candidates = (w for s in worlds.structures() if (w := worlds.get(s)) is not None)
     best, best_score = None, None
-    for world in worlds.values():
+    for world in candidates:
         checks = _training_check(world, impostors, model, targets)[1]
         score = sum(1 for c in checks if c["fits"]) - sum(1 for c in checks if c["fits"] is False)
         if best is None or score > best_score:
             best, best_score = world, score
+        if best_score == sum(1 for c in checks if c["support"] >= CHECK_SUPPORT):  # every checkable target fits
+            break
     return best
 
 
 def predict_in_worlds(estimators: Sequence[Any], models: Sequence[FittedModel], impostors: Any,
                       targets: Sequence[float], *, settings: PredictionSettings, seed: Sequence[int],
-                      worlds: dict[str, Any], context: Any = None) -> list[Prediction]:
+                      worlds: "dict[str, Any] | Worlds", context: Any = None) -> list[Prediction]:
     """:func:`predict_together`, each estimator in the world :func:`choose_world` picks for it; estimators that share
     a world share its simulated galleries."""
     chosen = [choose_world(worlds, impostors, m, targets) for m in models]
     out: list[Prediction | None] = [None] * len(estimators)
-    for k, world in enumerate(worlds.values()):
+    for k, world in (enumerate(worlds.values()) if isinstance(worlds, dict) else worlds.built()):
         idx = [i for i, w in enumerate(chosen) if w is world]
         if not idx:
             continue

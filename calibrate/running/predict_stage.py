@@ -89,15 +89,16 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
     ``models``, wrapped with their bound where a confidence is asked). Estimators with a vectorised
     simulation share one set of simulated galleries; the others are refitted within the time budget."""
     with times("predict: reference world"):
+        worlds = prediction.Worlds(impostors, train_d)
         try:
-            worlds = prediction.build_worlds(impostors, train_d)
+            worlds.first()
         except DataError as exc:  # the thresholds stand without it: said once, not fatal
             context.note(f"no predicted FPR intervals on fold {fold!r}: {exc}")
             return
+        used = {prediction.choose_world(worlds, impostors, models[s.label], recipe.targets).structure: None
+                for s, _, _ in fitted}
     together = [(s, e) for s, e, _ in fitted if s.confidence is None and prediction.simulates(e)]
-    used = {prediction.choose_world(worlds, impostors, models[s.label], recipe.targets).structure: None
-            for s, _, _ in fitted}
-    for world in worlds.values():
+    for _, world in worlds.built():
         if world.rejected and world.structure in used:
             context.note(f"predicted FPR intervals, fold {fold!r}: the {world.structure} world's tail was refitted as "
                          f"{world.tail_model!r}: " + "; ".join(world.rejected))

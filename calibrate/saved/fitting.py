@@ -25,7 +25,7 @@ from calibrate.saved.json_format import ACCEPT_IF, fingerprint, package_versions
 from calibrate.contract.base import RunContext, Transform, check_target
 from calibrate.errors import DataError, ParameterError
 from calibrate.predicted.confidence import check_confidence, predict_model
-from calibrate.predicted.interval import PredictionSettings, build_worlds, choose_world
+from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world
 from calibrate.statistics.sanity import check_direction, id_problem, list_evidence
 from calibrate.files.untrusted import refuse_bad_labels
 from calibrate.files.score_lists import strict_floats
@@ -281,7 +281,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         label = f"{label}-c{100 * confidence:g}"
     if predict or confidence is not None:
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
-        world = choose_world(build_worlds(impostors, dist), impostors, model, checked_targets)
+        world = choose_world(Worlds(impostors, dist), impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
                                          seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds)
         saved = predicted.saved(model.classes)
