@@ -139,9 +139,11 @@ def anchored_ranks(counts: np.ndarray, targets: np.ndarray, world, *, max_rank: 
 
 def anchored_simulate(galleries, targets: np.ndarray, *, family: str, jackknife: float, max_rank: int,
                       min_tail_count: float, tail_fraction: float, min_exceedances: int,
-                      shape_bounds: tuple[float, float], structure: str = "anchored", **_: object) -> np.ndarray:
+                      shape_bounds: tuple[float, float], structure: str = "anchored",
+                      shift: np.ndarray | None = None, **_: object) -> np.ndarray:
     """:func:`fit_anchored`'s thresholds on B simulated galleries at once (B, C, T); a row of NaN where a partial draw
-    did not cover the pooled quantile (the caller sees that gallery at more ranks)."""
+    did not cover the pooled quantile (the caller sees that gallery at more ranks). ``shift``: per class, a fixed
+    shift of its location (auto's matched structures, group_shift.py, held as fitted)."""
     if family != "lognormal":
         raise ValueError("the vectorised anchored fit covers the log-normal working scale only")
     counts = galleries.counts
@@ -170,6 +172,8 @@ def anchored_simulate(galleries, targets: np.ndarray, *, family: str, jackknife:
             a, a_next, variance = anchor_statistics(y_at, k, counts)
         w, mean, _ = shrink_anchors(a, variance)
         m, m_low = anchor_locations(w, a, a_next, mean, jackknife)
+    if shift is not None:
+        m, m_low = m + shift[None, :], m_low + shift[None, :]
     if galleries.full:
         y = np.log(galleries.values + offset[:, None])
         seg = np.repeat(cls, counts)

@@ -38,9 +38,11 @@ from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.errors import ParameterError
 from calibrate.contract.types import GenuineDistances, ImpostorDistances, TrainingGroups
 from calibrate.predicted.world import REFERENCE_MODEL
+from calibrate.statistics.standardise import anchored_classes, standardise_classes, to_working
 
 from .anchored import ANCHORED_CONFIG, anchored_ranks, anchored_simulate, enroll_anchored, fit_anchored
-from .choose import STRUCTURES, can_choose, choose, judge, judged_subset
+from .choose import MATCHED, STRUCTURES, can_choose, choose, judge, judged_subset
+from .group_shift import group_shifts, shifted_model
 from .znorm import ZnormModel, enroll_znorm, fit_znorm
 
 #: auto-bulk's configuration, in znorm's terms (recorded in models.csv through the model's parameters)
@@ -90,22 +92,46 @@ class Auto(Estimator):
     #: a new class is located as the chosen structure locates classes; the pooled shape stays as fitted
     enroll_mode = "pooled"
 
-    def __init__(self, *, structure: Literal["choose", "one", "anchored", "bulk"] = "choose"):
-        if structure not in ("choose", *STRUCTURES):
-            raise ParameterError(f"structure must be choose, one, anchored or bulk; got {str(structure)[:40]!r}")
+    def __init__(self, *, structure: Literal["choose", "one", "anchored", "bulk", "anchored-matched",
+                                             "bulk-matched"] = "choose"):
+        if structure not in ("choose", *STRUCTURES, *MATCHED):
+            raise ParameterError(f"structure must be choose, one, anchored, bulk, anchored-matched or bulk-matched; "
+                                 f"got {str(structure)[:40]!r}")
         self.structure = structure
         #: the structure the last fit on real training data chose (refits on simulated galleries keep it)
         self.chosen: str | None = None if structure == "choose" else structure
+        #: a matched structure's shift per class (group_shift.py), as fitted on the real training data: refits on
+        #: simulated galleries (which carry no groups) keep it
+        self.class_shift: dict[str, float] = {}
 
-    def _structure_fit(self, structure: str, impostors: ImpostorDistances) -> ZnormModel:
-        if structure == "bulk":
-            return fit_znorm(impostors, who="auto", **AUTO_CONFIG)
-        return fit_anchored(impostors, who="auto", structure=structure, **ANCHORED_CONFIG)
+    def _structure_fit(self, structure: str, impostors: ImpostorDistances,
+                       groups: TrainingGroups | None = None) -> ZnormModel:
+        base = structure.removesuffix("-matched")
+        if base == "bulk":
+            model = fit_znorm(impostors, who="auto", **AUTO_CONFIG)
+        else:
+            model = fit_anchored(impostors, who="auto", structure=base, **ANCHORED_CONFIG)
+        if base == structure:
+            return model
+        if groups is not None:
+            y = to_working(impostors.values, model.family, model.offset)
+            seg = np.repeat(np.arange(len(impostors)), impostors.counts())
+            shifts = group_shifts((y - model.loc[seg]) / model.scale[seg], y, impostors.counts(), groups)
+            shift = shifts[groups.of_class]
+        else:  # a refit on a simulated gallery: the shifts fitted on the real one
+            shift = np.array([self.class_shift.get(c, 0.0) for c in impostors.classes])
+        pooled = (np.concatenate(standardise_classes(impostors, AUTO_CONFIG["family"], True, AUTO_CONFIG["jackknife"],
+                                                     "estimator auto")[3]) if base == "bulk" else
+                  anchored_classes(impostors, ANCHORED_CONFIG["family"], ANCHORED_CONFIG["jackknife"],
+                                   ANCHORED_CONFIG["max_rank"], "estimator auto")[2])
+        matched = shifted_model(model, impostors, pooled, shift, ANCHORED_CONFIG)
+        matched.class_shift = shift  # read by _fit_chosen (not saved: the locations hold it)
+        return matched
 
     def _fit_genuine(self, impostors: ImpostorDistances, genuine: GenuineDistances, context: RunContext,
                      groups: TrainingGroups | None = None) -> FittedModel:
         if self.structure != "choose":
-            return self._fit(impostors, context)
+            return self._fit_chosen(impostors, groups)
         why_not = can_choose(impostors, genuine)
         if why_not is not None:
             self.chosen = "one"
@@ -114,12 +140,18 @@ class Auto(Estimator):
             # with two or more groups, one pooled threshold is judged too: the gap between groups it leaves is the
             # reference a class-specific structure must not widen; without, it is the reference itself
             labelled = groups is not None and np.unique(groups.of_class[groups.of_class < len(groups.names)]).size > 1
-            structures = STRUCTURES if labelled else tuple(s for s in STRUCTURES if s != "one")
+            structures = (*STRUCTURES, *MATCHED) if labelled else tuple(s for s in STRUCTURES if s != "one")
             sub, sub_genuine, sub_groups, subset = judged_subset(impostors, genuine, groups if labelled else None)
             judged = judge(self._structure_fit, sub, sub_genuine, structures, sub_groups)
             self.chosen, why = choose(judged)
             context.note(f"auto chose {self._words(self.chosen)}: {why}" + (f"; {subset}" if subset else ""))
-        return self._structure_fit(self.chosen, impostors)
+        return self._fit_chosen(impostors, groups)
+
+    def _fit_chosen(self, impostors: ImpostorDistances, groups: TrainingGroups | None) -> FittedModel:
+        model = self._structure_fit(self.chosen, impostors, groups)
+        if self.chosen in MATCHED and groups is not None:
+            self.class_shift = dict(zip(impostors.classes, model.class_shift.tolist()))
+        return model
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         if self.chosen is None:  # no genuine comparisons at all (a first fit through _fit): one pooled threshold
@@ -132,8 +164,11 @@ class Auto(Estimator):
 
     @staticmethod
     def _words(structure: str) -> str:
-        return {"one": "one pooled threshold", "anchored": "classes located at their nearest impostors (anchored)",
-                "bulk": "classes located by the bulk of their impostors (auto-bulk)"}[structure]
+        words = {"one": "one pooled threshold", "anchored": "classes located at their nearest impostors (anchored)",
+                 "bulk": "classes located by the bulk of their impostors (auto-bulk)"}
+        base = structure.removesuffix("-matched")
+        return words[base] + ("" if base == structure else
+                              ", each group held at one pooled threshold's same-group FMR (matched)")
 
     def _enroll(self, model: FittedModel, cls: str, single: ImpostorDistances, context: RunContext) -> FittedModel:
         if getattr(model, "anchor", None) is None:
@@ -141,18 +176,27 @@ class Auto(Estimator):
         return enroll_anchored(model, cls, single.of(0), "auto")
 
     def simulate(self, galleries, targets: np.ndarray) -> np.ndarray:
-        if (self.chosen or "one") == "bulk":
+        base = (self.chosen or "one").removesuffix("-matched")
+        shift = self._shift(galleries.counts.size)
+        if base == "bulk":
             from .simulate import pooled_shape
 
-            return pooled_shape(galleries, targets, **AUTO_CONFIG)
-        return anchored_simulate(galleries, targets, structure=self.chosen or "one", **ANCHORED_CONFIG)
+            return pooled_shape(galleries, targets, shift=shift, **AUTO_CONFIG)
+        return anchored_simulate(galleries, targets, structure=base, shift=shift, **ANCHORED_CONFIG)
 
     def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
-        if (self.chosen or "one") == "bulk":
+        base = (self.chosen or "one").removesuffix("-matched")
+        if base == "bulk":
             from .simulate import pooled_shape_ranks
 
             return pooled_shape_ranks(counts, targets, world, **AUTO_CONFIG)
-        return anchored_ranks(counts, targets, world, structure=self.chosen or "one", **ANCHORED_CONFIG)
+        return anchored_ranks(counts, targets, world, structure=base, **ANCHORED_CONFIG)
+
+    def _shift(self, classes: int) -> np.ndarray | None:
+        """A matched structure's shifts in the fitted classes' order (the simulated galleries'), held as fitted."""
+        if self.chosen not in MATCHED or len(self.class_shift) != classes:
+            return None
+        return np.fromiter(self.class_shift.values(), dtype=np.float64, count=classes)
 
     def partitioned(self):
         """Sharded data: no genuine comparisons reach a sharded fit, so ``choose`` is one pooled threshold there (said

@@ -41,6 +41,9 @@ MIN_PER_CLASS = 8
 #: a structure is chosen over one pooled threshold only when its paired saving is beyond this many standard errors
 Z_CHOOSE = 2.0
 STRUCTURES = ("one", "anchored", "bulk")
+#: with two or more labelled groups, the class-specific structures with each group held at one pooled threshold's
+#: same-group FMR (group_shift.py)
+MATCHED = ("anchored-matched", "bulk-matched")
 #: the widest same-group FMR max/min ratio between groups a structure may have (issue 30's bar) where one pooled
 #: threshold's is narrower
 MAX_SPREAD = 1.5
@@ -205,18 +208,20 @@ def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structur
         levels = np.array([e for e in LEVELS if e * pooled.n_impostors >= MIN_EXPECTED])
         if not levels.size:
             continue
-        same_code = None
+        same_code = fitted_groups = None
         if n_groups:
             held_groups = groups.take(index[h])
+            fitted_groups = groups.take(index[f])
             own = np.repeat(groups.of_class, judged_on.counts())
             # the held-out impostor's group when it is a same-group comparison of a labelled class, else n_groups
             same_code = np.where(held_groups.same_group(judged_on), own, n_groups)
-        folds.append((fitted_on, judged_on, pooled, levels, same_code))
+        folds.append((fitted_on, judged_on, pooled, levels, same_code, fitted_groups))
 
     def one(task: tuple[int, str]) -> tuple:
-        fitted_on, held, pooled, levels, same_code = folds[task[0]]
+        fitted_on, held, pooled, levels, same_code, fitted_groups = folds[task[0]]
         held_class = np.repeat(np.arange(len(held)), held.counts())
-        tau = fit(task[1], fitted_on).thresholds(levels).values  # (classes, levels)
+        tau = (fit(task[1], fitted_on, fitted_groups) if task[1] in MATCHED else
+               fit(task[1], fitted_on)).thresholds(levels).values  # (classes, levels)
         worse = better = rejected = 0
         net = np.zeros(len(held))
         fa_g, expected_g = np.zeros((n_groups, levels.size)), np.zeros(n_groups)
@@ -325,6 +330,11 @@ def choose(judged: list[Judged]) -> tuple[str, str]:
                        "threshold" + ("; `impostors: same-group` under `data:` calibrates each group on its own against "
                                       "its same-group impostors (ISO/IEC 19795-10), which keeps each group's same-group "
                                       "FMR near the target and lets each be class-specific" if refused else ""))
-    best = min(candidates, key=lambda j: (j.worse - j.better) / max(j.decided, 1))
+    # with groups measured, a structure whose gap is wider than one threshold's (or MAX_SPREAD) even within noise
+    # gives way to one that is not (a matched structure holds each group where one threshold puts it)
+    reference = next((j for j in judged if j.structure == "one"), None)
+    bar = None if reference is None or reference.group_spread is None else max(reference.group_spread, MAX_SPREAD)
+    best = min(candidates, key=lambda j: (bar is not None and j.group_spread is not None and j.group_spread > bar,
+                                          (j.worse - j.better) / max(j.decided, 1)))
     return best.structure, (f"{best.structure} turned away the fewest training genuine comparisons against one pooled "
                             f"threshold at the same FPR ({said})")

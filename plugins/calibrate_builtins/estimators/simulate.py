@@ -233,10 +233,11 @@ def lowest_and(lowest: np.ndarray, extra: np.ndarray) -> list[np.ndarray]:
 
 def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
                  jackknife: float, min_tail_count: float, tail_fraction: float | None, min_exceedances: int,
-                 shape_bounds: tuple[float, float], **_: object) -> np.ndarray:
+                 shape_bounds: tuple[float, float], shift: np.ndarray | None = None, **_: object) -> np.ndarray:
     """auto (and znorm with ``pooled_shape: true, robust: true, family: lognormal``): per gallery the (C, T)
     thresholds of the pooled standardised-score model; a row of NaN where a class's robust scale is 0, or
-    (partial draws) where the drawn lowest values did not cover the pooled quantile: the caller refits."""
+    (partial draws) where the drawn lowest values did not cover the pooled quantile: the caller refits.
+    ``shift``: per class, a fixed shift of its standardised scores (auto's matched structures, group_shift.py)."""
     if not robust or family != "lognormal":
         raise ValueError("the vectorised pooled-shape fit covers the robust log-normal configuration only")
     counts = galleries.counts
@@ -286,6 +287,8 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
             mi = (1 - jackknife) * m[:, seg] + jackknife * loo[0.5]
             si = np.maximum((1 - jackknife) * s[:, seg] + jackknife * ls, 0.5 * s[:, seg])
             z = (y - mi) / si
+        if shift is not None:
+            z = z - shift[seg][None, :]
         lowest_z, need_tail, switch = _lowest_whole(z, t, n_total, tail_fraction, min_exceedances, min_tail_count)
         covered = np.ones(b_count, dtype=bool)
     else:
@@ -299,6 +302,8 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
             mi = (1 - jackknife) * m + jackknife * loo[0.5]
             si = np.maximum((1 - jackknife) * s + jackknife * ls, 0.5 * s)
             z_low = (y_low - mi[:, :, None]) / si[:, :, None]
+        if shift is not None:
+            z_low = z_low - shift[None, :, None]
         padded, largest = _padded_lowest(galleries, lowest, z_low)
         need = int(math.ceil(float(t.max()) * n_total)) + 1
         lowest_z = _smallest(padded.reshape(b_count, -1), need)
@@ -309,7 +314,7 @@ def pooled_shape(galleries, targets: np.ndarray, *, family: str, robust: bool,
         qz = pooled_z_quantile(lowest_z[g], t, n_total, need_tail, switch, tail_fraction=tail_fraction,
                                min_exceedances=min_exceedances, shape_bounds=shape_bounds)
         if qz is not None:
-            yy = m[g][:, None] + s[g][:, None] * qz[None, :]
+            yy = m[g][:, None] + s[g][:, None] * (qz[None, :] + (0.0 if shift is None else shift[:, None]))
             out[g] = monotone(from_working(yy, family, float(offset[g])), t)
     return out
 
