@@ -223,7 +223,9 @@ def test_evaluate_reports_the_same_figures_as_the_run(grouped_run):
         for key in ("fnr", "fnr_one_threshold", "fnr_cost", "fmr_same_group_max_over_min", "fnmr_max_over_min"):
             assert g[key] == pytest.approx(w[key], abs=1e-12), key
         assert g["fnr_paired"] == w["fnr_paired"]
-        assert g["groups"]["F"] == pytest.approx(w["groups"]["F"], abs=1e-12)
+        mine, theirs = dict(g["groups"]["F"]), dict(w["groups"]["F"])
+        assert mine.pop("fnmr_paired_own_threshold") == theirs.pop("fnmr_paired_own_threshold")
+        assert mine == pytest.approx(theirs, abs=1e-12)
         assert g["one_threshold"]["score_threshold"] == pytest.approx(w["one_threshold"]["score_threshold"], abs=1e-12)
     for key in ("eer", "auc", "fnmr_at_zero_fmr", "fmr_at_zero_fnmr"):
         assert got["verification"][key] == pytest.approx(doc["verification"][key], abs=1e-12), key
@@ -433,3 +435,32 @@ def test_evaluate_det_to_standard_output_moves_the_table_to_standard_error(group
     rows = done.stdout.strip().splitlines()
     assert rows[0] == "fpr,fnr,score_threshold" and all(len(r.split(",")) == 3 for r in rows)
     assert "one pooled threshold's FNR at the same FPR" in done.stderr
+
+
+def test_each_group_is_compared_with_one_threshold_of_its_own_by_a_brute_force_on_the_raw_scores(grouped_run):
+    """Per group: the FNMR of the best single threshold set on the group's own same-group impostor attempts that
+    admits no more of them than the estimator did, and the paired counts, as a brute force over every threshold."""
+    tmp, doc, _ = grouped_run
+    claimed, real, scores = read_list(tmp / "eval.csv")
+    group = {line.split(",")[0]: line.split(",")[1] for line in (tmp / "groups.csv").read_text().split()[1:]}
+    of_claimed = np.array([group.get(c, "") for c in claimed])
+    of_real = np.array([group.get(r, "") for r in real])
+    genuine = claimed == real
+    checked = 0
+    for label in ESTIMATORS:
+        for row in doc["estimators"][label]["targets"]:
+            accepted = decisions(tmp / "out" / "thresholds.csv", label, row["target_fpr"], claimed, scores)
+            for name in ("F", "M"):
+                same = ~genuine & (of_claimed == name) & (of_real == name)
+                mine = genuine & (of_claimed == name)
+                fa = int(accepted[same].sum())
+                fnr, _, t = one_threshold_fnr(scores[same], scores[mine], fa)
+                got = row["groups"][name]
+                assert got["fnmr_own_threshold"] == pytest.approx(fnr, abs=1e-12), (label, name)
+                ref = scores[mine] >= t
+                est = accepted[mine]
+                paired = got["fnmr_paired_own_threshold"]
+                assert paired["rejected_only_by_estimator"] == int(np.sum(~est & ref))
+                assert paired["rejected_only_by_one_threshold"] == int(np.sum(est & ~ref))
+                checked += 1
+    assert checked == 2 * len(ESTIMATORS) * len(TARGETS)

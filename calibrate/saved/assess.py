@@ -21,8 +21,9 @@ import numpy as np
 from calibrate.errors import CalibrationError
 from calibrate.statistics.order import clopper_pearson
 from calibrate.contract.types import CodedLabels, GroupLabels, factorise, same_labels
-from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, PooledScores, class_spread, d_prime, det_rows, group_figures,
-                           one_threshold, paired_fields, paired_fnr, verification_metrics)
+from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, PooledScores, class_spread, d_prime, det_rows,
+                                               group_figures, one_threshold, own_threshold, paired_fields, paired_fnr,
+                                               verification_metrics)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def _checked(claimed, real, scores) -> tuple[np.ndarray | CodedLabels, np.ndarra
 class _Groups:
     """The attempts' group codes and the counts that do not depend on any decision."""
 
-    def __init__(self, groups: GroupLabels, classes: np.ndarray, codes: np.ndarray, r: np.ndarray, genuine: np.ndarray):
+    def __init__(self, groups: GroupLabels, classes: np.ndarray, codes: np.ndarray, r: np.ndarray, genuine: np.ndarray,
+                 d: np.ndarray):
         self.names = groups.names
         self.n = len(self.names) + 1
         of_class = groups.codes(classes)  # per distinct claimed class, then per attempt: one lookup per class
@@ -117,16 +119,28 @@ class _Groups:
         self.genuine_mask = genuine
         self.genuine = np.bincount(self.claimed[genuine], minlength=self.n)
         self.classes = np.bincount(of_class, minlength=self.n)
+        # per labelled group: its same-group impostor attempts (sorted) and its genuine ones, as distances
+        same = ~genuine & (self.claimed == self.probe)
+        self.d = d
+        self.same = [np.sort(d[same & (self.claimed == g)]) for g in range(self.n - 1)]
+        self.of_group = [genuine & (self.claimed == g) for g in range(self.n - 1)]
 
     def pairs(self, mask: np.ndarray) -> np.ndarray:
         return np.bincount(self.claimed[mask] * self.n + self.probe[mask], minlength=self.n * self.n).reshape(self.n,
                                                                                                              self.n)
 
-    def figures(self, accepted: np.ndarray) -> dict:
+    def figures(self, accepted: np.ndarray, own: bool = True) -> dict:
+        """Per group figures of ``accepted``; ``own``: each group against one threshold of its own too."""
         imp = ~self.genuine_mask
         rejects = np.bincount(self.claimed[self.genuine_mask & ~accepted], minlength=self.n)
-        return group_figures(GroupCounts(self.names, self.impostors, self.pairs(imp & accepted), self.genuine, rejects,
-                                         self.classes))
+        pairs = self.pairs(imp & accepted)
+        out = group_figures(GroupCounts(self.names, self.impostors, pairs, self.genuine, rejects, self.classes))
+        if own:
+            for g, name in enumerate(self.names):
+                if name in out["groups"] and self.same[g].size:
+                    out["groups"][name].update(own_threshold(self.same[g], int(pairs[g, g]), self.d[self.of_group[g]],
+                                                             accepted[self.of_group[g]]))
+        return out
 
 
 def _spread(accepted: np.ndarray, genuine: np.ndarray, codes: np.ndarray, n_classes: int, unit_imp: np.ndarray,
@@ -153,7 +167,7 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
     pooled = PooledScores.of(d[~genuine], d[genuine])
     uc, codes = factorise(c)
     unit_imp = np.bincount(codes[~genuine], minlength=uc.size)
-    by_group = _Groups(groups, uc, codes, r, genuine) if groups is not None and s.size else None
+    by_group = _Groups(groups, uc, codes, r, genuine, d) if groups is not None and s.size else None
     out = []
     for target in targets:
         cohort = {} if probe_cohort_scores is None else {"probe_cohort_scores": probe_cohort_scores}
@@ -188,7 +202,7 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
                 extra["fnr_one_threshold"] = ref.fnr
                 extra["fnr_cost"] = (fr / n_gen) / ref.fnr if ref.fnr else None
             if by_group is not None:
-                reference.update(by_group.figures(ref_accept))
+                reference.update(by_group.figures(ref_accept, own=False))
             extra["one_threshold"] = reference
         out.append(Assessment(float(target), n_imp, fa, fpr, None if fpr is None else fpr / target, low, high,
                               n_gen, fr, fr / n_gen if n_gen else None, p_low, p_high, **extra))

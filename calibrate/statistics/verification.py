@@ -431,6 +431,25 @@ def group_figures(counts: GroupCounts) -> dict:
             "fnmr_max_over_min": _ratio(fnmr_rates)}
 
 
+def own_threshold(same_impostors: np.ndarray, same_false_accepts: int, genuine: np.ndarray,
+                  accepted: np.ndarray) -> dict:
+    """A group against one threshold of its own (issue 39): the loosest threshold on the group's same-group impostor
+    distances (``same_impostors``, sorted) admitting no more than the estimator's ``same_false_accepts`` of them; its
+    FNMR on the group's genuine distances (``genuine``) as ``fnmr_own_threshold``, and the paired comparison with the
+    estimator's decisions on them (``accepted``) as ``fnmr_paired_own_threshold`` (:func:`paired_fields`). Empty
+    without genuine attempts."""
+    genuine = np.asarray(genuine, dtype=np.float64)
+    if not genuine.size:
+        return {}
+    k = int(same_false_accepts)
+    t = float(np.nextafter(same_impostors[k], -np.inf)) if k < same_impostors.size else math.inf
+    theirs = genuine <= t
+    admitted = int(np.searchsorted(same_impostors, t, side="right"))
+    return {"fnmr_own_threshold": 1.0 - float(theirs.mean()),
+            "fnmr_paired_own_threshold": paired_fields(paired_fnr(accepted, theirs), k,
+                                                       OneThreshold(t, admitted, same_impostors.size, 0, 0))}
+
+
 def _extremes(groups: Mapping[str, dict], count: str, attempts: str) -> tuple[float, float] | None:
     """(log of max/min, its variance) of a rate over the labelled groups, counts k + 1/2 (so that a group with
     no event still gives a finite ratio): var(log k/n) ~ 1/k for a binomial count far from n."""

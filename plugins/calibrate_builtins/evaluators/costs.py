@@ -31,8 +31,8 @@ import numpy as np
 from calibrate.contract.base import EvaluationInput, Fold
 from calibrate.contract.types import GroupLabels, TargetResult
 from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
-                                    d_prime, det_rows, group_figures, loosest_below, paired_fields, paired_fnr,
-                                    verification_metrics)
+                                    d_prime, det_rows, group_figures, loosest_below, own_threshold, paired_fields,
+                                    paired_fnr, verification_metrics)
 
 
 @dataclass
@@ -61,6 +61,9 @@ class Pool:
     group_impostors: np.ndarray | None = None   # (G+1, G+1): claimed group x probe group
     group_genuine: np.ndarray | None = None     # (G+1,)
     group_classes: np.ndarray | None = None     # (G+1,)
+    #: per labelled group, its classes' same-group impostor attempts sorted (the matcher's scores as distances): where
+    #: a threshold of that group's own admitting a given number of them lies
+    group_same: list[np.ndarray] | None = None
 
     def scores(self, distances) -> list:
         """Thresholds on the oriented scale as the matcher's own scores (accept ``score >= t`` for similarities);
@@ -112,7 +115,30 @@ def pool_attempts(data: EvaluationInput) -> Pool:
     pool = Pool(folds, PooledScores(imp_all, gen_all), groups, _kind(data.folds[0]), g_imp, g_gen)
     if groups is not None:
         pool.group_classes = np.bincount(np.array(list(enrolled.values()), dtype=np.int64), minlength=n_groups)
+        pool.group_same = _same_group_scores(folds, n_groups - 1)
     return pool
+
+
+def _same_group_scores(folds: list[FoldAttempts], labelled: int) -> list[np.ndarray]:
+    """Per labelled group, every fold's same-group impostor attempts of its classes, as distances, sorted."""
+    parts: list[list[np.ndarray]] = [[] for _ in range(labelled)]
+    for fa in folds:
+        rows, cols = np.nonzero(fa.impostor)
+        claimed = fa.class_groups[cols]
+        same = (claimed == fa.probe_groups[rows]) & (claimed < labelled)
+        values = fa.sign * fa.values[rows[same], cols[same]]
+        for g in range(labelled):
+            parts[g].append(values[claimed[same] == g])
+    return [np.sort(np.concatenate(p)) for p in parts]
+
+
+def own_threshold_fields(pool: Pool, g: int, same_fa: int, est_accepts: list[np.ndarray]) -> dict:
+    """Group ``g`` against one threshold of its own (calibrate.statistics.verification.own_threshold), every fold's
+    genuine attempts of its classes pooled (``est_accepts``: the estimator's decisions on each fold's)."""
+    of_group = [fa.class_groups[fa.gen_cols] == g for fa in pool.folds]
+    return own_threshold(pool.group_same[g], same_fa,
+                         np.concatenate([fa.gen_values[m] for fa, m in zip(pool.folds, of_group)]),
+                         np.concatenate([a[m] for a, m in zip(est_accepts, of_group)]))
 
 
 def _pairs(claimed: np.ndarray, probe: np.ndarray, n: int) -> np.ndarray:
@@ -190,6 +216,10 @@ def add_costs(measured: dict, pool: Pool, targets: tuple[float, ...]) -> dict[st
             if n_groups:
                 mine = group_figures(_group_counts(pool, est_pairs, est_rej))
                 theirs = group_figures(_group_counts(pool, ref_pairs, ref_rej))
+                for g, name in enumerate(pool.groups.names):  # each group against one threshold of its own
+                    if name in mine["groups"] and pool.group_same[g].size:
+                        mine["groups"][name].update(own_threshold_fields(
+                            pool, g, int(est_pairs[g, g]), [c["gen_accept"][k] for c in m.counts]))
                 extra.update(mine)
                 reference.update(theirs)
             extra["one_threshold"] = reference

@@ -34,8 +34,13 @@ def _ratio_cell(g: dict, target: float) -> str:
 def _fnmr_cell(g: dict) -> str:
     if g.get("fnmr") is None:
         return "n/a"
+    own = g.get("fnmr_own_threshold")
+    paired = g.get("fnmr_paired_own_threshold") or {}
+    verdict = "" if not paired.get("beyond_noise") else (
+        ", fewer" if paired["extra_rejects_per_1000"] < 0 else ", more")
     return (f"{100 * g['fnmr']:.3g}% [{100 * g['fnmr_ci_low']:.3g}, {100 * g['fnmr_ci_high']:.3g}] "
-            f"({g['false_rejects']}/{g['genuine_attempts']:,})")
+            f"({g['false_rejects']}/{g['genuine_attempts']:,})"
+            + ("" if own is None else f"; own threshold {100 * own:.3g}%{verdict}"))
 
 
 def _md(name: str) -> str:
@@ -90,7 +95,9 @@ def group_section(results: dict[str, list[TargetResult]], summary: dict, picture
                                                           f"`{UNLABELLED}`)" if unl else "") + ". "
              "Per group, the FMR over same-group impostor attempts (probe and claimed class in one group: the look-alikes "
              "that matter at a low FPR; the ISO/IEC 19795-10 view) as a ratio to the target, with its 95% "
-             "Clopper-Pearson interval and the counts; then the FNMR. The max/min columns compare the groups "
+             "Clopper-Pearson interval and the counts; then the FNMR, beside that of one threshold of the group's own "
+             "admitting as many of its same-group impostor attempts (\"fewer\"/\"more\": beyond noise, McNemar p < "
+             "0.05). The max/min columns compare the groups "
              "(labelled groups only), for the estimator and for one pooled threshold at the same overall FPR; n/a "
              "when a group had none. Every group's FMR over all its impostor attempts is in results.json (`groups`).",
              "", "| Estimator | Target FPR | " + " | ".join(f"{_md(n)}: same-group FMR / target" for n in names)
