@@ -69,7 +69,7 @@ def groups_recipe(tmp_path, *, same_group: bool, estimators=("generic-interp",),
     if same_group:
         data["impostors"] = "same-group"
     raw = {"version": 1, "data": data, "estimators": [{"plugin": e} for e in estimators],
-           "evaluation": {"targets": TARGETS, "prediction": same_group},  # (skipped, with a note, group by group)
+           "evaluation": {"targets": TARGETS, "prediction": same_group},
            "output": {"dir": str(tmp_path / ("same" if same_group else "all")), "plots": False}}
     return parse_recipe(raw, build_registry(), source="groups.yaml", base_dir=tmp_path)
 
@@ -94,7 +94,7 @@ def test_same_group_calibration_brings_every_groups_same_group_fmr_to_the_target
         for g, ratio in after[target].items():
             assert 0.75 <= ratio <= 1.33, (target, g, ratio)
     assert any("calibrated against same-group impostors" in n for n in doc["notes"])
-    assert any("no predicted FPR intervals" in n for n in doc["notes"])
+    assert not any("no predicted FPR intervals" in n for n in doc["notes"])  # predicted group by group
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -172,3 +172,37 @@ def test_the_default_does_not_take_a_structure_that_widens_the_gap_between_group
     bulk, _ = group_ratios(tmp_path / "all", "auto-bulk")
     assert all(s < max(b.values()) / min(b.values()) for s, b in zip(spread, bulk.values()))
     assert not math.isnan(spread[0])
+
+
+def test_a_run_calibrated_group_by_group_is_predicted_group_by_group(tmp_path):
+    """Each group's estimator in a world of its own classes' same-group distances (issue 39): the run's interval is
+    the groups' replicates weighted by their training distances, and each group's row carries its own interval."""
+    import numpy as np
+
+    from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world, predict_parts, predict_together
+    from calibrate.running.grouped import _subset
+
+    recipe = groups_recipe(tmp_path, same_group=True, estimators=("auto",), seed=31)
+    result = run_recipe(recipe)
+    assert not [n for n in result.notes if "no predicted FPR intervals" in n]
+    doc = json.loads((tmp_path / "same" / "results.json").read_text(encoding="utf-8"))
+    rows = doc["estimators"]["auto"]["targets"]
+    assert all(r.get("predicted_fpr_low") is not None for r in rows)
+    measured = [g for r in rows for g in r["groups"].values() if g.get("impostor_attempts_same_group")]
+    assert measured and all(g["predicted_fmr_same_group_low"] <= g["predicted_fmr_same_group_high"] for g in measured)
+    # the combination is the parts' own predictions, weighted by their training distances
+    fold = result.folds[0]
+    model = fold.models["auto"]
+    index = {c: i for i, c in enumerate(fold.impostors.classes)}
+    parts = [(name, part, est, _subset(fold.impostors, np.array([index[c] for c in part.classes])))
+             for (name, part), est in zip(model.parts, model.estimators)]
+    settings, t = PredictionSettings(0.9, 20), np.array([0.01, 0.001])
+    whole = predict_parts(parts, model, t, settings=settings, seed=[5])
+    alone = [predict_together([est], [part], sub, t, settings=settings, seed=[5, k],
+                              world=choose_world(Worlds(sub), sub, part, t))[0]
+             for k, (_, part, est, sub) in enumerate(parts)]
+    w = np.array([sub.values.size for *_, sub in parts], dtype=float)
+    b = min(p.replicates.shape[0] for p in alone)
+    expected = sum(wi / w.sum() * p.replicates[:b] for wi, p in zip(w, alone))
+    np.testing.assert_allclose(whole.replicates, expected, rtol=1e-12, equal_nan=True)
+    assert set(whole.groups) == {name for name, *_ in parts}

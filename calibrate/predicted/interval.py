@@ -59,7 +59,7 @@ from calibrate.contract.base import Estimator, FittedModel, overrides, progress_
 from calibrate.errors import DataError
 from calibrate.predicted.interval_result import (DEFAULT_BUDGET, DEFAULT_LEVEL, DEFAULT_REPLICATES,  # noqa: F401  (re-exported: public API)
                                                  MIN_REPLICATES, PREDICTED, STATUS, WORLD_WORDS, Prediction,
-                                                 PredictionSettings, as_array, column_quantile, combine,
+                                                 PredictionSettings, as_array, by_groups, column_quantile, combine,
                                                  measured_interval, saved_table)
 from calibrate.predicted.simulation import (SIMULATED_PER_DISTANCE, SIMULATED_VALUES,  # noqa: F401  (re-exported: public API)
                                             _refitted, _simulated, refit_plan, replicate_level, simulated_replicates)
@@ -283,3 +283,26 @@ def predict_in_worlds(estimators: Sequence[Any], models: Sequence[FittedModel], 
             out[i] = pred
     return out
 
+
+
+def predict_parts(parts: Sequence[tuple], model: FittedModel, targets: Sequence[float], *,
+                  settings: PredictionSettings, seed: Sequence[int], context: Any = None) -> Prediction:
+    """A model fitted part by part (a group's classes against their same-group impostors, ``impostors:
+    same-group``) predicted part by part: ``parts`` are (name, the part's model, its fitted estimator, the part's
+    training ImpostorDistances); each estimator in the world of its own part's distances, the parts' replicates then
+    combined weighted by their training distances (as a gallery's classes are) and each part's own prediction kept
+    (``Prediction.groups``). A DataError naming the part when one cannot be predicted."""
+    predictions, weights = {}, []
+    for k, (name, part, estimator, impostors) in enumerate(parts):
+        try:
+            if not simulates(estimator):
+                raise DataError("its estimator has no vectorised simulation (refits part by part are not made)")
+            worlds = Worlds(impostors)
+            worlds.first()
+            world = choose_world(worlds, impostors, part, targets)
+            predictions[name] = predict_together([estimator], [part], impostors, targets, settings=settings,
+                                                 seed=[*seed, k], world=world, context=context)[0]
+        except DataError as exc:
+            raise DataError(f"group {str(name)[:40]}: {exc}") from None
+        weights.append(impostors.values.size)
+    return by_groups(predictions, weights, model)

@@ -120,6 +120,8 @@ class Prediction:
     #: (calibrate.predicted.simulation._complete), and those of them refitted whole one at a time (the slow path)
     widened: int = 0
     refitted: int = 0
+    #: a model fitted group by group (``impostors: same-group``): each group's own prediction, by group name
+    groups: dict | None = None
 
     def predicted(self) -> np.ndarray:
         """Per target, whether it has an interval."""
@@ -241,3 +243,33 @@ def combine(predictions: Sequence[Prediction], weights: Sequence[float]) -> np.n
     w = np.asarray(weights, dtype=np.float64)
     stack = np.stack([p.replicates[:b] for p in predictions])  # folds x B x T
     return np.tensordot(w / w.sum(), stack, axes=1)
+
+
+def by_groups(parts: dict, weights: Sequence[float], model: Any) -> Prediction:
+    """One prediction of a model fitted group by group from each group's (``parts``: name -> Prediction, in the model's
+    part order; ``weights``: each group's training distances): replicate-wise weighted as :func:`combine` does, each
+    group's per-class intervals placed at its classes' rows, and per target the status of the group that gives none
+    (else ``tail`` where a group rests on its tail, else ``fits``)."""
+    preds = list(parts.values())
+    reps = combine(preds, weights)
+    classes = list(model.classes)
+    low = high = None
+    if all(p.class_low is not None for p in preds):
+        low, high = np.full((len(classes), reps.shape[1]), np.nan), np.full((len(classes), reps.shape[1]), np.nan)
+        row = {c: i for i, c in enumerate(classes)}
+        for (_, part), p in zip(model.parts, preds):
+            at = [row[c] for c in part.classes]
+            low[at], high[at] = p.class_low, p.class_high
+    status = []
+    for j in range(reps.shape[1]):
+        said = [p.status[j] for p in preds if p.status]
+        status.append(next((s for s in said if s not in PREDICTED), "tail" if "tail" in said else "fits"))
+    checks = [{"groups": {name: _jsonable_check(p.checks[j]) for name, p in parts.items() if p.checks}}
+              for j in range(reps.shape[1])]
+    out = Prediction(preds[0].targets, preds[0].level, reps, low, high, sum(p.failed for p in preds),
+                     status=tuple(status), checks=checks, simulation="vectorised", tail_model="per group",
+                     world="per group", groups=dict(parts))
+    bad = ~out.predicted()
+    if bad.any():
+        out.replicates[:, bad] = np.nan
+    return out

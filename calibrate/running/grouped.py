@@ -145,7 +145,7 @@ def fit_by_group(make: Callable[[], Any], impostors: ImpostorDistances, genuine:
     """A fresh estimator from ``make()`` fitted on each group's classes alone (:func:`strata`), with their training
     genuine distances; the estimators' notes are said with the group's name. A group whose fit fails: a DataError
     naming the group."""
-    parts = []
+    parts, estimators = [], []
     for name, rows in strata(groups):
         sub = _subset(impostors, rows)
         sub_genuine = None if genuine is None else GenuineDistances.from_lists(
@@ -154,7 +154,8 @@ def fit_by_group(make: Callable[[], Any], impostors: ImpostorDistances, genuine:
         try:
             with warnings.catch_warnings(record=True) as caught:  # the notes are said again, with the group's name
                 warnings.simplefilter("always")
-                model = make().fit(sub, inner, genuine=sub_genuine)
+                estimator = make()
+                model = estimator.fit(sub, inner, genuine=sub_genuine)
         except DataError as exc:
             raise DataError(f"group {name[:40]!r} ({rows.size} classes, calibrated on its own against same-group "
                             f"impostors): {exc}") from None
@@ -164,7 +165,10 @@ def fit_by_group(make: Callable[[], Any], impostors: ImpostorDistances, genuine:
         for note in inner.notes:
             context.note(f"group {name}: {note}")
         parts.append((name, model))
-    return GroupedModel(impostors.classes, parts)
+        estimators.append(estimator)
+    grouped = GroupedModel(impostors.classes, parts)
+    grouped.estimators = estimators  # each group's fitted estimator, for its predicted interval (not saved)
+    return grouped
 
 
 ENROLL_REFUSED = ("this calibration was made group by group against same-group impostors (`impostors: same-group`); "

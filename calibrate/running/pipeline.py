@@ -313,11 +313,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
                     raise DataError(f"{exc}. {hint}") from None
                 raise
         fitted.append((spec, estimator, time.perf_counter() - started))
-    if recipe.prediction.enabled and recipe.same_group:
-        if index == 0:
-            context.note("no predicted FPR intervals: the thresholds are calibrated group by group against same-group "
-                         "impostors (`impostors: same-group`), which the simulated galleries do not model yet")
-    elif recipe.prediction.enabled:
+    if recipe.prediction.enabled:
         if beside.available() and all(s.confidence is None and prediction.simulates(e) for s, e, _ in fitted):
             # nothing before the evaluators' predicted columns reads it: computed beside the thresholds,
             # the evaluation and its pictures, and waited for when first read (see PendingPredictions). Only

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+
+import numpy as np
 from dataclasses import replace
 
 from calibrate.running import beside
@@ -88,6 +90,14 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
     """Every estimator's predicted FPR on this fold (calibrate.predicted.interval), filling ``predictions`` (and
     ``models``, wrapped with their bound where a confidence is asked). Estimators with a vectorised
     simulation share one set of simulated galleries; the others are refitted within the time budget."""
+    if recipe.same_group:  # each group calibrated on its own: each predicted in its own world
+        for index, (spec, _, _) in enumerate(fitted):
+            with times(f"predict {spec.label}"):
+                predicted = predict_by_group(models[spec.label], impostors, recipe, [recipe.seed, fold_index, index],
+                                             fold, context)
+            if predicted is not None:
+                _keep(spec, predicted, predictions, fold, recipe, context)
+        return
     with times("predict: reference world"):
         worlds = prediction.Worlds(impostors, train_d)
         try:
@@ -131,6 +141,25 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
                 context.note(f"{spec.label}: no predicted FPR interval ({exc})")
                 continue
         _keep(spec, predicted, predictions, fold, recipe, context)
+
+
+def predict_by_group(model, impostors: ImpostorDistances, recipe: Recipe, seed: list, fold: str,
+                     context: RunContext) -> "prediction.Prediction | None":
+    """A model fitted group by group (``impostors: same-group``, calibrate.running.grouped) predicted group by group
+    (calibrate.predicted.interval.predict_parts); None, with a note, when a group has no prediction."""
+    from calibrate.running.grouped import GroupedModel, _subset
+
+    if not isinstance(model, GroupedModel) or not hasattr(model, "estimators"):
+        return None
+    index = {c: i for i, c in enumerate(impostors.classes)}
+    parts = [(name, part, estimator, _subset(impostors, np.array([index[c] for c in part.classes])))
+             for (name, part), estimator in zip(model.parts, model.estimators)]
+    try:
+        return prediction.predict_parts(parts, model, recipe.targets, settings=recipe.prediction, seed=seed,
+                                        context=context)
+    except DataError as exc:
+        context.note(f"no predicted FPR intervals on fold {fold!r}: {exc}")
+        return None
 
 
 def _keep(spec, predicted: "prediction.Prediction", predictions: dict, fold: str, recipe: Recipe,

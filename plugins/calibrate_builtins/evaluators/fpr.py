@@ -179,7 +179,8 @@ def measure_label(folds: tuple[Fold, ...], label: str, targets: tuple[float, ...
 
 def add_predicted(rows: list[TargetResult], folds: tuple[Fold, ...], label: str, attempts: list[int],
                   targets: tuple[float, ...]) -> list[TargetResult]:
-    """``rows`` (from :func:`measure_label`) with the predicted-interval fields added to each row's extra."""
+    """``rows`` (from :func:`measure_label`) with the predicted-interval fields added to each row's extra, and, for a
+    model predicted group by group (``impostors: same-group``), each group's row its predicted same-group FMR."""
     predicted = predicted_fields(folds, label, attempts, targets)
     if predicted:
         for k, row in enumerate(rows):
@@ -187,7 +188,31 @@ def add_predicted(rows: list[TargetResult], folds: tuple[Fold, ...], label: str,
             if row.impostor_attempts and predicted["predicted_fpr_low"][k] is not None:
                 row.extra["predicted_covers"] = bool(predicted["predicted_fpr_low"][k] <= row.fpr
                                                      <= predicted["predicted_fpr_high"][k])
+        _predicted_by_group(rows, folds, label, attempts)
     return rows
+
+
+def _predicted_by_group(rows: list[TargetResult], folds: tuple[Fold, ...], label: str, attempts: list[int]) -> None:
+    """Each group row's ``predicted_fmr_same_group_low/high`` (the interval for the same-group FMR measured on its
+    same-group attempts) and ``predicted_covers``, where every fold predicted that group on its own."""
+    from calibrate.predicted.interval import combine, measured_interval
+
+    preds = [f.predictions.get(label) for f in folds]
+    if not all(p is not None and p.groups for p in preds):
+        return
+    for name in preds[0].groups:
+        parts = [p.groups.get(name) for p in preds]
+        if any(part is None for part in parts):
+            continue
+        reps = combine(parts, attempts)
+        for k, row in enumerate(rows):
+            group = (row.extra.get("groups") or {}).get(name)
+            n = group and group.get("impostor_attempts_same_group")
+            if not n or not np.isfinite(reps[:, k]).any():
+                continue
+            low, high = measured_interval(reps[:, k:k + 1], n, parts[0].level)
+            group.update({"predicted_fmr_same_group_low": float(low[0]), "predicted_fmr_same_group_high": float(high[0]),
+                          "predicted_covers": bool(low[0] <= group["fmr_same_group"] <= high[0])})
 
 
 def _nones(values) -> list:

@@ -27,8 +27,11 @@ def _ratio_cell(g: dict, target: float) -> str:
     if g.get("fmr_same_group") is None:
         return "n/a (no same-group attempts)"
     lo, hi = g["fmr_same_group_ci_low"], g["fmr_same_group_ci_high"]
+    predicted = g.get("predicted_fmr_same_group_low")
     return (f"{g['fmr_same_group'] / target:.2f} [{lo / target:.2f}, {hi / target:.2f}] "
-            f"({g['false_accepts_same_group']}/{g['impostor_attempts_same_group']:,})")
+            f"({g['false_accepts_same_group']}/{g['impostor_attempts_same_group']:,})"
+            + ("" if predicted is None else
+               f"; predicted {predicted / target:.2f}-{g['predicted_fmr_same_group_high'] / target:.2f}"))
 
 
 def _fnmr_cell(g: dict) -> str:
@@ -95,7 +98,8 @@ def group_section(results: dict[str, list[TargetResult]], summary: dict, picture
                                                           f"`{UNLABELLED}`)" if unl else "") + ". "
              "Per group, the FMR over same-group impostor attempts (probe and claimed class in one group: the look-alikes "
              "that matter at a low FPR; the ISO/IEC 19795-10 view) as a ratio to the target, with its 95% "
-             "Clopper-Pearson interval and the counts; then the FNMR, beside that of one threshold of the group's own "
+             "Clopper-Pearson interval and the counts (and, where each group was calibrated and predicted on its own, the "
+             "interval predicted from its training data); then the FNMR, beside that of one threshold of the group's own "
              "admitting as many of its same-group impostor attempts (\"fewer\"/\"more\": beyond noise, McNemar p < "
              "0.05). The max/min columns compare the groups "
              "(labelled groups only), for the estimator and for one pooled threshold at the same overall FPR; n/a "
