@@ -7,6 +7,7 @@ python reader, the reference, reads the file again and says what is wrong and wh
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +121,7 @@ def _read_pyarrow(path: Path, fmt: str, delimiter: str | None, columns: dict | N
         for batch in pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert,
                                     memory_pool=pa.system_memory_pool()):
             if not expected:  # the file's lines, from the first block's (a little more: grown less often)
-                expected = int(path.stat().st_size * batch.num_rows / STREAM_BLOCK * 1.05) + batch.num_rows
+                expected = int(os.path.getsize(path) * batch.num_rows / STREAM_BLOCK * 1.05) + batch.num_rows
             for name, column in zip(used[:3], labels):
                 if column is not None:
                     column.add(batch.column(name), expected)
