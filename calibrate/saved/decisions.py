@@ -59,7 +59,7 @@ class Decider:
         attempt), both 1-D and of one length. ``out``: a boolean array of that length to write the decisions into
         (else a new one). A code out of range, a score that is not finite, or arrays that do not fit are a
         CalibrationError naming the first offender; the check reads each block's minimum and maximum code and
-        the sum of its scores while the block is in the cache (about a fifth of the decisions' time)."""
+        the sum of its scores while the block is in the cache (about a quarter of the decisions' time)."""
         c, s = _codes(codes), _scores(scores)
         if c.ndim != 1 or s.ndim != 1:
             raise CalibrationError(f"codes and scores must be one-dimensional, got shapes {c.shape} and {s.shape}")
