@@ -4,8 +4,8 @@
     decide = cal.decider(0.001)             # once per target: a threshold per code, in score units
     accepted = decide(codes[claimed], scores)   # per batch of attempts: a gather and a compare
 
-A :class:`Decider` holds the calibration's score thresholds at one target as one contiguous float64 array (the
-very array ``Calibration.accept`` reads, so its decisions are accept's, bit for bit) and compares with the
+A :class:`Decider` holds the calibration's score thresholds at one target as one contiguous float64 array (a
+copy of the one ``Calibration.accept`` reads, so its decisions are accept's, bit for bit) and compares with the
 same rule (``score >= t`` for similarities, ``score <= t`` for distances). Attempts are decided a block of
 ``BLOCK`` at a time: each block's codes and scores are checked (codes in range, scores finite) while they are
 in the cache, the thresholds gathered into a reused buffer (``np.take(..., out=)``) and compared into the
