@@ -110,7 +110,7 @@ def test_bad_input_is_one_clear_error():
         refused(f"score number {BLOCK + 8} is {bad}; every score must be a finite number", codes, s)
     refused("class codes must be integers (positions in the calibration's classes), got float64", codes * 1.0, scores)
     refused("class codes must be integers", codes.astype(bool), scores)
-    refused("class codes must be integers", names_of(cal)[:3], scores[:3])
+    refused("class codes must be integers", np.array(cal.classes[:3]), scores[:3])
     refused("scores must be real numbers (one per attempt, in score units), got <U4", codes[:2], ["50.0", "1"])
     refused("codes and scores must be one-dimensional, got shapes (2, 3) and (6,)", np.zeros((2, 3), int), scores[:6])
     refused(f"{m} codes but {m - 1} scores; give one class code per score", codes, scores[1:])
@@ -123,10 +123,6 @@ def test_bad_input_is_one_clear_error():
     for target in (0, 1.5, "often"):
         with pytest.raises(CalibrationError, match=re.escape("is not in (0, 1)")):
             cal.decider(target)
-
-
-def names_of(cal) -> np.ndarray:
-    return np.array(cal.classes)
 
 
 def test_a_saved_calibration_refuses_beyond_its_reach_and_a_low_target_warns(tmp_path):
