@@ -222,6 +222,9 @@ def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
     for label in ("auto", "generic-interp", "class-interp"):
         part = calibrate.load(sharded.out_dir / "calibration.json", label)
         same = calibrate.load(memory.out_dir / "calibration.json", label)
+        first = calibrate.load(sharded.out_dir / "calibration.json", label)  # accept as its first question
+        scores = np.linspace(0.5, 8, len(classes))
+        assert np.array_equal(first.accept(classes, scores, 0.01), same.accept(classes, scores, 0.01))
         assert len(part) == 24 and "c1_3" in part and "nobody" not in part
         assert part.training_scores is not None  # issue 31: what accept checks, the same as the in-memory run's
         assert part.training_scores == pytest.approx(same.training_scores, rel=RTOL)

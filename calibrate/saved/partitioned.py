@@ -11,6 +11,7 @@ cache, an array lookup; thresholds for a part at a target are computed once per 
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import stat
@@ -119,7 +120,7 @@ class PartitionedCalibration:
         self._cache = cache_parts
         self._index: dict[str, int] | None = None
         self._sizes: list[int] = []
-        self._starts = np.zeros(1, np.int64)
+        self._starts: list[int] = [0]
 
     @property
     def accept_if(self) -> str:
@@ -152,7 +153,7 @@ class PartitionedCalibration:
                                            "damaged: run the recipe again")
                 sizes.append(len(names))
             self._index, self._sizes = index, sizes
-            self._starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+            self._starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
         return self._index
 
     def _code(self, cls: Any) -> int:
@@ -166,7 +167,7 @@ class PartitionedCalibration:
         return self._part_of_code(self._code(cls))
 
     def _part_of_code(self, code: int) -> int:
-        return int(np.searchsorted(self._starts, code, side="right")) - 1
+        return bisect.bisect_right(self._starts, code) - 1
 
     def codes(self, classes: Any) -> np.ndarray:
         """Each class's code (an int64 array): its position in the parts' class lists taken in order
@@ -279,7 +280,8 @@ class PartitionedCalibration:
         if c.size != s.size:
             raise CalibrationError(f"{c.size} classes but {s.size} scores; give one claimed class per score (or a single "
                                    "class, not in a list, for all of them)")
-        parts = np.array([self._part_of(x) for x in c.tolist()], dtype=np.int64)
+        codes = self.codes(c)  # reads the class lists first
+        parts = np.searchsorted(np.array(self._starts), codes, side="right") - 1
         out = np.zeros(s.size, bool)
         for k in np.unique(parts):
             at = np.flatnonzero(parts == k)
