@@ -214,6 +214,7 @@ def test_the_embedding_example_runs(capsys):
     stdout = capsys.readouterr().out
     assert "newcomer enrolled: accept when score >=" in stdout and "1,000,000 decisions" in stdout
     assert "predicted FPR of these thresholds (90%)" in stdout and "auto-c95: impostors accepted" in stdout
+    assert "on class codes: 1,000,000 decisions" in stdout and "the same decisions: True" in stdout
 
 
 def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):

@@ -356,6 +356,11 @@ def test_znorm_answers_threshold_in_score_units_deciding_as_accept_does(tmp_path
                 grid = np.concatenate([near, t + np.linspace(-0.2, 0.2, 81)])
                 assert np.array_equal(cal.accept(cls, grid, target), grid >= t), (label, cls)
                 assert cal.accept(cls, near, target).tolist() == [False, True, True]
+                # decisions on class codes: the score thresholds, deciding as accept does
+                code = cal.codes([cls])[0]
+                decide = cal.decider(target)
+                assert decide.thresholds[code] == t
+                assert np.array_equal(decide(np.full(grid.size, code), grid), cal.accept(cls, grid, target))
     out = invoke_cli("threshold", str(folder / "out"), "--class", "c02", "--fpr", "0.05", "--estimator", "class-interp")
     assert out.returncode == 0, out.stderr
     t = calibrate.load(folder / "out", "class-interp").threshold("c02", 0.05)
@@ -379,6 +384,11 @@ def test_a_normaliser_reading_the_probe_still_has_no_score_threshold(snorm_run):
         cal.threshold("c01", 0.05)
     out = invoke_cli("threshold", str(folder / "out"), "--class", "c01", "--fpr", "0.05", "--json")
     assert out.returncode == 0 and json.loads(out.stdout)["score_threshold"] is None
+    with pytest.raises(CalibrationError, match=re.escape("snorm, which reads the probe's cohort scores: a decision "
+                                                         "depends on them, so no threshold per class code exists; "
+                                                         "decide with accept(classes, scores, target_fpr, "
+                                                         "probe_cohort_scores=...)")):
+        cal.decider(0.05)
 
 
 class _LogNorm(Normalizer):

@@ -222,6 +222,9 @@ def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
     for label in ("auto", "generic-interp", "class-interp"):
         part = calibrate.load(sharded.out_dir / "calibration.json", label)
         same = calibrate.load(memory.out_dir / "calibration.json", label)
+        first = calibrate.load(sharded.out_dir / "calibration.json", label)  # accept as its first question
+        scores = np.linspace(0.5, 8, len(classes))
+        assert np.array_equal(first.accept(classes, scores, 0.01), same.accept(classes, scores, 0.01))
         assert len(part) == 24 and "c1_3" in part and "nobody" not in part
         assert part.training_scores is not None  # issue 31: what accept checks, the same as the in-memory run's
         assert part.training_scores == pytest.approx(same.training_scores, rel=RTOL)
@@ -230,6 +233,20 @@ def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
                 assert part.threshold(c, e) == pytest.approx(same.threshold(c, e), rel=RTOL)
         scores = np.linspace(0.5, 8, len(classes))
         assert np.array_equal(part.accept(classes, scores, 0.01), same.accept(classes, scores, 0.01))
+        # decisions on class codes: the codes follow the parts' class lists, every part's thresholds read once
+        codes = part.codes(classes)
+        assert sorted(codes.tolist()) == list(range(24)) and np.array_equal(part.codes(classes[::-1]), codes[::-1])
+        for e in (0.01, 0.004):
+            decide = part.decider(e)
+            assert [decide.classes[k] for k in codes] == classes
+            assert decide.thresholds[codes].tolist() == [part.threshold(c, e) for c in classes]
+            many = np.repeat(codes, 50)
+            grid = np.tile(np.linspace(0.0, 10.0, 50), len(classes))
+            names = np.array(classes)[np.repeat(np.arange(len(classes)), 50)]
+            assert np.array_equal(decide(many, grid), part.accept(names, grid, e))
+            assert 0 < decide(many, grid).mean() < 1
+    with pytest.raises(CalibrateError, match="not enrolled"):
+        part.codes(["c0_1", "nobody"])
     with pytest.raises(CalibrateError, match="not enrolled"):
         part.threshold("nobody", 0.01)
 

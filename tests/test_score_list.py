@@ -340,3 +340,54 @@ def test_tidy_files_stay_on_the_pyarrow_path(tmp_path, monkeypatch):
     monkeypatch.setattr(readers, "_read_csv_python", refuse)
     for (p, kw), want in zip(files, expected):
         same(read_score_list(p, missing=-1, reader="pyarrow", **kw), want)
+
+
+@needs_pyarrow
+def test_the_streamed_pyarrow_read_gives_the_python_readers_comparisons_block_by_block(tmp_path, monkeypatch):
+    """The pyarrow reader parses a file a block at a time (STREAM_BLOCK): labels first met in a later block, blocks
+    whose dictionaries differ, a first block of long lines (the columns' first size too small: they grow), CSV
+    cells stripped across blocks give what the python reader gives; a bad line in a later block is named as the
+    python reader names it."""
+    import pyarrow.csv as pacsv
+
+    import calibrate.files.score_list_pyarrow_reader as streamed
+    import calibrate.files.score_lists as readers
+    from calibrate.files.score_lists import read_comparisons
+
+    def comparisons(path, reader, **kw):
+        rows = read_comparisons(path, reader=reader, missing=-1, **kw)
+        return ([np.asarray(x).tolist() if x is not None else None for x in (rows.claimed, rows.real, rows.probe)],
+                [rows.claimed_labels, rows.real_labels, rows.probe_labels], rows.scores.tolist())
+
+    d = Data(seed=15, n_classes=12, probes_per_class=9)
+    long_first = [f"{'x' * 200}{k} {'y' * 200} p{k} 0.5\n" for k in range(3)]
+    (tmp_path / "grows.txt").write_text("".join(long_first) + d.bob4(tmp_path / "plain.txt").read_text())
+    lines = d.bob4(tmp_path / "s4.txt").read_text().splitlines()
+    (tmp_path / "tab.txt").write_text("\n".join(lines[:-5] + ["late\tlabel r9 p9 0.25"] + lines[-5:]) + "\n")
+    rows = d.table(tmp_path / "a.csv").read_text().splitlines()
+    (tmp_path / "spaces.csv").write_text("\n".join([rows[0]] + [",".join(f" {c} " if k in (1, 2) and n % 2 else c
+                                                                         for k, c in enumerate(r.split(",")))
+                                                                for n, r in enumerate(rows[1:])]) + "\n")
+    files = [(tmp_path / "s4.txt", {}), (d.bob5(tmp_path / "s5.txt"), {}), (tmp_path / "grows.txt", {}),
+             (tmp_path / "spaces.csv", {"columns": COLUMNS})]
+    expected = [comparisons(p, "python", **kw) for p, kw in files]
+    with pytest.raises(DataError) as python_said:
+        comparisons(tmp_path / "tab.txt", "python")
+    assert f"line {len(lines) - 4}: 5 fields" in str(python_said.value)
+    monkeypatch.setattr(streamed, "STREAM_BLOCK", 512)  # a few lines a block
+    blocks, open_csv = [], pacsv.open_csv
+
+    def counting(*args, **kwargs):
+        return (blocks.append(b) or b for b in open_csv(*args, **kwargs))
+
+    monkeypatch.setattr(pacsv, "open_csv", counting)
+    with monkeypatch.context() as only_pyarrow:  # no file here falls back to the python reader
+        for name in ("_read_whitespace_python", "_read_csv_python"):
+            only_pyarrow.setattr(readers, name, lambda *a, **k: pytest.fail("fell back to the python reader"))
+        for (path, kw), want in zip(files, expected):
+            blocks.clear()
+            assert comparisons(path, "pyarrow", **kw) == want, path.name
+            assert len(blocks) > 5 and len({tuple(b.column(0).dictionary.to_pylist()) for b in blocks}) > 1, path.name
+    with pytest.raises(DataError) as pyarrow_said:
+        comparisons(tmp_path / "tab.txt", "pyarrow")
+    assert str(pyarrow_said.value) == str(python_said.value)

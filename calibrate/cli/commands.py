@@ -318,48 +318,51 @@ def _decisions(cal, scores: Path, claimed, real, values, probe, fpr: float, unkn
                              "(leave them out), or enroll the class")
     decided, thresholds = _decide(cal, claimed, real, values, probe, known, fpr, cohort, missing)
     rows = np.flatnonzero(known) if unknown == "skip" else np.arange(values.size)
-    return decided, known, rows, _decision_lines(cal, claimed, real, values, probe, decided, thresholds, fpr, rows,
-                                                 labels, advance)
+    return decided, known, rows, _decision_lines(claimed, real, values, probe, decided, thresholds, rows, labels,
+                                                 advance)
 
 
 #: decisions written per block of the CSV (its text is never held whole)
 DECISION_BLOCK = 1 << 16
 
 
-def _decision_lines(cal, claimed, real, values, probe, decided, thresholds, fpr: float, rows, labels, advance=None):
+def _decision_lines(claimed, real, values, probe, decided, thresholds, rows, labels, advance=None):
     """The decisions' CSV as blocks of bytes: a header, then per attempt of ``rows`` its claimed, real (and probe)
-    labels (calibrate.contract.types.CodedLabels, as read_attempts gives them), score, threshold (empty for a class the
-    calibration does not hold) and decision, and with ``labels`` the claimed class's group. A label's cell is made
-    once per distinct label (calibrate.files.user_output.csv_cells: no cell a spreadsheet reads as a formula, quoted as
-    csv.writer quotes), so a million decisions cost a join per line, and their text is never held whole."""
+    labels (calibrate.contract.types.CodedLabels, as read_attempts gives them), score, threshold (``thresholds``:
+    the cell of each distinct claimed label, empty for a class the calibration does not hold) and decision, and
+    with ``labels`` the claimed class's group. Every cell but the score is made once per distinct label (the
+    labels' through calibrate.files.user_output.csv_cells: no cell a spreadsheet reads as a formula, quoted as
+    csv.writer quotes; the threshold, decision and group together, once per claimed label and decision), so a
+    line costs the score's repr and four or five pieces of one join per block; the text is never held whole."""
     import numpy as np
 
     from calibrate.contract.types import UNLABELLED
     from calibrate.files.user_output import csv_cells, csv_writer
 
-    def cells(texts) -> np.ndarray:
-        return np.array(csv_cells(texts) + [""], dtype=object)  # one more: never empty (nothing indexes it)
+    def cells(texts, end: str = ",") -> np.ndarray:
+        return np.array([x + end for x in csv_cells(texts)] + [""], dtype=object)  # one more: never empty
 
     names = claimed.names.tolist()
     columns = [(cells(x.names.tolist()), x.codes) for x in ([claimed, real] + ([probe] if probe is not None else []))]
-    threshold_of = np.array([(repr(thresholds[x] if thresholds is not None else cal.threshold(x, fpr))
-                              if x in cal else "") for x in names] + [""], dtype=object)
-    groups = None
+    group = [""] * len(names)
     if labels is not None:
         group_of = dict(zip(labels.classes, labels.groups))
-        groups = cells([group_of.get(x, UNLABELLED) for x in names])
+        group = ["," + x for x in csv_cells([group_of.get(x, UNLABELLED) for x in names])]
+    # the cells after the score, per claimed label and decision (2 k + decision)
+    after = np.array([f",{t},{d}{g}\n" for t, g in zip(thresholds, group) for d in "01"] + [""], dtype=object)
     w, text = csv_writer()
     w.writerow(["claimed", "real"] + (["probe"] if probe is not None else []) + ["score", "threshold", "accept"]
                + (["group"] if labels is not None else []))
     yield text().encode("utf-8")
+    width = len(columns) + 2
     for lo in range(0, rows.size, DECISION_BLOCK):
         block = rows[lo:lo + DECISION_BLOCK]
-        c = claimed.codes[block]
-        parts = [table[codes[block]] for table, codes in columns]
-        parts += [map(repr, values[block].tolist()), threshold_of[c], np.where(decided[block], "1", "0").tolist()]
-        if groups is not None:
-            parts.append(groups[c])
-        yield ("\n".join(map(",".join, zip(*parts))) + "\n").encode("utf-8")
+        line: list = [None] * (width * block.size)  # the pieces of every line of the block, in order
+        for k, (table, codes) in enumerate(columns):
+            line[k::width] = table[codes[block]].tolist()
+        line[width - 2::width] = map(repr, values[block].tolist())
+        line[width - 1::width] = after[2 * claimed.codes[block].astype(np.int64) + decided[block]].tolist()
+        yield "".join(line).encode("utf-8")
         if advance is not None:
             advance(block.size)
 
@@ -380,14 +383,26 @@ def _accept_summary(decided, genuine, n_unknown: int, unknown: str, failed: int,
 
 
 def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path | None, missing: float | None):
-    """(accept per attempt, class -> threshold or None): the attempts claiming known classes decided (with the
-    probes' cohort scores from ``cohort`` when given); a normalised calibration's thresholds are on z."""
+    """(accept per attempt, the threshold cell of each distinct claimed label: its repr, empty where the calibration
+    does not hold it): the attempts claiming known classes decided (with the probes' cohort scores from ``cohort``
+    when given); a normalised calibration's thresholds are on z. A plain calibration decides on codes
+    (Calibration.decider: accept's thresholds and comparison), every attempt in one pass: an unheld label gets a
+    threshold no finite score meets."""
     import numpy as np
 
     from calibrate.cli.checks import check_cohort_flag
     from calibrate.cli.inputs import probe_cohorts
+    from calibrate.saved.decisions import Decider
 
     check_cohort_flag(cal, cohort)
+    names = claimed.names.tolist()
+    held = np.array([x in cal for x in names], dtype=bool)
+    if hasattr(cal, "model") and cal.normalization is None:  # a Calibration (not a partitioned one), not normalised
+        never = np.inf if cal.kind == "similarity" else -np.inf
+        per_label = np.full(len(names), never)
+        per_label[held] = cal.decider(fpr).thresholds[cal.codes(claimed.names[held])]
+        decided = Decider(tuple(names), per_label, cal.kind, fpr)(claimed.codes, values)
+        return decided, [repr(t) if h else "" for t, h in zip(per_label.tolist(), held.tolist())]
     decided = np.zeros(values.size, bool)
     if known.any():
         extra = {}
@@ -396,8 +411,10 @@ def _decide(cal, claimed, real, values, probe, known, fpr: float, cohort: Path |
                                                          claimed[known], real[known], missing, cal)
         decided[known] = cal.accept(claimed[known], values[known], fpr, **extra)
     if getattr(cal, "normalization", None) is not None:  # no single score threshold exists
-        return decided, {c: cal.normalised_threshold(c, fpr) for c in dict.fromkeys(claimed[known].tolist())}
-    return decided, (cal.thresholds(fpr) if hasattr(cal, "model") else None)  # a partitioned one: per class
+        threshold = cal.normalised_threshold
+    else:
+        threshold = cal.threshold  # a partitioned calibration: the parts of the classes claimed
+    return decided, [repr(threshold(x, fpr)) if h else "" for x, h in zip(names, held.tolist())]
 
 
 @app.command()

@@ -34,6 +34,8 @@ from calibrate.files.untrusted import refuse_bad_labels
 from calibrate.files.score_lists import strict_floats
 from calibrate.statistics.order import REACH_FACTOR, SAVED_REACH, saved_reach
 from calibrate.contract.types import CodedLabels, DistanceMatrix
+from calibrate.saved.decisions import Decider
+
 
 class Calibration:
     """One estimator's fitted thresholds for every enrolled class, in the data's own score units."""
@@ -228,15 +230,7 @@ class Calibration:
         if self.normalization is None and probe_cohort_scores is not None:
             raise CalibrationError("this calibration does not normalise scores; leave out probe_cohort_scores")
         tau, score_t = self._table(target_fpr, need_scores=self.normalization is None)
-        # class -> row by binary search over the sorted names (no Python loop over attempts)
-        names = c.names if coded else c.astype(str)
-        pos = np.minimum(np.searchsorted(self._sorted_names, names), max(len(self) - 1, 0))
-        known = self._sorted_names[pos] == names
-        if coded:
-            pos, known = pos[c.codes], known[c.codes]
-        if not known.all():
-            self._row(c[np.flatnonzero(~known)[0]])  # raises, naming the class
-        rows = self._sorted_rows[pos]
+        rows = self._rows(c)
         if self.normalization is not None:
             from calibrate.normalisation.decisions import normalised_distances
 
@@ -249,6 +243,44 @@ class Calibration:
             out = s >= t if self.kind == "similarity" else s <= t
         self._say_extrapolation(target_fpr)
         return bool(out[0]) if scalar else out
+
+    def _rows(self, c: Any) -> np.ndarray:
+        """The row (position in :attr:`classes`) of each class of a 1-D array or CodedLabels, by binary search over
+        the sorted names (no Python loop over attempts; CodedLabels: once per distinct name); an unknown class
+        raises, naming it."""
+        coded = isinstance(c, CodedLabels)
+        names = c.names if coded else c.astype(str)
+        pos = np.minimum(np.searchsorted(self._sorted_names, names), max(len(self) - 1, 0))
+        known = self._sorted_names[pos] == names if len(self) else np.zeros(names.shape, bool)
+        if coded:
+            pos, known = pos[c.codes], known[c.codes]
+        if not known.all():
+            self._row(c[np.flatnonzero(~known)[0]])  # raises, naming the class
+        return self._sorted_rows[pos]
+
+    def codes(self, classes: Any) -> np.ndarray:
+        """Each class's code (an int64 array): its position in :attr:`classes`, the code :meth:`decider`'s
+        decisions take. An embedding system resolves its gallery's names once and decides on codes after
+        (docs/embedding.md, "Decisions on class codes"). An unknown class is a CalibrationError naming it."""
+        c = classes if isinstance(classes, CodedLabels) else np.atleast_1d(np.asarray(classes))
+        if c.ndim != 1:
+            raise CalibrationError(f"classes must be one-dimensional, got shape {c.shape}")
+        return self._rows(c) if c.size else np.zeros(0, np.int64)
+
+    def decider(self, target_fpr: float) -> Decider:
+        """Decisions at one target on class codes (calibrate.saved.decisions.Decider): ``decider(e)(codes, scores)``
+        decides as ``accept(classes, scores, e)`` does, bit for bit (the same score thresholds, the same
+        comparison), at memory speed. Warns as ``threshold`` does when the target extrapolates. A normalised
+        calibration has one when its normaliser reads the enrolled side only (``znorm``: a score threshold per
+        class, as ``threshold`` gives); one reading the probe's cohort scores refuses (decide with ``accept``)."""
+        e, n = self.within_reach(target_fpr), self.normalization
+        if n is not None and n.reads_probe:
+            raise CalibrationError(f"this calibration normalises scores with {n.plugin}, which reads the probe's "
+                                   "cohort scores: a decision depends on them, so no threshold per class code exists; "
+                                   "decide with accept(classes, scores, target_fpr, probe_cohort_scores=...)")
+        decider = Decider(self.classes, self._table(e)[1], self.kind, e, self.label)
+        self._say_extrapolation(target_fpr)
+        return decider
 
     @property
     def confidence(self) -> float | None:
