@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from calibrate.saved.calibration import Calibration
 from calibrate.errors import CalibrationError
 from calibrate.contract.sharded import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
 from calibrate.files.manifest import RunFolder
-from calibrate.files.untrusted import regular_file
+from calibrate.files.untrusted import open_regular, regular_file
 
 #: parts whose models are kept in memory at once
 CACHE_PARTS = 16
@@ -36,10 +35,10 @@ CACHE_PARTS = 16
 def read_head(path: Path) -> dict[str, Any] | None:
     """The head of a partitioned calibration, or None when ``path`` is something else."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:  # a head is a small regular file
-            return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path, "", "", error=ValueError) as fh:  # a head is a small regular file
+            if os.fstat(fh.fileno()).st_size > 1 << 20:
+                return None
+            doc = json.loads(fh.read().decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None
     return doc if isinstance(doc, dict) and doc.get("format") == HEAD_FORMAT else None

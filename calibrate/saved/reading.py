@@ -24,7 +24,7 @@ from calibrate.saved.json_format import ACCEPT_IF, DIGEST, FORMAT, FORMAT_VERSIO
 from calibrate.contract.base import FittedModel, Transform, check_target
 from calibrate.errors import CalibrateError, CalibrationError
 from calibrate.contract.packed import is_packed, unpacked
-from calibrate.files.untrusted import MAX_LABEL, label_problem, regular_file
+from calibrate.files.untrusted import MAX_LABEL, label_problem, open_regular, regular_file
 
 
 def saved_span(training: Any) -> tuple | None:
@@ -101,7 +101,9 @@ def load_json(path: Path, what: str, *, raw: bool = False) -> Any:
     """A JSON document from a file the user gave, whatever it holds: an unreadable, non-JSON or absurdly
     nested file (RecursionError) is a CalibrationError naming it. ``raw``: (the document, the file's bytes)."""
     try:
-        data = path.read_bytes()
+        with open_regular(path, f"the {what}", "give a calibration a run or Calibration.save wrote",
+                          error=CalibrationError) as fh:
+            data = fh.read()
         doc = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise CalibrationError(f"{path}: not a readable {what} ({type(exc).__name__}: {str(exc)[:200]})") from None

@@ -16,6 +16,7 @@ rest to the evaluation (FNR). Entries equal to ``missing`` are failed comparison
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Literal
 
@@ -24,7 +25,7 @@ import numpy as np
 from calibrate.contract.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.contract.types import DistanceMatrix
-from calibrate.files.untrusted import MAX_LABEL, label_problem, regular_file
+from calibrate.files.untrusted import MAX_LABEL, label_problem, regular_file, open_regular
 from calibrate.files.score_lists import NeedLines, first_loose_number, pyarrow_available
 
 from .matrix_readers import read_numpy, read_pyarrow
@@ -85,7 +86,7 @@ def _checked(path: Path, values: np.ndarray, missing: float | None, probes: list
 def _read_careful(path: Path, max_rows: int | None) -> tuple[np.ndarray, list[str], list[str]]:
     """The reference reader (the csv module, cell by cell): every file it accepts, every message."""
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with io.TextIOWrapper(open_regular(path, "the score matrix", "give a CSV file"), encoding="utf-8", newline="") as fh:
             rows = []
             for row in csv.reader(fh):
                 if row and any(cell.strip() for cell in row):
