@@ -71,11 +71,12 @@ def choice(value: Any, name: str, choices: Sequence[str]) -> str:
 
 
 def numbers(value: Any, name: str, low: float = -math.inf, high: float = math.inf, *, size: int | None = None,
-            open_low: bool = False, integer: bool = False) -> np.ndarray:
-    """A list of JSON numbers (each as :func:`number`), of ``size`` elements when given, as a float64 array; a long
-    float array may be packed (calibrate.contract.packed: exact, about a quarter of the JSON)."""
+            open_low: bool = False, integer: bool = False, at_most: int | None = None) -> np.ndarray:
+    """A list of JSON numbers (each as :func:`number`), of ``size`` elements when given (at most ``at_most``: what
+    the state says), as a float64 array; a long float array may be packed (calibrate.contract.packed: exact, about
+    a quarter of the JSON), its declared count held to ``size`` or ``at_most`` before any byte is inflated."""
     if not integer and is_packed(value):
-        arr = unpacked(value, f"state.{name}")
+        arr = unpacked(value, f"state.{name}", size if size is not None else at_most)
     elif not isinstance(value, list | tuple | np.ndarray):
         raise bad(name, f"must be a list of numbers, got {type(value).__name__}")
     else:
@@ -95,6 +96,14 @@ def numbers(value: Any, name: str, low: float = -math.inf, high: float = math.in
         i = int(np.flatnonzero(~inside)[0])
         raise bad(f"{name}[{i}]", f"is {float(arr[i])!r}: must be a finite number in {'(' if open_low else '['}{low:g}, {high:g}]")
     return arr
+
+
+def declared_size(state: Any, key: str = "offsets") -> int | None:
+    """How many values a state's segmented array holds by its own ``offsets`` (their last entry), before that array
+    is read (None when they do not say: :func:`sorted_segments` refuses them with the array read)."""
+    offsets = state.get(key) if isinstance(state, Mapping) else None
+    last = offsets[-1] if isinstance(offsets, list) and offsets else None
+    return last if isinstance(last, int) and not isinstance(last, bool) and last >= 0 else None
 
 
 def sorted_segments(values: np.ndarray, offsets: Any, segments: int, name: str = "values") -> np.ndarray:
