@@ -7,13 +7,19 @@ Each check raises :class:`~calibrate.errors.DataError` naming the field (``state
 ``from_state`` or ``set_fitted_state`` refuses a damaged state with (docs/plugins.md); the loaders
 (calibrate.api, calibrate.saved.partitioned) report it as one CalibrationError adding the file, the
 estimator and the fix.
+
+A loader that knows the range of the training distances (the file's own transform applied to its
+``training.scores``) rebuilds a model within :func:`training_distances`; :func:`within` (and :func:`distances`)
+then refuse a saved value outside it: a finite number no fit on that training data can have given.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from numbers import Integral, Real
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -132,3 +138,45 @@ def tail_fit(value: Any, name: str, u_low: float, u_high: float, k_max: int) -> 
             "xi": number(get("xi"), f"{name}.xi", *SHAPE_RANGE),
             "beta": number(get("beta"), f"{name}.beta", 0.0, open_low=True),
             "k": int(number(get("k"), f"{name}.k", 2, max(k_max, 2), integer=True))}
+
+
+#: (lowest, highest) training distance of the file being loaded (:func:`training_distances`), or None
+_SPAN: ContextVar[tuple[float, float] | None] = ContextVar("calibrate_training_distances", default=None)
+
+
+@contextmanager
+def training_distances(span: tuple[float, float] | None) -> Iterator[None]:
+    """While a loader rebuilds a model: the range of the distances its file's transform gives the file's training
+    scores (None: unknown, nothing checked against it)."""
+    token = _SPAN.set(None if span is None else (float(span[0]), float(span[1])))
+    try:
+        yield
+    finally:
+        _SPAN.reset(token)
+
+
+def distance_span() -> tuple[float, float] | None:
+    """The range :func:`training_distances` set (None outside a loader, or when the file records none)."""
+    return _SPAN.get()
+
+
+def within(values: np.ndarray, name: str, span: tuple[float, float] | None = None, what: str = "training distances") -> None:
+    """Refuse the first of ``values`` outside ``span`` (default :func:`distance_span`; nothing when None), naming it."""
+    span = distance_span() if span is None else span
+    if span is None or not np.size(values):
+        return
+    low, high = span
+    slack = 1e-9 * max(1.0, abs(low), abs(high))  # float rounding of the transform, nothing more
+    arr = np.asarray(values, dtype=np.float64)
+    outside = (arr < low - slack) | (arr > high + slack)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        raise bad(f"{name}[{i}]", f"is {float(arr[i])!r}: outside [{low:.6g}, {high:.6g}], the {what} this file's "
+                                 "transform gives its training scores (training.scores): no fit on them gives it")
+
+
+def distances(value: Any, name: str, *, at_most: int | None = None) -> np.ndarray:
+    """Saved training distances (:func:`numbers` >= 0, ``at_most`` of them), each :func:`within` the loader's range."""
+    arr = numbers(value, name, 0.0, at_most=at_most)
+    within(arr, name)
+    return arr

@@ -21,7 +21,9 @@ import numpy as np
 
 from calibrate.saved.json_format import ACCEPT_IF
 from calibrate.saved.reading import (check_common, check_labels, check_model, check_transform_kind, check_written,
-                                     choose_estimator, load_json, lookup_component, read_artifact, rebuilt, saved_span)
+                                     choose_estimator, load_json, lookup_component, read_artifact, rebuilt, saved_span,
+                                     training_distance_span)
+from calibrate.contract.statecheck import training_distances
 from calibrate.saved.calibration import Calibration
 from calibrate.errors import CalibrationError
 from calibrate.contract.sharded import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
@@ -178,10 +180,11 @@ class PartitionedCalibration:
         tr_info = lookup_component(self._registry, "transforms", tr.get("plugin"), path)
         est_info = lookup_component(self._registry, "estimators", entry.get("plugin"), path)
         what, fix = f"estimator {label!r}", "run the recipe again"
-        model = rebuilt(path, what, lambda: self._model_class.from_state({**entry["state"], "root": str(self.folder)}),
-                        fix)
         transform = rebuilt(path, f"transform {tr_info.name!r}",
                             lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})), fix)
+        with training_distances(training_distance_span(transform, self.kind, self.head.get("training"))):
+            model = rebuilt(path, what, lambda: self._model_class.from_state({**entry["state"], "root": str(self.folder)}),
+                            fix)
         est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})), fix)
         self._check_classes(model.classes, path, k)
         check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)

@@ -35,6 +35,25 @@ def saved_span(training: Any) -> tuple | None:
     return (float(low), float(high), bool(training.get("scores_genuine", False)))
 
 
+def training_distance_span(transform: Transform, kind: str, training: Any) -> tuple[float, float] | None:
+    """The range of the distances ``transform`` gives a file's saved training scores (``training``, checked with
+    the document; :func:`saved_span`): every training distance lies in it, as the transform is monotone. None
+    when the file records no span, or the transform refuses it."""
+    span = saved_span(training)
+    if span is None:
+        return None
+    from calibrate.contract.types import DistanceMatrix
+
+    scores = np.array([[span[0], span[1]]])
+    try:
+        d = transform.apply(DistanceMatrix(scores, np.array(["\0p"]), np.array(["\0a", "\0b"]),
+                                           np.ones(scores.shape, dtype=bool), kind, source="training.scores")).values
+    except (CalibrateError, ValueError, FloatingPointError):
+        return None
+    low, high = float(np.min(d)), float(np.max(d))
+    return (low, high) if np.isfinite(low) and np.isfinite(high) else None
+
+
 def read_artifact(path: str | Path) -> tuple[dict[str, Any], bytes]:
     """A saved calibration's JSON, its format, version and structure checked whole (:func:`check_document`), and
     the bytes it was read from: once the loader has rebuilt and checked what it holds, :func:`check_written`

@@ -17,7 +17,7 @@ from calibrate.contract.base import FittedModel
 from calibrate.errors import CalibrationError
 from calibrate.contract.packed import MAX_COUNT, is_packed, packed
 from calibrate.files.untrusted import npy_array, plain_name
-from calibrate.contract.statecheck import bad, field, number, numbers
+from calibrate.contract.statecheck import bad, field, number, numbers, within
 from calibrate.statistics.order import SAVED_REACH, below_ties, interpolate_rank, refuse_beyond, saved_pool_count
 
 #: a sharded run keeps at least this many of the pooled sample's lowest values
@@ -107,4 +107,5 @@ class PooledSortedModel(FittedModel):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PooledSortedModel":
         lowest, n_pooled = checked_pooled(state, "distances", 0.0)
+        within(lowest, "pooled")  # the file's own transform and training scores bound every distance
         return cls(field(state, "classes"), lowest, n_pooled, pooled_file(state))
