@@ -317,8 +317,9 @@ def working_span(family: str, offset: float) -> tuple[float, float] | None:
 def _check_against_training(state: dict[str, Any], loc: np.ndarray, scale: np.ndarray, family: str,
                             offset: float) -> None:
     """Locations and scales whose thresholds stay finite and ordered: an anchored model (``anchor``) shifts every class,
-    scale 1 (anchored.py); with the loader's training range, a location lies within it (not structure ``one``'s,
-    a reference 0) and a class's spread is no wider than it."""
+    scale 1 (anchored.py); with the loader's training range on the working scale, of width W, a location lies within
+    it widened by W on each side (a group's shift moves locations, never beyond all training distances; structure
+    ``one``'s are a reference 0) and a class's spread is at most W."""
     anchor = state.get("anchor")
     if isinstance(anchor, dict) and np.any(scale != 1.0):
         i = int(np.flatnonzero(scale != 1.0)[0])
@@ -326,9 +327,9 @@ def _check_against_training(state: dict[str, Any], loc: np.ndarray, scale: np.nd
     span = working_span(family, offset)
     if span is None:
         return
-    if not (isinstance(anchor, dict) and anchor.get("structure") == "one"):
-        within(loc, "loc", span, "working-scale distances")
     width = span[1] - span[0]
+    if not (isinstance(anchor, dict) and anchor.get("structure") == "one"):
+        within(loc, "loc", (span[0] - width, span[1] + width), "working-scale distances (widened by their range)")
     if anchor is None and np.any(scale > width * (1 + 1e-9)):
         i = int(np.flatnonzero(scale > width * (1 + 1e-9))[0])
         raise bad(f"scale[{i}]", f"is {float(scale[i])!r}: wider than the whole range of this file's working-scale "
@@ -336,14 +337,15 @@ def _check_against_training(state: dict[str, Any], loc: np.ndarray, scale: np.nd
 
 
 def check_pooled_shifts(state: dict[str, Any], z: np.ndarray, name: str, family: str, offset: float) -> None:
-    """An anchored model's pooled values are working-scale distances shifted by a location within their range
-    (structure ``one``: not shifted at all), so within the loader's training range (widened by it)."""
+    """An anchored model's pooled values are working-scale distances (width W) less a location (structure ``one``:
+    less 0), a group's shift aside: within [-2W, 2W] (``one``: the range widened by W each side)."""
     anchor, span = state.get("anchor"), working_span(family, offset)
     if not isinstance(anchor, dict) or span is None:
         return
     width = span[1] - span[0]
-    within(z, name, span if anchor.get("structure") == "one" else (-width, width),
-           "working-scale distances" if anchor.get("structure") == "one" else "shifted working-scale distances")
+    one = anchor.get("structure") == "one"
+    within(z, name, (span[0] - width, span[1] + width) if one else (-2 * width, 2 * width),
+           "working-scale distances less a location, widened by their range")
 
 
 def enroll_znorm(model: ZnormModel, cls: str, distances: np.ndarray, robust: bool, who: str) -> ZnormModel:
