@@ -26,6 +26,12 @@ output folder (with a user file inside), a victim file, a symbolic link and a FI
   manifest untouched: refused) and ``mistakes`` (a newcomer's: claimed and real ids spelled apart, scores x100,
   repeated lines, another gallery's calibration, a target of 1e-9, ``evaluation: 0`` and the like, a decimal
   comma, a gzip file: an error, or a note naming the mistake).
+* issue 42's, within the families above: ``journals`` with manifest.json or a staging journal replaced by a folder;
+  ``calibrations`` whose states are impossible for their own file (digest recomputed: a packed array declaring 10**9
+  values, the bomb, which must be refused within 5 s and 600 MB; pooled distances of 100 or 1e308, class-interp
+  values of 100, auto's scale of 1e308: refused); ``cohorts`` whose T-norm rows name another real class for one
+  probe (a note naming it); ``mistakes`` with ``missing: .nan`` (refused) and group names that are HTML (report.md
+  must hold no raw HTML).
 
 Per case: exit code, traceback (exit 1 or "Traceback" on stderr), hang (no exit within the timeout),
 clean refusal (exit 2 with exactly one ``error:`` line), damage (a file outside the output folder
@@ -38,6 +44,7 @@ do not match it. The audit keeps its own owner key (``CALIBRATE_STATE_DIR`` in i
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import hashlib
 import io
@@ -53,6 +60,7 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -88,6 +96,10 @@ class Case:
     said: str = "warning"
     #: the user's files in --out besides notes.txt (name -> content) that must survive the case
     user_files: dict[str, str] = field(default_factory=dict)
+    #: issue 42's bomb: the most seconds and MB (maximum resident set) the command may take
+    limits: tuple[float, float] | None = None
+    #: a report.md (relative) that must hold no raw HTML after the case
+    report: str = ""
 
 
 # ---- the sandbox -------------------------------------------------------------------------------
@@ -274,11 +286,75 @@ def _run_once(work: Path, recipe: dict, cache: Path, what: str) -> Path:
     return cache
 
 
+def _bob_run(tmp: Path) -> Path:
+    """A run on the bob example's lists with generic-interp, class-interp and auto (made once): its folder."""
+    cache = tmp / "bob-run"
+    if cache.exists():
+        return cache
+    work = Path(tempfile.mkdtemp(dir=tmp))
+    _bob_files(work)
+    recipe = {"version": 1, "data": {"plugin": "score-list", "train": "scores-dev", "test": "scores-eval",
+                                     "kind": "similarity", "missing": -1},
+              "estimators": [{"plugin": "generic-interp"}, {"plugin": "class-interp"}, {"plugin": "auto"}],
+              "evaluation": {"targets": [0.05, 0.02], "prediction": False}, "output": {"dir": str(cache), "plots": False}}
+    return _run_once(work, recipe, cache, "bob")
+
+
+#: issue 42's states, impossible for their own file: (estimator, what is done to its state)
+IMPOSSIBLE = ("bomb", "bomb with consistent counts", "pooled 100", "pooled 1e308", "values 100", "scale 1e308")
+_BOMB: list[str] = []
+
+
+def _bomb_data() -> str:
+    """Packed data of 10**9 zero bytes (every difference 0 bytes long): 1.3 MB of base64, made once."""
+    if not _BOMB:
+        z, block = zlib.compressobj(6), bytes(1 << 24)
+        parts = [z.compress(block[:min(1 << 24, 10**9 - at)]) for at in range(0, 10**9, 1 << 24)] + [z.flush()]
+        _BOMB.append(base64.b64encode(b"".join(parts)).decode("ascii"))
+    return _BOMB[0]
+
+
+def impossible_state(tmp: Path, box: Path, what: str) -> tuple[str, str]:
+    """(estimator, the saved calibration cal.json in ``box``): the bob run's with ``what`` (:data:`IMPOSSIBLE`) done to
+    its state and the digest recomputed, as a user's editor could."""
+    from calibrate.contract.packed import ENCODING, packed, unpacked
+    from calibrate.saved.json_format import dumps_artifact
+
+    doc = json.loads((_bob_run(tmp) / "calibration.json").read_text())
+    label = {"values 100": "class-interp", "scale 1e308": "auto"}.get(what, "generic-interp")
+    state = doc["estimators"][label]["state"]
+    key = "values" if label == "class-interp" else "pooled"
+    if what.startswith("bomb"):
+        state["pooled"] = {"encoding": ENCODING, "count": 10**9, "data": _bomb_data()}
+        if what == "bomb with consistent counts":
+            state["n_pooled"] = doc["training"]["impostors"] = 10**9
+    elif what == "scale 1e308":
+        state["scale"][0] = 1e308
+    else:
+        v = unpacked(state[key], key) if isinstance(state[key], dict) else np.asarray(state[key], dtype=np.float64)
+        v = np.full_like(v, 1e308) if what.endswith("1e308") else 100.0 + (v - v.min()) * 0.38 / max(np.ptp(v), 1e-12)
+        state[key] = packed(v)
+    (box / "cal.json").write_text(dumps_artifact(doc))
+    return label, "cal.json"
+
+
 def calibrations(tmp: Path, rng: random.Random, n: int):
     plain, sharded = _valid_run(tmp, False), _valid_run(tmp, True)
     for k in range(n):
         box = sandbox(tmp)
         (box / "attempts.txt").write_text("g1 g2 g2/a 0.4\ng1 g1 g1/a 0.9\nc0_1 r p 0.5\n")
+        if rng.random() < 0.3:  # issue 42: a state its own file makes impossible (digest recomputed)
+            _bob_files(box)
+            what = rng.choice(IMPOSSIBLE)
+            label, target = impossible_state(tmp, box, what)
+            command = rng.choice([
+                [CALIBRATE, "threshold", target, "--class", "subj01", "--fpr", "0.05", "--estimator", label],
+                [CALIBRATE, "accept", target, "scores-eval", "--fpr", "0.05", "--estimator", label, "--missing", "-1",
+                 "--out", "out/decisions.csv"],
+                [CALIBRATE, "evaluate", target, "scores-eval", "--estimator", label, "--missing", "-1"]])
+            yield box, Case("calibrations", f"{what} {k}", command, expect="refuse",
+                            limits=(5.0, 600.0) if what.startswith("bomb") else None)
+            continue
         if rng.random() < 0.5:
             doc = json.loads((plain / "calibration.json").read_text())
             what = rng.choice(["mutate", "mutate", "nest", "family", "scale", "dup", "nul", "cut"])
@@ -340,8 +416,19 @@ def journals(tmp: Path, rng: random.Random, n: int):
         box = sandbox(tmp)
         (box / "scores.csv").write_text(score_matrix_text(rng))
         (box / "recipe.yaml").write_text(json.dumps(base_recipe()))
-        what = rng.choice(["tampered manifest", "planted journal", "true-hash journal", "true-hash manifest"])
+        what = rng.choice(["tampered manifest", "planted journal", "true-hash journal", "true-hash manifest",
+                           "folder manifest", "folder journal"])
         user: dict[str, str] = {}
+        if what.startswith("folder"):  # issue 42: a folder where calibrate reads a file of its own
+            subprocess.run([CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"], cwd=box, capture_output=True)
+            if what == "folder manifest":
+                (box / "out" / "manifest.json").unlink()
+                (box / "out" / "manifest.json").mkdir()
+            else:
+                (box / "out" / ".calibrate-staging-x" / ".journal.json").mkdir(parents=True)
+            yield box, Case("journals", f"{what} {k}", [CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"],
+                            expect="refuse")
+            continue
         if what == "tampered manifest":  # a previous run of this user's into this very folder, its manifest edited
             subprocess.run([CALIBRATE, "run", "recipe.yaml", "--out", "out", "-q"], cwd=box, capture_output=True)
             doc = json.loads((box / "out" / "manifest.json").read_text())
@@ -496,10 +583,14 @@ def cohorts(tmp: Path, rng: random.Random, n: int):
         _bob_files(box)
         rows = _cohort_lines(box / "cohort-tnorm")
         what = rng.choice(["valid", "constant probe", "all constant", "residue", "1e300", "nan", "two members",
-                           "negated", "x100", "one member short"])
+                           "negated", "x100", "one member short", "real id changed"])
         probes = sorted({r[2] for r in rows if "/eval_" in r[2]})  # the probes the commands below decide
         members = sorted({r[0] for r in rows})
-        if what == "constant probe":
+        if what == "real id changed":  # issue 42: every row of one probe names another real class
+            victim = rng.choice(probes)
+            other = rng.choice(sorted({r[1] for r in rows} - {r[1] for r in rows if r[2] == victim}))
+            rows = [[r[0], other, *r[2:]] if r[2] == victim else r for r in rows]
+        elif what == "constant probe":
             victim = rng.choice(probes)
             rows = [r[:3] + ["0.3000"] if r[2] == victim else r for r in rows]
         elif what == "all constant":
@@ -528,8 +619,8 @@ def cohorts(tmp: Path, rng: random.Random, n: int):
         else:
             command = [CALIBRATE, "evaluate", "run", "scores-eval", "--cohort", "cohort-tnorm", "--estimator", "auto",
                        "--missing", "-1"]
-        yield box, Case("cohorts", f"{what} {k}", command, expect="ok" if what == "valid" else "refuse",
-                        writes=["decisions.csv"])
+        yield box, Case("cohorts", f"{what} {k}", command, writes=["decisions.csv"], said="real class",
+                        expect={"valid": "ok", "real id changed": "warn"}.get(what, "refuse"))
 
 
 def tampered(tmp: Path, rng: random.Random, n: int):
@@ -599,13 +690,28 @@ def tampered(tmp: Path, rng: random.Random, n: int):
 def mistakes(tmp: Path, rng: random.Random, n: int):
     """What a newcomer gets wrong: each must give a warning with the fix, or an error."""
     kinds = ["ids renamed", "x100", "duplicated lines", "another gallery", "fpr 1e-9 fit", "fpr 1e-9 accept",
-             "evaluation junk", "decimal comma", "gzip"]
+             "evaluation junk", "decimal comma", "gzip", "missing nan", "html groups"]
     for k in range(n):
         box = sandbox(tmp)
         _bob_files(box)
         what = kinds[k % len(kinds)] if k < len(kinds) else rng.choice(kinds)
         dev = (box / "scores-dev").read_text().splitlines()
         fit = [CALIBRATE, "fit", "scores-dev", "--fpr", "0.05", "--no-predict", "--missing", "-1", "--out", "cal.json"]
+        if what in ("missing nan", "html groups"):  # issue 42: a recipe's missing: .nan; group names that are HTML
+            import yaml
+            recipe = {"version": 1, "data": {"plugin": "score-list", "train": "scores-dev", "test": "scores-eval",
+                                             "kind": "similarity", "missing": -1},
+                      "evaluation": {"targets": [0.05], "prediction": False}, "output": {"dir": "out", "plots": False}}
+            if what == "html groups":
+                names = ["<img src=x onerror=alert(1)>", "<script>alert(1)</script>", "a|b</td>", "<!--", "&lt;b&gt;"]
+                (box / "groups.csv").write_text("class,group\n" + "".join(
+                    f"subj{j:02d},{rng.choice(names)}\n" for j in range(30)))
+                recipe["data"]["groups"] = "groups.csv"
+            text = yaml.safe_dump(recipe)
+            (box / "recipe.yaml").write_text(text.replace("missing: -1", "missing: .nan") if what == "missing nan" else text)
+            yield box, Case("mistakes", f"{what} {k}", [CALIBRATE, "run", "recipe.yaml", "-q"],
+                            expect="refuse" if what == "missing nan" else "", report="out/report.md")
+            continue
         if what not in ("ids renamed", "duplicated lines", "fpr 1e-9 fit", "evaluation junk", "decimal comma", "gzip"):
             done = subprocess.run(fit, cwd=box, capture_output=True, text=True)
             if done.returncode != 0:
@@ -731,18 +837,44 @@ def _outside(box: Path, case: Case) -> dict:
     return snap
 
 
+def _raw_html(text: str) -> list[str]:
+    """What a Markdown viewer would render as HTML (or an autolink) in ``text`` (markdown-it-py, CommonMark with
+    tables, when installed; else every ``<`` that could open a tag)."""
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        return re.findall(r"<[A-Za-z/!?][^>\n]{0,40}", text)
+    found, todo = [], list(MarkdownIt("commonmark").enable("table").parse(text))
+    while todo:
+        token = todo.pop()
+        todo += token.children or []
+        if token.type in ("html_inline", "html_block") or (token.type == "link_open" and token.markup == "autolink"):
+            found.append(token.content)
+    return found
+
+
 def run_case(box: Path, case: Case, timeout: float) -> Case:
     kinds = {k: v[0] for k, v in _snapshot(box, skip=box / "out").items()}
     kept = {name: (box / name).read_bytes() for name in case.keep}
     outside = _outside(box, case)
     started = time.perf_counter()
+    measured = case.limits is not None and os.path.exists("/usr/bin/time")
+    rss = box.parent / f"{box.name}.rss"
+    command = ["/usr/bin/time", "-q", "-o", str(rss), "-f", "%M", *case.command] if measured else case.command
     try:
-        done = subprocess.run(case.command, cwd=box, capture_output=True, timeout=timeout,
+        done = subprocess.run(command, cwd=box, capture_output=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
         case.exit, case.stderr = done.returncode, done.stderr.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
         case.problems.append(f"hang (no exit within {timeout:g} s)")
     case.seconds = time.perf_counter() - started
+    if measured and case.exit is not None:
+        megabytes = int(rss.read_text().split()[-1]) / 1024
+        if case.seconds > case.limits[0] or megabytes > case.limits[1]:
+            case.problems.append(f"over budget: {case.seconds:.1f} s, {megabytes:.0f} MB (at most "
+                                 f"{case.limits[0]:g} s, {case.limits[1]:g} MB)")
+    if case.report and (box / case.report).is_file() and _raw_html((box / case.report).read_text()):
+        case.problems.append(f"raw HTML in {case.report}: {_raw_html((box / case.report).read_text())[:3]}")
     lines = [line for line in case.stderr.splitlines() if line.strip()]
     if case.exit == 1 or "Traceback" in case.stderr:
         case.problems.append("traceback")

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from calibrate.saved.reading import (check_model, check_transform_kind, check_written, choose_estimator, lookup_component,
-                       read_artifact, rebuilt, saved_span)
+                       read_artifact, rebuilt, saved_span, training_distance_span)
+from calibrate.contract.statecheck import training_distances
 from calibrate.contract.base import FittedModel, RunContext
 from calibrate.saved.calibration import Calibration
 from calibrate.predicted.confidence import from_saved_entry
@@ -114,8 +115,10 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
     est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})))
     transform = rebuilt(path, f"transform {tr_info.name!r}",
                         lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})))
-    model = rebuilt(path, what, lambda: _model(est_info.factory.model_class, entry))
     kind = doc["kind"]  # checked with the document (calibrate.saved.reading.check_document)
+    span = None if "normalizer" in doc else training_distance_span(transform, kind, doc.get("training"))
+    with training_distances(span):  # a saved value no fit on the file's own training scores gives is refused
+        model = rebuilt(path, what, lambda: _model(est_info.factory.model_class, entry))
     normalization = _normalization(doc, registry, path)
     check_model(model, transform if normalization is None else None, kind, doc.get("targets") or (0.005, 0.001), path,
                 label)

@@ -5,6 +5,7 @@ both. A public module (calibrate.PUBLIC_MODULES) with no imports from the rest o
 from __future__ import annotations
 
 import math
+import re
 
 
 def format_pct(x: float | None) -> str:
@@ -30,3 +31,29 @@ def shown(items, limit: int = 8, width: int = 40, quote: bool = True) -> str:
     texts = [repr(x) if quote else str(x) for x in items[:limit]]
     head = ", ".join(t if len(t) <= width else t[:width - 3] + "..." for t in texts)
     return head if len(items) <= limit else f"{head}, ... ({len(items):,} in all)"
+
+
+#: a ``<`` that could open HTML in Markdown (a tag, a closing tag, a comment, a declaration or an autolink); calibrate's
+#: own ``<=``, ``< 1%`` cannot
+_HTML_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+#: an ``&`` that would start a character reference (``&lt;``, ``&#60;``)
+_REFERENCE = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
+def markdown_safe(text: str) -> str:
+    """report.md's text with nothing a Markdown viewer renders as HTML, whatever the users' files put in it (group,
+    class or file names): each ``<`` that could open a tag or an autolink becomes ``&lt;``, each ``&`` that would start
+    a character reference ``&amp;``; both read as written. Applied to the whole report once (its own text uses
+    neither), so no place a user's text reaches is left out."""
+    return _HTML_OPEN.sub("&lt;", _REFERENCE.sub("&amp;", text))
+
+
+#: what a Markdown table cell must escape of a user's text besides HTML: the cell separator, the backslash itself,
+#: code spans and emphasis, and brackets (no link or image made of a name)
+_CELL = re.compile(r"([\\|`*_\[\]])")
+
+
+def markdown_cell(text: str) -> str:
+    """A user's text (a group or an estimator's name) inside a report.md table cell, each Markdown character
+    backslash-escaped; HTML is :func:`markdown_safe`'s."""
+    return _CELL.sub(r"\\\1", " ".join(str(text).split()))  # a line break would end the table row

@@ -94,7 +94,15 @@ def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=N
     # attempts naming another real class than the file's for their probe: rows of their own
     other = np.concatenate([np.flatnonzero(own[row[k:k + (1 << 18)]] != real[k:k + (1 << 18)]) + k
                             for k in range(0, row.size, 1 << 18)] + [np.zeros(0, dtype=np.int64)])
-    if other.size:
+    if other.size:  # said (issue 42): the files disagree on whose probe it is, and so on the model left out
+        import warnings
+
+        a = int(other[0])
+        more = np.unique(at[other]).size - 1
+        warnings.warn(f"--cohort {path}: probe {str(probe[a])[:60]!r} is of real class {own[row[a]][:60]!r} there but "
+                      f"{str(real[a])[:60]!r} in the attempts{f' (and {more:,} more probes)' if more else ''}; the "
+                      "attempts' class is used (its cohort model left out): check that the cohort file is the "
+                      "T-norm file of these very probes", stacklevel=2)
         extra: dict[tuple[int, str], int] = {}
         for a in other.tolist():
             row[a] = extra.setdefault((int(row[a]), str(real[a])), used.size + len(extra))

@@ -39,7 +39,7 @@ class Dataset(Component, ABC):
     #: Default: False
     sharded: bool = False
     #: the value that marks a failed comparison in the data (a parameter of score datasets, e.g. ``missing:
-    #: -1``). Default: None (none marked); the run then points out scores repeated often enough to be an
+    #: -1``); a finite number (``.nan`` or ``.inf`` can equal no score: refused). Default: None (none marked); the run then points out scores repeated often enough to be an
     #: unmarked failure value
     missing: float | None = None
     #: sharded datasets: whether ``read_shard`` needs the column offset (the claimed classes of the shards

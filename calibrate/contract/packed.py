@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from calibrate.errors import DataError
+from calibrate.files.untrusted import memory_budget
 
 ENCODING = "float64-delta-deflate"
 #: arrays shorter than this stay JSON lists (as small, and readable)
@@ -77,9 +78,16 @@ def is_packed(value: Any) -> bool:
     return isinstance(value, Mapping) and "encoding" in value
 
 
-def unpacked(value: Mapping[str, Any], where: str) -> np.ndarray:
+#: values unpacked per step: the inflated bytes and the work arrays held at once stay a few MB whatever the count
+_CHUNK = 1 << 20
+
+
+def unpacked(value: Mapping[str, Any], where: str, at_most: int | None = None) -> np.ndarray:
     """The float64 array a packed mapping holds (every float as written), or a DataError naming the field
-    (``where``, e.g. ``state.pooled``)."""
+    (``where``, e.g. ``state.pooled``). Bounded before a byte is inflated: the count by ``at_most`` (what the state
+    itself says the array holds, e.g. its ``n_pooled``) and by the machine's memory budget; then inflated a chunk
+    at a time, never more than the count allows (a deflate bomb of a 1 MB text declaring 10**9 values is refused
+    at once, and a count that lies is found with a few MB inflated)."""
     def bad(what: str) -> DataError:
         return DataError(f"{where} {what}")
 
@@ -88,18 +96,51 @@ def unpacked(value: Mapping[str, Any], where: str) -> np.ndarray:
     count, data = value.get("count"), value.get("data")
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
         raise bad(f"has count {str(count)[:40]!r}: must be the number of values, a whole number up to {MAX_COUNT:.0e}")
+    if at_most is not None and count > at_most:
+        raise bad(f"declares {count:,} values, but the state says it holds at most {at_most:,}")
+    if 8 * count > memory_budget():
+        raise bad(f"declares {count:,} values ({8 * count / 2**30:.1f} GiB), more than this machine's budget of "
+                  f"{memory_budget() / 2**30:.1f} GiB for one input")
     if not isinstance(data, str):
         raise bad("has no data string")
+    damaged = bad(f"data does not hold the {count} values its count declares")
     try:
-        raw = base64.b64decode(data.encode("ascii"), validate=True)
         inflate = zlib.decompressobj()
-        body = inflate.decompress(raw, 9 * count + 1)  # never more than the count allows (a deflate bomb)
-        complete = inflate.eof and not inflate.unconsumed_tail and not inflate.unused_data
+        pending = [base64.b64decode(data.encode("ascii"), validate=True)]
+
+        def take(n: int) -> bytes:
+            """The next ``n`` inflated bytes (fewer only at the end of the stream)."""
+            parts, got = [], 0
+            while got < n and (pending[0] or not inflate.eof):
+                part = inflate.decompress(pending[0], n - got)
+                pending[0] = inflate.unconsumed_tail
+                if not part and not pending[0]:
+                    break
+                parts.append(part)
+                got += len(part)
+            return b"".join(parts)
+
+        sizes = np.frombuffer(take(count), dtype=np.uint8)
+        if sizes.size != count or np.any(sizes > 8):
+            raise damaged
+        out = np.empty(count, dtype=np.uint64)
+        carry = np.uint64(0)
+        for start in range(0, count, _CHUNK):
+            size = sizes[start:start + _CHUNK]
+            body = take(int(size.sum(dtype=np.int64)))
+            steps = np.zeros((size.size, 8), dtype=np.uint8)
+            mask = np.arange(8)[None, :] < size[:, None]
+            if len(body) != int(np.count_nonzero(mask)):
+                raise damaged
+            steps[mask] = np.frombuffer(body, dtype=np.uint8)
+            keys = np.cumsum(steps.view("<u8").ravel(), dtype=np.uint64)
+            keys += carry  # modulo 2**64, as written
+            out[start:start + size.size] = keys
+            carry = keys[-1]
+        if take(1) or not inflate.eof or inflate.unused_data:
+            raise damaged
+    except DataError:
+        raise
     except (binascii.Error, UnicodeEncodeError, ValueError, zlib.error) as exc:
         raise bad(f"data cannot be decoded ({type(exc).__name__})") from None
-    sizes = np.frombuffer(body, dtype=np.uint8, count=min(count, len(body)))
-    if not complete or sizes.size != count or np.any(sizes > 8) or len(body) != count + int(sizes.sum(dtype=np.int64)):
-        raise bad(f"data does not hold the {count} values its count declares")
-    steps = np.zeros((count, 8), dtype=np.uint8)
-    steps[np.arange(8)[None, :] < sizes[:, None]] = np.frombuffer(body, dtype=np.uint8, offset=count)
-    return _key_values(np.cumsum(steps.view("<u8").ravel(), dtype=np.uint64))
+    return _key_values(out)

@@ -7,13 +7,19 @@ Each check raises :class:`~calibrate.errors.DataError` naming the field (``state
 ``from_state`` or ``set_fitted_state`` refuses a damaged state with (docs/plugins.md); the loaders
 (calibrate.api, calibrate.saved.partitioned) report it as one CalibrationError adding the file, the
 estimator and the fix.
+
+A loader that knows the range of the training distances (the file's own transform applied to its
+``training.scores``) rebuilds a model within :func:`training_distances`; :func:`within` (and :func:`distances`)
+then refuse a saved value outside it: a finite number no fit on that training data can have given.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from numbers import Integral, Real
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -71,11 +77,12 @@ def choice(value: Any, name: str, choices: Sequence[str]) -> str:
 
 
 def numbers(value: Any, name: str, low: float = -math.inf, high: float = math.inf, *, size: int | None = None,
-            open_low: bool = False, integer: bool = False) -> np.ndarray:
-    """A list of JSON numbers (each as :func:`number`), of ``size`` elements when given, as a float64 array; a long
-    float array may be packed (calibrate.contract.packed: exact, about a quarter of the JSON)."""
+            open_low: bool = False, integer: bool = False, at_most: int | None = None) -> np.ndarray:
+    """A list of JSON numbers (each as :func:`number`), of ``size`` elements when given (at most ``at_most``: what
+    the state says), as a float64 array; a long float array may be packed (calibrate.contract.packed: exact, about
+    a quarter of the JSON), its declared count held to ``size`` or ``at_most`` before any byte is inflated."""
     if not integer and is_packed(value):
-        arr = unpacked(value, f"state.{name}")
+        arr = unpacked(value, f"state.{name}", size if size is not None else at_most)
     elif not isinstance(value, list | tuple | np.ndarray):
         raise bad(name, f"must be a list of numbers, got {type(value).__name__}")
     else:
@@ -95,6 +102,14 @@ def numbers(value: Any, name: str, low: float = -math.inf, high: float = math.in
         i = int(np.flatnonzero(~inside)[0])
         raise bad(f"{name}[{i}]", f"is {float(arr[i])!r}: must be a finite number in {'(' if open_low else '['}{low:g}, {high:g}]")
     return arr
+
+
+def declared_size(state: Any, key: str = "offsets") -> int | None:
+    """How many values a state's segmented array holds by its own ``offsets`` (their last entry), before that array
+    is read (None when they do not say: :func:`sorted_segments` refuses them with the array read)."""
+    offsets = state.get(key) if isinstance(state, Mapping) else None
+    last = offsets[-1] if isinstance(offsets, list) and offsets else None
+    return last if isinstance(last, int) and not isinstance(last, bool) and last >= 0 else None
 
 
 def sorted_segments(values: np.ndarray, offsets: Any, segments: int, name: str = "values") -> np.ndarray:
@@ -123,3 +138,45 @@ def tail_fit(value: Any, name: str, u_low: float, u_high: float, k_max: int) -> 
             "xi": number(get("xi"), f"{name}.xi", *SHAPE_RANGE),
             "beta": number(get("beta"), f"{name}.beta", 0.0, open_low=True),
             "k": int(number(get("k"), f"{name}.k", 2, max(k_max, 2), integer=True))}
+
+
+#: (lowest, highest) training distance of the file being loaded (:func:`training_distances`), or None
+_SPAN: ContextVar[tuple[float, float] | None] = ContextVar("calibrate_training_distances", default=None)
+
+
+@contextmanager
+def training_distances(span: tuple[float, float] | None) -> Iterator[None]:
+    """While a loader rebuilds a model: the range of the distances its file's transform gives the file's training
+    scores (None: unknown, nothing checked against it)."""
+    token = _SPAN.set(None if span is None else (float(span[0]), float(span[1])))
+    try:
+        yield
+    finally:
+        _SPAN.reset(token)
+
+
+def distance_span() -> tuple[float, float] | None:
+    """The range :func:`training_distances` set (None outside a loader, or when the file records none)."""
+    return _SPAN.get()
+
+
+def within(values: np.ndarray, name: str, span: tuple[float, float] | None = None, what: str = "training distances") -> None:
+    """Refuse the first of ``values`` outside ``span`` (default :func:`distance_span`; nothing when None), naming it."""
+    span = distance_span() if span is None else span
+    if span is None or not np.size(values):
+        return
+    low, high = span
+    slack = 1e-9 * max(1.0, abs(low), abs(high))  # float rounding of the transform, nothing more
+    arr = np.asarray(values, dtype=np.float64)
+    outside = (arr < low - slack) | (arr > high + slack)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        raise bad(f"{name}[{i}]", f"is {float(arr[i])!r}: outside [{low:.6g}, {high:.6g}], the {what} this file's "
+                                 "transform gives its training scores (training.scores): no fit on them gives it")
+
+
+def distances(value: Any, name: str, *, at_most: int | None = None) -> np.ndarray:
+    """Saved training distances (:func:`numbers` >= 0, ``at_most`` of them), each :func:`within` the loader's range."""
+    arr = numbers(value, name, 0.0, at_most=at_most)
+    within(arr, name)
+    return arr

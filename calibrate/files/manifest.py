@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from calibrate.errors import CalibrateError, CalibrationError
-from calibrate.files.untrusted import plain_name, read_bounded, regular_file
+from calibrate.files.untrusted import open_regular, plain_name, read_bounded
 from calibrate.files.ownerkey import Seal
 
 MANIFEST = "manifest.json"
@@ -39,7 +39,7 @@ class OutputError(CalibrateError):
 
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path, "a listed file", "", error=OSError, follow=False) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -77,8 +77,11 @@ def _matches(path: Path, entry: Any) -> bool:
         st = path.lstat()
     except OSError:
         return False
-    return (_record_ok(entry) and stat.S_ISREG(st.st_mode) and st.st_size == entry["bytes"]
-            and _sha256(path) == entry["sha256"])
+    try:
+        return (_record_ok(entry) and stat.S_ISREG(st.st_mode) and st.st_size == entry["bytes"]
+                and _sha256(path) == entry["sha256"])
+    except OSError:  # swapped for something else since
+        return False
 
 
 #: the fix named with a damaged manifest
@@ -177,9 +180,9 @@ class RunFolder:
             raise CalibrationError(f"{path}: the run's {self._manifest.name} does not list it, so it is not a file the "
                                    "run wrote; run the recipe again")
         if data is None:
-            regular_file(path, "a file of the run", "run the recipe again", error=CalibrationError)
             try:
-                data = path.read_bytes()
+                with open_regular(path, "a file of the run", "run the recipe again", error=CalibrationError) as fh:
+                    data = fh.read()
             except OSError as exc:
                 raise CalibrationError(f"{path}: cannot be read ({exc.strerror or exc}); run the recipe again") from None
         if len(data) != record["bytes"] or hashlib.sha256(data).hexdigest() != record["sha256"]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from calibrate.errors import DataError
+from calibrate.files.untrusted import open_regular
 from calibrate.formatting import shown
 
 #: the roles a CSV's columns play, and the header names used when ``columns:`` does not say
@@ -79,7 +80,7 @@ class NeedLines(Exception):
 
 def _first_line(path: Path) -> tuple[int, str]:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "the score list", "give a score file") as fh:
             number = 0
             for raw in fh:
                 for part in raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")[:-1 if raw.endswith((b"\n", b"\r")) else None]:
@@ -120,9 +121,9 @@ def compression_problem(path: Path) -> str | None:
     or None. Compressed files are not read: a reader streams the file more than once and names lines of the
     text, and decompressing is one command (``gunzip -k``) that also shows what the file holds."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "the score list", "give a score file") as fh:
             head = fh.read(8)
-    except OSError:
+    except (OSError, DataError):
         return None  # the reader says why it cannot read it
     for magic, name, tool in COMPRESSED:
         if head.startswith(magic):

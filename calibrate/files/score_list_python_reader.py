@@ -8,12 +8,14 @@ numbers use too.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 
 import numpy as np
 
 from calibrate.errors import DataError
+from calibrate.files.untrusted import open_regular
 from calibrate.files.score_list_format import (BOB_FORMATS, DECIMAL_COMMA, RECIPE, Comparisons, Wording, _ASCII_SPACE,
                                                _csv_columns)
 
@@ -140,7 +142,7 @@ def _read_whitespace_python(path: Path, fmt: str, max_rows: int | None, words: W
     parts: list[tuple[np.ndarray, ...]] = []
     line, rows, rest = 0, 0, b""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "the score list", "give a score file") as fh:
             while True:
                 block = fh.read(_BLOCK)
                 data = rest + block
@@ -203,7 +205,7 @@ def _read_csv_python(path: Path, delimiter: str, columns: dict | None, max_rows:
     c, r, p, s, ln = [], [], [], [], []
     header = None
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with io.TextIOWrapper(open_regular(path, "the score list", "give a score file"), encoding="utf-8", newline="") as fh:
             reader = csv.reader(fh, delimiter=delimiter)
             for row in reader:
                 if not row or not any(cell.strip() for cell in row):

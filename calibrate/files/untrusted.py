@@ -1,9 +1,10 @@
 """Opening files whose names or sizes come from other files, under a budget (untrusted input).
 
 * :func:`plain_name`: a file name that stays in its folder (no separators, no ``..``, no NUL, not hidden).
-* :func:`regular_file`: a path that is a regular file (a FIFO would block a reader forever, a device
-  never end), named in the error otherwise.
-* :func:`read_bounded`: the bytes of a regular file (never a link, FIFO or device) of at most a given size.
+* :func:`open_regular`: a file opened for reading only when it is a regular file (a FIFO would block a
+  reader forever, a device never end, a folder is no file), checked on the open descriptor, named in the
+  error otherwise: every reader of a file a user may have placed opens it so (:func:`regular_file`: its stat).
+* :func:`read_bounded`: the bytes of a regular file (never a link, FIFO, folder or device) of at most a given size.
 * :func:`npy_array` / :func:`npz_arrays`: ``.npy`` / ``.npz`` arrays whose headers are checked
   against the bytes really there before anything is allocated or mapped (a header that claims
   (4e8, 8) in a 64-byte file is an error, not a 24 GiB allocation); pickles are never loaded;
@@ -23,7 +24,7 @@ import os
 import stat
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import numpy as np
 
@@ -87,15 +88,37 @@ def plain_name(name: object) -> bool:
             and "\0" not in name and not name.startswith("."))
 
 
-def regular_file(path: Path, what: str, fix: str, error: Callable[[str], Exception] = DataError) -> os.stat_result:
-    """``path``'s stat when it is a regular file (a symbolic link to one counts); else ``error``."""
+def open_regular(path: Path, what: str, fix: str, error: Callable[[str], Exception] = DataError, *,
+                 follow: bool = True) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file, else ``error`` naming it: the one rule of every
+    reader of a file a user may have placed. Opened without blocking (a FIFO would block a reader forever, a
+    device never end) and checked on the open descriptor, so nothing can be swapped in between the check and
+    the read; a folder is refused the same way. ``follow=False``: a symbolic link is refused too (the files
+    calibrate keeps in its own folders); else a link to a regular file counts."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
-        st = os.stat(path)
+        fd = os.open(path, flags)
     except OSError as exc:
-        raise error(f"{path}: {what} cannot be read ({exc.strerror or exc}); {fix}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise error(f"{path}: {what} is {_kind(st.st_mode)}, not a regular file; {fix}")
-    return st
+        why = ("is a symbolic link" if exc.errno == errno.ELOOP and not follow
+               else f"cannot be read ({exc.strerror or exc})")
+        raise error(f"{path}: {what} {why}; {fix}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{path}: {what} is {_kind(mode)}, not a regular file; {fix}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def regular_file(path: Path, what: str, fix: str, error: Callable[[str], Exception] = DataError) -> os.stat_result:
+    """``path``'s stat when it is a regular file (a symbolic link to one counts); else ``error``
+    (:func:`open_regular`'s rule; a reader that opens the file itself had better read from that)."""
+    with open_regular(path, what, fix, error) as fh:
+        return os.fstat(fh.fileno())
 
 
 def _kind(mode: int) -> str:
@@ -105,21 +128,12 @@ def _kind(mode: int) -> str:
 
 def read_bounded(path: Path, what: str, fix: str, limit: int,
                  error: Callable[[str], Exception] = DataError) -> bytes:
-    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes, else ``error``. Opened
-    without following a symbolic link and without blocking, then checked on the open descriptor: a
-    planted FIFO cannot hang the read, nor a link to /dev/zero make it endless."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror or exc})"
-        raise error(f"{path}: {what} {why}; {fix}") from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{path}: {what} is {_kind(st.st_mode)}, not a regular file; {fix}")
-        data = fh.read(limit + 1) if st.st_size <= limit else b""
-        if st.st_size > limit or len(data) > limit:
+    """The bytes of ``path`` when it is a regular file (never a link, FIFO, folder or device) of at most
+    ``limit`` bytes, else ``error`` (:func:`open_regular` with ``follow=False``)."""
+    with open_regular(path, what, fix, error, follow=False) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(limit + 1) if size <= limit else b""
+        if size > limit or len(data) > limit:
             raise error(f"{path}: {what} is larger than {limit:,} bytes; {fix}")
     return data
 
@@ -151,15 +165,17 @@ def _header(fh, size: int, where: str, error) -> tuple[tuple[int, ...], bool, np
 def npy_array(path: Path, what: str, fix: str, *, mmap: bool = False,
               error: Callable[[str], Exception] = DataError) -> np.ndarray:
     """The array in the ``.npy`` file ``path`` (a regular file whose header matches its size)."""
-    st = regular_file(path, what, fix, error)
-    with open(path, "rb") as fh:
-        _header(fh, st.st_size, f"{path} ({what})", error)
-    try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except CalibrateError:
-        raise
-    except (ValueError, OSError) as exc:
-        raise error(f"{path}: {what} cannot be read ({exc}); {fix}") from None
+    with open_regular(path, what, fix, error) as fh:
+        shape, fortran, dtype, offset = _header(fh, os.fstat(fh.fileno()).st_size, f"{path} ({what})", error)
+        try:
+            if mmap and math.prod(shape):  # mapped from the descriptor checked, not the name again
+                return np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+            fh.seek(0)
+            return np.lib.format.read_array(fh, allow_pickle=False)
+        except CalibrateError:
+            raise
+        except (ValueError, OSError) as exc:
+            raise error(f"{path}: {what} cannot be read ({exc}); {fix}") from None
 
 
 def _npz_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
@@ -170,9 +186,8 @@ def npz_headers(path: Path, what: str, fix: str,
                 error: Callable[[str], Exception] = DataError) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Every member of the ``.npz`` file ``path`` as (shape, dtype), from its header alone (each checked
     against the member's real size): what a reader checks before it decompresses anything."""
-    regular_file(path, what, fix, error)
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open_regular(path, what, fix, error) as raw, zipfile.ZipFile(raw) as zf:
             out = {}
             for name, info in _npz_members(zf).items():
                 with zf.open(info) as fh:
@@ -190,9 +205,8 @@ def npz_arrays(path: Path, what: str, fix: str, names: tuple[str, ...] | None = 
     """The arrays of the ``.npz`` file ``path`` (all, or ``names``), each member's header checked against
     its real (uncompressed) size, and their total against :func:`memory_budget`, before any is read
     (a 1.5 MB file of compressed zeros really expands to gigabytes)."""
-    regular_file(path, what, fix, error)
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open_regular(path, what, fix, error) as raw, zipfile.ZipFile(raw) as zf:
             infos = _npz_members(zf)
             wanted = [n for n in (names if names is not None else tuple(infos)) if n in infos]
             total = 0

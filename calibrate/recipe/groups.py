@@ -18,13 +18,14 @@ without a group are counted and reported as ``unlabelled``.
 from __future__ import annotations
 
 import csv
+import os
 import io
 from pathlib import Path
 
 import numpy as np
 
 from calibrate.errors import DataError
-from calibrate.files.untrusted import label_problem, memory_budget, regular_file
+from calibrate.files.untrusted import label_problem, memory_budget, open_regular
 from calibrate.contract.types import UNLABELLED, GroupLabels, group_problem
 
 _FIX = "give a CSV file with a header line `class,group` and one class per line"
@@ -33,12 +34,12 @@ _FIX = "give a CSV file with a header line `class,group` and one class per line"
 def read_groups(path: str | Path) -> GroupLabels:
     """The groups file at ``path`` (see the module), checked line by line."""
     path = Path(path)
-    st = regular_file(path, "the groups file", _FIX)
     budget = memory_budget()
-    if st.st_size > budget:
-        raise DataError(f"{path}: the groups file is larger than {budget:,} bytes; {_FIX}")
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        with open_regular(path, "the groups file", _FIX) as fh:
+            if os.fstat(fh.fileno()).st_size > budget:
+                raise DataError(f"{path}: the groups file is larger than {budget:,} bytes; {_FIX}")
+            text = fh.read().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: the groups file is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except OSError as exc:

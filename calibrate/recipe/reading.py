@@ -4,13 +4,14 @@ one-line RecipeError naming the file (and the line and column where YAML gives t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from calibrate.errors import RecipeError
-from calibrate.files.untrusted import regular_file
+from calibrate.files.untrusted import open_regular
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -40,10 +41,13 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 
 def read_yaml(path: Path) -> Any:
-    if Path(path).exists():
-        regular_file(Path(path), "the recipe", "give a recipe YAML file", error=RecipeError)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        os.lstat(path)  # another OSError (a name too long) is the command line's to word
+    except FileNotFoundError:
+        raise RecipeError(f"recipe file {str(path)!r} does not exist") from None
+    try:
+        with open_regular(Path(path), "the recipe", "give a recipe YAML file", error=RecipeError) as fh:
+            text = fh.read().decode("utf-8")
     except FileNotFoundError:
         raise RecipeError(f"recipe file {str(path)!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from calibrate.errors import CalibrateError
-from calibrate.formatting import format_pct
+from calibrate.formatting import format_pct, markdown_cell, markdown_safe
 from calibrate.contract.types import TargetResult, ThresholdTable
 from calibrate.files.user_output import csv_text, csv_texts, csv_writer
 
@@ -116,7 +116,7 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
               "FNR of one pooled threshold admitting the same share of these impostor attempts; FNR cost is their "
               "ratio (above 1: more genuine users turned away than one threshold for everyone would at that FPR).", ""]
     head = "| Target FPR | " + " | ".join(f"{l} FPR | {l} ratio | {l} FNR (one threshold) | {l} FNR cost"
-                                         for l in labels) + " |"
+                                         for l in map(markdown_cell, labels)) + " |"
     lines += [head, "|" + "---|" * (1 + 4 * len(labels))]
     targets = [r.target_fpr for r in results[labels[0]]] if labels else []
     for k, t in enumerate(targets):
@@ -133,7 +133,7 @@ def report_md(title: str, results: dict[str, list[TargetResult]], sections: list
         lines += [section.rstrip(), ""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    return "\n".join(lines)
+    return markdown_safe("\n".join(lines))  # users' names reach it in many places: no HTML renders from any
 
 
 # ---- the run's file set ------------------------------------------------------------------------

@@ -369,6 +369,9 @@ class Calibration:
                           "transform={'plugin': 'similarity-to-distance', 'upper': <largest possible score>}) or refit",
                           stacklevel=2)
         distances, normalization = self._enrolled_distances(str(cls), scores, cohort_scores, impostor_cohort_scores)
+        if self.training_scores is not None:  # saved with the file: what its loader holds every distance to
+            low, high, genuine = self.training_scores
+            self.training_scores = (min(low, float(scores.min())), max(high, float(scores.max())), genuine)
         if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
             inner = self.estimator.enroll(self.model.inner, str(cls), distances)
             self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,

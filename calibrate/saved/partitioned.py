@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 import json
 import os
-import stat
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,15 @@ import numpy as np
 
 from calibrate.saved.json_format import ACCEPT_IF
 from calibrate.saved.reading import (check_common, check_labels, check_model, check_transform_kind, check_written,
-                                     choose_estimator, load_json, lookup_component, read_artifact, rebuilt, saved_span)
+                                     choose_estimator, load_json, lookup_component, read_artifact, rebuilt, saved_span,
+                                     training_distance_span)
+from calibrate.contract.statecheck import training_distances
 from calibrate.saved.calibration import Calibration
 from calibrate.saved.decisions import Decider
 from calibrate.errors import CalibrationError
 from calibrate.contract.sharded import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
 from calibrate.files.manifest import RunFolder
-from calibrate.files.untrusted import regular_file
+from calibrate.files.untrusted import open_regular, regular_file
 
 #: parts whose models are kept in memory at once
 CACHE_PARTS = 16
@@ -38,10 +39,10 @@ CACHE_PARTS = 16
 def read_head(path: Path) -> dict[str, Any] | None:
     """The head of a partitioned calibration, or None when ``path`` is something else."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:  # a head is a small regular file
-            return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path, "", "", error=ValueError) as fh:  # a head is a small regular file
+            if os.fstat(fh.fileno()).st_size > 1 << 20:
+                return None
+            doc = json.loads(fh.read().decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None
     return doc if isinstance(doc, dict) and doc.get("format") == HEAD_FORMAT else None
@@ -216,10 +217,11 @@ class PartitionedCalibration:
         tr_info = lookup_component(self._registry, "transforms", tr.get("plugin"), path)
         est_info = lookup_component(self._registry, "estimators", entry.get("plugin"), path)
         what, fix = f"estimator {label!r}", "run the recipe again"
-        model = rebuilt(path, what, lambda: self._model_class.from_state({**entry["state"], "root": str(self.folder)}),
-                        fix)
         transform = rebuilt(path, f"transform {tr_info.name!r}",
                             lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})), fix)
+        with training_distances(training_distance_span(transform, self.kind, self.head.get("training"))):
+            model = rebuilt(path, what, lambda: self._model_class.from_state({**entry["state"], "root": str(self.folder)}),
+                            fix)
         est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})), fix)
         self._check_classes(model.classes, path, k)
         check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)

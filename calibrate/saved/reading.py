@@ -24,7 +24,7 @@ from calibrate.saved.json_format import ACCEPT_IF, DIGEST, FORMAT, FORMAT_VERSIO
 from calibrate.contract.base import FittedModel, Transform, check_target
 from calibrate.errors import CalibrateError, CalibrationError
 from calibrate.contract.packed import is_packed, unpacked
-from calibrate.files.untrusted import MAX_LABEL, label_problem, regular_file
+from calibrate.files.untrusted import MAX_LABEL, label_problem, open_regular, regular_file
 
 
 def saved_span(training: Any) -> tuple | None:
@@ -33,6 +33,25 @@ def saved_span(training: Any) -> tuple | None:
         return None
     low, high = training["scores"]
     return (float(low), float(high), bool(training.get("scores_genuine", False)))
+
+
+def training_distance_span(transform: Transform, kind: str, training: Any) -> tuple[float, float] | None:
+    """The range of the distances ``transform`` gives a file's saved training scores (``training``, checked with
+    the document; :func:`saved_span`): every training distance lies in it, as the transform is monotone. None
+    when the file records no span, or the transform refuses it."""
+    span = saved_span(training)
+    if span is None:
+        return None
+    from calibrate.contract.types import DistanceMatrix
+
+    scores = np.array([[span[0], span[1]]])
+    try:
+        d = transform.apply(DistanceMatrix(scores, np.array(["\0p"]), np.array(["\0a", "\0b"]),
+                                           np.ones(scores.shape, dtype=bool), kind, source="training.scores")).values
+    except (CalibrateError, ValueError, FloatingPointError):
+        return None
+    low, high = float(np.min(d)), float(np.max(d))
+    return (low, high) if np.isfinite(low) and np.isfinite(high) else None
 
 
 def read_artifact(path: str | Path) -> tuple[dict[str, Any], bytes]:
@@ -101,7 +120,9 @@ def load_json(path: Path, what: str, *, raw: bool = False) -> Any:
     """A JSON document from a file the user gave, whatever it holds: an unreadable, non-JSON or absurdly
     nested file (RecursionError) is a CalibrationError naming it. ``raw``: (the document, the file's bytes)."""
     try:
-        data = path.read_bytes()
+        with open_regular(path, f"the {what}", "give a calibration a run or Calibration.save wrote",
+                          error=CalibrationError) as fh:
+            data = fh.read()
         doc = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise CalibrationError(f"{path}: not a readable {what} ({type(exc).__name__}: {str(exc)[:200]})") from None

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -37,7 +36,7 @@ from PIL import Image
 
 from calibrate.contract.base import Dataset, RunContext
 from calibrate.errors import DataError, ParameterError
-from calibrate.files.untrusted import memory_budget
+from calibrate.files.untrusted import memory_budget, open_regular
 from calibrate.contract.types import PatternSet
 
 IMAGE_SUFFIXES = frozenset({".pgm", ".pnm", ".ppm", ".pbm", ".png", ".jpg", ".jpeg"})
@@ -67,26 +66,22 @@ def check_resize(resize: Sequence[int] | None, bands: int = 1) -> tuple[int, int
     return int(resize[0]), int(resize[1])
 
 
-def _regular(path: Path) -> None:
-    """Raise UnreadableImage unless ``path`` is a regular file (a FIFO named like an image would block
-    the read forever; a device never ends)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
-    if not stat.S_ISREG(mode):
-        raise UnreadableImage("not a regular file (" + ("a FIFO" if stat.S_ISFIFO(mode) else "a device or socket") + ")")
+def _opened(path: Path):
+    """``path`` opened (calibrate.files.untrusted.open_regular), else UnreadableImage: a FIFO named like an
+    image would block the read forever, a device never end."""
+    return open_regular(path, "the image", "", error=lambda message: UnreadableImage(message.split(": the image ", 1)[-1]
+                                                                                    .removesuffix("; ")))
 
 
 def image_size(path: Path) -> tuple[int, int]:
     """(width, height) from the image's header alone: Pillow decodes nothing until asked, so a
     10 KB PNG that claims 9400 x 9400 pixels costs nothing here. Raises :class:`UnreadableImage`."""
-    _regular(path)
-    try:
-        with Image.open(path) as im:
-            return im.size
-    except Exception as exc:  # Pillow raises many types for bad files; a bad file must not stop the run
-        raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
+    with _opened(path) as fh:
+        try:
+            with Image.open(fh) as im:
+                return im.size
+        except Exception as exc:  # Pillow raises many types for bad files; a bad file must not stop the run
+            raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
 
 
 def read_image(path: Path, resize: tuple[int, int] | None = None, grayscale: bool = True) -> np.ndarray:
@@ -95,9 +90,8 @@ def read_image(path: Path, resize: tuple[int, int] | None = None, grayscale: boo
     Raises :class:`UnreadableImage` for anything Pillow cannot decode, and for anything that is not a
     regular file.
     """
-    _regular(path)
     try:
-        with Image.open(path) as im:
+        with _opened(path) as fh, Image.open(fh) as im:
             im.load()
             if im.mode in _SIXTEEN_BIT:
                 scale = 65535.0
@@ -108,6 +102,8 @@ def read_image(path: Path, resize: tuple[int, int] | None = None, grayscale: boo
             if resize is not None and im.size != resize:
                 im = im.resize(resize, Image.Resampling.BILINEAR)
             arr = np.asarray(im, dtype=np.float64)
+    except UnreadableImage:
+        raise
     except Exception as exc:  # Pillow raises many types for bad files; a bad file must not stop the run
         raise UnreadableImage(f"{type(exc).__name__}: {exc}") from None
     arr /= scale  # in place: one float64 copy of the image, not three

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.files.untrusted import label_problem
+from calibrate.files.untrusted import label_problem, open_regular
 from calibrate.files.score_lists import NeedLines, first_loose_number
 
 #: rows parsed at once by the numpy path (bounds its temporary Python objects to a few MB per block)
@@ -62,7 +62,7 @@ def read_pyarrow(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    with open(path, "rb") as fh:
+    with open_regular(path, "the score matrix", "give a CSV file") as fh:
         gallery = _header(fh.readline())
     names = ["probe"] + [f"c{j}" for j in range(len(gallery))]
     types = {name: pa.float64() for name in names[1:]}
@@ -101,10 +101,15 @@ def _cell_counts(data: bytes, ends: np.ndarray) -> np.ndarray:
     return np.diff(np.r_[0, np.searchsorted(commas, ends)])
 
 
+def _whole(path: Path) -> bytes:
+    with open_regular(path, "the score matrix", "give a CSV file") as fh:
+        return fh.read()
+
+
 def _head(path: Path, lines: int) -> bytes:
     """The first ``lines`` lines of a file (all of it when shorter); NeedLines when one is blank (the
     careful reader would skip it and read a row further)."""
-    with open(path, "rb") as fh:
+    with open_regular(path, "the score matrix", "give a CSV file") as fh:
         head = [fh.readline() for _ in range(lines)]
     if any(not line.strip() for line in head if line):
         raise NeedLines
@@ -114,7 +119,7 @@ def _head(path: Path, lines: int) -> bytes:
 def read_numpy(path: Path, max_rows: int | None = None) -> tuple[np.ndarray, list[str], list[str]]:
     """(values, probe labels, gallery labels) of a file without quotes, parsed block by block of rows in
     array operations (:func:`parse_cells`). ``max_rows``: the header and that many probe rows only (validation)."""
-    data = path.read_bytes() if max_rows is None else _head(path, max_rows + 1)
+    data = _whole(path) if max_rows is None else _head(path, max_rows + 1)
     if b'"' in data or b"\0" in data:
         raise NeedLines
     data = data.replace(b"\r\n", b"\n").rstrip(b"\n")

@@ -182,7 +182,7 @@ class ScoreListDataset(Dataset):
                  missing: float | None = None, fit_fraction: float = 0.5, seed: int = 0,
                  reader: Literal["auto", "pyarrow", "python"] = "auto", cohort_enrolled: Path | None = None,
                  cohort_probes: Path | None = None):
-        check_split_params(path, train, test, fit_fraction, seed)
+        check_split_params(path, train, test, fit_fraction, seed, missing)
         if format in BOB_FORMATS and (columns is not None or delimiter is not None):
             raise ParameterError(f"`columns:` and `delimiter:` are for `format: csv`; a {format} file's columns are fixed "
                                  "(claimed_id [model_label] real_id test_label score, separated by whitespace)")

@@ -16,6 +16,8 @@ rest to the evaluation (FNR). Entries equal to ``missing`` are failed comparison
 from __future__ import annotations
 
 import csv
+import math
+import io
 from pathlib import Path
 from typing import Literal
 
@@ -24,7 +26,7 @@ import numpy as np
 from calibrate.contract.base import Dataset, RunContext, ScoreSplit
 from calibrate.errors import DataError, ParameterError
 from calibrate.contract.types import DistanceMatrix
-from calibrate.files.untrusted import MAX_LABEL, label_problem, regular_file
+from calibrate.files.untrusted import MAX_LABEL, label_problem, regular_file, open_regular
 from calibrate.files.score_lists import NeedLines, first_loose_number, pyarrow_available
 
 from .matrix_readers import read_numpy, read_pyarrow
@@ -85,7 +87,7 @@ def _checked(path: Path, values: np.ndarray, missing: float | None, probes: list
 def _read_careful(path: Path, max_rows: int | None) -> tuple[np.ndarray, list[str], list[str]]:
     """The reference reader (the csv module, cell by cell): every file it accepts, every message."""
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with io.TextIOWrapper(open_regular(path, "the score matrix", "give a CSV file"), encoding="utf-8", newline="") as fh:
             rows = []
             for row in csv.reader(fh):
                 if row and any(cell.strip() for cell in row):
@@ -148,8 +150,13 @@ def _drop_failed_columns(split: ScoreSplit, context: RunContext) -> ScoreSplit:
     return ScoreSplit(cut(split.train), cut(split.test), split.missing, split.description, split.missing_by_file)
 
 
-def check_split_params(path, train, test, fit_fraction: float, seed: int) -> None:
-    """The split parameters score datasets share: one file or a train/test pair, a share, a seed."""
+def check_split_params(path, train, test, fit_fraction: float, seed: int, missing: float | None = None) -> None:
+    """The split parameters score datasets share: one file or a train/test pair, a share, a seed; and the
+    failed comparisons' marker, a finite number or none (no score equals NaN, and no score may be infinite)."""
+    if missing is not None and not math.isfinite(missing):
+        raise ParameterError(f"missing: {missing!r} is not a finite number: no score can equal it, so no failed "
+                             "comparison would be found; give the marker your matcher writes (e.g. missing: -1), or "
+                             "leave `missing:` out when it writes none")
     if (path is not None and (train is not None or test is not None)) or \
             (path is None and (train is None or test is None)):
         raise ParameterError("give either `path:` (one file, split per class) or both `train:` and `test:`")
@@ -233,7 +240,7 @@ class ScoreMatrixDataset(Dataset):
     def __init__(self, *, path: Path | None = None, train: Path | None = None, test: Path | None = None,
                  kind: Literal["similarity", "distance"] = "similarity", missing: float | None = None,
                  fit_fraction: float = 0.5, seed: int = 0, reader: Literal["auto", "pyarrow", "python"] = "auto"):
-        check_split_params(path, train, test, fit_fraction, seed)
+        check_split_params(path, train, test, fit_fraction, seed, missing)
         if reader == "pyarrow" and not pyarrow_available():
             raise ParameterError("reader: pyarrow is not installed; `pip install calibrate-thresholds[fast-io]` "
                                  "or use `reader: python`")

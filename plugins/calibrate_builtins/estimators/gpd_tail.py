@@ -71,7 +71,7 @@ from calibrate.contract.types import ImpostorDistances
 from calibrate.statistics.gpd import (TailFit, check_shape_bounds, check_tail_params, exceedance_count, fit_lower_tail,  # noqa: F401
                            gpd_mle, gpd_pwm, guard_shape, monotone)
 from calibrate.contract.packed import packed
-from calibrate.contract.statecheck import bad, choice, field, flag, numbers, sorted_segments, tail_fit
+from calibrate.contract.statecheck import bad, choice, declared_size, distances, field, flag, numbers, sorted_segments, tail_fit
 from calibrate.statistics.order import below_ties, interp_threshold, lowest_segments, refuse_beyond
 
 Method = Literal["pwm", "mle"]
@@ -184,7 +184,7 @@ class GpdTailModel(FittedModel):
         where a saved model keeps only those: ``counts``)."""
         classes, shared = field(state, "classes"), flag(field(state, "shared"), "shared")
         segments = 1 if shared else (len(classes) if isinstance(classes, list) else 0)
-        values = numbers(field(state, "values"), "values", 0.0)
+        values = distances(field(state, "values"), "values", at_most=declared_size(state))
         offsets = sorted_segments(values, field(state, "offsets"), segments)
         held = np.diff(offsets)
         counts = field(state, "counts", None)

@@ -17,7 +17,7 @@ import numpy as np
 
 from calibrate.contract.base import Estimator, FittedModel, RunContext
 from calibrate.contract.packed import packed
-from calibrate.contract.statecheck import bad, field, flag, numbers
+from calibrate.contract.statecheck import bad, declared_size, distances, field, flag, numbers
 from calibrate.statistics.order import below_ties, interp_threshold, interp_thresholds_segments, interpolate_rank, rank_values, saved_pool_count  # noqa: F401 (re-exported)
 from calibrate.statistics.order import lowest_segments, refuse_beyond
 from calibrate.contract.types import ImpostorDistances
@@ -118,7 +118,7 @@ class _SortedModel(FittedModel):
                 raise bad("counts", "belongs to a class-specific model (shared false)")
             counts = numbers(counts, "counts", 1, size=len(classes) if isinstance(classes, list) else None,
                              integer=True)
-        return cls(classes, numbers(field(state, "values"), "values", 0.0),
+        return cls(classes, distances(field(state, "values"), "values", at_most=declared_size(state)),
                    numbers(field(state, "offsets"), "offsets", integer=True), shared, counts)
 
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from calibrate.contract.base import FittedModel
 from calibrate.errors import CalibrationError
-from calibrate.contract.packed import is_packed, packed
+from calibrate.contract.packed import MAX_COUNT, is_packed, packed
 from calibrate.files.untrusted import npy_array, plain_name
-from calibrate.contract.statecheck import bad, field, number, numbers
+from calibrate.contract.statecheck import bad, field, number, numbers, within
 from calibrate.statistics.order import SAVED_REACH, below_ties, interpolate_rank, refuse_beyond, saved_pool_count
 
 #: a sharded run keeps at least this many of the pooled sample's lowest values
@@ -32,7 +32,9 @@ def kept_count(n_total: int, targets) -> int:
     return max(saved_pool_count(n_total, reach), min(n_total, SHARDED_POOL))
 
 
-def load_pooled(state: dict[str, Any]) -> np.ndarray:
+def load_pooled(state: dict[str, Any], at_most: int | None = None) -> np.ndarray:
+    """The pooled sample's kept values as saved (``at_most``: the size the state says the sample has; a packed array
+    declaring more is refused before it is inflated)."""
     pooled = field(state, "pooled")
     if isinstance(pooled, dict) and not is_packed(pooled):  # a file beside the calibration's parts; "root": the loader's
         name = pooled.get("file")
@@ -45,7 +47,7 @@ def load_pooled(state: dict[str, Any]) -> np.ndarray:
             raise CalibrationError(f"{name}: the pooled sample must be a 1-D float64 array, got {values.dtype} "
                                    f"{values.shape}; run the recipe again")
         return values
-    return numbers(pooled, "pooled")
+    return numbers(pooled, "pooled", at_most=at_most)
 
 
 def pooled_file(state: dict[str, Any]) -> str | None:
@@ -57,11 +59,17 @@ def pooled_file(state: dict[str, Any]) -> str | None:
 def checked_pooled(state: dict[str, Any], what: str, low: float) -> tuple[np.ndarray, int]:
     """(the pooled sample's kept lowest values, its full size n_pooled), checked: at least one value, all
     finite, >= ``low``, ascending, and no more of them than n_pooled."""
-    values = load_pooled(state)
+    n_pooled = int(number(field(state, "n_pooled"), "n_pooled", 1, integer=True))
+    declared = field(state, "pooled")
+    declared = declared.get("count") if is_packed(declared) else None
+    if isinstance(declared, int) and n_pooled < declared <= MAX_COUNT:  # before a packed array is inflated
+        raise bad("n_pooled", f"is {n_pooled}: must be at least the {declared:,} pooled values kept")
+    values = load_pooled(state, n_pooled)
     if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values < low) or np.any(np.diff(values) < 0):
         raise bad("pooled", f"must hold the pooled {what}' lowest values: finite, ascending"
                             f"{'' if low == -math.inf else ', >= ' + format(low, 'g')}")
-    n_pooled = int(number(field(state, "n_pooled"), "n_pooled", values.size, integer=True))
+    if values.size > n_pooled:
+        raise bad("n_pooled", f"is {n_pooled}: must be at least the {values.size:,} pooled values kept")
     return values, n_pooled
 
 
@@ -99,4 +107,5 @@ class PooledSortedModel(FittedModel):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "PooledSortedModel":
         lowest, n_pooled = checked_pooled(state, "distances", 0.0)
+        within(lowest, "pooled")  # the file's own transform and training scores bound every distance
         return cls(field(state, "classes"), lowest, n_pooled, pooled_file(state))

@@ -37,7 +37,7 @@ from calibrate.errors import DataError, ParameterError
 from calibrate.contract.types import ImpostorDistances
 
 from calibrate.contract.packed import packed
-from calibrate.contract.statecheck import bad, choice, field, number, numbers, sorted_segments
+from calibrate.contract.statecheck import bad, choice, declared_size, distances, field, number, numbers, sorted_segments
 from calibrate.statistics.order import interp_threshold, lowest_segments, refuse_beyond, saved_pool_count
 
 Weight = Literal["count", "empirical-bayes"]
@@ -150,13 +150,15 @@ class ShrinkageModel(FittedModel):
         ascending per class; weights in [0, 1]."""
         classes = field(state, "classes")
         size = len(classes) if isinstance(classes, list) else 0
-        values = numbers(field(state, "values"), "values", 0.0)
+        values = distances(field(state, "values"), "values", at_most=declared_size(state))
         offsets = sorted_segments(values, field(state, "offsets"), size)
         lowest = None
         if "counts" in state:  # a saved model: each class's and the pooled sample's lowest distances
             counts = numbers(field(state, "counts"), "counts", 1, size=size, integer=True)
-            pooled = numbers(field(state, "pooled"), "pooled", 0.0)
-            n_pooled = int(number(field(state, "n_pooled"), "n_pooled", max(pooled.size, 1), integer=True))
+            n_pooled = int(number(field(state, "n_pooled"), "n_pooled", 1, integer=True))
+            pooled = distances(field(state, "pooled"), "pooled", at_most=n_pooled)
+            if pooled.size > n_pooled:
+                raise bad("n_pooled", f"is {n_pooled}: must be at least the {pooled.size:,} pooled values kept")
             if pooled.size == 0 or np.any(np.diff(pooled) < 0):
                 raise bad("pooled", "must hold the pooled distances' lowest values, ascending")
             lowest = (counts, pooled, n_pooled)

@@ -61,7 +61,7 @@ from calibrate.statistics.gpd import TailFit, check_shape_bounds, check_tail_par
 from calibrate.statistics.standardise import (IQR_TO_SD, from_working, location_scale, loo_location_scale,  # noqa: F401
                                    pooled_quantile, pooled_sorted, standardise, standardise_classes, to_working,
                                    working_offset)
-from calibrate.contract.statecheck import LOG_RANGE, bad, choice, field, flag, number, numbers, tail_fit
+from calibrate.contract.statecheck import LOG_RANGE, bad, choice, distance_span, field, flag, number, numbers, tail_fit, within
 from calibrate.contract.packed import packed
 from calibrate.statistics.order import interpolate_rank, rank_values, refuse_beyond, saved_pool_count
 
@@ -250,6 +250,7 @@ class ZnormModel(FittedModel):
         anchor = checked_anchor(state)
         if pooled_shape:
             _check_one_offset(anchor, offset, sorted_z)
+            check_pooled_shifts(state, sorted_z, "sorted_z", family, offset)
         return cls(state["classes"], loc, scale, n, family, offset, pooled_shape, predictive,
                    sorted_z if pooled_shape else None, tail if pooled_shape else None, min_tail_count,
                    anchor=anchor)
@@ -299,7 +300,52 @@ def checked_location_scale(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarra
         loc = numbers(field(state, "loc"), "loc", 0.0, size=size)
     scale = numbers(field(state, "scale"), "scale", 0.0, size=size, open_low=True)
     n = numbers(field(state, "n"), "n", 1, size=size, integer=True)
+    _check_against_training(state, loc, scale, family, offset)
     return loc, scale, n, family, offset
+
+
+def working_span(family: str, offset: float) -> tuple[float, float] | None:
+    """The range of the working-scale training distances of the file being loaded (statecheck.distance_span)."""
+    span = distance_span()
+    if span is None:
+        return None
+    with np.errstate(divide="ignore"):
+        low, high = (float(v) for v in to_working(np.array(span), family, offset))
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
+
+
+def _check_against_training(state: dict[str, Any], loc: np.ndarray, scale: np.ndarray, family: str,
+                            offset: float) -> None:
+    """Locations and scales whose thresholds stay finite and ordered: an anchored model (``anchor``) shifts every class,
+    scale 1 (anchored.py); with the loader's training range on the working scale, of width W, a location lies within
+    it widened by W on each side (a group's shift moves locations, never beyond all training distances; structure
+    ``one``'s are a reference 0) and a class's spread is at most W."""
+    anchor = state.get("anchor")
+    if isinstance(anchor, dict) and np.any(scale != 1.0):
+        i = int(np.flatnonzero(scale != 1.0)[0])
+        raise bad(f"scale[{i}]", f"is {float(scale[i])!r}: an anchored model shifts each class and scales none (scale 1)")
+    span = working_span(family, offset)
+    if span is None:
+        return
+    width = span[1] - span[0]
+    if not (isinstance(anchor, dict) and anchor.get("structure") == "one"):
+        within(loc, "loc", (span[0] - width, span[1] + width), "working-scale distances (widened by their range)")
+    if anchor is None and np.any(scale > width * (1 + 1e-9)):
+        i = int(np.flatnonzero(scale > width * (1 + 1e-9))[0])
+        raise bad(f"scale[{i}]", f"is {float(scale[i])!r}: wider than the whole range of this file's working-scale "
+                                 f"training distances ({width:.6g}), which no class's spread can exceed")
+
+
+def check_pooled_shifts(state: dict[str, Any], z: np.ndarray, name: str, family: str, offset: float) -> None:
+    """An anchored model's pooled values are working-scale distances (width W) less a location (structure ``one``:
+    less 0), a group's shift aside: within [-2W, 2W] (``one``: the range widened by W each side)."""
+    anchor, span = state.get("anchor"), working_span(family, offset)
+    if not isinstance(anchor, dict) or span is None:
+        return
+    width = span[1] - span[0]
+    one = anchor.get("structure") == "one"
+    within(z, name, (span[0] - width, span[1] + width) if one else (-2 * width, 2 * width),
+           "working-scale distances less a location, widened by their range")
 
 
 def enroll_znorm(model: ZnormModel, cls: str, distances: np.ndarray, robust: bool, who: str) -> ZnormModel:
@@ -408,6 +454,7 @@ class PooledZnormModel(ZnormModel):
         loc, scale, n, family, offset = checked_location_scale(state)
         sorted_z, n_pooled = checked_pooled(state, "standardised scores", -math.inf)
         _check_one_offset(checked_anchor(state), offset, sorted_z)
+        check_pooled_shifts(state, sorted_z, "pooled", family, offset)
         tail = field(state, "tail")
         if tail is not None:
             tail = tail_fit(tail, "tail", float(sorted_z[0]), math.inf, n_pooled)

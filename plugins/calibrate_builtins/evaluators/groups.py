@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from calibrate.contract.types import UNLABELLED, TargetResult
+from calibrate.formatting import markdown_cell
 from calibrate.statistics.verification import widening
 
 from .plots import _percent_axis
@@ -47,8 +48,8 @@ def _fnmr_cell(g: dict) -> str:
 
 
 def _md(name: str) -> str:
-    """A group name inside a markdown table cell."""
-    return name.replace("|", "\\|")
+    """A group name inside a markdown table cell (calibrate.formatting.markdown_cell)."""
+    return markdown_cell(name)
 
 
 def _spread(x: float | None, fallback: str) -> str:
