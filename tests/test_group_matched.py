@@ -3,6 +3,7 @@ FMR one pooled threshold gives it, so that the gain of per-class locations is ke
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -102,3 +103,20 @@ def test_auto_with_groups_keeps_the_gain_without_widening_the_gap(tmp_path):
         assert row["fnr"] < 0.8 * row["fnr_one_threshold"]
         gap, one_gap = row["fmr_same_group_max_over_min"], row["one_threshold"]["fmr_same_group_max_over_min"]
         assert gap <= max(1.2 * one_gap, 1.5)
+
+
+@pytest.mark.parametrize("structure", ["anchored-matched", "bulk-matched"])
+def test_a_matched_calibration_saved_and_loaded_answers_as_fitted(tmp_path, structure):
+    recipe = {"version": 1, "data": {"plugin": "synthetic-groups", "classes": 200, "group_shares": [0.75, 0.25],
+                                     "train_probes": 3, "test_probes": 2, "seed": 3},
+              "estimators": [{"plugin": "auto", "structure": structure}],
+              "evaluation": {"targets": [0.01, 0.001], "prediction": False}, "output": {"plots": False}}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    with pytest.warns(UserWarning):
+        calibrate.run(path, out=tmp_path / "out")
+    cal = calibrate.load(tmp_path / "out")
+    fitted = {(r["class"], float(r["target_fpr"])): float(r["threshold"])
+              for r in csv.DictReader((tmp_path / "out" / "thresholds.csv").open(encoding="utf-8"))}
+    for (cls, t), want in list(fitted.items())[:40]:
+        assert cal.distance_threshold(cls, t) == pytest.approx(want, rel=1e-12)
