@@ -52,9 +52,10 @@ def test_a_matched_structure_holds_each_group_where_one_threshold_puts_it(base):
     plain_ratio = same_group_shares(imp, groups, plain.thresholds(LEVELS).values) / reference
     matched_ratio = same_group_shares(imp, groups, matched.thresholds(LEVELS).values) / reference
     # the plain structure moves the two groups apart (the minority several times its one-threshold share), the
-    # matched one holds them together: the same ratio to one threshold in both groups, within counting noise
-    assert np.all(plain_ratio[1] / plain_ratio[0] > 1.5)
-    np.testing.assert_allclose(matched_ratio[1] / matched_ratio[0], 1.0, atol=0.2)
+    # matched one holds them together: about the same ratio to one threshold in both groups (one shift per group
+    # holds them exactly at no single level, and the minority counts 13-69 same-group false accepts here)
+    assert np.all(plain_ratio[1] / plain_ratio[0] > 3.0)
+    assert np.all(np.abs(np.log(matched_ratio[1] / matched_ratio[0])) < np.log(1.5))
     # the overall FPR stays calibrated on every training distance
     tau = matched.thresholds(LEVELS).values[np.repeat(np.arange(len(imp)), imp.counts())]
     np.testing.assert_allclose((imp.values[:, None] <= tau).mean(axis=0) / LEVELS, 1.0, atol=0.15)

@@ -49,6 +49,8 @@ MATCHED = ("anchored-matched", "bulk-matched")
 MAX_SPREAD = 1.5
 #: the choice is judged on at most this many training impostor distances (a fixed subset of classes beyond)
 MAX_JUDGED = 1_000_000
+#: ... but a labelled group of at most this many classes is judged whole
+KEEP_GROUP = 200
 
 
 @dataclass
@@ -167,26 +169,34 @@ def _take(impostors: ImpostorDistances, index: np.ndarray, first: bool) -> Impos
 def judged_subset(impostors: ImpostorDistances, genuine: GenuineDistances, groups: TrainingGroups | None
                   ) -> tuple[ImpostorDistances, GenuineDistances, TrainingGroups | None, str]:
     """The classes the choice is judged on: all of them up to ``MAX_JUDGED`` training impostor distances; beyond,
-    every k-th class (a fixed subset, k the smallest that brings them under the cap), with what was left out in
-    words ("" when nothing was). Beyond a million distances the choice is rarely close, and where it is, the
+    every k-th class (a fixed subset, k the smallest that brings them under the cap), every class of a labelled
+    group of at most ``KEEP_GROUP`` classes kept, with what was left out in words ("" when nothing was). Beyond a million distances the choice is rarely close, and where it is, the
     smaller sample keeps one pooled threshold, the choice that is never worse by design."""
     total = int(impostors.values.size)
     if total <= MAX_JUDGED:
         return impostors, genuine, groups, ""
-    step = math.ceil(total / MAX_JUDGED)
-    rows = np.arange(0, len(impostors), step)
-    while int(impostors.counts()[rows].sum()) > MAX_JUDGED and step < len(impostors):
+    counts = impostors.counts()
+    # a labelled group of at most KEEP_GROUP classes is judged whole (its gap is what a subset would lose first)
+    whole = np.zeros(len(impostors), dtype=bool)
+    if groups is not None:
+        sizes = np.bincount(groups.of_class, minlength=len(groups.names) + 1)
+        whole = (groups.of_class < len(groups.names)) & (sizes[groups.of_class] <= KEEP_GROUP)
+    rest = np.flatnonzero(~whole)
+    budget = max(MAX_JUDGED - int(counts[whole].sum()), 1)
+    step = max(1, math.ceil(int(counts[rest].sum()) / budget))
+    while int(counts[rest[::step]].sum()) > budget and step < rest.size:
         step += 1
-        rows = np.arange(0, len(impostors), step)
+    rows = np.sort(np.concatenate([np.flatnonzero(whole), rest[::step]]))
     sub = ImpostorDistances.from_lists({impostors.classes[i]: impostors.of(i) for i in rows.tolist()})
     sub_genuine = GenuineDistances.from_lists({genuine.classes[i]: genuine.of(i) for i in rows.tolist()})
     sub_groups = None
     if groups is not None:
         index = np.concatenate([np.arange(impostors.offsets[i], impostors.offsets[i + 1]) for i in rows.tolist()])
         sub_groups = TrainingGroups(groups.names, groups.of_class[rows], groups.of_impostor[index])
-    return sub, sub_genuine, sub_groups, (f"judged on one class in {step} ({rows.size:,} of {len(impostors):,}: "
+    kept = f", every class of groups of at most {KEEP_GROUP} classes" if whole.any() else ""
+    return sub, sub_genuine, sub_groups, (f"judged on one class in {step}{kept} ({rows.size:,} of {len(impostors):,}: "
                                           f"{int(sub.values.size):,} training impostor distances, at most "
-                                          f"{MAX_JUDGED:,})")
+                                          f"{MAX_JUDGED:,}{' but for those groups' if kept else ''})")
 
 
 def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structures: tuple[str, ...],
@@ -301,11 +311,21 @@ def admissible(judged: list[Judged]) -> tuple[list[Judged], str]:
     threshold's (or ``MAX_SPREAD``) and counting noise (:func:`wider`), cross-fitted, and what was said of it;
     all of them without groups measured (or without one pooled threshold judged)."""
     reference = next((j for j in judged if j.structure == "one"), None)
-    if reference is None or all(j.group_spread is None for j in judged):
+    if reference is None:
         return judged, ""
+    # a plain class-specific structure whose gap the halves cannot measure (a small group) is not taken: a matched
+    # one holds each group where one threshold puts it as far as the data measure it
+    unmeasured = [j for j in judged if j.structure in STRUCTURES and j is not reference and j.group_spread is None]
+    if all(j.group_spread is None for j in judged):
+        kept = [j for j in judged if j not in unmeasured]
+        return kept, ("" if len(kept) == len(judged) else
+                      f"the gap between groups is not measured in the training halves (a group too small): "
+                      f"{', '.join(j.structure for j in unmeasured)} not taken")
     said = "same-group FMR max/min between groups (cross-fitted): " + "; ".join(
         f"{j.structure} {_spread_words(j)}" for j in judged)
-    return [j for j in judged if j is reference or not wider(j, reference)], said
+    if unmeasured:
+        said += f"; {', '.join(j.structure for j in unmeasured)} not taken: its gap is not measured"
+    return [j for j in judged if j is reference or not (wider(j, reference) or j in unmeasured)], said
 
 
 def choose(judged: list[Judged]) -> tuple[str, str]:
@@ -319,17 +339,17 @@ def choose(judged: list[Judged]) -> tuple[str, str]:
     said = f"cross-fitted, FNR averaged over the FPR levels a half measures: {said}"
     if group_said:
         said += f"; {group_said}"
-    refused = [j.structure for j in judged if j not in kept]
+    refused = [j.structure for j in judged if j not in kept and j.group_spread is not None]
     if refused:
         said += f"; {', '.join(refused)} refused: wider between groups than one pooled threshold beyond noise"
     candidates = [j for j in kept if j.structure != "one" and j.z < -Z_CHOOSE]
     if not candidates:
         return "one", (f"no class-specific structure turned away fewer training genuine comparisons than one pooled "
                        f"threshold at the same FPR beyond {Z_CHOOSE:g} standard errors"
-                       f"{' without widening the gap between groups' if refused else ''} ({said}), so one pooled "
+                       f"{' without widening the gap between groups' if len(kept) < len(judged) else ''} ({said}), so one pooled "
                        "threshold" + ("; `impostors: same-group` under `data:` calibrates each group on its own against "
                                       "its same-group impostors (ISO/IEC 19795-10), which keeps each group's same-group "
-                                      "FMR near the target and lets each be class-specific" if refused else ""))
+                                      "FMR near the target and lets each be class-specific" if len(kept) < len(judged) else ""))
     # with groups measured, a structure whose gap is wider than one threshold's (or MAX_SPREAD) even within noise
     # gives way to one that is not (a matched structure holds each group where one threshold puts it)
     reference = next((j for j in judged if j.structure == "one"), None)

@@ -13,11 +13,12 @@ is what one pooled threshold gives it: for class c of group g the threshold is `
 ``z(e)`` the pooled quantile of the shifted scores ``z - D_g`` (so the overall FPR stays calibrated on every training
 distance) and D_g solved on the training distances:
 
-* at each level e of ``LEVELS`` where every labelled group expects at least ``MIN_EXPECTED`` same-group false accepts
-  under one pooled threshold (its e-quantile of all the log distances), D_g(e) makes the share of the group's
-  same-group scores below ``z(e) + D_g`` equal to one threshold's share there;
-* D_g is the median of D_g(e) over those levels (a shift per group, not per target, so that the model answers any
-  target); ``z(e)`` depends on the shifts, so this is repeated until they settle (a few rounds). A group that no
+* at each level e of ``LEVELS`` where the group expects at least ``MIN_EXPECTED`` same-group false accepts under one
+  pooled threshold (its e-quantile of all the log distances), D_g(e) makes the share of the group's same-group scores
+  below ``z(e) + D_g`` equal to one threshold's share there;
+* D_g is the median of D_g(e) over the group's ``LOWEST`` lowest such levels (the tail decides a low FPR; a small
+  group is measured at higher levels only), one shift per group, not per target, so that the model answers any
+  target; ``z(e)`` depends on the shifts, so this is repeated until they settle (a few rounds). A group that no
   level measures keeps D_g = 0; classes without a group too.
 
 So the gap between groups is one threshold's (where the levels measure it) while each group's classes keep their own
@@ -33,8 +34,10 @@ import numpy as np
 from calibrate.contract.types import TrainingGroups
 
 #: the levels the shifts are matched at, and the same-group false accepts each group must expect there
-LEVELS = (0.01, 0.003, 0.001, 0.0003, 0.0001)
+LEVELS = (0.1, 0.03, 0.01, 0.003, 0.001, 0.0003, 0.0001)
 MIN_EXPECTED = 20.0
+#: the shift is the median over a group's lowest this many measured levels
+LOWEST = 3
 #: rounds of (pooled quantile, shifts); the shifts settle in two or three
 ROUNDS = 4
 
@@ -63,22 +66,16 @@ def group_shifts(z: np.ndarray, y: np.ndarray, counts: np.ndarray, groups: Train
     # one pooled threshold's same-group share per group and level: the reference each group is held at
     tau = _lowest_quantile(y, levels)
     reference = np.array([[np.count_nonzero(y[idx] <= t) / max(idx.size, 1) for t in tau] for idx in members])
-    measured = np.array([[ref * idx.size >= MIN_EXPECTED for ref in row] for row, idx in zip(reference, members)])
-    usable = np.all(measured | ~np.any(measured, axis=1, keepdims=True), axis=0)  # levels every measured group reads
-    groups_measured = np.flatnonzero(np.any(measured[:, usable], axis=1)) if usable.any() else np.zeros(0, int)
-    if groups_measured.size < 2:
+    use = [np.flatnonzero(reference[g] * members[g].size >= MIN_EXPECTED)[-LOWEST:] for g in range(n_groups)]
+    measured = [g for g in range(n_groups) if use[g].size]
+    if len(measured) < 2:
         return shifts  # fewer than two groups measured: no gap to hold
-    levels, reference = levels[usable], reference[:, usable]
     for _ in range(ROUNDS):
         pooled = _lowest_quantile(z - shifts[own], levels)  # z(e) with the current shifts
         new = shifts.copy()
-        for g in groups_measured:
-            zg = z[members[g]]
-            ok = reference[g] * zg.size >= 1.0
-            if not ok.any():
-                continue
-            at = _lowest_quantile(zg, reference[g][ok])  # the group's own score at one threshold's share
-            new[g] = float(np.median(at - pooled[ok]))
+        for g in measured:
+            at = _lowest_quantile(z[members[g]], reference[g][use[g]])  # the group's own score at one threshold's share
+            new[g] = float(np.median(at - pooled[use[g]]))
         if np.allclose(new, shifts, atol=1e-6):
             break
         shifts = new
