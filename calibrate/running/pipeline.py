@@ -24,7 +24,7 @@ from calibrate.predicted import interval as prediction
 from calibrate.statistics import sanity
 from calibrate.contract.base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from calibrate.errors import DataError, RecipeError
-from calibrate.running.grouped import fit_by_group
+from calibrate.saved.grouped import fit_by_group
 from calibrate.recipe.groups import check_against
 from calibrate.files.commit import StagedOutput
 from calibrate.running.outputs import write_outputs
@@ -304,7 +304,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
         started = time.perf_counter()
         with times(f"fit {spec.label}"):
             try:
-                if recipe.same_group:  # each group calibrated on its own (calibrate.running.grouped)
+                if recipe.same_group:  # each group calibrated on its own (calibrate.saved.grouped)
                     models[spec.label] = fit_by_group(spec.build, impostors, genuine, training_groups, context)
                 else:
                     models[spec.label] = estimator.fit(impostors, context, genuine=genuine, groups=training_groups)

@@ -145,9 +145,9 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
 
 def predict_by_group(model, impostors: ImpostorDistances, recipe: Recipe, seed: list, fold: str,
                      context: RunContext) -> "prediction.Prediction | None":
-    """A model fitted group by group (``impostors: same-group``, calibrate.running.grouped) predicted group by group
+    """A model fitted group by group (``impostors: same-group``, calibrate.saved.grouped) predicted group by group
     (calibrate.predicted.interval.predict_parts); None, with a note, when a group has no prediction."""
-    from calibrate.running.grouped import GroupedModel, _subset
+    from calibrate.saved.grouped import GroupedModel, _subset
 
     if not isinstance(model, GroupedModel) or not hasattr(model, "estimators"):
         return None

@@ -92,7 +92,7 @@ class GroupedModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "GroupedModel":
-        raise CalibrationError("a grouped model is read with calibrate.running.grouped.model_from_state(model_class, state)")
+        raise CalibrationError("a grouped model is read with calibrate.saved.grouped.model_from_state(model_class, state)")
 
 
 def is_grouped(state: Any) -> bool:
