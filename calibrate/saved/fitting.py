@@ -34,7 +34,7 @@ from calibrate.statistics.order import tie_message, tied_floor
 from calibrate.contract.types import (CodedLabels, DistanceMatrix, GenuineDistances, GroupLabels, ImpostorDistances,
                                      TrainingGroups, factorise, same_labels)
 from calibrate.recipe.groups import check_against, read_groups
-from calibrate.saved.grouped import fit_by_group, no_own_impostor, other_group, prediction_parts
+from calibrate.saved.grouped import fit_by_group, no_own_impostor, prediction_parts, same_group_kept
 
 
 def _padded(scores: Any, classes: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -281,7 +281,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, groups: Any = Non
     s, c, r = _without_genuine(scores, classes, real, kind)
     if labels is not None:
         for note in check_against(labels, factorise(_column(classes))[0], factorise(_column(real))[0]):
-            warnings.warn(f"calibrate.fit groups: {note}", stacklevel=2)
+            warnings.warn(note, stacklevel=2)
         if same_group:
             s, c, r = same_group_only(s, c, r, labels)
     raw = _impostor_matrix(s, c, kind)
@@ -354,8 +354,7 @@ def fitting_groups(groups: Any, same_group: Any, real: Any, confidence: Any) -> 
 def same_group_only(s: np.ndarray, c: Any, r: Any, labels: GroupLabels) -> tuple[np.ndarray, Any, Any]:
     """The impostor comparisons a run with ``impostors: same-group`` keeps (calibrate.saved.grouped.other_group),
     said in a warning; a class left without one is a DataError."""
-    claimed, probe = labels.codes(c), labels.codes(r)
-    out = other_group(probe, claimed, len(labels.names))
+    out = ~same_group_kept(c, r, labels)
     names, inverse = factorise(c)
     lost = np.bincount(inverse[~out], minlength=names.size) == 0
     if lost.any():

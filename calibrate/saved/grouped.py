@@ -143,6 +143,13 @@ def other_group(probe: np.ndarray, claimed: np.ndarray, labelled: int) -> np.nda
     return (probe != claimed) & (claimed < labelled)
 
 
+def same_group_kept(claimed: Any, real: Any, labels: Any) -> np.ndarray:
+    """Which comparisons (each one's claimed class and its probe's real class: label columns) calibration against
+    same-group impostors keeps, by :class:`calibrate.contract.types.GroupLabels` ``labels``: all but
+    :func:`other_group`'s (genuine comparisons are kept)."""
+    return ~other_group(labels.codes(real), labels.codes(claimed), len(labels.names))
+
+
 def no_own_impostor(cls: str, group: str, where: str, fix: str) -> DataError:
     """The error for a class left without an impostor comparison of its own group."""
     return DataError(f"{where}class {cls[:60]!r} (group {group[:40]!r}) has no training impostor comparison with a "
