@@ -219,7 +219,9 @@ def fit_command(
                                                           missing, context=context)
             group_notes = check_ids(claimed, real, values, kind, scores)  # the groups' notes: calibrate.fit's
             # before the fit, the rule `threshold` and `accept` apply too
-            check_reach(targets, int((claimed != real).sum()) or None, "fit", allow_extrapolation, defaults=not fpr)
+            (c, r, v), other = same_group_attempts(same_group, labels, claimed, real, values)  # what is fitted
+            fitted_impostors = int((c != r).sum())
+            check_reach(targets, fitted_impostors or None, "fit", allow_extrapolation, defaults=not fpr)
             if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
                 genuine = claimed == real
                 check_direction(values[genuine], values[~genuine], kind, str(scores),
@@ -232,8 +234,7 @@ def fit_command(
             if labels is not None:
                 from calibrate.saved.assess import assess, known_classes
 
-                (c, r, v), _ = same_group_attempts(same_group, labels, claimed, real, values)
-                known = known_classes(cal, c)
+                known = known_classes(cal, c)  # in-sample, the comparisons fitted
                 in_sample = assess(cal, c[known], r[known], v[known], targets, groups=labels)
             check_target(out, inputs, "--out")  # again, after the fit: still not an input
             save_reporting(context, cal, out)
@@ -247,7 +248,8 @@ def fit_command(
     genuine = int((claimed == real).sum())
     extra = f", {failed} failed comparison(s) left out" if failed else ""
     to_stdout = str(out) == "-"
-    typer.echo(f"fitted {cal.label} on {values.size - genuine} impostor comparisons of {len(cal)} classes "
+    extra += f", {other} impostor comparison(s) with a probe of another group left out" if same_group else ""
+    typer.echo(f"fitted {cal.label} on {fitted_impostors} impostor comparisons of {len(cal)} classes "
                f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote "
                f"{'standard output' if to_stdout else out}", err=to_stdout)
     if in_sample is not None:
