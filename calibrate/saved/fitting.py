@@ -3,11 +3,14 @@
     import calibrate
     cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
     cal = calibrate.fit(scores, classes, real=real, kind="distance") # genuine ones too: the direction checked
+    cal = calibrate.fit(scores, classes, real=real, groups="groups.csv", same_group=True)  # each group on its own
 
 :func:`fit` checks the scores and classes (one array each, or a mapping class -> scores), leaves out the
 genuine comparisons after checking the score direction with them, builds the estimator and the transform
 as a recipe would, fits them (and the predicted FPR interval, when asked) and returns a
-:class:`calibrate.saved.calibration.Calibration`.
+:class:`calibrate.saved.calibration.Calibration`. With ``groups`` the estimator sees them as in a run with
+``groups:``; with ``same_group`` it leaves out and fits group by group as a run with ``impostors: same-group`` does
+(calibrate.saved.grouped).
 """
 
 from __future__ import annotations
