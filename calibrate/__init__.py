@@ -130,7 +130,7 @@ def __dir__() -> list[str]:
 #: running.*, recipe.*, contract.manager, contract.registry, contract.kinds, saved.json_format, cli.*,
 #: ...) is internal and may change without notice. These import only one another and the modules they
 #: gather names from (calibrate.testing also the kinds table and the plugin manager, to find components
-#: by name, running.grouped and saved.reading, to rebuild saved models as a loader does), never the
+#: by name, saved.grouped and saved.reading, to rebuild saved models as a loader does), never the
 #: pipeline, so importing one does not drag the run machinery into a plugin or a worker.
 PUBLIC_MODULES = (
     "calibrate.errors",                   # CalibrateError and its kinds

@@ -14,7 +14,7 @@ from calibrate.contract.base import FittedModel, RunContext
 from calibrate.saved.calibration import Calibration
 from calibrate.predicted.confidence import from_saved_entry
 from calibrate.errors import CalibrationError, DataError, ParameterError
-from calibrate.running.grouped import model_from_state
+from calibrate.saved.grouped import model_from_state
 from calibrate.contract.manager import build_registry
 from calibrate.saved.partitioned import PartitionedCalibration, load_partitioned, read_head
 from calibrate.running import pipeline

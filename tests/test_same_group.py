@@ -1,6 +1,6 @@
 """Demographic groups on the training side (issue 30): TrainingGroups aligned with the impostor distances, the
 default's choice that does not widen the gap between groups, and calibration group by group against same-group
-impostors (``data: {impostors: same-group}``, calibrate.running.grouped)."""
+impostors (``data: {impostors: same-group}``, calibrate.saved.grouped)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 import calibrate
 from calibrate.errors import CalibrationError, ParameterError, RecipeError
-from calibrate.running.grouped import GroupedModel, model_from_state
+from calibrate.saved.grouped import GroupedModel, model_from_state
 from calibrate.contract.manager import build_registry
 from calibrate.running.pipeline import run_recipe
 from calibrate.recipe.validation import parse_recipe
@@ -180,7 +180,7 @@ def test_a_run_calibrated_group_by_group_is_predicted_group_by_group(tmp_path):
     import numpy as np
 
     from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world, predict_parts, predict_together
-    from calibrate.running.grouped import _subset
+    from calibrate.saved.grouped import _subset
 
     recipe = groups_recipe(tmp_path, same_group=True, estimators=("auto",), seed=31)
     result = run_recipe(recipe)

@@ -112,6 +112,7 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
             score = None if normalised is None or normalised.reads_probe else _score_threshold(cal, cls, fpr)
         tau = cal.distance_threshold(cls, fpr)
         predicted = _predicted(cal, cls, fpr)
+        group = (getattr(cal, "groups", None) or {}).get(cls)  # a calibration fitted group by group: the class's
     except Exception as exc:  # noqa: BLE001
         _fail(exc, artifact)
         return
@@ -124,12 +125,15 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
         doc = {"class": cls, "target_fpr": fpr, "score_threshold": t, "accept_if": cal.accept_if,
                "distance_threshold": tau, "estimator": cal.label, "training_impostors": cal.training_impostors,
                "training_support": support}
+        if group is not None:
+            doc["group"] = group
         if predicted:
             doc.update(predicted)
         typer.echo(json.dumps(doc))
     else:
         op = ">=" if cal.kind == "similarity" else "<="
-        typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}): accept if score {op} {t!r}")
+        of_group = "" if group is None else f", group {group}, calibrated against same-group impostors"
+        typer.echo(f"{cls} at FPR {fpr:g} ({cal.label}{of_group}): accept if score {op} {t!r}")
         if support is not None:
             typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                        "distances lie below an on-target threshold")
@@ -442,7 +446,7 @@ def plugins(as_json: bool = typer.Option(False, "--json/--no-json", help="Machin
             typer.echo(f"      {p.describe()}{': ' + p.doc if p.doc else ''}")
 
 
-from calibrate.cli import fit_evaluate  # noqa: E402,F401  (registers `fit` and `evaluate` on app)
+from calibrate.cli import enroll, fit_evaluate  # noqa: E402,F401  (register `fit`, `evaluate` and `enroll` on app)
 
 
 def main() -> None:

@@ -42,6 +42,28 @@ _COHORT_HELP = ("A normalised calibration: the probes' cohort scores, bob's T-no
 
 
 _GROUPS_HELP = "Groups of the classes: a CSV with a header `class,group` (probes belong to their real class's group)."
+_SAME_GROUP_HELP = ("With --groups: leave out the impostor comparisons of a class with a probe of another group (or of "
+                    "none), as a recipe's `impostors: same-group` (ISO/IEC 19795-10).")
+
+
+def check_same_group(same_group: bool, labels) -> None:
+    """``--same-group`` without ``--groups``: an error, before any work."""
+    if same_group and labels is None:
+        from calibrate.errors import ParameterError
+
+        raise ParameterError("--same-group needs --groups FILE (a CSV with a header `class,group`): a comparison's "
+                             "groups are its class's and its probe's real class's")
+
+
+def same_group_attempts(same_group: bool, labels, claimed, real, *more):
+    """``(claimed, real, *more)`` with ``--same-group``'s leave-out applied (calibrate.saved.grouped.same_group_kept)
+    and how many attempts it left out; as given without ``same_group``."""
+    if not same_group:
+        return (claimed, real, *more), 0
+    from calibrate.saved.grouped import same_group_kept
+
+    keep = same_group_kept(claimed, real, labels)
+    return tuple(None if x is None else x[keep] for x in (claimed, real, *more)), int(keep.size - keep.sum())
 
 
 def _clean(value):
@@ -136,6 +158,18 @@ def group_lines(rows, names) -> list[str]:
     return out
 
 
+def _same_group_notes(cal, same_group: bool, other: int, scores: Path) -> list[str]:
+    """evaluate's notes on same-group attempts: how many --same-group left out, or that a calibration fitted group by
+    group is measured over every impostor attempt without it."""
+    if same_group:
+        return [f"--same-group: {other:,} impostor attempt(s) of {scores} by a probe of another group (or of none) "
+                "left out: every FPR below is over same-group impostor attempts"]
+    if getattr(cal, "groups", None) is not None:
+        return ["this calibration was fitted group by group against same-group impostors: every FPR below is over all "
+                "impostor attempts; --groups FILE --same-group measures it as its fit did"]
+    return []
+
+
 def _targets(fpr: list[str] | None) -> tuple[float, ...]:
     return cli_targets(fpr) or DEFAULT_FPRS
 
@@ -157,9 +191,12 @@ def fit_command(
         seed: str = typer.Option("0", "--seed", metavar="INTEGER", help="Seed of the predicted intervals' simulations."),
         allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
                                                  help=EXTRAPOLATION_HELP),
-        groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Prints each "
-                                              "group's same-group FMR and FNMR on the training comparisons (in-sample); "
-                                              "the calibration does not keep the groups."),
+        groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " The estimator "
+                                              "sees them as in a recipe with `groups:` (auto chooses without widening "
+                                              "the gap between groups); prints each group's same-group FMR and FNMR on "
+                                              "the training comparisons (in-sample)."),
+        same_group: bool = typer.Option(False, "--same-group/--no-same-group", help=_SAME_GROUP_HELP + " Each group is "
+                                        "calibrated on its own; the calibration keeps each class's group."),
         quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Fit thresholds on every comparison of one score file and save the calibration."""
     import warnings
@@ -176,12 +213,15 @@ def fit_command(
         inputs = command_inputs(None, {"SCORES": scores, "--groups": groups})
         check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
+        check_same_group(same_group, labels)
         with command_progress(quiet) as context:
             claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column,
                                                           missing, context=context)
-            group_notes = check_ids(claimed, real, values, kind, scores) + _check_groups(labels, claimed, real)
+            group_notes = check_ids(claimed, real, values, kind, scores)  # the groups' notes: calibrate.fit's
             # before the fit, the rule `threshold` and `accept` apply too
-            check_reach(targets, int((claimed != real).sum()) or None, "fit", allow_extrapolation, defaults=not fpr)
+            (c, r, v), other = same_group_attempts(same_group, labels, claimed, real, values)  # what is fitted
+            fitted_impostors = int((c != r).sum())
+            check_reach(targets, fitted_impostors or None, "fit", allow_extrapolation, defaults=not fpr)
             if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
                 genuine = claimed == real
                 check_direction(values[genuine], values[~genuine], kind, str(scores),
@@ -189,13 +229,13 @@ def fit_command(
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
-                          predict=predict, seed=seed, context=context)
+                          predict=predict, seed=seed, context=context, groups=labels, same_group=same_group)
             in_sample = None
             if labels is not None:
                 from calibrate.saved.assess import assess, known_classes
 
-                known = known_classes(cal, claimed)
-                in_sample = assess(cal, claimed[known], real[known], values[known], targets, groups=labels)
+                known = known_classes(cal, c)  # in-sample, the comparisons fitted
+                in_sample = assess(cal, c[known], r[known], v[known], targets, groups=labels)
             check_target(out, inputs, "--out")  # again, after the fit: still not an input
             save_reporting(context, cal, out)
     except Exception as exc:  # noqa: BLE001
@@ -208,12 +248,13 @@ def fit_command(
     genuine = int((claimed == real).sum())
     extra = f", {failed} failed comparison(s) left out" if failed else ""
     to_stdout = str(out) == "-"
-    typer.echo(f"fitted {cal.label} on {values.size - genuine} impostor comparisons of {len(cal)} classes "
+    extra += f", {other} impostor comparison(s) with a probe of another group left out" if same_group else ""
+    typer.echo(f"fitted {cal.label} on {fitted_impostors} impostor comparisons of {len(cal)} classes "
                f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote "
                f"{'standard output' if to_stdout else out}", err=to_stdout)
     if in_sample is not None:
-        typer.echo(f"groups from {labels.source}, on the training comparisons (in-sample: expect the evaluation's "
-                   "figures to differ):", err=to_stdout)
+        typer.echo(f"groups from {labels.source}, on the training comparisons{' of one group' if same_group else ''} "
+                   "(in-sample: expect the evaluation's figures to differ):", err=to_stdout)
         for line in group_lines(in_sample, labels.names):
             typer.echo(line, err=to_stdout)
 
@@ -233,6 +274,8 @@ def evaluate_command(
         cohort: Optional[Path] = typer.Option(None, "--cohort", help=_COHORT_HELP),
         groups: Optional[Path] = typer.Option(None, "--groups", metavar="FILE", help=_GROUPS_HELP + " Adds each "
                                               "group's same-group FMR and FNMR, and their max/min across groups."),
+        same_group: bool = typer.Option(False, "--same-group/--no-same-group", help=_SAME_GROUP_HELP + " Every FPR "
+                                        "is then over same-group impostor attempts, as in such a run's results."),
         det: Optional[str] = typer.Option(None, "--det", metavar="FILE", help="Write the DET of the file's scores with "
                                           "one pooled threshold (CSV: fpr,fnr,score_threshold; at most 10,000 rows, "
                                           "spaced on the probit scale)."),
@@ -260,6 +303,7 @@ def evaluate_command(
             inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
             check_target(det, inputs, "--det")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
+        check_same_group(same_group, labels)
         with command_progress(quiet) as context:
             with context.stage(f"loading {artifact}", None, "classes") as task:
                 cal = load(artifact, estimator)  # here: its warnings are the command's (one note each)
@@ -269,6 +313,9 @@ def evaluate_command(
             claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
                                                                  score_column, missing, probes=True, context=context)
             group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
+            (claimed, real, values, probe), other = same_group_attempts(same_group, labels, claimed, real, values,
+                                                                        probe)
+            group_notes += _same_group_notes(cal, same_group, other, scores)
             known = known_classes(cal, claimed)
             unknown_note = check_known(cal, claimed, known, scores)
             scale_note = check_scale(cal, values[known], scores)
@@ -297,6 +344,8 @@ def evaluate_command(
                "accept_if": cal.accept_if, "targets": [r.as_dict() for r in rows], "verification": metrics}
         if labels is not None:
             doc["groups"] = {"source": labels.source, "names": list(labels.names)}
+        if same_group:
+            doc["same_group"] = {"left_out_other_group_attempts": other}
         typer.echo(json.dumps(_clean(doc)))
         return
     for note in group_notes + [x for x in (scale_note, absent) if x]:

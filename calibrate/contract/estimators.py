@@ -213,7 +213,7 @@ class Estimator(Component, ABC):
         other classes keep their thresholds. Raises a CalibrateError when the estimator cannot."""
         from calibrate.errors import CalibrateError
 
-        refused = getattr(model, "enroll_refused", None)  # e.g. a model fitted group by group (calibrate.running.grouped)
+        refused = getattr(model, "enroll_refused", None)  # e.g. a model fitted group by group (calibrate.saved.grouped)
         if refused:
             raise ParameterError(refused)
         d = np.asarray(distances, dtype=np.float64).ravel()

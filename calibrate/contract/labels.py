@@ -211,7 +211,7 @@ class TrainingGroups:
     :class:`ImpostorDistances`: ``of_class[i]`` is class i's group (an index into ``names``; ``len(names)`` for a
     class without one) and ``of_impostor[j]`` the group of the probe behind ``impostors.values[j]`` (the same
     codes). (A run calibrating against same-group impostors, ``data: {impostors: same-group}``, fits each group on
-    its own instead: calibrate.running.grouped.)"""
+    its own instead: calibrate.saved.grouped.)"""
 
     names: tuple[str, ...]
     of_class: np.ndarray

@@ -8,8 +8,8 @@ columns are ignored), one class per line::
     bob,M
 
 It names the group of enrolled classes and of the probes' real classes (a probe belongs to its real class's
-group). A recipe names it under ``data: {groups: FILE}``; ``calibrate fit``, ``evaluate`` and ``accept`` take
-``--groups FILE``. :func:`read_groups` reads and checks it (a DataError naming the line and the fix);
+group). A recipe names it under ``data: {groups: FILE}``; ``calibrate fit``, ``evaluate``, ``accept`` and
+``enroll`` take ``--groups FILE``, ``calibrate.fit`` ``groups=``. :func:`read_groups` reads and checks it (a DataError naming the line and the fix);
 :func:`check_against` checks it against the classes the data hold: none in common is an error (the wrong
 file, or other names); classes of the file absent from the data are named in a note; enrolled classes
 without a group are counted and reported as ``unlabelled``.

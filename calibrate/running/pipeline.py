@@ -24,7 +24,7 @@ from calibrate.predicted import interval as prediction
 from calibrate.statistics import sanity
 from calibrate.contract.base import EvaluationInput, FittedModel, Fold, RunContext, ScoreSplit
 from calibrate.errors import DataError, RecipeError
-from calibrate.running.grouped import fit_by_group
+from calibrate.saved.grouped import fit_by_group, no_own_impostor, other_group
 from calibrate.recipe.groups import check_against
 from calibrate.files.commit import StagedOutput
 from calibrate.running.outputs import write_outputs
@@ -220,7 +220,7 @@ def same_group_folds(raw_folds: list, groups: GroupLabels | None, recipe: Recipe
         pair = []
         for m in (train, test):
             probe, gallery = groups.codes(m.probe_classes), groups.codes(m.gallery_classes)
-            cross = m.impostor_mask() & (probe[:, None] != gallery[None, :]) & (gallery < len(groups.names))[None, :]
+            cross = m.impostor_mask() & other_group(probe[:, None], gallery[None, :], len(groups.names))
             left_out += int(np.count_nonzero(cross))
             kept += int(np.count_nonzero(m.impostor_mask())) - int(np.count_nonzero(cross))
             pair.append(DistanceMatrix(m.values, m.probe_classes, m.gallery_classes, m.valid & ~cross, m.kind,
@@ -229,9 +229,8 @@ def same_group_folds(raw_folds: list, groups: GroupLabels | None, recipe: Recipe
         if np.any(training == 0):
             j = int(np.argmax(training == 0))
             cls = str(pair[0].gallery_classes[j])
-            raise DataError(f"{name}: class {cls[:60]!r} (group {groups.group_of(cls)[:40]!r}) has no training impostor "
-                            "comparison with a probe of its own group, so it cannot be calibrated against same-group "
-                            "impostors; remove `impostors: same-group` under `data:`, or give the group more probes")
+            raise no_own_impostor(cls, groups.group_of(cls), f"{name}: ", "remove `impostors: same-group` under "
+                                  "`data:`, or give the group more probes")
         out.append((name, pair[0], pair[1]))
     unlabelled = sorted({str(c) for _, _, test in raw_folds for c in np.asarray(test.gallery_classes).tolist()
                          if groups.group_of(c) == UNLABELLED})
@@ -304,7 +303,7 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
         started = time.perf_counter()
         with times(f"fit {spec.label}"):
             try:
-                if recipe.same_group:  # each group calibrated on its own (calibrate.running.grouped)
+                if recipe.same_group:  # each group calibrated on its own (calibrate.saved.grouped)
                     models[spec.label] = fit_by_group(spec.build, impostors, genuine, training_groups, context)
                 else:
                     models[spec.label] = estimator.fit(impostors, context, genuine=genuine, groups=training_groups)

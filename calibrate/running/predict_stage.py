@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-
-import numpy as np
 from dataclasses import replace
 
 from calibrate.running import beside
@@ -145,17 +143,14 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
 
 def predict_by_group(model, impostors: ImpostorDistances, recipe: Recipe, seed: list, fold: str,
                      context: RunContext) -> "prediction.Prediction | None":
-    """A model fitted group by group (``impostors: same-group``, calibrate.running.grouped) predicted group by group
+    """A model fitted group by group (``impostors: same-group``, calibrate.saved.grouped) predicted group by group
     (calibrate.predicted.interval.predict_parts); None, with a note, when a group has no prediction."""
-    from calibrate.running.grouped import GroupedModel, _subset
+    from calibrate.saved.grouped import GroupedModel, prediction_parts
 
     if not isinstance(model, GroupedModel) or not hasattr(model, "estimators"):
         return None
-    index = {c: i for i, c in enumerate(impostors.classes)}
-    parts = [(name, part, estimator, _subset(impostors, np.array([index[c] for c in part.classes])))
-             for (name, part), estimator in zip(model.parts, model.estimators)]
     try:
-        return prediction.predict_parts(parts, model, recipe.targets, settings=recipe.prediction, seed=seed,
+        return prediction.predict_parts(prediction_parts(model, impostors), model, recipe.targets, settings=recipe.prediction, seed=seed,
                                         context=context)
     except DataError as exc:
         context.note(f"no predicted FPR intervals on fold {fold!r}: {exc}")

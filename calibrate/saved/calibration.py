@@ -35,6 +35,7 @@ from calibrate.files.score_lists import strict_floats
 from calibrate.statistics.order import REACH_FACTOR, SAVED_REACH, saved_reach
 from calibrate.contract.types import CodedLabels, DistanceMatrix
 from calibrate.saved.decisions import Decider
+from calibrate.saved.grouped import GroupedModel, check_group, enroll_into
 
 
 class Calibration:
@@ -283,6 +284,13 @@ class Calibration:
         return decider
 
     @property
+    def groups(self) -> dict[str, str] | None:
+        """Each class's group when the calibration was fitted group by group against same-group impostors
+        (``same_group=True``, a run's ``impostors: same-group``; classes without a group: ``"unlabelled"``), else
+        None."""
+        return self.model.groups() if isinstance(self.model, GroupedModel) else None
+
+    @property
     def confidence(self) -> float | None:
         """The confidence its thresholds were chosen with (``confidence:``), or None."""
         return self.model.confidence if isinstance(self.model, ConfidentModel) else None
@@ -338,11 +346,16 @@ class Calibration:
     # ---- one class more -------------------------------------------------------------------------
 
     def enroll(self, cls: Any, impostor_scores: Any, cohort_scores: Any = None,
-               impostor_cohort_scores: Any = None) -> "Calibration":
+               impostor_cohort_scores: Any = None, *, group: Any = None) -> "Calibration":
         """Add class ``cls`` (or replace it) from its impostor scores (score units), without refitting
         the others; the transform stays as fitted. What else stays fixed depends on the estimator
         (its ``enroll_mode``: per-class estimators give exactly a full fit's thresholds, pooled ones
         keep their pooled quantities; others refuse). Returns the calibration itself.
+
+        A calibration fitted group by group against same-group impostors (:attr:`groups` is not None) needs the
+        class's ``group`` (one of its groups; ``"unlabelled"`` where it has that part), and ``impostor_scores``
+        against probes of that group only (of any group for ``"unlabelled"``): the class joins that group's part.
+        Any other calibration refuses ``group``.
 
         A normalised calibration also computes the class's cohort statistics: from ``cohort_scores``
         (the class against the enrolled side's cohort), or, when the run's enrolled cohort was the
@@ -351,7 +364,14 @@ class Calibration:
         ``impostor_cohort_scores``: per impostor score, its probe's scores against the cohort models
         (without this class and the probe's own), as ``accept``'s ``probe_cohort_scores``."""
         refuse_bad_labels([str(cls)], "Calibration.enroll")  # what is enrolled must load again (issue 19: S1)
-        refused = getattr(self.model, "enroll_refused", None)  # said before any work, as Estimator.enroll says it
+        grouped = isinstance(self.model, GroupedModel)
+        if grouped:
+            check_group(self.model, str(cls), group)  # before any work
+        elif group is not None:
+            raise ParameterError("group=: this calibration holds one model for every group (it was not fitted group by "
+                                 "group, same_group=True), so a class's group does not change its threshold; leave "
+                                 "out group=")
+        refused = None if grouped else getattr(self.model, "enroll_refused", None)  # said before any work
         if refused:
             raise ParameterError(refused)
         scores = strict_floats(impostor_scores, f"class {cls!r}: impostor scores")
@@ -372,7 +392,9 @@ class Calibration:
         if self.training_scores is not None:  # saved with the file: what its loader holds every distance to
             low, high, genuine = self.training_scores
             self.training_scores = (min(low, float(scores.min())), max(high, float(scores.max())), genuine)
-        if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
+        if grouped:
+            self.model = enroll_into(self.model, self.estimator, str(cls), group, distances)
+        elif isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
             inner = self.estimator.enroll(self.model.inner, str(cls), distances)
             self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
                                         self.model.independent)

@@ -3,15 +3,19 @@
     import calibrate
     cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
     cal = calibrate.fit(scores, classes, real=real, kind="distance") # genuine ones too: the direction checked
+    cal = calibrate.fit(scores, classes, real=real, groups="groups.csv", same_group=True)  # each group on its own
 
 :func:`fit` checks the scores and classes (one array each, or a mapping class -> scores), leaves out the
 genuine comparisons after checking the score direction with them, builds the estimator and the transform
 as a recipe would, fits them (and the predicted FPR interval, when asked) and returns a
-:class:`calibrate.saved.calibration.Calibration`.
+:class:`calibrate.saved.calibration.Calibration`. With ``groups`` the estimator sees them as in a run with
+``groups:``; with ``same_group`` it leaves out and fits group by group as a run with ``impostors: same-group`` does
+(calibrate.saved.grouped).
 """
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -25,12 +29,15 @@ from calibrate.saved.json_format import ACCEPT_IF, fingerprint, package_versions
 from calibrate.contract.base import RunContext, Transform, check_target
 from calibrate.errors import DataError, ParameterError
 from calibrate.predicted.confidence import check_confidence, predict_model
-from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world
+from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world, predict_parts
 from calibrate.statistics.sanity import check_direction, id_problem, list_evidence
 from calibrate.files.untrusted import refuse_bad_labels
 from calibrate.files.score_lists import strict_floats
 from calibrate.statistics.order import tie_message, tied_floor
-from calibrate.contract.types import CodedLabels, DistanceMatrix, GenuineDistances, ImpostorDistances, factorise, same_labels
+from calibrate.contract.types import (CodedLabels, DistanceMatrix, GenuineDistances, GroupLabels, ImpostorDistances,
+                                     TrainingGroups, factorise, same_labels)
+from calibrate.recipe.groups import check_against, read_groups
+from calibrate.saved.grouped import fit_by_group, no_own_impostor, prediction_parts, same_group_kept
 
 
 def _padded(scores: Any, classes: Any) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -101,11 +108,11 @@ def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
     return {str(n): s[order[bounds[k]:bounds[k + 1]]] for k, n in enumerate(names)}
 
 
-def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[Any, Any]:
-    """The impostor scores and their classes, after checking the direction (calibrate.statistics.sanity) with
-    the genuine ones (``real == classes``); unchanged when ``real`` is None."""
+def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[Any, Any, Any]:
+    """The impostor scores, their classes and their probes' real classes, after checking the direction
+    (calibrate.statistics.sanity) with the genuine ones (``real == classes``); unchanged when ``real`` is None."""
     if real is None:
-        return scores, classes
+        return scores, classes, None
     if isinstance(scores, Mapping) or classes is None:
         raise ParameterError("real= goes with an array of scores and classes (the probe's real class of each score)")
     try:
@@ -126,7 +133,7 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
                     f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
     if genuine.all():
         raise DataError(f"all {s.size} comparisons are genuine (real == classes); thresholds need impostor comparisons")
-    return s[~genuine], c[~genuine]
+    return s[~genuine], c[~genuine], r[~genuine]
 
 
 def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transform: Transform,
@@ -221,7 +228,8 @@ def _warn_unreachable_targets(dist: DistanceMatrix, targets: tuple[float, ...]) 
         warnings.warn(tie_message(smallest, tied, below), stacklevel=3)
 
 
-def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None = None, estimator: str = "auto",
+def fit(scores: Any, classes: Any = None, *, real: Any = None, groups: Any = None, same_group: bool = False,
+        kind: str | None = None, estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
@@ -234,6 +242,14 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         (``real == classes``) are left out of the fit and used to check the direction: scores whose
         genuine comparisons sit on the reject side (a distance given as ``kind="similarity"``, or the
         reverse) raise :class:`DataError` naming the fix. Without it every score must be an impostor one.
+    :param groups: each class's demographic group: a mapping class -> group, or the path of a CSV file with a
+        header ``class,group`` (a recipe's ``data: {groups: FILE}``); needs ``real`` (a probe is in its real class's
+        group). A class it does not name is ``unlabelled``, as in a run (a warning counts them). The estimator
+        sees the groups as in a run with ``groups:`` (``auto`` chooses without widening the gap between groups).
+    :param same_group: calibrate each group on its own against same-group impostors (a recipe's ``impostors:
+        same-group``, ISO/IEC 19795-10): impostor comparisons of a labelled class with a probe of another group (or
+        of none) are left out, and the estimator is fitted group by group (calibrate.saved.grouped); unlabelled
+        classes form one more part, calibrated against all their impostors. Needs ``groups``.
     :param kind: ``similarity`` (higher = more alike) or ``distance``. Left out, the scores are read as
         similarities; without ``real`` that cannot be checked, so a warning says what was assumed
         (a distance read as a similarity rejects nearly every genuine user).
@@ -264,22 +280,40 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
     est_spec, tr_spec = _fit_specs(kind, estimator, params, transform, extra_plugins)
     checked_targets = tuple(check_target(t) for t in targets)
-    raw = _impostor_matrix(*_without_genuine(scores, classes, real, kind), kind)
+    labels = fitting_groups(groups, same_group, real, confidence)
+    s, c, r = _without_genuine(scores, classes, real, kind)
+    if labels is not None:
+        for note in check_against(labels, factorise(_column(classes))[0], factorise(_column(real))[0]):
+            warnings.warn(note, stacklevel=2)
+        if same_group:
+            s, c, r = same_group_only(s, c, r, labels)
+    raw = _impostor_matrix(s, c, kind)
     tr = tr_spec.build().fit(raw)
     dist = tr.apply(raw)
     impostors = ImpostorDistances.from_matrix(dist)
+    training_groups = None if labels is None else _training_groups(labels, s, c, r, impostors)
     genuine = _genuine_distances(scores, classes, real, kind, tr, impostors.classes)
     _warn_unreachable_targets(dist, checked_targets)
     est = est_spec.build()
     fit_started = time.perf_counter()
     context = RunContext() if context is None else context
-    model = est.fit(impostors, context, genuine=genuine)
+    if same_group:  # each group on its own, as a run with `impostors: same-group` (calibrate.saved.grouped)
+        model = fit_by_group(est_spec.build, impostors, genuine, training_groups, context)
+    else:
+        model = est.fit(impostors, context, genuine=genuine, groups=training_groups)
     fit_seconds = time.perf_counter() - fit_started
     label, saved = est_spec.label, None
     if confidence is not None:
         confidence = check_confidence(confidence)
         label = f"{label}-c{100 * confidence:g}"
-    if predict or confidence is not None:
+    if same_group and predict:  # each group in a world of its own, as a run predicts it (seeded as its first estimator)
+        settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
+        try:
+            saved = predict_parts(prediction_parts(model, impostors), model, checked_targets, settings=settings,
+                                  seed=[int(seed), 0, 0], context=context).saved(model.classes)
+        except DataError as exc:  # the thresholds stand without it, as in a run
+            warnings.warn(f"calibrate.fit: no predicted FPR intervals: {exc}", stacklevel=2)
+    elif predict or confidence is not None:
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
         world = choose_world(Worlds(impostors, dist), impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
@@ -291,6 +325,58 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
                        kind=kind, targets=checked_targets, fingerprint=fingerprint(impostors),
                        versions=package_versions((est_spec, tr_spec)), prediction=saved,
                        training_impostors=int(impostors.values.size), training_scores=(*_score_range(scores), genuine is not None and genuine.values.size > 0))
+
+
+def fitting_groups(groups: Any, same_group: Any, real: Any, confidence: Any) -> GroupLabels | None:
+    """``fit``'s ``groups`` as GroupLabels (a mapping class -> group, a groups file's path, or GroupLabels), with
+    what ``same_group`` needs checked before any work; None without groups."""
+    if not isinstance(same_group, bool):
+        raise ParameterError(f"same_group must be True or False, got {same_group!r}")
+    if groups is None:
+        if same_group:
+            raise ParameterError("same_group=True needs groups=: each class's demographic group (a mapping class -> "
+                                 "group, or a CSV file with a header `class,group`), and real=")
+        return None
+    if real is None:
+        raise ParameterError("groups= needs real=, each score's probe's real class: a probe is in its real class's "
+                             "group, and the estimator is told each impostor comparison's groups")
+    if same_group and confidence is not None:
+        raise ParameterError("confidence= needs one simulated world for the whole calibration, which a calibration "
+                             "group by group (same_group=True) does not have yet; leave out one of them")
+    if isinstance(groups, GroupLabels):
+        return groups
+    if isinstance(groups, (str, os.PathLike)):
+        return read_groups(groups)
+    if isinstance(groups, Mapping):
+        refuse_bad_labels([str(c) for c in groups], "calibrate.fit groups")
+        return GroupLabels.from_mapping({str(c): str(g) for c, g in groups.items()}, source="calibrate.fit groups")
+    raise ParameterError(f"groups must be a mapping class -> group or the path of a groups file (CSV `class,group`), "
+                         f"got {type(groups).__name__}")
+
+
+def same_group_only(s: np.ndarray, c: Any, r: Any, labels: GroupLabels) -> tuple[np.ndarray, Any, Any]:
+    """The impostor comparisons a run with ``impostors: same-group`` keeps (calibrate.saved.grouped.other_group),
+    said in a warning; a class left without one is a DataError."""
+    out = ~same_group_kept(c, r, labels)
+    names, inverse = factorise(c)
+    lost = np.bincount(inverse[~out], minlength=names.size) == 0
+    if lost.any():
+        cls = str(names[int(np.argmax(lost))])
+        raise no_own_impostor(cls, labels.group_of(cls), "calibrate.fit: ",
+                              "leave out same_group=True, or give the group more probes")
+    unlabelled = int(np.count_nonzero(labels.codes(names) == len(labels.names)))
+    warnings.warn(f"calibrate.fit: calibrated against same-group impostors (ISO/IEC 19795-10): {int(out.sum()):,} "
+                  f"impostor comparisons of a class with a probe of another group were left out of the fit "
+                  f"({int((~out).sum()):,} kept)" + (f"; {unlabelled:,} class(es) without a group are calibrated "
+                                                    "against all their impostors" if unlabelled else ""), stacklevel=3)
+    return s[~out], c[~out], r[~out]
+
+
+def _training_groups(labels: GroupLabels, s: np.ndarray, c: Any, r: Any,
+                     impostors: ImpostorDistances) -> TrainingGroups:
+    """The groups of the classes and impostor probes, value by value as ``_impostor_matrix(s, c)`` orders them."""
+    _, codes, valid = _padded(labels.codes(r).astype(np.float64), c)  # the same layout as the scores'
+    return TrainingGroups(labels.names, labels.codes(impostors.classes), codes.T[valid.T].astype(np.int64))
 
 
 def _score_range(scores: Any) -> tuple[float, float]:

@@ -370,7 +370,7 @@ def check_model_compact(case: ComponentCase, tmp_path: Path | None = None) -> No
     saved whole), and beyond it the same thresholds or a ParameterError; the model itself is left as it was. A
     model that overrides ``compact`` is fitted for this on 40 classes of 300 distances (12,000)."""
     from calibrate.predicted.confidence import saved_entries
-    from calibrate.running.grouped import model_from_state
+    from calibrate.saved.grouped import model_from_state
     from calibrate.statistics.order import saved_reach
 
     with _tmpdir(tmp_path) as tmp:

@@ -12,7 +12,10 @@ against all their impostors.
 The fitted model (:class:`GroupedModel`) holds one model of the estimator's own ``model_class`` per group; saved, its
 state is ``{"grouped": 1, "classes": [...], "parts": [{"group": name, "state": part's state}, ...]}``, read back by
 :func:`model_from_state` with the estimator's model class for every part (so that a file cannot name a class to
-build). Enrolling one class into it is refused (its group is needed); fit again.
+build). A class is enrolled into its group's part (:func:`enroll_into`, ``Calibration.enroll(..., group=)``).
+
+A run (calibrate.running.pipeline.same_group_folds) and ``calibrate.fit(..., same_group=True)`` leave out the same
+comparisons (:func:`other_group`) and fit with :func:`fit_by_group`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from calibrate.contract.base import FittedModel, RunContext
-from calibrate.errors import CalibrationError, DataError
+from calibrate.errors import CalibrationError, DataError, ParameterError
 from calibrate.contract.types import UNLABELLED, GenuineDistances, ImpostorDistances, TrainingGroups, group_problem
 
 #: the marker of a grouped model's saved state
@@ -54,13 +57,17 @@ class GroupedModel(FittedModel):
             missing = self.classes[int(np.argmax(self._part < 0))]
             raise DataError(f"grouped model: class {missing[:60]!r} is in no group's part")
 
-    #: Estimator.enroll refuses a grouped model with this message
+    #: Estimator.enroll refuses a grouped model with this message (Calibration.enroll takes the group: enroll_into)
     @property
     def enroll_refused(self) -> str:
         return ENROLL_REFUSED
 
     def group_of(self, cls: str) -> str:
         return self.parts[int(self._part[self._index[str(cls)]])][0]
+
+    def groups(self) -> dict[str, str]:
+        """Each class's group (:data:`UNLABELLED` for the part of classes without one)."""
+        return {c: self.parts[int(p)][0] for c, p in zip(self.classes, self._part.tolist())}
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         out = np.empty((rows.size, targets.size))
@@ -92,7 +99,7 @@ class GroupedModel(FittedModel):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "GroupedModel":
-        raise CalibrationError("a grouped model is read with calibrate.running.grouped.model_from_state(model_class, state)")
+        raise CalibrationError("a grouped model is read with calibrate.saved.grouped.model_from_state(model_class, state)")
 
 
 def is_grouped(state: Any) -> bool:
@@ -127,6 +134,26 @@ def model_from_state(model_class: type[FittedModel], state: Any) -> FittedModel:
         return GroupedModel(classes, built)
     except DataError as exc:
         raise CalibrationError(str(exc)) from None
+
+
+def other_group(probe: np.ndarray, claimed: np.ndarray, labelled: int) -> np.ndarray:
+    """Which impostor comparisons calibration against same-group impostors leaves out: those of a labelled class with
+    a probe of another group or of none. ``probe`` and ``claimed`` are group codes (GroupLabels.codes: ``labelled``,
+    the number of groups, for a class without one), broadcast against each other."""
+    return (probe != claimed) & (claimed < labelled)
+
+
+def same_group_kept(claimed: Any, real: Any, labels: Any) -> np.ndarray:
+    """Which comparisons (each one's claimed class and its probe's real class: label columns) calibration against
+    same-group impostors keeps, by :class:`calibrate.contract.types.GroupLabels` ``labels``: all but
+    :func:`other_group`'s (genuine comparisons are kept)."""
+    return ~other_group(labels.codes(real), labels.codes(claimed), len(labels.names))
+
+
+def no_own_impostor(cls: str, group: str, where: str, fix: str) -> DataError:
+    """The error for a class left without an impostor comparison of its own group."""
+    return DataError(f"{where}class {cls[:60]!r} (group {group[:40]!r}) has no training impostor comparison with a "
+                     f"probe of its own group, so it cannot be calibrated against same-group impostors; {fix}")
 
 
 def strata(groups: TrainingGroups) -> list[tuple[str, np.ndarray]]:
@@ -171,6 +198,41 @@ def fit_by_group(make: Callable[[], Any], impostors: ImpostorDistances, genuine:
     return grouped
 
 
-ENROLL_REFUSED = ("this calibration was made group by group against same-group impostors (`impostors: same-group`); "
-                  "enrolling one class needs its group, which enroll does not take: fit again with the new class and "
-                  "its group in the groups file")
+def prediction_parts(model: GroupedModel, impostors: ImpostorDistances) -> list[tuple]:
+    """(group, the group's model, its fitted estimator, its training distances) of a model :func:`fit_by_group` just
+    fitted on ``impostors``: what calibrate.predicted.interval.predict_parts predicts group by group."""
+    index = {c: i for i, c in enumerate(impostors.classes)}
+    return [(name, part, estimator, _subset(impostors, np.array([index[c] for c in part.classes])))
+            for (name, part), estimator in zip(model.parts, model.estimators)]
+
+
+def enroll_into(model: GroupedModel, estimator: Any, cls: str, group: Any, distances: np.ndarray) -> GroupedModel:
+    """``model`` with class ``cls`` added to (or replaced in) the part of ``group`` by ``estimator.enroll`` (what
+    stays fixed is the estimator's ``enroll_mode``, within that group); the other parts untouched. ``distances``:
+    the class's impostor distances against probes of its own group (of any group for :data:`UNLABELLED`)."""
+    p = check_group(model, cls, group)
+    parts = list(model.parts)
+    parts[p] = (parts[p][0], estimator.enroll(parts[p][1], cls, distances))
+    return GroupedModel(model.classes if cls in model._index else (*model.classes, cls), parts)
+
+
+def check_group(model: GroupedModel, cls: str, group: Any) -> int:
+    """The part class ``cls`` of ``group`` is enrolled into; a ParameterError naming ``group=`` when it is missing,
+    not one of the model's groups, or not the group the class is in already."""
+    names = [g for g, _ in model.parts]
+    if group is None:
+        raise ParameterError(f"this calibration was fitted group by group against same-group impostors: give the "
+                             f"class's group, enroll(..., group=NAME) (one of {', '.join(map(repr, names))}), and its "
+                             "impostor scores against probes of that group")
+    group = str(group)
+    if group not in names:
+        raise ParameterError(f"group={group[:40]!r} is not one of this calibration's groups "
+                             f"({', '.join(map(repr, names))}); a new group needs a new fit")
+    if cls in model._index and model.group_of(cls) != group:
+        raise ParameterError(f"class {cls[:60]!r} is in group {model.group_of(cls)!r}, not {group[:40]!r}: enroll it "
+                             "with its own group, or fit again to move it")
+    return names.index(group)
+
+
+ENROLL_REFUSED = ("this calibration was made group by group against same-group impostors; enrolling one class needs "
+                  "its group: Calibration.enroll(cls, scores, group=NAME)")
