@@ -3,8 +3,9 @@
 ``auto`` chooses, from the training data, how class-specific its thresholds are: one pooled threshold for everyone,
 each class located at its own nearest impostors (``anchored``), or each class located and scaled by the bulk of its
 impostors (``auto-bulk``), whichever turned away the fewest training genuine comparisons against one pooled
-threshold at the same FPR, cross-fitted (choose.py). Every structure is auto's pooled shape on the log scale, so the
-*overall* FPR is calibrated on all the training distances at once whatever is chosen. Without enough training
+threshold at the same FPR, cross-fitted (choose.py); with demographic groups also anchored and bulk with each group held
+at one pooled threshold's same-group FMR (``-matched``, group_shift.py). Every structure is auto's pooled shape on the
+log scale, so the *overall* FPR is calibrated on all the training distances at once whatever is chosen. Without enough training
 genuine comparisons (image sets have none; a score list or matrix split for training holds some) it uses one pooled
 threshold, the choice that is never worse than one pooled threshold by design, and says so in the run's notes, as
 it says what it chose and why. ``structure:`` fixes the structure instead of choosing.
@@ -85,7 +86,7 @@ class AutoBulk(Estimator):
 class Auto(Estimator):
     """The default: one pooled threshold, or class-specific ones where the training genuine comparisons show they turn away fewer genuine users at the same FPR.
 
-    :param structure: choose (from the training genuine comparisons, cross-fitted), or one of one, anchored, bulk.
+    :param structure: choose (from the training genuine comparisons, cross-fitted), or one of one, anchored, bulk, anchored-matched, bulk-matched (with groups: each group held at one pooled threshold's same-group FMR).
     """
 
     model_class = ZnormModel

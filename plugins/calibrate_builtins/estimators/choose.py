@@ -5,7 +5,9 @@ The structures (every one auto's pooled shape on the log scale, differing in how
 * ``one``: no class is located apart: one pooled threshold for everyone (the pooled quantile of the log
   distances, with auto's GPD tail where the pooled sample is thin);
 * ``anchored``: each class at its own nearest impostors, shrunk toward the others (anchored.py);
-* ``bulk``: each class by the median and IQR of all its impostors (what ``auto`` was, now ``auto-bulk``).
+* ``bulk``: each class by the median and IQR of all its impostors (what ``auto`` was, now ``auto-bulk``);
+* with two or more labelled groups, ``anchored-matched`` and ``bulk-matched``: the same, each group shifted as a whole to
+  one pooled threshold's same-group FMR (group_shift.py), so that per-class thresholds need not widen the gap.
 
 The choice is cross-fitted on the training data only. Each class's training impostor distances are cut in two
 halves; a structure is fitted on one half of every class and judged on the other half, then the other way round.
