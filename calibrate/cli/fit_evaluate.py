@@ -103,11 +103,16 @@ def verification_line(metrics: dict, source: str) -> str:
         return f"verification: {source} needs both genuine and impostor attempts for EER, AUC and the DET"
     at = ", ".join(f"{100 * float(f):g}%: {_pct(v) if v is not None else 'n/a (too few impostor attempts)'}"
                    for f, v in metrics["fnmr_at_fmr"].items())
+    at_g = ", ".join(f"{100 * float(f):g}%: {_pct(v) if v is not None else 'n/a (too few genuine attempts)'}"
+                     for f, v in metrics.get("fmr_at_fnmr", {}).items())
     threshold = metrics["eer_score_threshold"]
-    return (f"verification (one pooled threshold on {source}): EER {_pct(metrics['eer'])}"
+    ci = ("" if metrics.get("eer_ci_low") is None else
+          f" (95% interval {_pct(metrics['eer_ci_low'])}-{_pct(metrics['eer_ci_high'])}, a bootstrap over "
+          f"{metrics['eer_ci_units']})")
+    return (f"verification (one pooled threshold on {source}): EER {_pct(metrics['eer'])}{ci}"
             + (f" at score {threshold:.6g}" if threshold is not None else "")
-            + f", AUC {metrics['auc']:.5f}, d' {metrics['d_prime']:.3g}; FNMR at FMR {at}; FNMR at FMR 0: "
-              f"{_pct(metrics['fnmr_at_zero_fmr'])}")
+            + f", AUC {metrics['auc']:.5f}, d' {metrics['d_prime']:.3g}; FNMR at FMR {at}; FMR at FNMR {at_g}; "
+              f"FNMR at FMR 0: {_pct(metrics['fnmr_at_zero_fmr'])}")
 
 
 def _ratio(x) -> str:
@@ -314,8 +319,8 @@ def evaluate_command(
 
     rule = cal.accept_if if getattr(cal, "normalization", None) is None else f"{cal.normalization.plugin}-normalised z <= t"
     say(f"{cal.label} on {scores}: accept if {rule}")
-    say("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | one pooled "
-        "threshold's FNR at the same FPR (FNR cost) | predicted FPR")
+    say("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | HTER | one "
+        "pooled threshold's FNR at the same FPR (FNR cost) | predicted FPR")
     from calibrate.statistics.verification import cost_words
 
     for r in rows:
@@ -327,7 +332,7 @@ def evaluate_command(
         predicted = ("-" if r.predicted_fpr_low is None
                      else f"{100 * r.predicted_fpr_low:.3g}-{100 * r.predicted_fpr_high:.3g}%")
         say(f"{100 * r.target_fpr:g}% | {achieved} | {ratio} | {r.false_accepts} / {r.impostor_attempts} | "
-            f"{fnr} | {one} | {predicted}")
+            f"{fnr} | {_pct(r.hter)} | {one} | {predicted}")
     for line in cost_lines(cal.label, rows):
         say(line)
     say(verification_line(metrics, str(scores)))

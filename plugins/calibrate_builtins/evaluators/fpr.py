@@ -265,7 +265,8 @@ class FprEvaluator(Evaluator):
             rows_of = costs.add_costs(measured, pool, data.targets)
             summary, files = {}, {}
             if pool.pooled.n_impostors and pool.pooled.n_genuine:
-                summary["verification"], files["det.csv"] = costs.verification_summary(pool, data.targets, rows_of)
+                summary["verification"], files["det.csv"] = costs.verification_summary(pool, data.targets, rows_of,
+                                                                                               context.seed)
             if data.groups is not None:
                 summary["groups"] = groups_summary(pool)
         pictures = []
