@@ -224,7 +224,7 @@ def verification(kind: str, claimed, real, scores, targets=(), classes: bool = T
                  ) -> tuple[dict, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The file's verification figures with one pooled threshold (calibrate.statistics.verification.verification_metrics,
     with ``eer_score_threshold``, d' on the scores as given, and the EER's 95% bootstrap interval over the claimed
-    classes, calibrate.statistics.eer_interval; ``classes`` False: over attempts, for scores without classes) and its
+    classes, calibrate.statistics.eer_interval; over attempts with ``classes`` False or one class) and its
     DET rows (score thresholds, FMR, FNMR); every threshold in the file's own units (accept as ``kind`` says)."""
     from calibrate.statistics.eer_interval import attempt_interval, bin_counts, class_interval, grid, with_interval
 
@@ -234,11 +234,12 @@ def verification(kind: str, claimed, real, scores, targets=(), classes: bool = T
     pooled = PooledScores.of(d[~genuine], d[genuine])
     fmrs = tuple(STANDARD_FMRS) + tuple(t for t in sorted(targets, reverse=True) if t not in STANDARD_FMRS)
     metrics = verification_metrics(pooled, fmrs)
+    uc, codes = factorise(c)
+    classes = classes and uc.size >= 2  # one class: nothing to resample but the attempts
     interval, units = (None, None), "enrolled classes" if classes else "attempts"
     if pooled.n_impostors and pooled.n_genuine:
         thresholds = grid(pooled, metrics["eer"])
         if classes:
-            uc, codes = factorise(c)
             interval = class_interval(bin_counts(d[~genuine], codes[~genuine], thresholds, uc.size),
                                       bin_counts(d[genuine], codes[genuine], thresholds, uc.size))
         else:

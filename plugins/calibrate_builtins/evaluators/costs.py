@@ -33,7 +33,7 @@ from calibrate.contract.types import GroupLabels, TargetResult
 from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
                                     d_prime, det_rows, group_figures, loosest_below, own_threshold, paired_fields,
                                     paired_fnr, verification_metrics)
-from calibrate.statistics.eer_interval import bin_counts, class_interval, grid, with_interval
+from calibrate.statistics.eer_interval import attempt_interval, bin_counts, class_interval, grid, with_interval
 
 
 @dataclass
@@ -256,14 +256,17 @@ def _class_counts(pool: Pool, thresholds: np.ndarray) -> tuple:
 def verification_summary(pool: Pool, targets: tuple[float, ...], results: dict[str, list[TargetResult]], seed=0
                          ) -> tuple[dict, bytes]:
     """results.json's ``verification`` (of the matcher's scores on the evaluation attempts: EER with its bootstrap
-    interval over enrolled classes, AUC, d', FNMR at fixed FMRs and at the run's targets, FMR at fixed FNMRs) and
+    interval over enrolled classes (over attempts when there is one class), AUC, d', FNMR at fixed FMRs and at the run's targets, FMR at fixed FNMRs) and
     det.csv (``fpr,fnr,score_threshold``, probit-spaced rows that include every operating point's one-threshold
     reference)."""
     pooled = pool.pooled
     fmrs = tuple(STANDARD_FMRS) + tuple(t for t in sorted(targets, reverse=True) if t not in STANDARD_FMRS)
     metrics = verification_metrics(pooled, fmrs)
     thresholds = grid(pooled, metrics["eer"])
-    metrics = with_interval(metrics, *class_interval(*_class_counts(pool, thresholds), seed=seed), "enrolled classes")
+    if len({c for fa in pool.folds for c in np.asarray(fa.gallery).tolist()}) >= 2:
+        metrics = with_interval(metrics, *class_interval(*_class_counts(pool, thresholds), seed=seed), "enrolled classes")
+    else:  # one class (genuine and impostor score files): nothing to resample but the attempts
+        metrics = with_interval(metrics, *attempt_interval(pooled, thresholds, seed=seed), "attempts")
     extra = [loosest_below(pooled, r.false_accepts) for rows in results.values() for r in rows
              if r.impostor_attempts and r.fnr_one_threshold is not None]
     t, fmr, fnmr = det_rows(pooled, extra=extra)
