@@ -10,8 +10,9 @@ and is narrower where attempts cluster. Neither pyeer nor bob.measure gives the 
 bob.measure's ``confidence_for_indicator_variable`` is a Clopper-Pearson interval of one proportion.
 
 Each replicate's EER is read on a grid of thresholds: 2 x :data:`GRID` levels spaced evenly in log FMR and in log FNMR
-from a tenth of the EER to ten times it (the order statistics there), so the interval's ends are exact to about 2%
-of the EER (a replicate whose EER leaves that window is read at its edge). Per unit, the attempts between consecutive
+from a tenth of the EER to ten times it (the order statistics there, and the threshold just below each, where a
+resampled class's weight makes a rate jump), so a replicate's EER is within about 2% of its exact value (a replicate
+whose EER leaves that window is read at its edge). Per unit, the attempts between consecutive
 thresholds are counted once; a replicate is then a weighted sum of those counts (units x bins), in blocks of about
 2 million weights, so the cost is a pass over the attempts and replicates x units x bins multiply-adds.
 """
@@ -36,7 +37,8 @@ _DENSE = 4_000_000
 
 def grid(pooled: PooledScores, eer: float, levels: int = GRID) -> np.ndarray:
     """The sorted thresholds (distances) a replicate's EER is read at: the impostor order statistics at FMRs and the
-    genuine ones at FNMRs spaced evenly on a log scale from eer / 10 to 10 eer (within what the counts resolve)."""
+    genuine ones at FNMRs spaced evenly on a log scale from eer / 10 to 10 eer (within what the counts resolve), each
+    with the threshold just below it."""
     ni, ng = pooled.n_impostors, pooled.n_genuine
     parts = []
     for values, n, genuine in ((pooled.impostors, ni, False), (pooled.genuine, ng, True)):
@@ -47,7 +49,10 @@ def grid(pooled: PooledScores, eer: float, levels: int = GRID) -> np.ndarray:
             k = np.ceil(n * (1.0 - rates) - 1e-9).astype(np.int64) - 1
         else:
             k = np.ceil(n * rates - 1e-9).astype(np.int64) - 1
-        parts.append(values[np.clip(k, 0, n - 1)])
+        at = values[np.clip(k, 0, n - 1)]
+        # and just below each: where a replicate's weights make a rate jump there, the closest FMR and FNMR can be
+        # the last threshold before the jump
+        parts += [at, np.nextafter(at, -np.inf)]
     return np.unique(np.concatenate(parts))
 
 
