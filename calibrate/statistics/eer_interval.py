@@ -10,9 +10,10 @@ and is narrower where attempts cluster. Neither pyeer nor bob.measure gives the 
 bob.measure's ``confidence_for_indicator_variable`` is a Clopper-Pearson interval of one proportion.
 
 Each replicate's EER is read on a grid of thresholds: 2 x :data:`GRID` levels spaced evenly in log FMR and in log FNMR
-from a tenth of the EER to ten times it (the order statistics there, and the threshold just below each, where a
+from a quarter of the EER to four times it (the order statistics there, and the threshold just below each, where a
 resampled class's weight makes a rate jump), so a replicate's EER is within about 2% of its exact value (a replicate
-whose EER leaves that window is read at its edge). Per unit, the attempts between consecutive
+whose EER leaves that window, which takes a class-level swing of 4x, is read at its edge). Attempts beyond the last
+threshold are counted from each unit's total, so a pass reads only the attempts within the window. Per unit, the attempts between consecutive
 thresholds are counted once; a replicate is then a weighted sum of those counts (units x bins), in blocks of about
 2 million weights, so the cost is a pass over the attempts and replicates x units x bins multiply-adds.
 """
@@ -28,7 +29,9 @@ from calibrate.statistics.verification import PooledScores
 #: replicates of the bootstrap
 REPLICATES = 1000
 #: thresholds per rate (FMR, FNMR) on the grid
-GRID = 256
+GRID = 128
+#: the grid spans the FMRs and FNMRs from eer / SPAN to eer x SPAN
+SPAN = 4.0
 #: weights (replicates x units) drawn at once
 _BLOCK = 2_000_000
 #: a dense units x bins table up to this many cells, a sparse one beyond
@@ -37,13 +40,13 @@ _DENSE = 4_000_000
 
 def grid(pooled: PooledScores, eer: float, levels: int = GRID) -> np.ndarray:
     """The sorted thresholds (distances) a replicate's EER is read at: the impostor order statistics at FMRs and the
-    genuine ones at FNMRs spaced evenly on a log scale from eer / 10 to 10 eer (within what the counts resolve), each
-    with the threshold just below it."""
+    genuine ones at FNMRs spaced evenly on a log scale from eer / SPAN to SPAN eer (within what the counts resolve),
+    each with the threshold just below it."""
     ni, ng = pooled.n_impostors, pooled.n_genuine
     parts = []
     for values, n, genuine in ((pooled.impostors, ni, False), (pooled.genuine, ng, True)):
-        lo = max(eer / 10.0, 0.5 / n)
-        hi = min(max(eer * 10.0, 10.0 / n), 1.0)
+        lo = max(eer / SPAN, 0.5 / n)
+        hi = min(max(eer * SPAN, 10.0 / n), 1.0)
         rates = np.geomspace(lo, max(hi, lo), levels)
         if genuine:  # FNMR f: the (ceil((1 - f) n))-th smallest genuine distance
             k = np.ceil(n * (1.0 - rates) - 1e-9).astype(np.int64) - 1
@@ -56,20 +59,64 @@ def grid(pooled: PooledScores, eer: float, levels: int = GRID) -> np.ndarray:
     return np.unique(np.concatenate(parts))
 
 
-def bin_counts(values: np.ndarray, units: np.ndarray | None, thresholds: np.ndarray, n_units: int):
-    """Per unit (rows) the attempts in each bin of ``thresholds`` (columns: ``d <= t_0``, then ``t_{b-1} < d <= t_b``,
-    last ``d > t_{B-1}``); ``units`` None: one row of every attempt (to resample attempts)."""
-    bins = np.searchsorted(thresholds, values, side="left")
-    width = thresholds.size + 1
-    if units is None:
-        return np.bincount(bins, minlength=width)[None, :].astype(np.float64)
-    codes = units.astype(np.int64) * width + bins
-    if n_units * width <= _DENSE:
-        return np.bincount(codes, minlength=n_units * width).reshape(n_units, width).astype(np.float64)
-    from scipy.sparse import csr_matrix
+class UnitBins:
+    """Per unit, its attempts in each bin of ``thresholds`` (columns: ``d <= t_0``, then ``t_{b-1} < d <= t_b``, last
+    ``d > t_{B-1}``), gathered a block of attempts at a time: a dense table up to a few million cells, a scipy sparse
+    one beyond. Attempts beyond the last threshold may be left out of :meth:`add` and counted from each unit's total
+    (:meth:`totals`)."""
 
-    cells, count = np.unique(codes, return_counts=True)
-    return csr_matrix((count.astype(np.float64), (cells // width, cells % width)), shape=(n_units, width))
+    def __init__(self, thresholds: np.ndarray, n_units: int):
+        self.thresholds, self.n, self.width = thresholds, n_units, thresholds.size + 1
+        self.dense = np.zeros((n_units, self.width)) if n_units * self.width <= _DENSE else None
+        self.cells: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
+        self.total: np.ndarray | None = None
+
+    def add(self, values: np.ndarray, units: np.ndarray) -> None:
+        """Attempts (distances) of the given units (codes below ``n_units``)."""
+        codes = units.astype(np.int64) * self.width + np.searchsorted(self.thresholds, values, side="left")
+        if self.dense is not None:
+            self.dense += np.bincount(codes, minlength=self.n * self.width).reshape(self.n, self.width)
+        else:
+            cells, counts = np.unique(codes, return_counts=True)
+            self.cells.append(cells)
+            self.counts.append(counts.astype(np.float64))
+
+    def totals(self, counts: np.ndarray) -> None:
+        """Every unit's number of attempts (added to any given before): those :meth:`add` did not see are beyond the
+        last threshold."""
+        counts = np.asarray(counts, dtype=np.float64)
+        self.total = counts if self.total is None else self.total + counts
+
+    def table(self):
+        """units x bins, dense (numpy) or sparse (scipy CSR)."""
+        if self.dense is not None:
+            out = self.dense
+            if self.total is not None:
+                out[:, -1] += self.total - out.sum(axis=1)
+            return out
+        from scipy.sparse import csr_matrix
+
+        cells = np.concatenate(self.cells) if self.cells else np.zeros(0, np.int64)
+        counts = np.concatenate(self.counts) if self.counts else np.zeros(0)
+        rows, cols = cells // self.width, cells % self.width
+        if self.total is not None:
+            seen = np.bincount(rows, weights=counts, minlength=self.n)
+            rows = np.concatenate([rows, np.arange(self.n)])
+            cols = np.concatenate([cols, np.full(self.n, self.width - 1)])
+            counts = np.concatenate([counts, self.total - seen])
+        return csr_matrix((counts, (rows, cols)), shape=(self.n, self.width))  # duplicates summed
+
+
+def bin_counts(values: np.ndarray, units: np.ndarray | None, thresholds: np.ndarray, n_units: int):
+    """Per unit (rows) the attempts in each bin of ``thresholds`` (:class:`UnitBins`); ``units`` None: one row of every
+    attempt (to resample attempts)."""
+    if units is None:
+        width = thresholds.size + 1
+        return np.bincount(np.searchsorted(thresholds, values, side="left"), minlength=width)[None, :].astype(np.float64)
+    bins = UnitBins(thresholds, n_units)
+    bins.add(values, units)
+    return bins.table()
 
 
 def replicate_eers(impostor_counts, genuine_counts, weights: np.ndarray) -> np.ndarray:

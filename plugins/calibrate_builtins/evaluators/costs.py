@@ -33,7 +33,7 @@ from calibrate.contract.types import GroupLabels, TargetResult
 from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
                                     d_prime, det_rows, group_figures, loosest_below, own_threshold, paired_fields,
                                     paired_fnr, verification_metrics)
-from calibrate.statistics.eer_interval import attempt_interval, bin_counts, class_interval, grid, with_interval
+from calibrate.statistics.eer_interval import UnitBins, attempt_interval, class_interval, grid, with_interval
 
 
 @dataclass
@@ -233,24 +233,23 @@ def add_costs(measured: dict, pool: Pool, targets: tuple[float, ...]) -> dict[st
 
 def _class_counts(pool: Pool, thresholds: np.ndarray) -> tuple:
     """Per enrolled class (by name, over every fold), its impostor and genuine evaluation attempts in each bin of
-    ``thresholds`` (calibrate.statistics.eer_interval.bin_counts), read a block of probes at a time."""
+    ``thresholds`` (calibrate.statistics.eer_interval.UnitBins), read a block of probes at a time: only the impostor
+    attempts at or below the last threshold are binned, those beyond it counted from each class's total."""
     names = np.unique(np.concatenate([np.asarray(fa.gallery, dtype=str) for fa in pool.folds]))
-    imp = gen = None
-
-    def add(total, part):
-        return part if total is None else total + part
-
+    imp, gen = UnitBins(thresholds, names.size), UnitBins(thresholds, names.size)
+    last = thresholds[-1]
     for fa in pool.folds:
         codes = np.searchsorted(names, np.asarray(fa.gallery, dtype=str))
         n_probes, n_classes = fa.values.shape
         step = max(1, 1_000_000 // max(n_classes, 1))
         for start in range(0, n_probes, step):
-            mask = fa.impostor[start:start + step]
-            block = fa.values[start:start + step][mask]
-            columns = np.broadcast_to(codes, mask.shape)[mask]
-            imp = add(imp, bin_counts(fa.sign * block, columns, thresholds, names.size))
-        gen = add(gen, bin_counts(fa.gen_values, codes[fa.gen_cols], thresholds, names.size))
-    return imp, gen
+            block = fa.values[start:start + step]
+            within = fa.impostor[start:start + step] & ((block <= last) if fa.sign > 0 else (block >= -last))
+            rows, cols = np.nonzero(within)
+            imp.add(fa.sign * block[rows, cols], codes[cols])
+        imp.totals(np.bincount(codes, weights=fa.impostor.sum(axis=0), minlength=names.size))
+        gen.add(fa.gen_values, codes[fa.gen_cols])
+    return imp.table(), gen.table()
 
 
 def verification_summary(pool: Pool, targets: tuple[float, ...], results: dict[str, list[TargetResult]], seed=0
