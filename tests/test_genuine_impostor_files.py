@@ -157,3 +157,29 @@ def test_a_replicates_eer_on_the_grid_is_the_exact_weighted_eer():
         fnmr = 1 - np.concatenate([[0], np.cumsum(wg[og])])[np.searchsorted(gen[og], cand, side="right")] / wg.sum()
         k = np.argmin(np.abs(fnmr - fmr))
         assert got == pytest.approx((fmr[k] + fnmr[k]) / 2, rel=0.02)
+
+
+def test_sparse_tables_give_the_dense_tables_interval(monkeypatch):
+    """Large galleries get sparse unit x bin tables (calibrate.statistics.eer_interval.UnitBins): the same interval,
+    also when the attempts beyond the last threshold are counted from each unit's total."""
+    import calibrate.statistics.eer_interval as ei
+
+    rng = np.random.default_rng(5)
+    units = 40
+    imp_units, gen_units = rng.integers(0, units, 6000), rng.integers(0, units, 300)
+    imp, gen = rng.normal(3, 1, 6000), rng.normal(0, 1, 300)
+    pooled = PooledScores.of(imp, gen)
+    thresholds = grid(pooled, eer(pooled)[0])
+
+    def interval():
+        i, g = ei.UnitBins(thresholds, units), ei.UnitBins(thresholds, units)
+        within = imp <= thresholds[-1]
+        i.add(imp[within], imp_units[within])
+        i.totals(np.bincount(imp_units, minlength=units))
+        g.add(gen, gen_units)
+        return ei.class_interval(i.table(), g.table(), seed=3)
+
+    dense = interval()
+    monkeypatch.setattr(ei, "_DENSE", 0)
+    assert interval() == pytest.approx(dense, abs=1e-15)
+    assert dense[0] < eer(pooled)[0] < dense[1]

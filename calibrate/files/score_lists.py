@@ -167,17 +167,22 @@ POOLED_CLASS = "pooled"
 OTHER_CLASS = "impostor"
 
 
-def read_score_column(path: Path, what: str, *, missing: float | None = None,
-                      words: Wording = RECIPE) -> tuple[np.ndarray, int]:
+def read_score_column(path: Path, what: str, *, missing: float | None = None, words: Wording = RECIPE,
+                      max_lines: int | None = None) -> tuple[np.ndarray, int]:
     """A plain file of scores, one per line, blank lines skipped (pyeer's input: one file of genuine scores, another
     of impostor scores; ``what`` says which, in messages): (the scores, how many equal ``missing`` and were left out).
     A line of several fields (a score list given here), a score that is not a finite number, a compressed file or
-    one without any score is a DataError naming the file and the line."""
+    one without any score is a DataError naming the file and the line. ``max_lines``: read only the first lines
+    (validation)."""
     regular_file(path, what, "give a text file of scores, one per line")
     compressed = compression_problem(path)
     if compressed:
         raise DataError(compressed)
-    data = path.read_bytes()
+    if max_lines is None:
+        data = path.read_bytes()
+    else:
+        with path.open("rb") as fh:
+            data = b"".join(line for _, line in zip(range(max_lines), fh))
     tokens = data.split()
     if not tokens:
         raise DataError(f"{path}: {what} holds no score; give a text file of scores, one per line")

@@ -21,6 +21,7 @@ from calibrate.contract.types import DistanceMatrix
 from calibrate.errors import ParameterError
 from calibrate.files.score_lists import OTHER_CLASS as OTHER, POOLED_CLASS as POOLED, read_score_column
 
+from .score_list import CHECK_LINES
 from .score_matrix import split_per_class
 #: what a run notes about such data
 NOTE = (f"genuine and impostor score files carry no class: every attempt claims one enrolled class ({POOLED!r}), so "
@@ -67,8 +68,9 @@ class GenuineImpostorFiles(Dataset):
         return pairs
 
     def check(self) -> None:
+        """The first lines of every file, read as a run reads them."""
         for path, what in self._files():
-            read_score_column(path, what, missing=self.missing)
+            read_score_column(path, what, missing=self.missing, max_lines=CHECK_LINES)
 
     def _matrix(self, genuine: Path, impostor: Path) -> tuple[DistanceMatrix, tuple[tuple[str, int], ...]]:
         """One column (the class every attempt claims): the genuine scores' rows, then the impostor scores'; the failed

@@ -396,14 +396,15 @@ def verification_section(metrics: dict, targets: tuple[float, ...]) -> str:
     score = metrics.get("eer_score_threshold")
     eer_at = "n/a" if score is None else f"{'score >= ' if metrics['score_kind'] == 'similarity' else 'score <= '}{score:.6g}"
     at_g = metrics.get("fmr_at_fnmr", {})
+    units = metrics.get("eer_ci_units", "enrolled classes")
+    units = f"{units}: each class's attempts resampled together" if units == "enrolled classes" else units
     ci = ("n/a" if metrics.get("eer_ci_low") is None
           else f"{_pct(metrics['eer_ci_low'])} to {_pct(metrics['eer_ci_high'])}")
     lines = ["## The matcher on the evaluation data", "",
              f"What the {metrics['genuine_attempts']:,} genuine and {metrics['impostor_attempts']:,} impostor evaluation "
              "attempts say of the matcher itself with one pooled threshold (ISO/IEC 19795-1 terms, as pyeer and "
              "bob.measure report them): the equal error rate, its threshold and its 95% confidence interval (a "
-             f"bootstrap over {metrics.get('eer_ci_units', 'enrolled classes')}: each class's attempts resampled "
-             "together), the area under the ROC curve, the decidability d' (on the matcher's own scores), the FNMR at "
+             f"bootstrap over {units}), the area under the ROC curve, the decidability d' (on the matcher's own scores), the FNMR at "
              "fixed FMRs and the FMR at fixed FNMRs (n/a where the attempts are fewer than 1 / rate). det.csv holds "
              "the DET (`fpr,fnr,score_threshold`) at up to 10,000 thresholds spaced on the probit scale, every "
              "operating point's one-threshold reference among them.",
