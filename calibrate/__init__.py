@@ -147,6 +147,7 @@ PUBLIC_MODULES = (
     "calibrate.statistics.gpd",           # generalised Pareto lower-tail fits
     "calibrate.statistics.standardise",   # working scales, per-class location and scale
     "calibrate.statistics.verification",  # one pooled threshold, FNR at equal FPR, EER/AUC/d'/DET, per-class spread, groups
+    "calibrate.statistics.eer_interval",  # the EER's bootstrap interval (over enrolled classes, or attempts)
     "calibrate.statistics.sanity",        # score-direction checks (AUC of genuine against impostor scores)
     "calibrate.predicted.world",          # the reference world of the predicted intervals
     "calibrate.predicted.interval",       # predicted FPR intervals

@@ -136,7 +136,8 @@ def _load(path: Path, estimator: str | None, extra_plugins: tuple) -> Calibratio
                        fingerprint=doc.get("fingerprint", ""), versions=doc.get("versions", {}),
                        prediction=entry.get("prediction"),
                        training_impostors=doc.get("training", {}).get("impostors"), normalization=normalization,
-                       training_scores=saved_span(doc.get("training")), reach=entry.get("reach"))
+                       training_scores=saved_span(doc.get("training")), reach=entry.get("reach"),
+                       fnr_thresholds=doc.get("fnr_thresholds", ()))
 
 
 def _model(model_class, entry: dict) -> FittedModel:

@@ -59,6 +59,13 @@ def _score_shards(tmp: Path) -> dict:
     return {"path": folder, "kind": "similarity"}
 
 
+def _genuine_impostor(tmp: Path) -> dict:
+    rng = np.random.default_rng(5)
+    (tmp / "true.txt").write_text("\n".join(f"{v:.4f}" for v in rng.normal(0.8, 0.1, 12)) + "\n", encoding="utf-8")
+    (tmp / "false.txt").write_text("\n".join(f"{v:.4f}" for v in rng.normal(0.3, 0.1, 60)) + "\n", encoding="utf-8")
+    return {"genuine": tmp / "true.txt", "impostor": tmp / "false.txt", "kind": "similarity"}
+
+
 def _gray(path: Path, seed: int, size=(6, 5)) -> None:
     from PIL import Image
 
@@ -96,6 +103,7 @@ SPECIAL: dict[tuple[str, str], dict] = {
     ("datasets", "score-matrix"): {"make_params": _score_csv},
     ("datasets", "score-list"): {"make_params": _score_list},
     ("datasets", "score-shards"): {"make_params": _score_shards},
+    ("datasets", "genuine-impostor"): {"make_params": _genuine_impostor},
     ("datasets", "synthetic-patterns"): {"params": {"classes": 4, "sets": 2, "samples": 2, "dim": 3},
                                          "make_params": lambda tmp: {}},
     ("datasets", "synthetic-impostors"): {"params": {"classes": 6, "train": 20, "test": 10},

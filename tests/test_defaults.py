@@ -62,6 +62,11 @@ def data_for(name: str, tmp_path) -> dict:
                      for g, v in zip(gallery[cols], row[cols])]
             (tmp_path / "shards" / f"part{k}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         return {"plugin": name, "path": str(tmp_path / "shards"), "kind": "distance"}
+    if name == "genuine-impostor":  # two plain files of scores, one per line (pyeer's input)
+        rng = np.random.default_rng(5)
+        for file, mean, n in (("true.txt", 0.8, 200), ("false.txt", 0.3, 4000)):
+            (tmp_path / file).write_text("\n".join(f"{v:.5f}" for v in rng.normal(mean, 0.1, n)) + "\n", encoding="utf-8")
+        return {"plugin": name, "genuine": str(tmp_path / "true.txt"), "impostor": str(tmp_path / "false.txt")}
     if name == "synthetic-impostors":
         return {"plugin": name, "classes": 20, "train": 200, "test": 200}
     if name == "synthetic-groups":

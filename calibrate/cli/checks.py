@@ -33,15 +33,15 @@ def cli_number(text: str | None, option: str) -> float | None:
     return float(text)
 
 
-def cli_targets(texts: list[str] | None) -> tuple[float, ...] | None:
-    """The --fpr targets (strict numbers, at most MAX_TARGETS), or None when none are given."""
+def cli_targets(texts: list[str] | None, flag: str = "--fpr") -> tuple[float, ...] | None:
+    """The --fpr (or ``flag``'s) targets (strict numbers, at most MAX_TARGETS), or None when none are given."""
     from calibrate.errors import ParameterError
 
     if not texts:
         return None
     if len(texts) > MAX_TARGETS:
-        raise ParameterError(f"--fpr is given {len(texts):,} times; give at most {MAX_TARGETS} targets per command")
-    return tuple(cli_number(t, "--fpr") for t in texts)
+        raise ParameterError(f"{flag} is given {len(texts):,} times; give at most {MAX_TARGETS} targets per command")
+    return tuple(cli_number(t, flag) for t in texts)
 
 
 def check_options(fmt: str) -> None:

@@ -84,19 +84,31 @@ def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe Y
 
 @app.command()
 def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (calibration.json)."),
-              cls: str = typer.Option(..., "--class", help="The enrolled class."),
-              fpr: str = typer.Option(..., "--fpr", metavar="NUMBER", help="Target false positive rate, e.g. 0.001."),
+              cls: Optional[str] = typer.Option(None, "--class", help="The enrolled class (with --fpr)."),
+              fpr: Optional[str] = typer.Option(None, "--fpr", metavar="NUMBER", help="Target false positive rate, "
+                                                "e.g. 0.001."),
+              fnr: Optional[str] = typer.Option(None, "--fnr", metavar="NUMBER", help="Instead of --fpr: the one "
+                                                "threshold for every class saved at this target false negative rate "
+                                                "(`calibrate fit --fnr`)."),
               estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
               allow_extrapolation: bool = typer.Option(False, "--allow-extrapolation/--no-allow-extrapolation",
                                                        help=EXTRAPOLATION_HELP),
               as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output."),
               quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
-    """Print a class's threshold in the data's own score units, with its training support."""
+    """Print a class's threshold in the data's own score units, with its training support (or with --fnr the one
+    threshold for every class a fit saved at that FNR)."""
     from calibrate.api import load
     from calibrate.saved.calibration import extrapolation_message
     from calibrate.cli.checks import check_reach, cli_number
 
+    if fnr is not None or fpr is None:
+        _threshold_at_fnr(artifact, fnr, fpr, estimator, as_json, quiet)
+        return
     try:
+        if cls is None:
+            from calibrate.errors import ParameterError
+
+            raise ParameterError("--fpr needs --class: the enrolled class whose threshold to print")
         fpr = cli_number(fpr, "--fpr")
         with command_progress(quiet) as context, context.stage(f"loading {artifact}", None, "classes") as task:
             cal = load(artifact, estimator)
@@ -138,6 +150,38 @@ def threshold(artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A s
             typer.echo(f"training support: {format_count(support)} of the {cal.training_impostors:,} training impostor "
                        "distances lie below an on-target threshold")
         _echo_predicted(predicted)
+
+
+def _threshold_at_fnr(artifact: Path, fnr: str | None, fpr: str | None, estimator: str | None, as_json: bool,
+                      quiet: bool) -> None:
+    """``calibrate threshold --fnr``: the one threshold for every class that `calibrate fit --fnr` saved."""
+    from calibrate.api import load
+    from calibrate.cli.checks import cli_number
+    from calibrate.errors import ParameterError
+
+    try:
+        if (fnr is None) == (fpr is None):
+            raise ParameterError("give --fpr (with --class) for a class's threshold, or --fnr for the one threshold for "
+                                 "every class saved at that false negative rate; one of the two")
+        target = cli_number(fnr, "--fnr")
+        with command_progress(quiet) as context, context.stage(f"loading {artifact}", None, "classes") as task:
+            cal = load(artifact, estimator)
+            task.advance(len(cal))
+        if not hasattr(cal, "fnr_threshold"):
+            raise ParameterError(f"{artifact}: a sharded run's calibration holds no FNR threshold; fit one with "
+                                 "`calibrate fit ... --fnr`")
+        entry = cal.fnr_threshold(target)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc, artifact)
+        return
+    if as_json:
+        typer.echo(json.dumps({"target_fnr": target, "score_threshold": entry["score_threshold"],
+                               "accept_if": cal.accept_if, "one_threshold_for_every_class": True,
+                               "training_genuine": entry["genuine"], "estimator": cal.label}))
+    else:
+        op = ">=" if cal.kind == "similarity" else "<="
+        typer.echo(f"every class at FNR {target:g}: accept if score {op} {entry['score_threshold']!r} (one threshold for "
+                   f"every class, set on the {entry['genuine']:,} training genuine comparisons)")
 
 
 def _score_threshold(cal, cls: str, fpr: float) -> float | None:

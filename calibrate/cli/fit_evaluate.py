@@ -18,7 +18,7 @@ import typer
 from calibrate.cli.app import EXTRAPOLATION_HELP, QUIET_HELP, _fail, app, command_progress
 from calibrate.cli.checks import (_check_groups, check_cohort_flag, check_ids, check_known, check_options, check_reach,
                                   check_saved_reach, check_scale, cli_number, cli_seed, cli_targets)
-from calibrate.cli.inputs import command_inputs, probe_cohorts, read_attempts, read_groups_option
+from calibrate.cli.inputs import command_inputs, probe_cohorts, read_attempts, read_groups_option, read_pair
 
 #: the targets when none are given (a recipe's default)
 DEFAULT_FPRS = (0.005, 0.0025, 0.001, 0.0005)
@@ -39,6 +39,29 @@ def save_reporting(context, cal, out: str) -> None:
 
 _COHORT_HELP = ("A normalised calibration: the probes' cohort scores, bob's T-norm file (T-models x probes: claimed_id a "
                 "cohort model, real_id and test_label the probe's class and label), in a score list's format.")
+
+
+_GENUINE_HELP = ("Instead of SCORES: a plain file of genuine scores, one per line (pyeer's input, with --impostor). Such "
+                 "files carry no class: one threshold for every claimed class (class `pooled`).")
+_IMPOSTOR_HELP = "Instead of SCORES: a plain file of impostor scores, one per line (with --genuine)."
+
+
+def check_pair(scores, genuine, impostor, fmt: str, columns, groups, cohort=None) -> bool:
+    """Whether the command reads two plain files of scores (--genuine, --impostor) rather than a score list (SCORES);
+    one of the two forms, and none of the options only a score list has."""
+    from calibrate.errors import ParameterError
+
+    if scores is None and impostor is None:
+        raise ParameterError("give SCORES (a score list) or --impostor FILE with --genuine FILE (scores one per line)")
+    if scores is not None and (genuine is not None or impostor is not None):
+        raise ParameterError("give SCORES (a score list) or --genuine/--impostor (scores one per line), not both")
+    if scores is None:
+        for flag, given in (("--format", fmt != "auto"), ("--claimed-column", columns[0]), ("--real-column", columns[1]),
+                            ("--score-column", columns[2]), ("--groups", groups), ("--cohort", cohort)):
+            if given:
+                raise ParameterError(f"{flag} reads a score list's classes; --genuine/--impostor files hold one score "
+                                     "per line and no class: leave out " + flag)
+    return scores is None
 
 
 _GROUPS_HELP = "Groups of the classes: a CSV with a header `class,group` (probes belong to their real class's group)."
@@ -125,11 +148,16 @@ def verification_line(metrics: dict, source: str) -> str:
         return f"verification: {source} needs both genuine and impostor attempts for EER, AUC and the DET"
     at = ", ".join(f"{100 * float(f):g}%: {_pct(v) if v is not None else 'n/a (too few impostor attempts)'}"
                    for f, v in metrics["fnmr_at_fmr"].items())
+    at_g = ", ".join(f"{100 * float(f):g}%: {_pct(v) if v is not None else 'n/a (too few genuine attempts)'}"
+                     for f, v in metrics.get("fmr_at_fnmr", {}).items())
     threshold = metrics["eer_score_threshold"]
-    return (f"verification (one pooled threshold on {source}): EER {_pct(metrics['eer'])}"
+    ci = ("" if metrics.get("eer_ci_low") is None else
+          f" (95% interval {_pct(metrics['eer_ci_low'])}-{_pct(metrics['eer_ci_high'])}, a bootstrap over "
+          f"{metrics['eer_ci_units']})")
+    return (f"verification (one pooled threshold on {source}): EER {_pct(metrics['eer'])}{ci}"
             + (f" at score {threshold:.6g}" if threshold is not None else "")
-            + f", AUC {metrics['auc']:.5f}, d' {metrics['d_prime']:.3g}; FNMR at FMR {at}; FNMR at FMR 0: "
-              f"{_pct(metrics['fnmr_at_zero_fmr'])}")
+            + f", AUC {metrics['auc']:.5f}, d' {metrics['d_prime']:.3g}; FNMR at FMR {at}; FMR at FNMR {at_g}; "
+              f"FNMR at FMR 0: {_pct(metrics['fnmr_at_zero_fmr'])}")
 
 
 def _ratio(x) -> str:
@@ -174,9 +202,56 @@ def _targets(fpr: list[str] | None) -> tuple[float, ...]:
     return cli_targets(fpr) or DEFAULT_FPRS
 
 
+#: what `fit` and `evaluate` note for --genuine/--impostor files
+PAIR_NOTE = ("--genuine and --impostor files carry no class: every attempt claims one class ('pooled'), so the "
+             "calibration is one pooled threshold for everyone")
+
+
+def _fnr_targets(texts: list[str] | None) -> tuple[float, ...]:
+    from calibrate.errors import ParameterError
+
+    targets = cli_targets(texts, "--fnr") or ()
+    for t in targets:
+        if not 0 < t < 1:
+            raise ParameterError(f"--fnr {t:g}: a target FNR is a share of genuine comparisons in (0, 1), e.g. 0.01")
+    return targets
+
+
+def fnr_thresholds(values, genuine, kind: str, targets, source) -> list[dict]:
+    """One threshold for every class at each target FNR (bob.measure's ``frr_threshold``: the strictest rejecting at
+    most that share of the training genuine comparisons), as a calibration saves them."""
+    from calibrate.errors import DataError
+    from calibrate.statistics.verification import PooledScores, at_fnmr
+
+    d = -values if kind == "similarity" else values
+    pooled = PooledScores.of(d[~genuine], d[genuine])
+    out = []
+    for t in targets:
+        point = at_fnmr(pooled, t)
+        if point is None:
+            raise DataError(f"{source}: --fnr {t:g} needs at least {1 / t:,.0f} training genuine comparisons to be "
+                            f"measured, and there are {pooled.n_genuine:,}; give a larger --fnr or more genuine scores")
+        out.append({"target_fnr": float(t), "score_threshold": float(-point.threshold if kind == "similarity"
+                                                                     else point.threshold),
+                    "genuine": pooled.n_genuine})
+    return out
+
+
+def fnr_line(cal, entry: dict, values, genuine) -> str:
+    """fit's line on one FNR threshold: what it is, and its FNR and FPR on the training comparisons."""
+    t = entry["score_threshold"]
+    accepted = values >= t if cal.kind == "similarity" else values <= t
+    n_imp = int((~genuine).sum())
+    fpr = f"{100 * accepted[~genuine].mean():.3g}%" if n_imp else "n/a"
+    return (f"at FNR {100 * entry['target_fnr']:g}%: one threshold for every class, set on the {entry['genuine']:,} "
+            f"training genuine comparisons: accept if score {cal.accept_if.split()[1]} {t!r} (training FNR "
+            f"{100 * (1 - accepted[genuine].mean()):.3g}%, FPR {fpr} of {n_imp:,} impostor comparisons)")
+
+
 @app.command("fit")
 def fit_command(
-        scores: Path = typer.Argument(..., metavar="SCORES", help="Training comparisons, a score list (bob 4/5-column, or CSV with a header)."),
+        scores: Optional[Path] = typer.Argument(None, metavar="[SCORES]", help="Training comparisons, a score list (bob "
+                                                "4/5-column, or CSV with a header); or give --genuine and --impostor."),
         out: str = typer.Option(..., "--out", help="Where to write the calibration (JSON), e.g. cal.json; - for standard output."),
         kind: str = typer.Option("similarity", "--kind", help="similarity (higher = more alike) or distance."),
         estimator: str = typer.Option("auto", "--estimator", help="The estimator (see `calibrate plugins`)."),
@@ -197,9 +272,18 @@ def fit_command(
                                               "the training comparisons (in-sample)."),
         same_group: bool = typer.Option(False, "--same-group/--no-same-group", help=_SAME_GROUP_HELP + " Each group is "
                                         "calibrated on its own; the calibration keeps each class's group."),
+        genuine: Optional[Path] = typer.Option(None, "--genuine", metavar="FILE", help=_GENUINE_HELP),
+        impostor: Optional[Path] = typer.Option(None, "--impostor", metavar="FILE", help=_IMPOSTOR_HELP),
+        fnr: Optional[List[str]] = typer.Option(None, "--fnr", metavar="NUMBER", help="A target FNR (repeat): also save "
+                                                "one threshold for every class, the strictest rejecting at most that "
+                                                "share of the training genuine comparisons (`calibrate threshold --fnr` "
+                                                "reads it)."),
         quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
-    """Fit thresholds on every comparison of one score file and save the calibration."""
+    """Fit thresholds on every comparison of one score file (or of --genuine and --impostor files) and save the
+    calibration."""
     import warnings
+
+    import numpy as np
 
     from calibrate.saved.fitting import fit
     from calibrate.statistics.sanity import check_direction
@@ -210,22 +294,32 @@ def fit_command(
         seed = cli_seed(seed)
         missing = cli_number(missing, "--missing")
         targets = _targets(fpr)
-        inputs = command_inputs(None, {"SCORES": scores, "--groups": groups})
+        fnrs = _fnr_targets(fnr)
+        pair = check_pair(scores, genuine, impostor, fmt, (claimed_column, real_column, score_column), groups)
+        inputs = command_inputs(None, {"SCORES": scores, "--groups": groups, "--genuine": genuine,
+                                       "--impostor": impostor})
         check_target(out, inputs, "--out")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         check_same_group(same_group, labels)
         with command_progress(quiet) as context:
-            claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column,
-                                                          missing, context=context)
-            group_notes = check_ids(claimed, real, values, kind, scores)  # the groups' notes: calibrate.fit's
+            if pair:
+                claimed, real, values, failed = read_pair(genuine, impostor, missing, context)
+                group_notes = [PAIR_NOTE]
+            else:
+                claimed, real, values, failed = read_attempts(scores, fmt, claimed_column, real_column, score_column,
+                                                              missing, context=context)
+                group_notes = check_ids(claimed, real, values, kind, scores)  # the groups' notes: calibrate.fit's
+            source = scores if not pair else impostor
             # before the fit, the rule `threshold` and `accept` apply too
             (c, r, v), other = same_group_attempts(same_group, labels, claimed, real, values)  # what is fitted
             fitted_impostors = int((c != r).sum())
             check_reach(targets, fitted_impostors or None, "fit", allow_extrapolation, defaults=not fpr)
             if kind in ("similarity", "distance"):  # said in the command line's words (calibrate.fit checks it again)
                 genuine = claimed == real
-                check_direction(values[genuine], values[~genuine], kind, str(scores),
+                check_direction(values[genuine], values[~genuine], kind, str(source),
                                 f"give --kind {'distance' if kind == 'similarity' else 'similarity'}")
+            # before the fit: its own refusal (too few genuine comparisons) costs nothing
+            saved_fnr = fnr_thresholds(values, np.asarray(claimed == real), kind, fnrs, source) if fnrs else ()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
@@ -236,10 +330,11 @@ def fit_command(
 
                 known = known_classes(cal, c)  # in-sample, the comparisons fitted
                 in_sample = assess(cal, c[known], r[known], v[known], targets, groups=labels)
+            cal.fnr_thresholds = saved_fnr
             check_target(out, inputs, "--out")  # again, after the fit: still not an input
             save_reporting(context, cal, out)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc, scores)
+        _fail(exc, scores if scores is not None else impostor)
         return
     for w in caught:
         typer.echo(f"note: {' '.join(str(w.message).split())}", err=True)
@@ -252,6 +347,8 @@ def fit_command(
     typer.echo(f"fitted {cal.label} on {fitted_impostors} impostor comparisons of {len(cal)} classes "
                f"({genuine} genuine comparison(s) left out of the fit{extra}); wrote "
                f"{'standard output' if to_stdout else out}", err=to_stdout)
+    for entry in cal.fnr_thresholds:
+        typer.echo(fnr_line(cal, entry, values, np.asarray(claimed == real)), err=to_stdout)
     if in_sample is not None:
         typer.echo(f"groups from {labels.source}, on the training comparisons{' of one group' if same_group else ''} "
                    "(in-sample: expect the evaluation's figures to differ):", err=to_stdout)
@@ -262,7 +359,8 @@ def fit_command(
 @app.command("evaluate")
 def evaluate_command(
         artifact: Path = typer.Argument(..., metavar="ARTIFACT", help="A saved calibration (calibration.json or `calibrate fit`'s file)."),
-        scores: Path = typer.Argument(..., metavar="SCORES", help="Comparisons to judge it on, a score list."),
+        scores: Optional[Path] = typer.Argument(None, metavar="[SCORES]", help="Comparisons to judge it on, a score "
+                                                "list; or give --genuine and --impostor."),
         fpr: Optional[List[str]] = typer.Option(None, "--fpr", metavar="NUMBER", help="A target FPR (repeat); default: the "
                                                   "calibration's own targets."),
         estimator: Optional[str] = typer.Option(None, "--estimator", help="Which estimator, when the file holds several."),
@@ -280,6 +378,8 @@ def evaluate_command(
                                           "one pooled threshold (CSV: fpr,fnr,score_threshold; at most 10,000 rows, "
                                           "spaced on the probit scale)."),
         as_json: bool = typer.Option(False, "--json/--no-json", help="Machine-readable output."),
+        genuine: Optional[Path] = typer.Option(None, "--genuine", metavar="FILE", help=_GENUINE_HELP),
+        impostor: Optional[Path] = typer.Option(None, "--impostor", metavar="FILE", help=_IMPOSTOR_HELP),
         quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Achieved FPR (with its 95% interval), ratio to the target and FNR of a saved calibration on
     another score file, the FNR of one pooled threshold at the same FPR (and whether the calibration costs
@@ -295,12 +395,15 @@ def evaluate_command(
         check_options(fmt)
         missing = cli_number(missing, "--missing")
         fpr = cli_targets(fpr)
+        pair = check_pair(scores, genuine, impostor, fmt, (claimed_column, real_column, score_column), groups, cohort)
+        source = scores if not pair else impostor
         if det is not None:
             if det == "-" and as_json:
                 from calibrate.errors import ParameterError
 
                 raise ParameterError("--det - and --json would both write to standard output; give --det a file name")
-            inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups})
+            inputs = command_inputs(artifact, {"SCORES": scores, "--cohort": cohort, "--groups": groups,
+                                               "--genuine": genuine, "--impostor": impostor})
             check_target(det, inputs, "--det")  # before any work: never replace an input (S9)
         labels = read_groups_option(groups)
         check_same_group(same_group, labels)
@@ -310,15 +413,19 @@ def evaluate_command(
                 task.advance(len(cal))
             check_saved_reach(cal, fpr or ())
             check_cohort_flag(cal, cohort)
-            claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
-                                                                 score_column, missing, probes=True, context=context)
-            group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
+            if pair:
+                (claimed, real, values, failed), probe = read_pair(genuine, impostor, missing, context), None
+                group_notes = [PAIR_NOTE]
+            else:
+                claimed, real, values, failed, probe = read_attempts(scores, fmt, claimed_column, real_column,
+                                                                     score_column, missing, probes=True, context=context)
+                group_notes = check_ids(claimed, real, values, cal.kind, scores) + _check_groups(labels, claimed, real)
             (claimed, real, values, probe), other = same_group_attempts(same_group, labels, claimed, real, values,
                                                                         probe)
-            group_notes += _same_group_notes(cal, same_group, other, scores)
+            group_notes += _same_group_notes(cal, same_group, other, source)
             known = known_classes(cal, claimed)
-            unknown_note = check_known(cal, claimed, known, scores)
-            scale_note = check_scale(cal, values[known], scores)
+            unknown_note = check_known(cal, claimed, known, source)
+            scale_note = check_scale(cal, values[known], source)
             targets = tuple(fpr) if fpr else (tuple(getattr(cal, "targets", ())) or DEFAULT_FPRS)
             cohorts = None if cohort is None else probe_cohorts(cohort, None if probe is None else probe[known],
                                                                  claimed[known], real[known], missing, cal)
@@ -327,19 +434,21 @@ def evaluate_command(
                 rows = assess(cal, claimed[known], real[known], values[known], targets, probe_cohort_scores=cohorts,
                               groups=labels, task=task)
             with context.stage(f"EER, AUC and DET of {n:,} attempts", None, "attempts") as task:
-                metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets)
+                metrics, curve = verification(cal.kind, claimed[known], real[known], values[known], targets,
+                                              classes=not pair)
                 task.advance(n)
         written = None
         if det is not None and metrics["genuine_attempts"] and metrics["impostor_attempts"]:
             written = write_user_file(det, det_csv(*curve), inputs, "--det")
     except Exception as exc:  # noqa: BLE001
-        _fail(exc, scores)
+        _fail(exc, scores if scores is not None else impostor)
         return
     unknown = int((~known).sum())
     present = factorise(claimed[known])[0]
-    absent = absent_note(cal, present, str(scores))
+    absent = absent_note(cal, present, str(source))
     if as_json:
-        doc = {"estimator": cal.label, "scores": str(scores), "unknown_class_attempts": unknown,
+        doc = {"estimator": cal.label, "scores": str(scores) if not pair else
+               {"genuine": None if genuine is None else str(genuine), "impostor": str(impostor)}, "unknown_class_attempts": unknown,
                "enrolled_classes": len(cal), "classes_judged": int(present.size), "failed_comparisons": failed,
                "accept_if": cal.accept_if, "targets": [r.as_dict() for r in rows], "verification": metrics}
         if labels is not None:
@@ -348,6 +457,7 @@ def evaluate_command(
             doc["same_group"] = {"left_out_other_group_attempts": other}
         typer.echo(json.dumps(_clean(doc)))
         return
+    shown = str(scores) if not pair else " and ".join(str(p) for p in (genuine, impostor) if p is not None)
     for note in group_notes + [x for x in (scale_note, absent) if x]:
         typer.echo(f"note: {note}", err=True)
     if unknown_note:
@@ -355,16 +465,16 @@ def evaluate_command(
     if failed:
         typer.echo(f"note: {failed} failed comparison(s) (score {missing:g}) left out", err=True)
     if det is not None and written is None:
-        typer.echo(f"note: no DET written: {scores} needs both genuine and impostor attempts for one", err=True)
+        typer.echo(f"note: no DET written: {shown} needs both genuine and impostor attempts for one", err=True)
     side = written == "standard output"  # the DET went to standard output: the table goes to standard error
 
     def say(line: str) -> None:
         typer.echo(line, err=side)
 
     rule = cal.accept_if if getattr(cal, "normalization", None) is None else f"{cal.normalization.plugin}-normalised z <= t"
-    say(f"{cal.label} on {scores}: accept if {rule}")
-    say("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | one pooled "
-        "threshold's FNR at the same FPR (FNR cost) | predicted FPR")
+    say(f"{cal.label} on {shown}: accept if {rule}")
+    say("target FPR | achieved FPR (95% interval) | ratio | false accepts / impostor attempts | FNR | HTER | one "
+        "pooled threshold's FNR at the same FPR (FNR cost) | predicted FPR")
     from calibrate.statistics.verification import cost_words
 
     for r in rows:
@@ -376,10 +486,10 @@ def evaluate_command(
         predicted = ("-" if r.predicted_fpr_low is None
                      else f"{100 * r.predicted_fpr_low:.3g}-{100 * r.predicted_fpr_high:.3g}%")
         say(f"{100 * r.target_fpr:g}% | {achieved} | {ratio} | {r.false_accepts} / {r.impostor_attempts} | "
-            f"{fnr} | {one} | {predicted}")
+            f"{fnr} | {_pct(r.hter)} | {one} | {predicted}")
     for line in cost_lines(cal.label, rows):
         say(line)
-    say(verification_line(metrics, str(scores)))
+    say(verification_line(metrics, shown))
     if labels is not None:
         say(f"groups from {labels.source}:")
         for line in group_lines(rows, labels.names):

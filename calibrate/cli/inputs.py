@@ -43,6 +43,30 @@ def read_attempts(path: Path, fmt: str, claimed_column: str | None, real_column:
     return claimed, real, scores, failed, probe
 
 
+def read_pair(genuine: Path | None, impostor: Path, missing: float | None, context=None):
+    """(claimed, real, scores, failed) of two plain files of scores, one per line (pyeer's input; ``genuine`` may be
+    None): every attempt claims the one class ``pooled`` (calibrate.files.score_lists.POOLED_CLASS), the genuine ones
+    from it, the impostor ones from a class enrolled nowhere."""
+    import numpy as np
+
+    from calibrate.contract.types import CodedLabels
+    from calibrate.files.score_lists import COMMAND_LINE, OTHER_CLASS, POOLED_CLASS, read_score_column
+
+    def read(path: Path, what: str):
+        if context is None:
+            return read_score_column(path, what, missing=missing, words=COMMAND_LINE)
+        with context.stage(f"reading {path}", None, "scores") as task:
+            values, failed = read_score_column(path, what, missing=missing, words=COMMAND_LINE)
+            task.advance(values.size)
+        return values, failed
+
+    gen, failed_g = read(genuine, "the genuine scores (--genuine)") if genuine is not None else (np.empty(0), 0)
+    imp, failed_i = read(impostor, "the impostor scores (--impostor)")
+    claimed = CodedLabels.of(np.zeros(gen.size + imp.size, dtype=np.int64), [POOLED_CLASS])
+    real = CodedLabels.of(np.repeat([0, 1], [gen.size, imp.size]), [POOLED_CLASS, OTHER_CLASS])
+    return claimed, real, np.concatenate([gen, imp]), failed_g + failed_i
+
+
 def probe_cohorts(path: Path, probe, claimed, real, missing: float | None, cal=None):
     """The attempts' probes' cohort scores from a T-norm file (``path``), as a
     :class:`calibrate.normalisation.cohort.ProbeCohorts`: one row per probe of the attempts, its scores against every cohort

@@ -7,6 +7,8 @@ Plugins import these from :mod:`calibrate.contract.types`, which gathers every d
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,10 +60,19 @@ class TargetResult:
             return None
         return self.fnr / self.fnr_one_threshold
 
+    @property
+    def hter(self) -> float | None:
+        """bob.measure's half total error rate at the estimator's thresholds, ``(fpr + fnr) / 2``; None when either is
+        unknown."""
+        if self.fnr is None or self.fpr is None or not (math.isfinite(self.fpr) and math.isfinite(self.fnr)):
+            return None
+        return (self.fpr + self.fnr) / 2.0
+
     def as_dict(self) -> dict:
         out = {"target_fpr": self.target_fpr, "fpr": self.fpr, "ratio": self.ratio,
                "false_accepts": self.false_accepts, "impostor_attempts": self.impostor_attempts,
-               "fnr": self.fnr, "fnr_one_threshold": self.fnr_one_threshold, "fnr_cost": self.fnr_cost}
+               "fnr": self.fnr, "fnr_one_threshold": self.fnr_one_threshold, "fnr_cost": self.fnr_cost,
+               "hter": self.hter}
         out.update(self.extra)
         return out
 

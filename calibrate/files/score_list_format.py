@@ -56,13 +56,16 @@ class Wording:
     missing: str
     #: how to read a CSV separated by semicolons (the format cannot be told from its header)
     semicolons: str
+    #: how to read two plain files of scores, one per line (genuine and impostor: pyeer's input)
+    one_per_line: str = ""
 
 
 RECIPE = Wording(format="set `format:` under `data:` (and `delimiter:` for a CSV)",
                  columns="name the header's columns with `columns: {claimed: ..., real: ..., probe: ..., score: ...}` "
                          "under `data:`",
                  missing="set `missing: {}` under `data:`",
-                 semicolons="set `format: csv` and `delimiter: ';'` under `data:`")
+                 semicolons="set `format: csv` and `delimiter: ';'` under `data:`",
+                 one_per_line="the `genuine-impostor` dataset reads a file of genuine and one of impostor scores")
 
 
 COMMAND_LINE = Wording(format="give --format 4-column, 5-column or csv (a CSV read on the command line is separated by "
@@ -70,7 +73,8 @@ COMMAND_LINE = Wording(format="give --format 4-column, 5-column or csv (a CSV re
                        columns="name the header's columns with --claimed-column, --real-column and --score-column",
                        missing="give --missing {}",
                        semicolons="save the file again separated by commas or tabs, or read it in a recipe "
-                                  "(`format: csv`, `delimiter: ';'` under `data:`)")
+                                  "(`format: csv`, `delimiter: ';'` under `data:`)",
+                       one_per_line="give it as --genuine or --impostor (with the other file) instead of SCORES")
 
 
 class NeedLines(Exception):
@@ -169,7 +173,9 @@ def sniff(path: Path, fmt: str = "auto", delimiter: str | None = None,
             raise DataError(f"{path}, line {number}: cannot tell the score list's format: not 4 or 5 whitespace-separated "
                             "fields ending in a score (bob's `claimed_id real_id test_label score`), and no comma or "
                             "tab in what would be a CSV header; "
-                            + (f"it is separated by semicolons: {words.semicolons}" if ";" in line else words.format))
+                            + (f"it is separated by semicolons: {words.semicolons}" if ";" in line else words.format)
+                            + (f"; it holds one score per line: {words.one_per_line}"
+                               if len(fields) == 1 and _is_number(fields[0]) and words.one_per_line else ""))
     return "csv", delimiter
 
 

@@ -159,3 +159,47 @@ def read_comparisons(path: Path, *, fmt: str = "auto", delimiter: str | None = N
         return rows
 
     return read_then(path, fmt, delimiter, columns, reader, None, finite, words, task)
+
+
+#: genuine and impostor score files (pyeer's input) carry no class: every attempt claims this one class, and an impostor
+#: attempt's probe is of :data:`OTHER_CLASS`, enrolled nowhere
+POOLED_CLASS = "pooled"
+OTHER_CLASS = "impostor"
+
+
+def read_score_column(path: Path, what: str, *, missing: float | None = None, words: Wording = RECIPE,
+                      max_lines: int | None = None) -> tuple[np.ndarray, int]:
+    """A plain file of scores, one per line, blank lines skipped (pyeer's input: one file of genuine scores, another
+    of impostor scores; ``what`` says which, in messages): (the scores, how many equal ``missing`` and were left out).
+    A line of several fields (a score list given here), a score that is not a finite number, a compressed file or
+    one without any score is a DataError naming the file and the line. ``max_lines``: read only the first lines
+    (validation)."""
+    regular_file(path, what, "give a text file of scores, one per line")
+    compressed = compression_problem(path)
+    if compressed:
+        raise DataError(compressed)
+    if max_lines is None:
+        data = path.read_bytes()
+    else:
+        with path.open("rb") as fh:
+            data = b"".join(line for _, line in zip(range(max_lines), fh))
+    tokens = data.split()
+    if not tokens:
+        raise DataError(f"{path}: {what} holds no score; give a text file of scores, one per line")
+    lines = data.splitlines()
+    numbers: range | list[int] = range(1, len(tokens) + 1)
+    if len(lines) != len(tokens):  # blank lines, or a line of several fields
+        numbers = [k for k, line in enumerate(lines, 1) if line.strip()]
+        if len(numbers) != len(tokens):
+            k = next(k for k, line in enumerate(lines, 1) if len(line.split()) > 1)
+            raise DataError(f"{path}, line {k}: {len(lines[k - 1].split())} fields, but {what} holds one score per line "
+                            "(a score list of claimed and real ids is read by the `score-list` dataset, or as SCORES "
+                            "on the command line)")
+    values = to_floats(path, tokens, numbers, "", words=words)
+    kept = np.ones(values.size, dtype=bool) if missing is None else values != missing
+    bad = kept & ~np.isfinite(values)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise DataError(f"{path}, line {numbers[k]}: score {values[k]!r} is not a finite number; write a marker such "
+                        f"as -1 there and {words.missing.format(-1)}")
+    return values[kept], int(values.size - np.count_nonzero(kept))

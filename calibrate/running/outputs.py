@@ -1,22 +1,18 @@
-"""What a run writes into its output folder: thresholds.csv (one per fold), models.csv, results.json,
-report.md (with its section of seconds per stage), calibration.json and the evaluators' own files, staged
+"""What a run in memory writes into its output folder: thresholds.csv (one per fold), models.csv, calibration.json,
+the evaluators' own files, and results.json and report.md (calibrate.running.report, shared with sharded runs), staged
 and committed as one file set through :class:`calibrate.files.commit.StagedOutput` (the protocol, the
 manifest and what calibrate may replace are calibrate.files.commit and calibrate.files.manifest).
 """
 
 from __future__ import annotations
 
-import json
-import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from calibrate.errors import CalibrateError
-from calibrate.formatting import format_pct, markdown_cell, markdown_safe
 from calibrate.contract.types import TargetResult, ThresholdTable
 from calibrate.files.user_output import csv_text, csv_texts, csv_writer
+from calibrate.running.report import evaluators_summary, versions, write_reports
 
 if TYPE_CHECKING:
     from calibrate.contract.base import Fold
@@ -86,109 +82,18 @@ def models_csv(rows: list[dict[str, Any]]) -> str:
     return text()
 
 
-def _clean(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def results_json(results: dict[str, list[TargetResult]], recipe: dict, versions: dict, extra: dict | None = None) -> str:
-    doc = {"estimators": {label: {"targets": [r.as_dict() for r in rows]} for label, rows in results.items()},
-           "recipe": recipe, "versions": versions}
-    if extra:
-        doc.update(extra)
-    return json.dumps(_clean(doc), indent=2, default=str) + "\n"
-
-
-def report_md(title: str, results: dict[str, list[TargetResult]], sections: list[str], notes: list[str],
-              preamble: str = "") -> str:
-    labels = list(results)
-    lines = [f"# {title}", ""]
-    if preamble:
-        lines += [preamble, ""]
-    lines += ["## Achieved vs target false positive rate, and what it costs genuine users", "",
-              "Achieved FPR on the evaluation (unseen) impostor attempts and its ratio to the target (1.0 is perfect, "
-              "above 1 admits more intruders than promised); the FNR (genuine attempts rejected) and, in brackets, the "
-              "FNR of one pooled threshold admitting the same share of these impostor attempts; FNR cost is their "
-              "ratio (above 1: more genuine users turned away than one threshold for everyone would at that FPR).", ""]
-    head = "| Target FPR | " + " | ".join(f"{l} FPR | {l} ratio | {l} FNR (one threshold) | {l} FNR cost"
-                                         for l in map(markdown_cell, labels)) + " |"
-    lines += [head, "|" + "---|" * (1 + 4 * len(labels))]
-    targets = [r.target_fpr for r in results[labels[0]]] if labels else []
-    for k, t in enumerate(targets):
-        cells = []
-        for l in labels:
-            r = results[l][k]
-            cost = r.fnr_cost
-            cells += [format_pct(r.fpr), f"{r.ratio:.2f}",
-                      format_pct(r.fnr) + ("" if r.fnr_one_threshold is None else f" ({format_pct(r.fnr_one_threshold)})"),
-                      "n/a" if cost is None else f"{cost:.2f}x"]
-        lines.append(f"| {100 * t:.3g}% | " + " | ".join(cells) + " |")
-    lines.append("")
-    for section in sections:
-        lines += [section.rstrip(), ""]
-    if notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    return markdown_safe("\n".join(lines))  # users' names reach it in many places: no HTML renders from any
-
-
 # ---- the run's file set ------------------------------------------------------------------------
-
-def versions(recipe: Recipe) -> dict[str, Any]:
-    from calibrate.saved.json_format import package_versions
-
-    return package_versions((recipe.data, recipe.distance, recipe.transform, *recipe.default_transforms.values(),
-                             *recipe.estimators, *recipe.evaluators, recipe.executor, recipe.normalizer))
-
-
-def _jsonable_recipe(recipe: Recipe) -> dict:
-    return json.loads(json.dumps(recipe.raw, default=str))
-
 
 def write_outputs(staged: StagedOutput, recipe: Recipe, folds: list[Fold], evaluated: list[EvaluationResult],
                   results: dict[str, list[TargetResult]], notes: list[str], times: StageTimes) -> None:
     """Stage every output file, then commit them as one file set (the caller discards on failure)."""
     with times("write outputs"):
         _stage_tables(staged, recipe, folds, evaluated)
-    timings = times.as_dict()
     first = folds[0]
-    sections = [s for res in evaluated for s in res.sections] + [timings_md(timings)]
-    preamble = (f"Recipe `{Path(recipe.source).name}`; {len(first.models)} estimator(s); "
-                f"{first.train.shape[1]} enrolled classes; "
-                f"{len(folds)} fold(s): {', '.join(f.name for f in folds)}.")
-    staged.write_text("report.md", report_md("Calibration report", results, sections, notes, preamble))
-    summary: dict = {}
-    for res in evaluated:
-        for key, value in res.summary.items():
-            if key in summary or key in ("estimators", "recipe", "versions", "notes", "timings"):
-                raise CalibrateError(f"evaluator {res.evaluator!r} reports {key!r} for the whole run, which another "
-                                     "part of results.json already holds; use only one FPR evaluator")
-            summary[key] = value
-    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
-                                                   {**summary, "notes": notes, "timings": timings}))
+    write_reports(staged, recipe, results, notes, times, estimators=len(first.models), classes=first.train.shape[1],
+                  folds=[f.name for f in folds], sections=[s for res in evaluated for s in res.sections],
+                  summary=evaluators_summary(evaluated))
     staged.commit()
-
-
-def timings_md(timings: dict) -> str:
-    """report.md's section of seconds per stage."""
-    total = timings["total"]
-    beside = timings.get("beside", [])
-    within = timings.get("within", {})
-    lines = ["## Time per stage", "", f"Wall-clock seconds of this run ({total:.2f} s until the report was written)."
-             + (" Stages marked *beside* ran in a second process while the stages after them ran in this one, so the "
-                "shares add up to more than 100%." if beside else "")
-             + (" A part *within* a stage is counted in that stage's seconds too." if within else ""), "",
-             "| Stage | Seconds | Share |", "|---|---|---|"]
-    for stage, seconds in timings["seconds"].items():
-        name = f"{stage} *beside*" if stage in beside else stage
-        if stage in within:
-            name = f"{stage} (*within* {within[stage]})"
-        lines.append(f"| {name} | {seconds:.3f} | {100 * seconds / total:.0f}% |" if total > 0 else f"| {name} | {seconds:.3f} | |")
-    return "\n".join(lines)
 
 
 def _fold_thresholds_csv(fold: Fold) -> str:

@@ -58,7 +58,8 @@ from calibrate.saved.json_format import artifact, dumps_artifact, training_entry
 from calibrate.statistics.sanity import training_span
 from calibrate.contract.base import Transform, overrides
 from calibrate.errors import DataError, RecipeError
-from calibrate.running.outputs import _jsonable_recipe, models_csv, report_md, results_json, thresholds_csv, timings_md, versions
+from calibrate.running.outputs import models_csv, thresholds_csv
+from calibrate.running.report import versions, write_reports
 from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
                           order_keys, save_shard_data, shard_data, write_staged)
 from calibrate.running.result import Route
@@ -275,10 +276,9 @@ class Sharded(Route):
                          "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
                          "classes in one piece to see how far the thresholds can be trusted")
         context.note("a sharded run judges each threshold against one pooled threshold at the same FPR "
-                     "(fnr_one_threshold, fnr_paired) on the transformed evaluation distances, but does not yet give "
-                     "the verification figures (EER, AUC, d', det.csv), the spread of the one threshold's false "
-                     "accepts over classes, or figures per group: they need every shard's evaluation scores together. "
-                     "Run a sample of the classes in one piece for them")
+                     "(fnr_one_threshold, fnr_paired) on the transformed evaluation distances; what else it leaves out "
+                     "is listed at the top of report.md (results.json: partitions.left_out). Run a sample of the "
+                     "classes in one piece for those")
         return data.kind
 
     def fit(self) -> None:
@@ -362,8 +362,9 @@ class Sharded(Route):
                           if ranges else None)
                 staged.write_text("calibration.json", _head(recipe, self.data, self.spec, self.transform,
                                                             self.fitters, self.n_classes, n_jobs, self.n_train, scores))
-        _write_sharded_reports(staged, recipe, results, list(self.context.notes), self.times, len(self.fitters),
-                               n_jobs, self.n_classes, self.n_train)
+        write_reports(staged, recipe, results, list(self.context.notes), self.times, estimators=len(self.fitters),
+                      classes=self.n_classes, shards={"shards": n_jobs, "classes": self.n_classes,
+                                                      "training_impostors": self.n_train})
         staged.commit()
 
 
@@ -435,20 +436,6 @@ def _head(recipe, data: ShardedScores, spec, transform: Transform, fitters: dict
                           "state": transform.fitted_state()},
             "versions": versions(recipe)}
     return json.dumps(head, indent=1) + "\n"
-
-
-def _write_sharded_reports(staged, recipe, results, notes: list[str], times, n_estimators: int, n_shards: int,
-                           n_classes: int, n_train: int) -> None:
-    """report.md and results.json of a partitioned run (the evaluation counts summed over the shards)."""
-    timings = times.as_dict()
-    preamble = (f"Recipe `{Path(recipe.source).name}`; {n_estimators} estimator(s); {n_classes} enrolled classes in "
-                f"{n_shards} shards (a partitioned run: thresholds and models per shard in thresholds-partNNNNN.csv "
-                "and models-partNNNNN.csv; the evaluation counts are summed over the shards).")
-    staged.write_text("report.md", report_md("Calibration report", results, [timings_md(timings)], notes, preamble))
-    staged.write_text("results.json", results_json(results, _jsonable_recipe(recipe), versions(recipe),
-                                                   {"notes": notes, "timings": timings,
-                                                    "partitions": {"shards": n_shards, "classes": n_classes,
-                                                                   "training_impostors": n_train}}))
 
 
 def _count_columns(job: ShardJob) -> int:

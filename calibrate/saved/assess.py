@@ -22,8 +22,8 @@ from calibrate.errors import CalibrationError
 from calibrate.statistics.order import clopper_pearson
 from calibrate.contract.types import CodedLabels, GroupLabels, factorise, same_labels
 from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, PooledScores, class_spread, d_prime, det_rows,
-                                               group_figures, one_threshold, own_threshold, paired_fields, paired_fnr,
-                                               verification_metrics)
+                                               group_figures, hter, one_threshold, own_threshold, paired_fields,
+                                               paired_fnr, verification_metrics)
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,17 @@ class Assessment:
     fmr_same_group_max_over_min: float | None = None
     fnmr_max_over_min: float | None = None
 
+    @property
+    def hter(self) -> float | None:
+        """bob.measure's half total error rate at the calibration's thresholds, (FPR + FNR) / 2."""
+        return hter(self.fpr, self.fnr)
+
     def as_dict(self) -> dict:
-        out = asdict(self)
+        out = {}
+        for key, value in asdict(self).items():
+            out[key] = value
+            if key == "fnr_cost":
+                out["hter"] = self.hter
         out.update(out.pop("spread"))
         return out
 
@@ -211,16 +220,31 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
     return out
 
 
-def verification(kind: str, claimed, real, scores, targets=()) -> tuple[dict, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def verification(kind: str, claimed, real, scores, targets=(), classes: bool = True
+                 ) -> tuple[dict, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The file's verification figures with one pooled threshold (calibrate.statistics.verification.verification_metrics,
-    with ``eer_score_threshold`` and d' on the scores as given) and its DET rows (score thresholds, FMR, FNMR);
-    every threshold in the file's own units (accept as ``kind`` says)."""
+    with ``eer_score_threshold``, d' on the scores as given, and the EER's 95% bootstrap interval over the claimed
+    classes, calibrate.statistics.eer_interval; over attempts with ``classes`` False or one class) and its
+    DET rows (score thresholds, FMR, FNMR); every threshold in the file's own units (accept as ``kind`` says)."""
+    from calibrate.statistics.eer_interval import attempt_interval, bin_counts, class_interval, grid, with_interval
+
     c, r, s = _checked(claimed, real, scores)
     genuine = same_labels(c, r)
     d = as_distances(s, kind)
     pooled = PooledScores.of(d[~genuine], d[genuine])
     fmrs = tuple(STANDARD_FMRS) + tuple(t for t in sorted(targets, reverse=True) if t not in STANDARD_FMRS)
     metrics = verification_metrics(pooled, fmrs)
+    uc, codes = factorise(c)
+    classes = classes and uc.size >= 2  # one class: nothing to resample but the attempts
+    interval, units = (None, None), "enrolled classes" if classes else "attempts"
+    if pooled.n_impostors and pooled.n_genuine:
+        thresholds = grid(pooled, metrics["eer"])
+        if classes:
+            interval = class_interval(bin_counts(d[~genuine], codes[~genuine], thresholds, uc.size),
+                                      bin_counts(d[genuine], codes[genuine], thresholds, uc.size))
+        else:
+            interval = attempt_interval(pooled, thresholds)
+    metrics = with_interval(metrics, *interval, units)
     t = metrics.pop("eer_threshold")
     metrics["eer_score_threshold"] = (-t if kind == "similarity" else t) if np.isfinite(t) else None
     metrics["d_prime"] = d_prime(s[genuine], s[~genuine])

@@ -46,7 +46,7 @@ class Calibration:
                  targets: Sequence[float] = (), fingerprint: str = "", versions: dict | None = None,
                  prediction: dict[str, Any] | None = None, training_impostors: int | None = None,
                  normalization: Any = None, training_scores: Sequence[float] | None = None,
-                 reach: float | None = None):
+                 reach: float | None = None, fnr_thresholds: Sequence[dict] = ()):
         if kind not in ACCEPT_IF:
             raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
         self.estimator, self.plugin, self.label, self.params = estimator, plugin, label, dict(params)
@@ -70,6 +70,9 @@ class Calibration:
         #: a loaded calibration's reach: the largest target FPR its saved model answers (the file's estimator entry
         #: says; ``saved_reach`` of its targets when it was saved); None: every target (fitted here, or an older file)
         self.reach = None if reach is None else float(reach)
+        #: one threshold for every class at each target FNR ``calibrate fit --fnr`` was asked for, set on the training
+        #: genuine comparisons: ``{"target_fnr", "score_threshold", "genuine"}`` each (:meth:`fnr_threshold`)
+        self.fnr_thresholds = tuple(dict(e) for e in fnr_thresholds)
         if normalization is not None and tuple(normalization.classes) != tuple(model.classes):
             raise CalibrationError(f"the normaliser's statistics are for {len(normalization.classes)} classes, the model "
                                    f"for {len(model.classes)} (or in another order); fit them together")
@@ -167,6 +170,18 @@ class Calibration:
         from calibrate.normalisation.cohort import to_z
 
         return float(to_z(self.distance_threshold(cls, target_fpr)))
+
+    def fnr_threshold(self, target_fnr: float) -> dict:
+        """The one threshold for every class saved at ``target_fnr`` (``calibrate fit --fnr``: the strictest score
+        threshold rejecting at most that share of the training genuine comparisons, bob.measure's ``frr_threshold``):
+        ``{"target_fnr", "score_threshold", "genuine"}``. A CalibrationError names the targets it holds otherwise."""
+        for entry in self.fnr_thresholds:
+            if entry["target_fnr"] == target_fnr:
+                return dict(entry)
+        held = ", ".join(f"{e['target_fnr']:g}" for e in self.fnr_thresholds) or "none"
+        raise CalibrationError(f"the calibration holds no threshold at FNR {target_fnr:g} (it holds {held}); fit it with "
+                               f"`calibrate fit ... --fnr {target_fnr:g}`, which sets one threshold for every class on "
+                               "the training genuine comparisons")
 
     def training_support(self, target_fpr: float) -> float | None:
         """``target x N``: how many of the N training impostor distances an on-target threshold has below
@@ -431,7 +446,7 @@ class Calibration:
         return artifact(kind=self.kind, transform_plugin=self.transform_plugin, transform_params=self.transform_params,
                         transform_state=self.transform.fitted_state(), targets=self.targets,
                         fingerprint=self.fingerprint, versions=self.versions, training_impostors=self.training_impostors,
-                        training_scores=self.training_scores,
+                        training_scores=self.training_scores, fnr_thresholds=self.fnr_thresholds,
                         normalizer=None if self.normalization is None else self.normalization.to_state(),
                         estimators={self.label: (self.plugin, self.params,
                                                  *saved_entries(self.model, self.prediction, saved_reach(self.targets),

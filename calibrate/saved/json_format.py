@@ -65,13 +65,16 @@ def package_versions(specs: Sequence[Any] = ()) -> dict[str, str | None]:
 def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transform_state: dict,
              targets: Sequence[float], fingerprint: str, versions: dict,
              estimators: dict[str, tuple], training_impostors: int | None = None,
-             normalizer: dict | None = None, training_scores: Sequence[float] | None = None) -> dict[str, Any]:
+             normalizer: dict | None = None, training_scores: Sequence[float] | None = None,
+             fnr_thresholds: Sequence[dict] = ()) -> dict[str, Any]:
     """The saved calibration (format 2), for ``Calibration.save`` and a run's calibration.json alike;
     ``estimators``: label -> (plugin, params, model state) or (plugin, params, model state, extra
     entries), the extra entries being ``reach``, ``prediction`` and ``confidence``
     (:func:`calibrate.predicted.confidence.saved_entries`);
     ``normalizer``: the fitted normalisation's state (calibrate.normalisation.cohort.FittedNormalization.to_state), when the
-    distances were normalised."""
+    distances were normalised; ``fnr_thresholds``: one threshold for every class at each target FNR asked for
+    (``calibrate fit --fnr``: ``target_fnr``, ``score_threshold``, ``genuine`` comparisons it was set on), written only
+    when there are some."""
     def plain(value: Any) -> Any:
         return json.loads(json.dumps(value, default=str))
 
@@ -80,6 +83,7 @@ def artifact(*, kind: str, transform_plugin: str, transform_params: dict, transf
             "targets": list(targets), "fingerprint": fingerprint, "versions": versions,
             **({"training": {"impostors": int(training_impostors), **training_entry(training_scores)}}
                if training_impostors is not None else {}),
+            **({"fnr_thresholds": [dict(e) for e in fnr_thresholds]} if fnr_thresholds else {}),
             **({"normalizer": plain(normalizer)} if normalizer is not None else {}),
             "estimators": {label: {"plugin": entry[0], "params": plain(entry[1]), "state": entry[2],
                                    **(entry[3] if len(entry) > 3 else {})}

@@ -315,6 +315,30 @@ def check_common(doc: dict, bad) -> None:
         raise bad("versions", f"must map package names to version strings (or null), at most {MAX_VERSIONS} of them")
 
 
+#: the most FNR thresholds a calibration may hold (``calibrate fit`` takes at most 100 targets)
+MAX_FNR_THRESHOLDS = 100
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 1e308  # finite, within a float
+
+
+def _fnr_thresholds(entries: Any, path: Path) -> None:
+    """``fnr_thresholds`` (calibrate.saved.json_format.artifact): each a target FNR in (0, 1), a finite score threshold
+    and the positive count of genuine comparisons it was set on."""
+    if not isinstance(entries, list) or len(entries) > MAX_FNR_THRESHOLDS:
+        raise _bad(path, "fnr_thresholds", f"must be a list of at most {MAX_FNR_THRESHOLDS} thresholds")
+    for k, e in enumerate(entries):
+        where = f"fnr_thresholds[{k}]"
+        if not isinstance(e, dict) or not (_number(e.get("target_fnr")) and 0 < e["target_fnr"] < 1):
+            raise _bad(path, f"{where}.target_fnr", "must be a target FNR in (0, 1)")
+        if not _number(e.get("score_threshold")):
+            raise _bad(path, f"{where}.score_threshold", "must be a finite number")
+        n = e.get("genuine")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_IMPOSTORS:
+            raise _bad(path, f"{where}.genuine", "must be the positive number of genuine comparisons it was set on")
+
+
 def check_document(doc: dict, path: Path) -> None:
     """The whole of a calibration document's structure, before anything in it is used (names read from it
     are looked up in the registry only, never imported): every failure names the field."""
@@ -332,6 +356,7 @@ def check_document(doc: dict, path: Path) -> None:
             "sha256:") and all(c in "0123456789abcdef" for c in doc[DIGEST][7:])):
         raise _bad(path, DIGEST, "must be 'sha256:' and 64 hexadecimal digits")
     check_labels(list(doc["estimators"]), path, "estimators")
+    _fnr_thresholds(doc.get("fnr_thresholds", []), path)
     if "transform" in doc:
         _component_entry(doc["transform"], path, "transform")
     if "normalizer" in doc:

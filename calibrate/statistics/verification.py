@@ -9,8 +9,10 @@ same thing about the same attempts:
 * :func:`one_threshold`: the loosest single threshold that admits no more of the impostor attempts than
   an estimator did, i.e. the pooled DET read at the estimator's achieved FPR; :func:`paired_fnr` compares
   the genuine attempts both reject (McNemar's exact test on the discordant ones).
-* :func:`verification_metrics`: EER, AUC, d', FNMR at fixed FMRs (and at zero FMR), as pyeer and
-  bob.measure report them; :func:`det_rows`: the DET as rows spaced on the probit scale.
+* :func:`verification_metrics`: EER (with pyeer's eer_low/eer_high), AUC, d', FNMR at fixed FMRs and FMR at fixed
+  FNMRs (and at zero), as pyeer and bob.measure report them; :func:`det_rows`: the DET as rows spaced on the probit
+  scale; :func:`hter`: bob.measure's half total error rate. The EER's confidence interval is
+  calibrate.statistics.eer_interval's.
 * :func:`class_spread`: how unevenly false accepts fall on enrolled classes, beside what binomial
   noise alone would give under one common FPR.
 * :func:`group_figures` and :func:`widening`: per demographic group (ISO/IEC 19795-10), the FMR over
@@ -36,7 +38,8 @@ import numpy as np
 
 from calibrate.statistics.order import clopper_pearson
 
-#: the FMRs at which ``fnmr_at_fmr`` is always reported (pyeer's FMR100, FMR1000, FMR10000)
+#: the FMRs at which ``fnmr_at_fmr`` is always reported (pyeer's FMR100, FMR1000, FMR10000), and the FNMRs at which
+#: ``fmr_at_fnmr`` is
 STANDARD_FMRS = (0.01, 0.001, 0.0001)
 #: the most rows a DET table holds (det.csv)
 DET_ROWS = 10_000
@@ -143,6 +146,25 @@ def at_fmr(pooled: PooledScores, fmr: float) -> OneThreshold | None:
     if n == 0 or fmr * n < 1 - 1e-9:
         return None
     return one_threshold(pooled, int(math.floor(fmr * n + 1e-9)))
+
+
+def at_fnmr(pooled: PooledScores, fnmr: float) -> OneThreshold | None:
+    """The strictest single threshold whose FNMR is at most ``fnmr`` (bob.measure's ``frr_threshold``): the
+    k-th smallest genuine distance, k = ceil((1 - fnmr) x genuine attempts); None when the genuine attempts are fewer
+    than 1 / fnmr (the FNMR cannot be measured there)."""
+    n = pooled.n_genuine
+    if n == 0 or fnmr * n < 1 - 1e-9:
+        return None
+    k = math.ceil(n * (1.0 - fnmr) - 1e-9)
+    t = float(pooled.genuine[k - 1]) if k > 0 else float(np.nextafter(pooled.genuine[0], -np.inf))
+    return OneThreshold(t, int(pooled.accepted_impostors(t)), pooled.n_impostors, int(pooled.accepted_genuine(t)), n)
+
+
+def hter(fmr: float | None, fnmr: float | None) -> float | None:
+    """bob.measure's half total error rate at one set of thresholds, (FMR + FNMR) / 2; None when either is unknown."""
+    if fmr is None or fnmr is None or not (math.isfinite(fmr) and math.isfinite(fnmr)):
+        return None
+    return (fmr + fnmr) / 2.0
 
 
 def mcnemar_p(worse: int, better: int) -> float:
@@ -275,18 +297,29 @@ def d_prime(genuine, impostors) -> float:
     return abs(float(g.mean()) - float(i.mean())) / spread if spread > 0 else float("nan")
 
 
-def verification_metrics(pooled: PooledScores, fmrs: Sequence[float] = STANDARD_FMRS) -> dict:
-    """EER and its threshold, AUC, FNMR at each of ``fmrs`` (None where fewer than 1 / fmr impostor attempts
-    measure it), at zero FMR (pyeer's ZeroFMR) and the FMR at zero FNMR (ZeroFNMR), and the attempt counts.
-    Thresholds are distances (accept ``d <= t``); ``d_prime`` is the caller's (it needs the score scale)."""
+def verification_metrics(pooled: PooledScores, fmrs: Sequence[float] = STANDARD_FMRS,
+                         fnmrs: Sequence[float] = STANDARD_FMRS) -> dict:
+    """EER and its threshold; ``eer_low``/``eer_high``, pyeer's (Maio et al. 2002, FVC2000): the lower and the higher
+    of FMR and FNMR at that threshold, whose mean the EER is (where the rates jump; not a confidence interval);
+    AUC, FNMR at each of ``fmrs`` (None where fewer than 1 / fmr impostor attempts measure it), FMR at each of
+    ``fnmrs`` (:func:`at_fnmr`; None where fewer than 1 / fnmr genuine attempts), at zero FMR (pyeer's ZeroFMR)
+    and the FMR at zero FNMR (ZeroFNMR), and the attempt counts. Thresholds are distances (accept ``d <= t``);
+    ``d_prime`` is the caller's (it needs the score scale)."""
     rate, threshold = eer(pooled)
     at = {}
     for f in fmrs:
         point = at_fmr(pooled, f)
         at[repr(float(f))] = None if point is None else point.fnr
+    at_g = {}
+    for f in fnmrs:
+        point = at_fnmr(pooled, f)
+        at_g[repr(float(f))] = None if point is None else point.fpr
     zero = one_threshold(pooled, 0) if pooled.n_impostors else None
     loosest = float(pooled.genuine[-1]) if pooled.n_genuine else math.nan
-    return {"eer": rate, "eer_threshold": threshold, "auc": auc(pooled), "fnmr_at_fmr": at,
+    rates = ((float(pooled.fmr(threshold)), float(pooled.fnmr(threshold)))
+             if pooled.n_impostors and pooled.n_genuine else (math.nan, math.nan))
+    return {"eer": rate, "eer_threshold": threshold, "eer_low": min(rates), "eer_high": max(rates),
+            "auc": auc(pooled), "fnmr_at_fmr": at, "fmr_at_fnmr": at_g,
             "fnmr_at_zero_fmr": None if zero is None else zero.fnr,
             "fmr_at_zero_fnmr": float(pooled.fmr(loosest)) if pooled.n_genuine and pooled.n_impostors else None,
             "impostor_attempts": pooled.n_impostors, "genuine_attempts": pooled.n_genuine}

@@ -7,6 +7,7 @@ from calibrate.contract.hookspecs import RegisterDataset, hookimpl
 
 @hookimpl
 def calibrate_register_datasets(register: RegisterDataset) -> None:
+    from .genuine_impostor import GenuineImpostorFiles
     from .image_sets import ExtendedYaleB, ImageSets
     from .npz_patterns import NpzPatterns
     from .score_list import ScoreListDataset
@@ -20,6 +21,7 @@ def calibrate_register_datasets(register: RegisterDataset) -> None:
     register("score-matrix", ScoreMatrixDataset)
     register("score-list", ScoreListDataset)
     register("score-shards", ScoreShards)
+    register("genuine-impostor", GenuineImpostorFiles)
     register("synthetic-patterns", SyntheticPatterns)
     register("synthetic-impostors", SyntheticImpostors)
     register("synthetic-groups", SyntheticGroups)

@@ -33,6 +33,7 @@ from calibrate.contract.types import GroupLabels, TargetResult
 from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
                                     d_prime, det_rows, group_figures, loosest_below, own_threshold, paired_fields,
                                     paired_fnr, verification_metrics)
+from calibrate.statistics.eer_interval import UnitBins, attempt_interval, class_interval, grid, with_interval
 
 
 @dataclass
@@ -47,6 +48,7 @@ class FoldAttempts:
     gen_values: np.ndarray
     probe_groups: np.ndarray | None    # group code of each probe's real class
     class_groups: np.ndarray | None    # group code of each enrolled class (column)
+    gallery: np.ndarray | None = None  # each column's enrolled class
 
 
 @dataclass
@@ -107,7 +109,8 @@ def pool_attempts(data: EvaluationInput) -> Pool:
             g_gen += np.bincount(class_groups[gen_cols], minlength=n_groups)
             for c, code in zip(fold.test.gallery_classes.tolist(), class_groups.tolist()):
                 enrolled[c] = code
-        folds.append(FoldAttempts(values, sign, imp, gen_rows, gen_cols, gen_values, probe_groups, class_groups))
+        folds.append(FoldAttempts(values, sign, imp, gen_rows, gen_cols, gen_values, probe_groups, class_groups,
+                                  fold.test.gallery_classes))
     imp_all = imp_parts[0] if len(imp_parts) == 1 else np.concatenate(imp_parts)
     imp_all.sort()  # sorted in place: the copy values[imp] made is this pool's own
     gen_all = np.concatenate(gen_parts)
@@ -228,14 +231,41 @@ def add_costs(measured: dict, pool: Pool, targets: tuple[float, ...]) -> dict[st
     return out
 
 
-def verification_summary(pool: Pool, targets: tuple[float, ...], results: dict[str, list[TargetResult]]
+def _class_counts(pool: Pool, thresholds: np.ndarray) -> tuple:
+    """Per enrolled class (by name, over every fold), its impostor and genuine evaluation attempts in each bin of
+    ``thresholds`` (calibrate.statistics.eer_interval.UnitBins), read a block of probes at a time: only the impostor
+    attempts at or below the last threshold are binned, those beyond it counted from each class's total."""
+    names = np.unique(np.concatenate([np.asarray(fa.gallery, dtype=str) for fa in pool.folds]))
+    imp, gen = UnitBins(thresholds, names.size), UnitBins(thresholds, names.size)
+    last = thresholds[-1]
+    for fa in pool.folds:
+        codes = np.searchsorted(names, np.asarray(fa.gallery, dtype=str))
+        n_probes, n_classes = fa.values.shape
+        step = max(1, 1_000_000 // max(n_classes, 1))
+        for start in range(0, n_probes, step):
+            block = fa.values[start:start + step]
+            within = fa.impostor[start:start + step] & ((block <= last) if fa.sign > 0 else (block >= -last))
+            rows, cols = np.nonzero(within)
+            imp.add(fa.sign * block[rows, cols], codes[cols])
+        imp.totals(np.bincount(codes, weights=fa.impostor.sum(axis=0), minlength=names.size))
+        gen.add(fa.gen_values, codes[fa.gen_cols])
+    return imp.table(), gen.table()
+
+
+def verification_summary(pool: Pool, targets: tuple[float, ...], results: dict[str, list[TargetResult]], seed=0
                          ) -> tuple[dict, bytes]:
-    """results.json's ``verification`` (of the matcher's scores on the evaluation attempts: EER, AUC, d', FNMR at
-    fixed FMRs and at the run's targets) and det.csv (``fpr,fnr,score_threshold``, probit-spaced rows that
-    include every operating point's one-threshold reference)."""
+    """results.json's ``verification`` (of the matcher's scores on the evaluation attempts: EER with its bootstrap
+    interval over enrolled classes (over attempts when there is one class), AUC, d', FNMR at fixed FMRs and at the run's targets, FMR at fixed FNMRs) and
+    det.csv (``fpr,fnr,score_threshold``, probit-spaced rows that include every operating point's one-threshold
+    reference)."""
     pooled = pool.pooled
     fmrs = tuple(STANDARD_FMRS) + tuple(t for t in sorted(targets, reverse=True) if t not in STANDARD_FMRS)
     metrics = verification_metrics(pooled, fmrs)
+    thresholds = grid(pooled, metrics["eer"])
+    if len({c for fa in pool.folds for c in np.asarray(fa.gallery).tolist()}) >= 2:
+        metrics = with_interval(metrics, *class_interval(*_class_counts(pool, thresholds), seed=seed), "enrolled classes")
+    else:  # one class (genuine and impostor score files): nothing to resample but the attempts
+        metrics = with_interval(metrics, *attempt_interval(pooled, thresholds, seed=seed), "attempts")
     extra = [loosest_below(pooled, r.false_accepts) for rows in results.values() for r in rows
              if r.impostor_attempts and r.fnr_one_threshold is not None]
     t, fmr, fnmr = det_rows(pooled, extra=extra)
@@ -324,14 +354,16 @@ def cost_section(results: dict[str, list[TargetResult]]) -> str | None:
              "give in one line. FNR cost = FNR / one threshold's FNR: above 1 the estimator turns away more genuine "
              "users than one threshold would at the FPR it achieved. The paired test compares the two on the same "
              "genuine attempts (McNemar's exact test on those only one of them rejects); a difference with p >= 0.05 "
-             "is within counting noise. Where impostor scores tie so that one threshold cannot come within half of "
+             "is within counting noise. HTER = (achieved FPR + FNR) / 2: bob.measure's half total error rate at the "
+             "estimator's thresholds, set on training data and applied to these attempts (bob's dev/eval report). "
+             "Where impostor scores tie so that one threshold cannot come within half of "
              "the estimator's false accepts, the two are not at the same FPR and no verdict is given.", "",
-             "| Estimator | Target FPR | Achieved FPR | FNR | One threshold's FNR | FNR cost | More rejects per 1,000 "
-             "genuine attempts | Paired test |", "|---|---|---|---|---|---|---|---|"]
+             "| Estimator | Target FPR | Achieved FPR | FNR | HTER | One threshold's FNR | FNR cost | More rejects per "
+             "1,000 genuine attempts | Paired test |", "|---|---|---|---|---|---|---|---|---|"]
     for label, r in measured:
         pr = r.extra.get("fnr_paired")
         extra = "n/a" if not pr else f"{pr['extra_rejects_per_1000']:+.3g}"
-        lines.append(f"| {label} | {100 * r.target_fpr:.3g}% | {_pct(r.fpr)} | {_pct(r.fnr)} | "
+        lines.append(f"| {label} | {100 * r.target_fpr:.3g}% | {_pct(r.fpr)} | {_pct(r.fnr)} | {_pct(r.hter)} | "
                      f"{_pct(r.fnr_one_threshold)} | {_cost(r)} | {extra} | {_verdict(pr)} |")
     lines.append("")
     calm = []
@@ -363,19 +395,27 @@ def verification_section(metrics: dict, targets: tuple[float, ...]) -> str:
     at = metrics["fnmr_at_fmr"]
     score = metrics.get("eer_score_threshold")
     eer_at = "n/a" if score is None else f"{'score >= ' if metrics['score_kind'] == 'similarity' else 'score <= '}{score:.6g}"
+    at_g = metrics.get("fmr_at_fnmr", {})
+    units = metrics.get("eer_ci_units", "enrolled classes")
+    units = f"{units}: each class's attempts resampled together" if units == "enrolled classes" else units
+    ci = ("n/a" if metrics.get("eer_ci_low") is None
+          else f"{_pct(metrics['eer_ci_low'])} to {_pct(metrics['eer_ci_high'])}")
     lines = ["## The matcher on the evaluation data", "",
              f"What the {metrics['genuine_attempts']:,} genuine and {metrics['impostor_attempts']:,} impostor evaluation "
              "attempts say of the matcher itself with one pooled threshold (ISO/IEC 19795-1 terms, as pyeer and "
-             "bob.measure report them): the equal error rate and its threshold, the area under the ROC curve, the "
-             "decidability d' (on the matcher's own scores), and the FNMR at fixed FMRs (n/a where the "
-             "impostor attempts are fewer than 1 / FMR). det.csv holds the DET (`fpr,fnr,score_threshold`) at up to "
-             "10,000 thresholds spaced on the probit scale, every operating point's one-threshold reference among them.",
+             "bob.measure report them): the equal error rate, its threshold and its 95% confidence interval (a "
+             f"bootstrap over {units}), the area under the ROC curve, the decidability d' (on the matcher's own scores), the FNMR at "
+             "fixed FMRs and the FMR at fixed FNMRs (n/a where the attempts are fewer than 1 / rate). det.csv holds "
+             "the DET (`fpr,fnr,score_threshold`) at up to 10,000 thresholds spaced on the probit scale, every "
+             "operating point's one-threshold reference among them.",
              "",
-             "| EER | EER threshold | AUC | d' | FNMR at FMR 1% | FNMR at FMR 0.1% | FNMR at FMR 0.01% | "
-             "FNMR at FMR 0 | FMR at FNMR 0 |", "|---|---|---|---|---|---|---|---|---|",
-             f"| {_pct(metrics['eer'])} | {eer_at} | {metrics['auc']:.5f} | {metrics['d_prime']:.3g} | "
+             "| EER | EER 95% interval | EER threshold | AUC | d' | FNMR at FMR 1% | FNMR at FMR 0.1% | "
+             "FNMR at FMR 0.01% | FNMR at FMR 0 | FMR at FNMR 0 |", "|---|---|---|---|---|---|---|---|---|---|",
+             f"| {_pct(metrics['eer'])} | {ci} | {eer_at} | {metrics['auc']:.5f} | {metrics['d_prime']:.3g} | "
              f"{_pct(at.get('0.01'))} | {_pct(at.get('0.001'))} | {_pct(at.get('0.0001'))} | "
-             f"{_pct(metrics['fnmr_at_zero_fmr'])} | {_pct(metrics['fmr_at_zero_fnmr'])} |", ""]
+             f"{_pct(metrics['fnmr_at_zero_fmr'])} | {_pct(metrics['fmr_at_zero_fnmr'])} |", "",
+             "| FMR at FNMR 1% | FMR at FNMR 0.1% | FMR at FNMR 0.01% |", "|---|---|---|",
+             f"| {_pct(at_g.get('0.01'))} | {_pct(at_g.get('0.001'))} | {_pct(at_g.get('0.0001'))} |", ""]
     own = [t for t in sorted(targets, reverse=True)]
     lines += ["One pooled threshold at each of the run's targets: " + ", ".join(
         f"FNMR {_pct(at.get(repr(float(t))))} at FMR {100 * t:.3g}%" for t in own) + ".", ""]

@@ -23,7 +23,8 @@ query sets). So each row also carries
 This module measures those figures and holds the evaluator; what it says about them, the run notes
 (thin training support, targets no threshold reaches) and report.md's sections on the achieved FPR
 (the warning for estimators that miss their target, uncertainty, predicted intervals), is in
-fpr_report.py; the genuine cost in costs.py, the groups in groups.py, the pictures in plots.py.
+fpr_report.py; the genuine cost in costs.py, the groups in groups.py, the pictures in plots.py (the score
+distributions in score_plot.py).
 """
 
 from __future__ import annotations
@@ -290,7 +291,8 @@ class FprEvaluator(Evaluator):
             rows_of = costs.add_costs(measured, pool, data.targets)
             summary, files = {}, {}
             if pool.pooled.n_impostors and pool.pooled.n_genuine:
-                summary["verification"], files["det.csv"] = costs.verification_summary(pool, data.targets, rows_of)
+                summary["verification"], files["det.csv"] = costs.verification_summary(pool, data.targets, rows_of,
+                                                                                               context.seed)
             if data.groups is not None:
                 summary["groups"] = groups_summary(pool)
         pictures = []
@@ -302,6 +304,13 @@ class FprEvaluator(Evaluator):
             with context.stage(f"fpr: drawing plots for {len(measured)} estimator(s)"):
                 pictures, drawn = plots.make_plots(data, rows_of, pool.pooled)
                 files.update(drawn)
+                from .score_plot import scores_plot
+
+                png = scores_plot(pool, data.folds, list(measured), data.targets)
+                if png is not None:
+                    files["scores.png"] = png
+                    pictures.append("![Genuine and impostor evaluation scores, each target's thresholds marked]"
+                                    "(scores.png)")
                 if data.groups is not None:
                     png = groups.groups_plot(rows_of, list(summary["groups"]["names"]))
                     if png is not None:
