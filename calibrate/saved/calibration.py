@@ -383,9 +383,9 @@ class Calibration:
         if grouped:
             check_group(self.model, str(cls), group)  # before any work
         elif group is not None:
-            raise ParameterError("group=: this calibration holds one model for every group (it was not fitted group by "
-                                 "group, same_group=True), so a class's group does not change its threshold; leave "
-                                 "out group=")
+            raise ParameterError("group=: this calibration was not fitted group by group (same_group=True): a class "
+                                 "enrolled into it is located as a class without a group (auto's matched structures "
+                                 "shift each group as fitted; refit to give a new class its group's); leave out group=")
         refused = None if grouped else getattr(self.model, "enroll_refused", None)  # said before any work
         if refused:
             raise ParameterError(refused)

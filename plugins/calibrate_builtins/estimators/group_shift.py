@@ -22,7 +22,8 @@ distance) and D_g solved on the training distances:
   level measures keeps D_g = 0; classes without a group too.
 
 So the gap between groups is one threshold's (where the levels measure it) while each group's classes keep their own
-locations. Cost: a partial sort of the scores per level and round (the choice judges it on at most a million).
+locations. The shifts are in the saved locations; a class enrolled later is located as a class without a group (no
+shift): refit to give it its group's. Cost: a partial sort of the scores per level and round (the choice judges it on at most a million).
 """
 
 from __future__ import annotations
