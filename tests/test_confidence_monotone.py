@@ -128,7 +128,7 @@ def test_make_confident_is_monotone_and_its_prediction_follows_the_thresholds(na
 def test_fit_with_confidence_is_monotone_one_call_at_a_time(estimator):
     imp = _lognormal(4, 20, 30)
     cal = calibrate.fit({c: imp.of(i) for i, c in enumerate(imp.classes)}, kind="distance", estimator=estimator,
-                        confidence=0.95, replicates=30, targets=(0.02, 0.005, 0.001))
+                        confidence=0.95, replicates=30, targets=(0.02, 0.005, 0.001), impostors_only=True)
     assert cal.label == f"{estimator}-c95"
     assert_monotone_everywhere(cal.model, imp.classes[:2], cal.label)
     cls = imp.classes[0]
@@ -150,7 +150,7 @@ def test_every_builtin_with_confidence_is_monotone(estimator, params):
     """Every confidence mode: the model-based bound alone (per-class estimators) or both (pooled ones)."""
     imp = _lognormal(5, 12, 40)
     cal = calibrate.fit({c: imp.of(i) for i, c in enumerate(imp.classes)}, kind="distance", estimator=estimator,
-                        confidence=0.95, replicates=20, targets=(0.05, 0.01), **params)
+                        confidence=0.95, replicates=20, targets=(0.05, 0.01), **params, impostors_only=True)
     assert (cal.model.pool_size is not None) == (estimator in ("auto", "auto-bulk", "anchored", "generic-interp")
                                                  or bool(params.get("pooling"))
                                                  or bool(params.get("pooled_shape")))

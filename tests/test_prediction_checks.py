@@ -216,7 +216,7 @@ def test_no_interval_is_said_in_the_calibration_the_run_and_the_cli(tmp_path, mo
     rng = np.random.default_rng(8)
     scores = {f"c{i:03d}": -np.exp(rng.normal(0.0, 0.2) + 0.3 * rng.standard_normal(200)) for i in range(300)}
     cal = calibrate.fit(scores, kind="similarity", estimator="generic-interp", predict=True, targets=TARGETS,
-                        replicates=40)
+                        replicates=40, impostors_only=True)
     with pytest.raises(CalibrationError, match="does not fit these training scores"):
         cal.predicted_fpr(0.005)
     path = tmp_path / "cal.json"
