@@ -33,7 +33,7 @@ from calibrate.contract.base import RunContext, Transform, check_target
 from calibrate.errors import DataError, ParameterError
 from calibrate.predicted.confidence import check_confidence, predict_model
 from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world, predict_parts
-from calibrate.statistics.mixture import MixedScores, MixedScoresWarning, mixed_scores
+from calibrate.statistics.mixture import MAX_SCORES, MixedScores, MixedScoresWarning, mixed_scores
 from calibrate.statistics.sanity import check_direction, id_problem, list_evidence
 from calibrate.files.untrusted import refuse_bad_labels
 from calibrate.files.score_lists import strict_floats
@@ -235,11 +235,26 @@ UNSAID = ("calibrate.fit: say what the scores compare: real= (each score's probe
           "version will refuse a call with neither")
 
 
+def _strided_scores(raw: DistanceMatrix) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, column of each) of every k-th valid entry of ``raw`` in class order, at most MAX_SCORES of them,
+    gathered a block of classes at a time (never an index array the size of all the scores)."""
+    n = int(np.count_nonzero(raw.valid))
+    step = -(-n // MAX_SCORES)
+    block = max(1, (1 << 22) // max(raw.values.shape[0], 1))
+    values, columns, seen = [], [], 0
+    for j0 in range(0, raw.values.shape[1], block):
+        cls, row = np.nonzero(raw.valid[:, j0:j0 + block].T)
+        keep = (seen + np.arange(cls.size)) % step == 0
+        seen += cls.size
+        values.append(raw.values[row[keep], j0 + cls[keep]])
+        columns.append(j0 + cls[keep])
+    return np.concatenate(values), np.concatenate(columns)
+
+
 def _check_mixture(raw: DistanceMatrix, real: Any, impostors_only: bool) -> None:
     """Before any fit: scores fitted as impostor ones that look mixed with genuine ones (calibrate.statistics.mixture)
     are refused naming the fix, or, when the caller said ``impostors_only=True``, warned about."""
-    rows, cols = np.nonzero(raw.valid)
-    found = mixed_scores(raw.values[rows, cols], cols, raw.kind)
+    found = mixed_scores(*_strided_scores(raw), raw.kind)
     if not found.fired:
         return
     if impostors_only:
