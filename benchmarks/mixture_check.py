@@ -3,6 +3,10 @@ impostor-only data it must not, on the same data with genuine scores mixed in it
 
     .venv/bin/python benchmarks/mixture_check.py                  # 20 replicates per cell (about 5 minutes on 2 cores)
     .venv/bin/python benchmarks/mixture_check.py --replicates 5 --only bssr1-face-c
+    .venv/bin/python benchmarks/mixture_check.py --cost          # the check's time against calibrate.fit's
+
+``--cost``: on the synthetic-impostors generator at 1,000 classes x 2,000 (2M scores), the check alone against a
+whole ``calibrate.fit(..., impostors_only=True, estimator="auto")`` (the check included), 3 interleaved rounds.
 
 Per data set and replicate: the impostor scores (with their classes), then the same with genuine scores mixed in:
 all the genuine comparisons the data hold, and 1 genuine per 100, 500 and 2,000 impostor scores (genuine ones drawn
@@ -170,11 +174,37 @@ def condition(rng, imp, ic, gen, gc, which: str):
     return np.r_[imp[keep], gen], np.r_[ic[keep], gc]
 
 
+def cost() -> None:
+    import warnings
+
+    import calibrate
+
+    d, _ = impostor_distances(1000, 2000, seed=0, off_model=0.2)
+    scores, codes = d.ravel(), np.tile(np.arange(1000), 2000)
+    classes = np.char.add("c", codes.astype(str))
+    checks, fits = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        fired = mixture.mixed_scores(scores, codes, "distance").fired
+        checks.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            calibrate.fit(scores, classes, kind="distance", impostors_only=True, predict=False)
+        fits.append(time.perf_counter() - t)
+    print(f"{scores.size:,} scores: check {min(checks):.2f} s (fired: {fired}), calibrate.fit with auto {min(fits):.2f} s "
+          f"(best of 3, interleaved): the check is {min(checks) / min(fits):.0%} of the fit; "
+          f"load average {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=20)
     parser.add_argument("--only", nargs="*", help="data set names")
+    parser.add_argument("--cost", action="store_true", help="time the check against calibrate.fit")
     args = parser.parse_args()
+    if args.cost:
+        return cost()
     started = time.perf_counter()
     print(f"load average {os.getloadavg()[0]:.2f}; fires at root >= {mixture.MIN_ROOT:g}, factor >= "
           f"{mixture.MIN_FACTOR:g}, >= {mixture.MIN_CLASSES} classes beyond, none over {mixture.MAX_SHARE:.0%} of them")
