@@ -3,7 +3,7 @@ pickle; the format is calibrate.saved.json_format, loading is calibrate.api.load
 calibrate.saved.fitting).
 
     import calibrate
-    cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
+    cal = calibrate.fit(scores, classes, real=real, kind="similarity")  # claimed and real class of each score
     cal.threshold("alice", 0.001)                                    # a score: accept when score >= it
     cal.accept(["alice", "bob"], [71.9, 40.2], 0.001)                # vectorised decisions
     cal.enroll("carol", carol_impostor_scores)                       # one class more, the others untouched
