@@ -11,9 +11,9 @@ as a recipe would, fits them (and the predicted FPR interval, when asked) and re
 :class:`calibrate.saved.calibration.Calibration`. Scores with no genuine comparison among them by their labels
 are first checked for genuine ones hidden there (calibrate.statistics.mixture): refused when found, unless
 ``impostors_only=True`` says there are none (then a warning). A call that says neither ``real=`` nor
-``impostors_only=True`` gets a FutureWarning naming both (issue 41). With ``groups`` the estimator sees them as in a run with
-``groups:``; with ``same_group`` it leaves out and fits group by group as a run with ``impostors: same-group`` does
-(calibrate.saved.grouped).
+``impostors_only=True`` gets a FutureWarning naming both (issue 41). With ``groups`` the estimator sees them as
+in a run with ``groups:``; with ``same_group`` it leaves out and fits group by group as a run with ``impostors:
+same-group`` does (calibrate.saved.grouped).
 """
 
 from __future__ import annotations
@@ -280,8 +280,7 @@ def _warn_unreachable_targets(dist: DistanceMatrix, targets: tuple[float, ...]) 
 
 
 def fit(scores: Any, classes: Any = None, *, real: Any = None, impostors_only: bool = False, groups: Any = None,
-        same_group: bool = False,
-        kind: str | None = None, estimator: str = "auto",
+        same_group: bool = False, kind: str | None = None, estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
