@@ -15,6 +15,8 @@ from calibrate.cli.commands import app
 from calibrate.errors import ParameterError
 from calibrate.statistics.mixture import MIN_CLASSES, MixedScores, MixedScoresWarning, mixed_scores
 
+from calibrate_test_helpers import DATA
+
 CLASSES = 200
 
 
@@ -95,6 +97,22 @@ def test_too_few_classes_or_scores_are_not_judged():
     few = codes < MIN_CLASSES - 1
     assert not mixed_scores(scores[few], codes[few], "similarity").fired
     assert not mixed_scores(scores[:300], codes[:300], "similarity").fired
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("name", ["face-C", "finger-left"])
+def test_bssr1_impostor_entries_are_not_a_mix_and_with_the_diagonal_they_are(name):
+    """Real matchers (NIST BSSR1 set 1, 517 x 517, the diagonal genuine; face C's failed column left out):
+    silent on the impostor entries, fired with the 517 genuine ones among them (1 per 516)."""
+    path = DATA / "bssr1-set1" / f"{name}.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent (real data: ../shared/data)")
+    m = np.loadtxt(path, delimiter=",", skiprows=1, usecols=range(1, 518))
+    codes = np.broadcast_to(np.arange(m.shape[1]), m.shape)
+    keep = ~(m == -1).all(axis=0)[None, :] & np.ones(m.shape, bool)
+    impostor = keep & ~np.eye(m.shape[0], dtype=bool)
+    assert not mixed_scores(m[impostor], codes[impostor], "similarity").fired
+    assert mixed_scores(m[keep], codes[keep], "similarity").fired
 
 
 def _named(codes):
