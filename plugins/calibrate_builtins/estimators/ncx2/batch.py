@@ -13,8 +13,9 @@ this module holds the two searches over the grid that use them.
 Exact mode (thresholds equal to ``fit_class``'s)
 ------------------------------------------------
 1. Stage 1 scores every grid point with Sankaran's CDF on 32 compressed points.
-2. Stage 2 scores, with the exact CDF on 64 compressed points, the best 16 grid points of stage 1
-   and the best two sigmas of every dim (Sankaran's error differs between dims).
+2. Stage 2 scores, with the exact CDF on 64 compressed points (interpolated from 16 nodes where lambda
+   >= 50, checked to 1e-10: see batch_scores.py), the best 16 grid points of stage 1 and the best two
+   sigmas of every dim (Sankaran's error differs between dims).
 3. Stage 3 scores the best 2 of stage 2 on every training distance -- the score ``fit_class``
    computes (with the interpolated CDF, see batch_scores.py) -- and takes the maximum.
 4. Self-check. From the candidates scored at two stages the run measures, per class, how far the
@@ -121,7 +122,7 @@ def exact_batch(prep: ClassChunk, score: str) -> tuple[np.ndarray, np.ndarray, n
     per_dim = per_dim + (np.arange(Dn) * S)[None, :, None]
     np.put_along_axis(first, per_dim.reshape(C, -1), True, axis=1)
     cls, g2 = np.nonzero(first)
-    S2[cls, g2] = prep.stage2(cls, g2, score)
+    S2[cls, g2] = prep.stage2(cls, g2, score, interp=True)
     s2 = np.where(np.isnan(S2), -np.inf, S2)
     order2 = np.argsort(-s2, axis=1, kind="stable")
     k3 = min(EXACT_K3, G)
@@ -174,7 +175,7 @@ def exact_batch(prep: ClassChunk, score: str) -> tuple[np.ndarray, np.ndarray, n
             S3[exact_c, exact_g], A3[exact_c, exact_g] = prep.stage3(exact_c, exact_g, score, exact=True)
             evals[1] += exact_c.size
         if need2_c.size:
-            S2[need2_c, need2_g] = prep.stage2(need2_c, need2_g, score)
+            S2[need2_c, need2_g] = prep.stage2(need2_c, need2_g, score, interp=True)
             evals[0] += need2_c.size
         if need3_c.size:
             S3[need3_c, need3_g], A3[need3_c, need3_g] = prep.stage3(need3_c, need3_g, score)
