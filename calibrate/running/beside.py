@@ -25,7 +25,7 @@ import pickle
 import sys
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 #: False turns every :func:`start` into "not available" (tests set it to compare both paths)
 ENABLED = True
@@ -124,4 +124,148 @@ def _child(function: Callable[[], Any], writer) -> None:
             except Exception:  # an exception that does not survive pickling: its text instead
                 data = pickle.dumps(("error", RuntimeError(f"in the process beside the run:\n{text}")))
     writer.send_bytes(data)
+    writer.close()
+
+
+# -- a map shared with a forked child on the machine's other core ---------------------------------------------------
+
+#: no item is left to take (the shared counter past the end); an item without its result yet
+_DONE, _MISSING = object(), object()
+
+
+def spread_map(function: Callable[[Any], Any], items: list, on_done: Callable[[Sequence[int]], None] | None = None) -> list:
+    """``[function(item) for item in items]``, the items shared between this process and one child forked from it
+    (the run's other core): each process takes the next item not yet taken (a counter in shared memory), so a
+    core that other work slows down takes fewer. Results are the same as the loop's, in its order: each item is
+    computed whole by one process, with the same code on the same data (the child sees the run's memory as it
+    is; only the results are pickled back). ``function`` must be pure (a result for its item, no effect the run
+    relies on). ``on_done(indices)`` is called in this process as items complete, from either process.
+
+    Warnings the child's items raise are said here; an exception is raised here as the loop would raise it (the
+    failing item with the lowest index). If the child dies (killed, out of memory), this process computes
+    what it left. With one item, one core, or forking not :func:`available`, it is the loop itself."""
+    n = len(items)
+    if n < 2 or (os.cpu_count() or 1) < 2 or not available():
+        out = []
+        for i, item in enumerate(items):
+            out.append(function(item))
+            if on_done is not None:
+                on_done((i,))
+        return out
+    import multiprocessing
+    import queue
+    import threading
+
+    context = multiprocessing.get_context("fork")
+    counter = context.Value("q", 0)  # the next item to take, with its lock
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=_spread_child, args=(function, items, counter, writer),
+                              name="calibrate: map beside", daemon=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # see Beside: a fork of a process with threads
+        process.start()
+    writer.close()
+    arrived: queue.Queue = queue.Queue()
+
+    def receive() -> None:  # a thread, so that the child never waits on a full pipe while this process computes
+        try:
+            while True:
+                arrived.put(pickle.loads(reader.recv_bytes()))
+        except (EOFError, OSError):
+            arrived.put(None)
+
+    listener = threading.Thread(target=receive, name="calibrate: map beside results", daemon=True)
+    listener.start()
+    results: list[Any] = [_MISSING] * n
+    errors: dict[int, BaseException] = {}
+    child_open = True
+
+    def collect(block: bool) -> None:
+        nonlocal child_open
+        while child_open:
+            try:
+                message = arrived.get(block=block)
+            except queue.Empty:
+                return
+            if message is None:
+                child_open = False
+                return
+            i, kind, payload, said = message
+            for text, category in said:
+                warnings.warn(text, category, stacklevel=3)
+            if kind == "ok":
+                results[i] = payload
+                if on_done is not None:
+                    on_done((i,))
+            else:
+                errors[i] = payload
+
+    try:
+        while not errors:
+            collect(block=False)
+            i = _take(counter, n)
+            if i is _DONE or errors:
+                break
+            try:
+                results[i] = function(items[i])
+            except Exception as exc:  # raised below, once the items before it are done
+                errors[i] = exc
+                break
+            if on_done is not None:
+                on_done((i,))
+        if errors:  # no process takes another item
+            with counter.get_lock():
+                counter.value = n
+        collect(block=True)  # until the child's end of file: it has sent everything it took
+    finally:
+        if child_open:  # interrupted
+            process.kill()
+        process.join()
+        listener.join()
+        reader.close()
+    if errors:
+        raise errors[min(errors)]
+    for i in range(n):  # left by a child that died: computed here
+        if results[i] is _MISSING:
+            results[i] = function(items[i])
+            if on_done is not None:
+                on_done((i,))
+    return results
+
+
+def _take(counter, n: int):
+    with counter.get_lock():
+        i = counter.value
+        if i >= n:
+            return _DONE
+        counter.value = i + 1
+        return i
+
+
+def _spread_child(function: Callable[[Any], Any], items: list, counter, writer) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it stops this process (spread_map's finally)
+    n = len(items)
+    while True:
+        i = _take(counter, n)
+        if i is _DONE:
+            break
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                message: tuple = (i, "ok", function(items[i]))
+            except Exception as exc:  # handed to the parent, which raises it
+                message = (i, "error", exc)
+        said = [(str(w.message), w.category) for w in caught]
+        try:
+            data = pickle.dumps((*message, said), protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(data)
+        except Exception:  # a result or exception that does not survive pickling
+            text = "".join(traceback.format_exception(message[2])) if message[1] == "error" else "an unpicklable result"
+            data = pickle.dumps((i, "error", RuntimeError(f"in the process beside the run:\n{text}"), said))
+            message = (i, "error")
+        writer.send_bytes(data)
+        if message[1] == "error":
+            break
     writer.close()

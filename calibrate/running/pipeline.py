@@ -44,6 +44,16 @@ def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResul
         context = RunContext(seed=recipe.seed)
     else:
         context.seed = recipe.seed  # the recipe's seed holds whoever supplies the context
+    if recipe.spread and context.spreader is None:  # no executor asked for: heavy maps use the other core too
+        context.spreader = beside.spread_map
+        try:
+            return _run_on_executor(recipe, context)
+        finally:
+            context.spreader = None
+    return _run_on_executor(recipe, context)
+
+
+def _run_on_executor(recipe: Recipe, context: RunContext) -> RunResult:
     if recipe.executor is None or context.executor is not None:
         return _run(recipe, context)
     staging: list[StagedOutput] = []

@@ -34,7 +34,7 @@ class PendingPredictions(Mapping):
 
         def work():
             # the child shows and says nothing, and uses none of the run's workers
-            quiet = replace(context, notes=[], reporter=None, progress=None, executor=None)
+            quiet = replace(context, notes=[], reporter=None, progress=None, executor=None, spreader=None)
             before = dict(times.seconds)
             out: dict = {}
             predict_stage(recipe, fitted, models, out, impostors, train_d, fold, fold_index, quiet, times)

@@ -162,7 +162,8 @@ class Ncx2Grid(Estimator):
         size = _CHUNK[self.mode]
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
         fits: list[tuple] = []
-        for part in context.map(work, chunks, sizes=[len(chunk) for chunk in chunks]):
+        from . import batch_scores  # noqa: F401 - imported (scipy.special with it) before the map may fork
+        for part in context.map(work, chunks, sizes=[len(chunk) for chunk in chunks], spread=True):
             fits.extend(part)
         dim, sigma, lam, fit_score, on_edge = (list(col) for col in zip(*fits))
         edge = [c for c, e in zip(impostors.classes, on_edge) if e]
