@@ -328,11 +328,12 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
             context.note("no predicted FPR intervals: the thresholds are calibrated group by group against same-group "
                          "impostors (`impostors: same-group`), which the simulated galleries do not model yet")
     elif recipe.prediction.enabled:
-        if beside.available() and all(s.confidence is None and prediction.simulates(e) for s, e, _ in fitted):
+        if beside.available() and all(s.confidence is None and (prediction.simulates(e) or recipe.spread)
+                                      for s, e, _ in fitted):
             # nothing before the evaluators' predicted columns reads it: computed beside the thresholds,
             # the evaluation and its pictures, and waited for when first read (see PendingPredictions). Only
-            # simulated galleries (no refits, which use the run's executor), and no `confidence:` (whose
-            # thresholds are made from the prediction)
+            # simulated galleries, or refits where the recipe names no executor (else they use its workers),
+            # and no `confidence:` (whose thresholds are made from the prediction)
             impostors.sorted_within()  # the world's and the saved fingerprint's: sorted once, for both processes
             predictions = PendingPredictions(recipe, fitted, models, impostors, train_d, name, index, context, times)
         else:
