@@ -6,7 +6,8 @@ only by the evaluators' predicted columns and the outputs, while the evaluation 
 need only the thresholds. :func:`start` runs such a function in a child process forked from the run (the
 child sees the run's arrays as they are, copied only if written: nothing is pickled on the way in) and
 returns a :class:`Beside` whose :meth:`Beside.result` waits for the child and returns what the function
-returned (pickled back through a pipe), or raises what it raised.
+returned (pickled back through a pipe), or raises what it raised. :func:`spread_map` shares the items of a
+heavy map (``RunContext.map(spread=True)``: ncx2-grid's chunks of classes) with a forked child in the same way.
 
 Forking is used only where it is the platform's safe default (Linux: ``os.fork`` with the ``fork`` start
 method); elsewhere, or with ``CALIBRATE_BESIDE=0`` in the environment, or when :data:`ENABLED` is False,
@@ -129,21 +130,23 @@ def _child(function: Callable[[], Any], writer) -> None:
 
 # -- a map shared with a forked child on the machine's other core ---------------------------------------------------
 
-#: no item is left to take (the shared counter past the end); an item without its result yet
-_DONE, _MISSING = object(), object()
+#: who took an item (a byte per item in shared memory): nobody yet, this process, the child
+_FREE, _HERE, _CHILD = 0, 1, 2
 
 
 def spread_map(function: Callable[[Any], Any], items: list, on_done: Callable[[Sequence[int]], None] | None = None) -> list:
     """``[function(item) for item in items]``, the items shared between this process and one child forked from it
-    (the run's other core): each process takes the next item not yet taken (a counter in shared memory), so a
-    core that other work slows down takes fewer. Results are the same as the loop's, in its order: each item is
-    computed whole by one process, with the same code on the same data (the child sees the run's memory as it
-    is; only the results are pickled back). ``function`` must be pure (a result for its item, no effect the run
-    relies on). ``on_done(indices)`` is called in this process as items complete, from either process.
+    (the run's other core): this process takes them from the first up, the child from the last down, each marking
+    an item as taken (a byte per item in shared memory) until they meet, so a core that other work slows down
+    takes fewer. Results are the loop's, in its order: each item is computed whole, with the same code on the same
+    data (the child sees the run's memory as it is; only results are pickled back). ``function`` must be pure (a
+    result for its item, no effect the run relies on): where both processes reach the same item at once, both
+    compute it. ``on_done(indices)`` is called in this process as items complete, once per item.
 
     Warnings the child's items raise are said here; an exception is raised here as the loop would raise it (the
-    failing item with the lowest index). If the child dies (killed, out of memory), this process computes
-    what it left. With one item, one core, or forking not :func:`available`, it is the loop itself."""
+    failing item with the lowest index). If the child dies (killed, out of memory), this process computes what
+    it left. No lock is shared, so a child killed at any moment cannot stop this process. With one item, one
+    core, or forking not :func:`available`, it is the loop itself."""
     n = len(items)
     if n < 2 or (os.cpu_count() or 1) < 2 or not available():
         out = []
@@ -157,9 +160,9 @@ def spread_map(function: Callable[[Any], Any], items: list, on_done: Callable[[S
     import threading
 
     context = multiprocessing.get_context("fork")
-    counter = context.Value("q", 0)  # the next item to take, with its lock
+    taken = context.RawArray("b", n)
     reader, writer = context.Pipe(duplex=False)
-    process = context.Process(target=_spread_child, args=(function, items, counter, writer),
+    process = context.Process(target=_spread_child, args=(function, items, taken, writer),
                               name="calibrate: map beside", daemon=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # see Beside: a fork of a process with threads
@@ -176,9 +179,17 @@ def spread_map(function: Callable[[Any], Any], items: list, on_done: Callable[[S
 
     listener = threading.Thread(target=receive, name="calibrate: map beside results", daemon=True)
     listener.start()
-    results: list[Any] = [_MISSING] * n
+    results: list[Any] = [None] * n
+    have = [False] * n
     errors: dict[int, BaseException] = {}
     child_open = True
+
+    def keep(i: int, value: Any) -> None:
+        if not have[i]:
+            have[i] = True
+            results[i] = value
+            if on_done is not None:
+                on_done((i,))
 
     def collect(block: bool) -> None:
         nonlocal child_open
@@ -194,68 +205,53 @@ def spread_map(function: Callable[[Any], Any], items: list, on_done: Callable[[S
             for text, category in said:
                 warnings.warn(text, category, stacklevel=3)
             if kind == "ok":
-                results[i] = payload
-                if on_done is not None:
-                    on_done((i,))
+                keep(i, payload)
             else:
                 errors[i] = payload
 
     try:
-        while not errors:
+        for i in range(n):
             collect(block=False)
-            i = _take(counter, n)
-            if i is _DONE or errors:
-                break
+            if taken[i] == _CHILD:
+                break  # met the child: the rest is its
+            taken[i] = _HERE
             try:
-                results[i] = function(items[i])
-            except Exception as exc:  # raised below, once the items before it are done
+                value = function(items[i])
+            except Exception as exc:  # the loop's first error: the child's items all come after it
                 errors[i] = exc
                 break
-            if on_done is not None:
-                on_done((i,))
-        if errors:  # no process takes another item
-            with counter.get_lock():
-                counter.value = n
+            keep(i, value)
+        if errors and all(have[:min(errors)]):  # every item before the first error is done
+            raise errors[min(errors)]
         collect(block=True)  # until the child's end of file: it has sent everything it took
+        # left by the child (it died, or stopped at an error): computed here, in order, up to the first error
+        for i in range(n):
+            if not have[i]:
+                if i in errors:
+                    raise errors[i]
+                keep(i, function(items[i]))
     finally:
-        if child_open:  # interrupted
+        if child_open:  # interrupted, or an error of this process ended the map: the child's work is not wanted
             process.kill()
         process.join()
         listener.join()
         reader.close()
-    if errors:
-        raise errors[min(errors)]
-    for i in range(n):  # left by a child that died: computed here
-        if results[i] is _MISSING:
-            results[i] = function(items[i])
-            if on_done is not None:
-                on_done((i,))
     return results
 
 
-def _take(counter, n: int):
-    with counter.get_lock():
-        i = counter.value
-        if i >= n:
-            return _DONE
-        counter.value = i + 1
-        return i
-
-
-def _spread_child(function: Callable[[Any], Any], items: list, counter, writer) -> None:
+def _spread_child(function: Callable[[Any], Any], items: list, taken, writer) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it stops this process (spread_map's finally)
-    n = len(items)
-    while True:
-        i = _take(counter, n)
-        if i is _DONE:
-            break
+    for i in range(len(items) - 1, -1, -1):
+        if taken[i] == _HERE:
+            break  # met the parent
+        taken[i] = _CHILD
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 message: tuple = (i, "ok", function(items[i]))
-            except Exception as exc:  # handed to the parent, which raises it
+            except Exception as exc:  # handed to the parent, which raises it when no earlier item fails
                 message = (i, "error", exc)
         said = [(str(w.message), w.category) for w in caught]
         try:
@@ -265,7 +261,10 @@ def _spread_child(function: Callable[[Any], Any], items: list, counter, writer) 
             text = "".join(traceback.format_exception(message[2])) if message[1] == "error" else "an unpicklable result"
             data = pickle.dumps((i, "error", RuntimeError(f"in the process beside the run:\n{text}"), said))
             message = (i, "error")
-        writer.send_bytes(data)
+        try:
+            writer.send_bytes(data)
+        except OSError:  # the parent is gone or stopped listening
+            break
         if message[1] == "error":
             break
     writer.close()
