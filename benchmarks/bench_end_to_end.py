@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_end_to_end.py [--classes 1000] [--train 1000] [--ref-classes 20]
                                                     [--rounds 3] [--repeats 7] [--seed 0] [--competing 1]
+                                                    [--baseline COMMAND]
 
 One run prints every figure, all measured in that run (load average printed):
 
@@ -21,6 +22,8 @@ One run prints every figure, all measured in that run (load average printed):
 * **competing load** (``--competing N``, default 1): every round measures the run and its part of
   the reference a second time with N processes spinning on the CPU (busy loops started and stopped
   by the benchmark): on a 2-core machine, 1 takes the run's other core. Printed as a second block.
+* **baseline** (``--baseline COMMAND``): another ``calibrate`` command (say, a script that runs the
+  tree before a change) timed in the same rounds, right after the run, against the same reference.
 * **check**: the run's thresholds (thresholds.csv) equal the reference's on the reference classes
   (1e-12 relative), i.e. the run computed Algorithm 1's answer.
 * **start-up**: ``calibrate --help``, ``calibrate validate examples/quickstart.yaml`` and
@@ -105,6 +108,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="end-to-end runs, interleaved with parts of the reference")
     ap.add_argument("--repeats", type=int, default=7, help="runs of each start-up command")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline", default=None, metavar="COMMAND",
+                    help="another `calibrate` command (e.g. a script running another version's tree) timed in the "
+                         "same rounds, interleaved")
     ap.add_argument("--competing", type=int, default=1,
                     help="processes spinning on the CPU during the second measurement of each round (0: none)")
     args = ap.parse_args()
@@ -124,53 +130,60 @@ def main() -> None:
               f"(+ {args.test} evaluation), seed {args.seed}; ncx2-grid exact, grid 8 dims x 100 sigmas; "
               f"reference on {args.ref_classes} of the classes")
 
-        # each round: the run and a part of the reference as the machine is, then (--competing) both again with
-        # that many processes spinning on the CPU (on this 2-core machine, 1 takes the run's other core)
+        # each round: the run (and --baseline's) and a part of the reference as the machine is, then (--competing)
+        # all again with that many processes spinning on the CPU (on this 2-core machine, 1 takes the other core)
         settings = [("as the machine is", 0)] + ([(f"{args.competing} competing process(es) spinning", args.competing)]
                                                   if args.competing else [])
-        runs: dict[int, list[tuple[float, dict, Path]]] = {k: [] for _, k in settings}
+        commands = [("this tree", exe)] + ([("baseline", args.baseline)] if args.baseline else [])
+        runs: dict[tuple[int, str], list[tuple[float, dict, Path]]] = {(k, c): [] for _, k in settings
+                                                                        for c, _ in commands}
         ref_time = {k: 0.0 for _, k in settings}
         ref_fits: dict[int, tuple] = {}
         load: dict[int, list[float]] = {k: [] for _, k in settings}
         for r, part in enumerate(np.array_split(ref_idx, args.rounds)):
             for name, busy in settings:
                 with spinning(busy):
-                    out = work / f"out{r}-{busy}"
-                    wall = timed([exe, "run", "-q", str(recipe), "--out", str(out)], cwd=work)
-                    runs[busy].append((wall, json.loads((out / "results.json").read_text())["timings"], out))
+                    walls = []
+                    for label, command in commands:
+                        out = work / f"out{r}-{busy}-{len(walls)}"
+                        walls.append(timed([command, "run", "-q", str(recipe), "--out", str(out)], cwd=work))
+                        runs[busy, label].append((walls[-1], json.loads((out / "results.json").read_text())["timings"],
+                                                  out))
                     t0 = time.perf_counter()
                     for i in part:
                         d = values[:, i]
                         ref_fits[i] = reference_fit(d, DIMS, reference_grid(d))
                     ref_time[busy] += time.perf_counter() - t0
                     load[busy].append(os.getloadavg()[0])
-                print(f"round {r + 1}, {name}: run {wall:.2f} s; reference {len(ref_fits)} classes so far "
-                      f"{ref_time[busy]:.1f} s; load {load[busy][-1]:.2f}", flush=True)
+                print(f"round {r + 1}, {name}: run {' / '.join(f'{w:.2f}' for w in walls)} s; reference "
+                      f"{len(ref_fits)} classes so far {ref_time[busy]:.1f} s; load {load[busy][-1]:.2f}", flush=True)
 
         width = len(str(args.classes - 1))
         dev = 0.0
         for name, busy in settings:
-            walls = sorted(w for w, _, _ in runs[busy])
-            median = float(np.median(walls))
-            wall, timings, out = min(runs[busy], key=lambda x: abs(x[0] - median))
             ref_total = ref_time[busy] / len(ref_idx) * args.classes
-            got = read_thresholds(out / "thresholds.csv")
-            dev = max(dev, max(abs(got[f"c{i:0{width}d}"][t] / (s * np.sqrt(stats.ncx2.ppf(t, k, lam))) - 1)
-                               for i in ref_idx for t in TARGETS for k, s, lam, _ in [ref_fits[i]]))
             print()
             print(f"== {name.upper()} (load average after each round: {', '.join(f'{x:.2f}' for x in load[busy])})")
-            print(f"END TO END `calibrate run` ({args.classes} classes): median {median:.2f} s of {args.rounds} "
-                  f"runs ({', '.join(f'{w:.2f}' for w in walls)})")
-            stages = timings["seconds"]
-            print(f"  stage timings of the median run (results.json): "
-                  + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()) + f"; total {timings['total']:.2f} s")
-            print(f"  outside the stages (interpreter start, imports, recipe validation, committing the outputs, "
-                  f"exit): {wall - timings['total']:.2f} s")
             print(f"REFERENCE Algorithm 1: {ref_time[busy] / len(ref_idx) * 1e3:.0f} ms per class x {args.classes} "
                   f"classes = {ref_total:.1f} s (timed on {len(ref_idx)} classes)")
-            print(f"RATIO reference / run: {ref_total / median:.0f}x (goal >= {GOAL:.0f}x: "
-                  f"{'OK' if ref_total / median >= GOAL else 'BELOW'}); reference / fit stage alone: "
-                  f"{ref_total / stages.get('fit ncx2-grid', float('nan')):.0f}x")
+            for label, command in commands:
+                walls = sorted(w for w, _, _ in runs[busy, label])
+                median = float(np.median(walls))
+                wall, timings, out = min(runs[busy, label], key=lambda x: abs(x[0] - median))
+                got = read_thresholds(out / "thresholds.csv")
+                dev = max(dev, max(abs(got[f"c{i:0{width}d}"][t] / (s * np.sqrt(stats.ncx2.ppf(t, k, lam))) - 1)
+                                   for i in ref_idx for t in TARGETS for k, s, lam, _ in [ref_fits[i]]))
+                stages = timings["seconds"]
+                print(f"{label.upper()}: END TO END `calibrate run` ({args.classes} classes): median {median:.2f} s of "
+                      f"{args.rounds} runs ({', '.join(f'{w:.2f}' for w in walls)})")
+                print(f"  stage timings of the median run (results.json): "
+                      + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()) + f"; total {timings['total']:.2f} s"
+                      + (f" (beside the run: {', '.join(timings['beside'])})" if timings.get("beside") else ""))
+                print(f"  outside the stages (interpreter start, imports, recipe validation, committing the outputs, "
+                      f"exit): {wall - timings['total']:.2f} s")
+                print(f"  RATIO reference / run: {ref_total / median:.0f}x (goal >= {GOAL:.0f}x: "
+                      f"{'OK' if ref_total / median >= GOAL else 'BELOW'}); reference / fit stage alone: "
+                      f"{ref_total / stages.get('fit ncx2-grid', float('nan')):.0f}x")
         print(f"check: run thresholds vs reference on {len(ref_idx)} classes, max relative difference {dev:.1e} "
               f"(must be <= {TOLERANCE:g}): {'OK' if dev <= TOLERANCE else 'FAIL'}")
 
