@@ -22,6 +22,9 @@ One run prints every figure, all measured in that run (load average printed):
 * **competing load** (``--competing N``, default 1): every round measures the run and its part of
   the reference a second time with N processes spinning on the CPU (busy loops started and stopped
   by the benchmark): on a 2-core machine, 1 takes the run's other core. Printed as a second block.
+* **CPU seconds**: the same ratio in CPU time (the run's processes, its forked ones included, against the
+  reference's), which is what a machine whose every core is busy shares out; steadier under load than
+  wall time, and blind to the second core.
 * **baseline** (``--baseline COMMAND``): another ``calibrate`` command (say, a script that runs the
   tree before a change) timed in the same rounds, right after the run, against the same reference.
 * **check**: the run's thresholds (thresholds.csv) equal the reference's on the reference classes
@@ -39,6 +42,7 @@ import contextlib
 import csv
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -73,9 +77,17 @@ def recipe_text(classes: int, train: int, test: int, seed: int) -> str:
 
 
 def timed(cmd: list[str], cwd: Path | None = None) -> float:
+    return timed_cpu(cmd, cwd)[0]
+
+
+def timed_cpu(cmd: list[str], cwd: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and every process it started and waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 @contextlib.contextmanager
@@ -137,7 +149,9 @@ def main() -> None:
         commands = [("this tree", exe)] + ([("baseline", args.baseline)] if args.baseline else [])
         runs: dict[tuple[int, str], list[tuple[float, dict, Path]]] = {(k, c): [] for _, k in settings
                                                                         for c, _ in commands}
+        cpu: dict[tuple[int, str], list[float]] = {key: [] for key in runs}
         ref_time = {k: 0.0 for _, k in settings}
+        ref_cpu = {k: 0.0 for _, k in settings}
         ref_fits: dict[int, tuple] = {}
         load: dict[int, list[float]] = {k: [] for _, k in settings}
         for r, part in enumerate(np.array_split(ref_idx, args.rounds)):
@@ -146,14 +160,17 @@ def main() -> None:
                     walls = []
                     for label, command in commands:
                         out = work / f"out{r}-{busy}-{len(walls)}"
-                        walls.append(timed([command, "run", "-q", str(recipe), "--out", str(out)], cwd=work))
+                        wall, seconds = timed_cpu([command, "run", "-q", str(recipe), "--out", str(out)], cwd=work)
+                        walls.append(wall)
+                        cpu[busy, label].append(seconds)
                         runs[busy, label].append((walls[-1], json.loads((out / "results.json").read_text())["timings"],
                                                   out))
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     for i in part:
                         d = values[:, i]
                         ref_fits[i] = reference_fit(d, DIMS, reference_grid(d))
                     ref_time[busy] += time.perf_counter() - t0
+                    ref_cpu[busy] += time.process_time() - c0
                     load[busy].append(os.getloadavg()[0])
                 print(f"round {r + 1}, {name}: run {' / '.join(f'{w:.2f}' for w in walls)} s; reference "
                       f"{len(ref_fits)} classes so far {ref_time[busy]:.1f} s; load {load[busy][-1]:.2f}", flush=True)
@@ -184,6 +201,10 @@ def main() -> None:
                 print(f"  RATIO reference / run: {ref_total / median:.0f}x (goal >= {GOAL:.0f}x: "
                       f"{'OK' if ref_total / median >= GOAL else 'BELOW'}); reference / fit stage alone: "
                       f"{ref_total / stages.get('fit ncx2-grid', float('nan')):.0f}x")
+                run_cpu = float(np.median(cpu[busy, label]))
+                print(f"  CPU seconds (all the run's processes; what counts when every core is busy): run "
+                      f"{run_cpu:.2f} s (median), reference {ref_cpu[busy] / len(ref_idx) * args.classes:.1f} s: "
+                      f"{ref_cpu[busy] / len(ref_idx) * args.classes / run_cpu:.0f}x")
         print(f"check: run thresholds vs reference on {len(ref_idx)} classes, max relative difference {dev:.1e} "
               f"(must be <= {TOLERANCE:g}): {'OK' if dev <= TOLERANCE else 'FAIL'}")
 
