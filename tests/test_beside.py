@@ -191,3 +191,38 @@ def test_a_failure_while_the_prediction_runs_stops_it(tmp_path, monkeypatch):
         _score_run(tmp_path, monkeypatch, True, "out")
     assert time.monotonic() - started < 30  # the child was stopped, not waited for
     assert not (tmp_path / "out").exists() and not multiprocessing.active_children()
+
+
+@forks
+@pytest.mark.filterwarnings("ignore")
+def test_refitted_predictions_go_beside_only_where_the_recipe_names_no_executor(tmp_path, monkeypatch):
+    """ncx2-grid has no vectorised simulation: its refits run beside the run when no executor is named (the run's
+    other core), in line with one (they use its workers); the outputs are those of the run in line either way."""
+    where = tmp_path / "pids.txt"
+    real = prediction._refitted
+
+    def recording(*args, **kwargs):
+        with open(where, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(prediction, "_refitted", recording)
+
+    def run(name: str, enabled: bool, executor: str = ""):
+        monkeypatch.setattr(beside, "ENABLED", enabled)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text("version: 1\ndata: {plugin: synthetic-impostors, classes: 6, train: 300, test: 100, seed: 4}\n"
+                        "estimators: [{plugin: ncx2-grid}]\n"
+                        "evaluation: {targets: [0.05, 0.01], prediction: {replicates: 20, budget_s: 3600}}\n"
+                        f"output: {{dir: {tmp_path / name}, plots: false}}\n{executor}")
+        return calibrate.run(path), tmp_path / name
+
+    inline, a = run("inline", False)
+    besides, b = run("beside", True)
+    named, c = run("named", True, "executor: {plugin: serial}\n")
+    assert [pid == str(os.getpid()) for pid in where.read_text().split()] == [True, False, True]
+    assert "predicted_fpr_low" in inline.results["ncx2-grid"][0].extra
+    assert inline.notes == besides.notes == named.notes and inline.results == besides.results == named.results
+    _same_files(a, b)
+    _same_files(a, c)
+    assert not multiprocessing.active_children()

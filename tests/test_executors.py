@@ -17,6 +17,7 @@ import calibrate_builtins.estimators.ncx2.grid as ng
 from calibrate.api import run
 from calibrate.contract.base import RunContext
 from calibrate.contract.types import SetCollection
+from calibrate.running import beside
 from calibrate_builtins.executors.local import Processes, Serial
 
 RECIPE = """
@@ -60,6 +61,25 @@ def test_recipe_results_identical_across_executors(tmp_path, small_tasks, execut
     assert other[0] == serial[0], f"{executor}: thresholds.csv differs from the serial run"
     assert other[1] == serial[1], f"{executor}: models.csv differs from the serial run"
     assert serial[0].count("\n") == 1 + 3 * 24 * 2 and "\nexact," in serial[0] and "\nfast," in serial[0]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_run_without_executor_spreads_the_fits_and_gives_the_serial_bytes(tmp_path, small_tasks, monkeypatch):
+    spread, spread_map = [], beside.spread_map
+
+    def counting(function, items, on_done):
+        spread.append(len(items))
+        return spread_map(function, items, on_done)
+
+    monkeypatch.setattr(beside, "spread_map", counting)
+    serial = run_with(tmp_path, EXECUTORS[0])
+    assert spread == []  # `executor: serial` asked for one process
+    path, out = tmp_path / "default.yaml", tmp_path / "out-default"
+    path.write_text("\n".join(line for line in RECIPE.format(out=out, executor="").splitlines()
+                               if not line.startswith("executor:")))
+    run(path)
+    assert spread == [5, 5]  # the exact and the fast fit: 24 classes in chunks of 5
+    assert ((out / "thresholds.csv").read_text(), (out / "models.csv").read_text()) == serial
 
 
 def test_distances_identical_through_processes_and_blocked(small_tasks):

@@ -143,15 +143,15 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                           "one of them", source=source, where="data.impostors")
     out_dir, output = _output(raw, out, base_dir, source)
     seed = _seed(raw, source)
-    executor = _given(raw, "executor", "executor", source, "name one, e.g. `{plugin: processes}`")
-    executor = _component(registry, "executors", {"plugin": "serial"} if executor is None else executor, "executor",
-                          source, base_dir)
+    given_executor = _given(raw, "executor", "executor", source, "name one, e.g. `{plugin: processes}`")
+    executor = _component(registry, "executors", {"plugin": "serial"} if given_executor is None else given_executor,
+                          "executor", source, base_dir)
     return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
                   estimators=estimators, evaluators=evaluators, targets=targets, protocol=protocol,
                   output_dir=out_dir, plots=output.get("plots", True),
                   save_calibration=output.get("save_calibration", True), seed=seed, executor=executor, raw=raw,
                   default_transforms=default_transforms, defaults=tuple(defaults), prediction=prediction,
-                  normalizer=normalizer, groups=groups, same_group=same_group)
+                  normalizer=normalizer, groups=groups, same_group=same_group, spread=given_executor is None)
 
 
 #: ``data: {impostors: ...}``: what the thresholds are calibrated against (the core's key, for every dataset)

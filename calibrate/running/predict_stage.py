@@ -35,7 +35,7 @@ class PendingPredictions(Mapping):
 
         def work():
             # the child says nothing, counts its simulated galleries for the run to show, and uses none of its workers
-            quiet = replace(context, notes=[], reporter=self._count, progress=None, executor=None)
+            quiet = replace(context, notes=[], reporter=self._count, progress=None, executor=None, spreader=None)
             before = dict(times.seconds)
             out: dict = {}
             predict_stage(recipe, fitted, models, out, impostors, train_d, fold, fold_index, quiet, times)
