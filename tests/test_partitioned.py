@@ -272,6 +272,17 @@ class _Gated:
         register("gated", Gated)
 
 
+def _ended(process) -> bool:
+    """Whether a process has exited (gone, or a zombie its parent has yet to reap: it is not reaped here, since a child
+    of multiprocessing reaped behind its back stays in multiprocessing.active_children for good)."""
+    import psutil
+
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _kill_the_first_to_start(gate: Path, killed: list) -> None:
     """Wait until a gated fit starts on a worker, kill (SIGKILL) that worker, wait until it is gone, open the gate."""
     import time
@@ -286,7 +297,10 @@ def _kill_the_first_to_start(gate: Path, killed: list) -> None:
             time.sleep(0.01)
         worker = psutil.Process(int(started[0].name.split("-", 1)[1]))
         worker.kill()
-        worker.wait(timeout=GATE_TIMEOUT)
+        while not _ended(worker):  # not psutil's wait, which would reap the nanny's child behind its back
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
         killed.append(True)
     finally:
         (gate / "go").touch()
@@ -326,8 +340,10 @@ def _run_killing(tmp_path, name: str, allowed_failures: int):
 
 
 def _no_processes_left(timeout: float = 120.0):
-    """No worker or nanny process of ours is left once they have had time to exit (waited for as events, not slept
-    for); multiprocessing's resource tracker, one per test session, is not a worker and stays by design."""
+    """No worker or nanny process of ours is left once they have had time to exit (each waited for until it has ended,
+    :func:`_ended`); multiprocessing's resource tracker, one per test session, is not a worker."""
+    import time
+
     import psutil
 
     def command(p):
@@ -337,7 +353,10 @@ def _no_processes_left(timeout: float = 120.0):
             return ""
 
     ours = [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
-    _, alive = psutil.wait_procs(ours, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while not all(_ended(p) for p in ours) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [p for p in ours if not _ended(p)]
     if alive:
         print([command(p) for p in alive])
     return not alive
