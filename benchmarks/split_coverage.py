@@ -77,7 +77,7 @@ def cfp() -> Family | None:
     order = np.lexsort((files, y))
     X, y = X[order], y[order]
     first = np.r_[True, y[1:] != y[:-1]]
-    return Family("cfp", 1.0 - X[~first] @ X[first].T, y[~first], y[first])
+    return Family("cfp", np.maximum(1.0 - X[~first] @ X[first].T, 0.0), y[~first], y[first])
 
 
 def bssr1(name: str, file: str, top: float) -> Family | None:
@@ -181,7 +181,7 @@ def write_matrix(path: Path, fam: Family, rows: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["," + ",".join(fam.gallery.tolist())]
     for r in rows:
-        lines.append(fam.probe[r] + "," + ",".join(f"{v:.7g}" for v in fam.values[r]))
+        lines.append(fam.probe[r] + "," + ",".join(repr(float(v)) for v in fam.values[r]))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

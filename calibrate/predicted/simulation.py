@@ -281,6 +281,27 @@ def refit_plan(settings: PredictionSettings, fit_seconds: float | None, base_sec
                  f"{settings.replicates} of them")
 
 
+def plugged_in(world: Any, impostors: Any, model: Any, t: np.ndarray, settings: PredictionSettings,
+               why: str) -> Prediction:
+    """Replicates without refits, for an estimator whose refits do not fit the time budget (``why``): its own
+    thresholds judged in the world. Their FPR there, p_w, is the world's estimate from the training distances, as
+    uncertain as a count of K = p_w N of them (relative variance 1 / K, K at least 1/2: below the smallest distance
+    the world's tail alone speaks); the replicates are p_w exp(z_b / sqrt(K)) at the normal scores z_b of
+    ``settings.replicates`` galleries. What the estimator would do on other training samples is not simulated: the
+    interval is for these thresholds (the world's check, and how the training distances cluster, still apply)."""
+    from scipy.special import ndtri
+
+    tau = model._thresholds(t, model.all_rows())
+    p_w = world.gallery_fpr(world.class_fpr(tau))
+    k = np.maximum(p_w * float(impostors.values.size), 0.5)
+    b = settings.replicates
+    z = ndtri((np.arange(b) + 0.5) / b)
+    reps = np.minimum(p_w[None, :] * np.exp(z[:, None] / np.sqrt(k)[None, :]), 1.0)
+    pred = Prediction(t, settings.level, reps, None, None, 0, simulation="plug-in")
+    pred.budget_note = f"its thresholds judged in the world, without refits ({why})"
+    return pred
+
+
 def _refitted(estimator: Any, world: Any, t: np.ndarray, settings: PredictionSettings, seed: Sequence[int],
               context: Any, name: str, fit_seconds: float | None, base_seconds: float | None, *,
               confidence: float | None = None, ranks: np.ndarray | None = None) -> Prediction:

@@ -133,7 +133,7 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
                 models[spec.label], predicted = confidence.predict_model(
                     models[spec.label], estimator, impostors, recipe.targets, spec.confidence,
                     settings=recipe.prediction, seed=[recipe.seed, fold_index, index], context=context, world=world,
-                    fit_seconds=fit_seconds, base_seconds=times.total() - times.predicting())
+                    fit_seconds=fit_seconds, base_seconds=times.total() - times.predicting(), units=worlds.units())
             except DataError as exc:
                 if spec.confidence is not None:
                     raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated "

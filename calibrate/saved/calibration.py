@@ -296,7 +296,9 @@ class Calibration:
         if attempts is not None:
             if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) or attempts < 1:
                 raise CalibrationError(f"attempts must be a positive whole number of impostor attempts, got {attempts!r}")
-            low, high = measured_interval(as_array(p["replicates"], len(p["targets"])), int(attempts), float(p["level"]))
+            c = p.get("clustering")  # the evaluation's units taken to be the training's size
+            low, high = measured_interval(as_array(p["replicates"], len(p["targets"])), int(attempts), float(p["level"]),
+                                          c and c["cv2"], c and c["unit_size"])
             if not (np.isfinite(low[j]) and np.isfinite(high[j])):
                 raise CalibrationError(f"no predicted interval at target {e:g} for {attempts} attempts: none of the "
                                        "simulated galleries gave an FPR there")
@@ -340,7 +342,7 @@ class Calibration:
         if isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
             inner = self.estimator.enroll(self.model.inner, str(cls), distances)
             self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
-                                        self.model.independent)
+                                        self.model.independent, self.model.dispersion)
         else:
             self.model = self.estimator.enroll(self.model, str(cls), distances)
         if normalization is not None:  # in the model's order of classes (a class added goes last in both)

@@ -281,9 +281,11 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         label = f"{label}-c{100 * confidence:g}"
     if predict or confidence is not None:
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
-        world = choose_world(Worlds(impostors, dist), impostors, model, checked_targets)
+        worlds = Worlds(impostors, dist)
+        world = choose_world(worlds, impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
-                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds)
+                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds,
+                                         units=worlds.units())
         saved = predicted.saved(model.classes)
     _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,

@@ -226,7 +226,7 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
     count of attempts is used, none of their outcomes) and for the long run
     (``predicted_fpr_long_run_low/high``); ``attempts``: each fold's impostor attempts. Empty when the run
     predicted nothing."""
-    from calibrate.predicted.interval import PREDICTED, column_quantile, combine, measured_interval
+    from calibrate.predicted.interval import PREDICTED, column_quantile, combine, combined_cv2, measured_interval, unit_size
 
     preds = [f.predictions.get(label) for f in folds]
     if not preds or any(p is None for p in preds):
@@ -235,7 +235,9 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
         return {}
     level = preds[0].level
     reps = combine(preds, attempts)
-    low, high = measured_interval(reps, sum(attempts), level)
+    cv2 = combined_cv2(preds, attempts)
+    low, high = measured_interval(reps, sum(attempts), level, cv2,
+                                  None if cv2 is None else unit_size([f.test for f in folds]))
     t = np.asarray(targets, dtype=np.float64)
     out = {"predicted_fpr_low": _nones(low), "predicted_fpr_high": _nones(high),
            "predicted_ratio_low": _nones(low / t), "predicted_ratio_high": _nones(high / t),

@@ -1,0 +1,140 @@
+"""False accepts that cluster by probe (calibrate.predicted.clustering, issue 40): the heterogeneity measured from
+generated matrices whose probes' rates are known, the negative-binomial measured interval and the clustered
+order-statistic rank against scipy.stats, the widening of replicates, and a run on clustered probes widening its
+interval where independent probes do not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from calibrate.contract.types import DistanceMatrix, ImpostorDistances
+from calibrate.predicted.clustering import levels_for, measure, probe_units, unit_size, widen
+from calibrate.predicted.confidence import clustered_rank, order_statistic_rank
+from calibrate.predicted.interval import measured_interval
+
+
+def probe_matrix(rng: np.random.Generator, probes: int, classes: int, shape: float | None,
+                 images: int = 1) -> DistanceMatrix:
+    """Distances U / lambda: below a threshold t with probability lambda t (t lambda <= 1), lambda one per probe
+    identity, Gamma(shape, 1 / shape) (mean 1, squared coefficient of variation 1 / shape; None: all 1)."""
+    ids = np.repeat(np.arange(probes), images)
+    lam = np.ones(probes) if shape is None else rng.gamma(shape, 1.0 / shape, probes)
+    values = rng.random((ids.size, classes)) / lam[ids][:, None]
+    return DistanceMatrix(values, np.array([f"p{i}" for i in ids]), np.array([f"g{j}" for j in range(classes)]))
+
+
+def measured_cv2(matrix: DistanceMatrix, levels=(0.002, 0.005, 0.01, 0.02)) -> np.ndarray:
+    impostors = ImpostorDistances.from_matrix(matrix)
+    units = probe_units(matrix, impostors)
+    pooled = np.sort(impostors.values)
+    levels = np.asarray(levels)
+    tau = np.quantile(pooled, levels)[None, :].repeat(len(impostors), axis=0)
+    return measure(units, impostors, tau, levels).measured
+
+
+@pytest.mark.parametrize("shape", [1.0, 4.0])
+def test_the_units_heterogeneity_is_the_coefficient_of_variation_of_their_rates(shape):
+    """cv2 at each level is about 1 / shape, the squared coefficient of variation of the probes' rates (3,000 probes:
+    its sampling error is about sqrt(2 (1 + 6 / shape) / 3000) relative to it at these counts; 35% allowed)."""
+    m = probe_matrix(np.random.default_rng(1), 3000, 200, shape)
+    cv2 = measured_cv2(m)
+    assert np.all(np.abs(cv2 * shape - 1.0) < 0.35), cv2
+
+
+def test_independent_probes_measure_no_clustering_and_images_join_their_identity():
+    """Rates all 1: cv2 near 0 (within 3 of its standard errors, about sqrt(2 / 3000) / p s each). Five images of one
+    identity share its rate: counted as one unit, the heterogeneity is the identity's (1 / shape); and the matrix's
+    units line up with ImpostorDistances' order (class by class)."""
+    m = probe_matrix(np.random.default_rng(2), 3000, 200, None)
+    cv2 = measured_cv2(m)
+    assert np.all(np.abs(cv2) < 3 * np.sqrt(2 / 3000) / (np.array([0.002, 0.005, 0.01, 0.02]) * 199)), cv2
+    m5 = probe_matrix(np.random.default_rng(3), 600, 200, 2.0, images=5)
+    impostors = ImpostorDistances.from_matrix(m5)
+    units = probe_units(m5, impostors)
+    assert units.count == 600 and np.all(units.sizes == 5 * 200)  # no probe is of an enrolled class: all impostors
+    rows = np.arange(m5.values.shape[0])  # class g0's impostors: every row, in order, then g1's
+    labels = np.unique(m5.probe_classes)  # units are numbered in the labels' sorted order
+    assert np.array_equal(labels[units.unit[:2 * rows.size]], m5.probe_classes[np.tile(rows, 2)])
+    assert np.all(np.abs(measured_cv2(m5) * 2.0 - 1.0) < 0.45)
+
+
+def test_the_measured_interval_is_the_negative_binomial_where_probes_cluster():
+    """One replicate: its quantiles are scipy's negative binomial's of mean n p and variance (1 + cv2 p s) n p; with
+    cv2 0 they are the binomial's, as before."""
+    n, p, cv2, s = 200_000, 0.001, 6.0, 900.0
+    low, high = measured_interval(np.array([[p]]), n, 0.9, [cv2], s)
+    mean, excess = n * p, cv2 * p * s
+    r = mean / excess
+    nb = stats.nbinom(r, r / (r + mean))
+    assert (low[0] * n, high[0] * n) == pytest.approx((nb.ppf(0.05), nb.ppf(0.95)), abs=1e-6)
+    b_low, b_high = measured_interval(np.array([[p]]), n, 0.9, [0.0], s)
+    assert (b_low[0] * n, b_high[0] * n) == pytest.approx((stats.binom.ppf(0.05, n, p), stats.binom.ppf(0.95, n, p)),
+                                                         abs=1e-6)
+    assert (b_low[0], b_high[0]) == tuple(x[0] for x in measured_interval(np.array([[p]]), n, 0.9))
+
+
+@pytest.mark.parametrize("n,e,excess", [(100_000, 0.0005, 2.0), (50_000, 0.001, 0.5), (20_000, 0.0001, 5.0)])
+def test_the_clustered_rank_is_the_largest_the_negative_binomial_allows(n, e, excess):
+    k = clustered_rank(e, n, 0.95, excess)
+    mean = n * e
+    r = mean / excess
+    nb = stats.nbinom(r, r / (r + mean))
+    if k >= 1:
+        assert nb.sf(k - 1) >= 0.95 - 1e-9  # P(X >= k)
+    assert nb.sf(k) < 0.95
+    assert k <= order_statistic_rank(e, n, 0.95)  # clustered values allow no looser rank
+    assert clustered_rank(e, n, 0.95, 0.0) == order_statistic_rank(e, n, 0.95)
+
+
+def test_widen_adds_the_variance_to_the_log_and_keeps_the_median():
+    rng = np.random.default_rng(4)
+    reps = np.exp(rng.normal(np.log(0.001), 0.2, (4000, 2)))
+    reps[:, 1] = 0.002  # no spread: normal scores of the added variance
+    out = widen(reps, np.array([0.05, 0.09]))
+    sd = lambda x: np.diff(np.quantile(np.log(x), [0.05, 0.95]))[0] / 3.29  # noqa: E731
+    assert sd(out[:, 0]) ** 2 == pytest.approx(sd(reps[:, 0]) ** 2 + 0.05, rel=1e-6)
+    assert np.median(out[:, 0]) == pytest.approx(np.median(reps[:, 0]), rel=1e-6)
+    assert sd(out[:, 1]) == pytest.approx(0.3, rel=0.02)
+    assert np.array_equal(widen(reps, np.zeros(2)), reps)
+
+
+def test_unit_size_counts_each_identitys_attempts_over_matrices():
+    m = probe_matrix(np.random.default_rng(5), 10, 4, None, images=3)  # 10 identities x 3 images x 4 impostor classes
+    assert unit_size([m]) == pytest.approx(12.0)  # every identity 12 attempts: 10 x 144 / 120
+    assert unit_size([m, m]) == pytest.approx(24.0)  # the same identities in two folds: 24 each
+
+
+def test_levels_reach_from_the_smallest_target_to_five_percent():
+    lv = levels_for([0.001, 0.0001])
+    assert lv[0] == 0.0001 and lv[-1] == pytest.approx(0.05) and 0.001 in lv and np.all(np.diff(lv) > 0)
+
+
+def _run(matrix: DistanceMatrix, test: DistanceMatrix, targets):
+    from calibrate.contract.manager import build_registry
+    from calibrate.contract.base import RunContext
+    from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world, predict
+
+    est = build_registry().get("estimators", "generic-interp").factory()
+    impostors = ImpostorDistances.from_matrix(matrix)
+    model = est.fit(impostors, RunContext())
+    worlds = Worlds(impostors, matrix)
+    world = choose_world(worlds, impostors, model, targets)
+    return predict(est, impostors, targets, settings=PredictionSettings(), seed=[0], context=RunContext(), world=world,
+                   model=model, units=worlds.units())
+
+
+def test_a_prediction_widens_where_probes_cluster_and_not_where_they_do_not():
+    """The same sizes, probes clustered (rates Gamma(1/2): cv2 2) or not: the clustered interval's log-width is the
+    larger, by about the variance the heterogeneity adds (cv2 / 400 probes); the independent one's cv2 is near 0."""
+    t = np.array([0.01, 0.002])
+    rng = np.random.default_rng(6)
+    wide = _run(probe_matrix(rng, 400, 150, 0.5), None, t)
+    plain = _run(probe_matrix(rng, 400, 150, None), None, t)
+    var = lambda p: (np.log(p.high / p.low) / 3.29) ** 2  # noqa: E731
+    added = np.asarray(wide.clustering["threshold_variance"])
+    assert np.all(added > 2 * 0.5 / 400) and np.all(added < 2 * 2 / 400)
+    assert np.all(var(wide) - var(plain) > 0.5 * added)
+    assert wide.clustering["units"] == 400 and len(wide.clustering["cv2"]) == 2
+    assert np.all(np.asarray(plain.clustering["cv2"]) < 0.5)
