@@ -138,3 +138,45 @@ def test_a_prediction_widens_where_probes_cluster_and_not_where_they_do_not():
     assert np.all(var(wide) - var(plain) > 0.5 * added)
     assert wide.clustering["units"] == 400 and len(wide.clustering["cv2"]) == 2
     assert np.all(np.asarray(plain.clustering["cv2"]) < 0.5)
+
+
+def test_a_run_keeps_its_clustering_and_a_saved_calibration_answers_with_it(tmp_path):
+    """A score matrix whose probe identities cluster (five images each, Gamma(1/2) rates): results.json's interval for
+    the measured FPR is the negative binomial's on the evaluation's own units (wider than the binomial one), the
+    saved calibration keeps the clustering and the confident model its dispersion, and loaded they answer as the run."""
+    import json
+
+    import calibrate
+    from calibrate_test_helpers import write_recipe, write_scores
+
+    rng = np.random.default_rng(7)
+    train, test = probe_matrix(rng, 300, 60, 0.5, images=5), probe_matrix(rng, 300, 60, 0.5, images=5)
+    paths = [write_scores(tmp_path / f"{n}.csv", m.values, m.probe_classes.tolist(), m.gallery_classes.tolist())
+             for n, m in (("train", train), ("test", test))]
+    raw = {"version": 1, "data": {"plugin": "score-matrix", "train": str(paths[0]), "test": str(paths[1]),
+                                  "kind": "distance"},
+           "estimators": [{"plugin": "generic-interp"}, {"plugin": "generic-interp", "confidence": 0.95}],
+           "evaluation": {"targets": [0.01, 0.002], "prediction": {"replicates": 40}},
+           "output": {"dir": str(tmp_path / "out"), "plots": False}}
+    result = calibrate.run(write_recipe(tmp_path / "r.yaml", raw))
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = doc["estimators"]["generic-interp"]["targets"]
+    pred = result.folds[0].predictions["generic-interp"]
+    n = rows[0]["impostor_attempts"]
+    binomial = measured_interval(pred.replicates, n, 0.9)
+    for j, row in enumerate(rows):
+        assert row["predicted_fpr_low"] <= binomial[0][j] and row["predicted_fpr_high"] >= binomial[1][j]
+    assert rows[0]["predicted_fpr_high"] > binomial[1][0]  # strictly wider where the counts clump
+    saved = json.loads((tmp_path / "out" / "calibration.json").read_text())
+    entries = {e["label"]: e for e in saved["estimators"]} if isinstance(saved["estimators"], list) else saved["estimators"]
+    plain = entries["generic-interp"]
+    assert plain["prediction"]["clustering"]["units"] == 300
+    assert entries["generic-interp-c95"]["confidence"]["dispersion"]["unit_size"] == pytest.approx(5 * 60)
+    cal = calibrate.load(tmp_path / "out" / "calibration.json", "generic-interp")
+    # the training's units (300 of 5 images) are the evaluation's size here: the same interval as the run's
+    assert cal.predicted_fpr(0.01, attempts=n) == pytest.approx((rows[0]["predicted_fpr_low"], rows[0]["predicted_fpr_high"]))
+    conf = calibrate.load(tmp_path / "out" / "calibration.json", "generic-interp-c95")
+    assert conf.model.dispersion == pytest.approx(result.folds[0].models["generic-interp-c95"].dispersion)
+    table = result.folds[0].tables["generic-interp-c95"]
+    for i, cls in enumerate(table.classes[:5]):
+        assert conf.distance_threshold(cls, 0.002) == pytest.approx(table.values[i, 1], rel=1e-12)

@@ -16,22 +16,25 @@ Two ways, chosen per target:
 The rule (monotone by construction). Write k(e) for the order-statistic rank (0 below the target e0
 where it starts), OS(k) for the inner model's threshold at the pooled order statistic of rank k, u0
 for the smallest target the model-based curve meets (its bound at the strictest candidate) and
-M(e) for the inner threshold at the lowered target e'(e). Each bound is made a function of e on the
-whole range by reading it, below its own switch point, at that switch point: OS(max(k(e), 1)) and
-M(max(e, u0)). Both are non-decreasing in e (k(e) and e'(e) are, and so are the inner thresholds,
-by the estimator contract). Then
+M(e) for the inner threshold at the lowered target e'(e). Both are non-decreasing in e (k(e) and e'(e) are, and so
+are the inner thresholds, by the estimator contract). Then
 
-* threshold(e) = the elementwise minimum of those of the two that exist, when at least one bound is
-  met at e (k(e) >= 1 or e >= u0);
+* threshold(e) = OS(k(e)) where the order-statistic bound is met (k(e) >= 1): one bound keeps the promise, and
+  stacking the other on it (their minimum, before issue 40) only costs strictness;
+* below e0, the minimum of OS(1) and M(max(e, u0)) (those that exist) when the model-based bound is met (e >= u0);
 * the minimum of them and 0 when neither is met but the model-based curve exists (``model-unmet``:
   only exact matches, at most, are accepted);
 * a DataError when neither is met and there is no curve.
 
-The set of targets where a bound is met is an interval reaching up to 1, so threshold(e) is a
-minimum of non-decreasing functions of e alone: a looser target never gives a stricter threshold,
-asked in one call or one target per call. It keeps the promise: wherever a bound is met, the
-threshold is at or below that bound's own threshold (a value read at a switch point above e is only
-ever a cap). The method recorded for a target is the bound whose threshold is used.
+Below e0 every threshold is at most OS(1), and above it at least that, so a looser target never gives a stricter
+threshold, asked in one call or one target per call. It keeps the promise: wherever a bound is met, the threshold
+is at or below that bound's own threshold. The method recorded for a target is the bound whose threshold is used.
+
+Clustered values (issue 40). Where the training false accepts cluster by probe (calibrate.predicted.clustering),
+the count of pooled values below a quantile is overdispersed: the order-statistic rank is the negative binomial's
+(:func:`clustered_rank`, the dispersion kept with the model), and the model-based bound reads replicates widened
+by what clustering adds to a threshold's error. So the bound holds for the probes a deployment meets, not only
+for independent values.
 """
 
 from __future__ import annotations
@@ -190,10 +193,10 @@ class ConfidentModel(FittedModel):
         n = min(self.pool_size, self.independent) if self.independent else self.pool_size
         return clustered_rank(target, n, self.confidence, excess(self.dispersion, target))
 
-    def _plan(self, target: float) -> tuple[bool, int | None, float | None]:
-        """(met, rank read, lowered target read) at ``target``: whether a bound is met there; the rank
-        max(k, 1) of the order-statistic bound (None without pooled order statistics); the lowered
-        target e'(max(e, u0)) of the model-based bound (None without a curve)."""
+    def _plan(self, target: float) -> tuple[bool, int | None, float | None, bool]:
+        """(met, rank read, lowered target read, order statistic met) at ``target``: whether a bound is met there; the
+        rank max(k, 1) of the order-statistic bound (None without pooled order statistics); the lowered target
+        e'(max(e, u0)) of the model-based bound (None without a curve); whether k >= 1."""
         k = self.rank(target)
         rank = max(k, 1) if self.pool_size else None
         e_model = None if self.model_from is None else curve_target(max(target, self.model_from), self.grid, self.upper)
@@ -202,7 +205,7 @@ class ConfidentModel(FittedModel):
             raise DataError(f"confidence {self.confidence}: at target {target:g} the {self.pool_size or 0} pooled "
                             "training values are too few for an order-statistic bound, and this calibration holds no "
                             "model-based bound (its predicted interval could not be simulated)")
-        return met, rank, e_model
+        return met, rank, e_model, k >= 1
 
     def _candidates(self, targets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
         """Per target: whether a bound is met, the order-statistic and the model-based thresholds read
@@ -223,16 +226,17 @@ class ConfidentModel(FittedModel):
         the two bounds' thresholds order the classes differently (not for the built-ins: both are the same
         increasing map of one pooled quantity per class), the bound used by most classes."""
         met, os_t, model_t, plans = self._candidates(np.array([float(target)]), self.all_rows())
-        _, rank, e_model = plans[0]
+        _, rank, e_model, os_met = plans[0]
         if not met[0]:
             return "model-unmet", float(self.grid[0])
-        if rank is not None and (e_model is None or np.mean(os_t[:, 0] <= model_t[:, 0]) >= 0.5):
+        if os_met or (rank is not None and (e_model is None or np.mean(os_t[:, 0] <= model_t[:, 0]) >= 0.5)):
             return "order-statistic", float(rank)
         return "model", float(e_model)
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        met, os_t, model_t, _ = self._candidates(targets, rows)
-        out = np.minimum(os_t, model_t)
+        met, os_t, model_t, plans = self._candidates(targets, rows)
+        os_met = np.array([p[3] for p in plans], dtype=bool)
+        out = np.where(os_met[None, :], os_t, np.minimum(os_t, model_t))
         # no bound met: the promise cannot be kept by any threshold the model offers: accept only exact matches
         out[:, ~met] = np.minimum(out[:, ~met], 0.0)
         return out
