@@ -305,6 +305,35 @@ def render(cells: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compare(before: list[dict], after: list[dict], command: str) -> str:
+    """Per family and split, each estimator's measurable cells covered before and after (refused in brackets), and
+    per estimator over all of them."""
+    labels = [label for label, _, _ in ESTIMATORS if label != "auto-c95"]
+
+    def cell(cells: list[dict]) -> str:
+        given = [c for c in cells if c["covers"] is not None]
+        refused = len(cells) - len(given)
+        return f"{sum(c['covers'] for c in given)}/{len(cells)}" + (f" ({refused} refused)" if refused else "")
+
+    lines = [f"Produced by `{command}`: measurable cells covered of all measurable ones, before -> after (refused: "
+             "no interval).", "", "| Family | Split | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+    for fam, split in dict.fromkeys((c["family"], c["split"]) for c in after):
+        row = []
+        for label in labels:
+            pick = lambda cs: [c for c in cs if (c["family"], c["split"], c["estimator"]) == (fam, split, label)  # noqa: E731
+                               and measurable(c)]
+            row.append(f"{cell(pick(before))} -> {cell(pick(after))}")
+        lines.append(f"| {fam} | {split} | " + " | ".join(row) + " |")
+    row = []
+    for label in labels:
+        mine = [[c for c in cs if c["estimator"] == label and measurable(c)] for cs in (before, after)]
+        share = [np.mean([c["covers"] for c in m if c["covers"] is not None]) if any(c["covers"] is not None for c in m)
+                 else float("nan") for m in mine]
+        row.append(f"{cell(mine[0])} ({share[0]:.2f}) -> {cell(mine[1])} ({share[1]:.2f})")
+    lines.append("| all | all | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", nargs="+", choices=(*DEVELOPMENT, *HELD_OUT), default=list(DEVELOPMENT))
@@ -312,7 +341,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--tag", default="", help="a name for this run's JSON and tables (e.g. before, after)")
     parser.add_argument("--render-only", action="store_true")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), default=None,
+                        help="tags of two earlier runs: a before/after table of their coverage")
     args = parser.parse_args(argv)
+    if args.compare:
+        runs = [json.loads((OUT / f"coverage-{t}.json").read_text(encoding="utf-8")) for t in args.compare]
+        print(compare(*runs, f"python benchmarks/split_coverage.py --compare {' '.join(args.compare)}"))
+        return
     stem = OUT / ("coverage" + (f"-{args.tag}" if args.tag else ""))
     command = "python benchmarks/split_coverage.py" + "".join(
         [f" --families {' '.join(args.families)}"] + ([f" --splits {' '.join(args.splits)}"] if args.splits != list(SPLITS) else [])

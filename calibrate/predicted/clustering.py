@@ -16,7 +16,10 @@ It grows toward the tail (look-alikes dominate there), so it is measured at log-
 target up to LEVEL_TOP where at least MIN_COUNT distances lie below, and ``log cv2`` is fitted as a line in
 ``log e`` whose slope is held in [-1, 0] (cv2 at most inversely proportional to the level: the excess count
 ``phi - 1`` never grows toward the tail); the fit, not the noisy count at each target, is what a target reads, so
-the interval moves smoothly with the target.
+the interval moves smoothly with the target. Each level's cv2 enters the fit with a margin for its own sampling
+error (:func:`margin`, from the identities that hold that level's false accepts): a small sample of probes
+rarely holds the rare identities that dominate the tail, and then measures the least clustering exactly where
+its thresholds err the most.
 
 What it adds. (1) The threshold: the relative variance of the training count at a threshold grows from 1 / K to
 ``1 / K + cv2 sum n_u^2 / N^2``, so each target's replicates (achieved FPR over the world's galleries, which hold
@@ -87,6 +90,14 @@ def probe_units(train: Any, impostors: Any) -> ProbeUnits | None:
     return ProbeUnits(unit, sizes.astype(np.int64))
 
 
+def units_of(identity: np.ndarray) -> ProbeUnits | None:
+    """:class:`ProbeUnits` from each training impostor distance's probe identity (ImpostorDistances order; any labels
+    or codes); None with fewer than two identities."""
+    _, unit = np.unique(np.asarray(identity), return_inverse=True)
+    sizes = np.bincount(unit.ravel())
+    return ProbeUnits(unit.ravel().astype(np.int32), sizes.astype(np.int64)) if sizes.size >= 2 else None
+
+
 def unit_size(matrices: Sequence[Any]) -> float | None:
     """sum m_u^2 / sum m_u over the impostor attempts of the evaluation matrices, by probe identity (its attempts in
     every matrix together): the evaluation's units' size. None without attempts."""
@@ -112,28 +123,20 @@ class Clustering:
     levels: np.ndarray
     counts: np.ndarray
     measured: np.ndarray
-    #: the fitted line log cv2 = intercept + slope log e (intercept None: no level could be measured)
+    #: the line log cv2 = intercept + slope log e fitted to the measured cv2 times their :func:`margin`s
+    #: (intercept None: no level could be measured)
     intercept: float | None
     slope: float
-    #: the interval's level, at which the heterogeneity's own sampling error is allowed for (:meth:`cv2`)
+    #: the interval's level, at which the heterogeneity's own sampling error is allowed for (:func:`margin`)
     level: float = 0.9
 
-    @property
-    def margin(self) -> float:
-        """What cv2 is multiplied by for its own sampling error: a variance estimated from U units (U = 1 /
-        concentration, the effective number) is at most (U - 1) / chi2_{(1 - level) / 2}(U - 1) times the truth with
-        probability (1 + level) / 2 (normal units; heavier-tailed ones err more)."""
-        from scipy.special import chdtri
-
-        df = max(1.0 / self.concentration - 1.0, 1.0)
-        return float(df / chdtri(df, (1 + self.level) / 2))
-
     def cv2(self, e: np.ndarray) -> np.ndarray:
-        """The units' heterogeneity at levels ``e``, with its :attr:`margin` (0 where nothing could be measured)."""
+        """The units' heterogeneity at levels ``e``, its sampling error allowed for (0 where nothing could be
+        measured)."""
         e = np.asarray(e, dtype=np.float64)
         if self.intercept is None:
             return np.zeros(e.shape)
-        return self.margin * np.exp(self.intercept + self.slope * np.log(e))
+        return np.exp(self.intercept + self.slope * np.log(e))
 
     def threshold_variance(self, e: np.ndarray, training: int) -> np.ndarray:
         """The relative variance clustering adds to a threshold's achieved FPR at targets ``e``, fitted on ``training``
@@ -149,6 +152,17 @@ class Clustering:
                 "threshold_variance": [float(x) for x in self.threshold_variance(t, training)],
                 "levels": self.levels.tolist(), "level_counts": self.counts.tolist(),
                 "level_cv2": [float(x) if np.isfinite(x) else None for x in self.measured]}
+
+
+def margin(units: int, level: float) -> float:
+    """What a heterogeneity measured on ``units`` units that hold false accepts is multiplied by for its own sampling
+    error: a variance estimated from U units is at most (U - 1) / chi2_{(1 - level) / 2}(U - 1) times the truth with
+    probability (1 + level) / 2 (normal units; heavier-tailed ones err more). It is the units that hold the level's
+    false accepts that inform it: a tail held by a few identities is known from a few (1.6x at 30, 1.2x at 200)."""
+    from scipy.special import chdtri
+
+    df = max(float(units) - 1.0, 1.0)
+    return float(df / chdtri(df, (1 + level) / 2))
 
 
 def levels_for(targets: Sequence[float]) -> np.ndarray:
@@ -172,7 +186,7 @@ def measure(units: ProbeUnits, impostors: Any, thresholds: np.ndarray, levels: n
     n_u = units.sizes.astype(np.float64)
     n = float(n_u.sum())
     big_u = units.count
-    k_all, cv2 = np.zeros(levels.size), np.full(levels.size, np.nan)
+    k_all, cv2, held = np.zeros(levels.size), np.full(levels.size, np.nan), np.ones(levels.size)
     for j in range(levels.size):
         k_u = np.bincount(u[v <= tau[s, j]], minlength=big_u).astype(np.float64)
         k = float(k_u.sum())
@@ -182,15 +196,16 @@ def measure(units: ProbeUnits, impostors: Any, thresholds: np.ndarray, levels: n
         p = k / n
         phi = big_u / (big_u - 1) * float(np.sum((k_u - p * n_u) ** 2)) / (k * (1 - p))
         cv2[j] = (phi - 1) / (p * units.size)
+        held[j] = margin(np.count_nonzero(k_u), level)
     ok = np.isfinite(cv2) & (cv2 > 0)
     intercept, slope = None, ONE_LEVEL_SLOPE
     if np.isfinite(cv2).any() and not ok.any():
         intercept, slope = -np.inf, 0.0  # measured, and no unit is more alike than chance: no clustering
     elif ok.sum() == 1:
-        x, y = math.log(levels[ok][0]), math.log(cv2[ok][0])
+        x, y = math.log(levels[ok][0]), math.log(cv2[ok][0] * held[ok][0])
         intercept = y - slope * x
     elif ok.sum() >= 2:
-        x, y = np.log(levels[ok]), np.log(cv2[ok])
+        x, y = np.log(levels[ok]), np.log(cv2[ok] * held[ok])
         w = np.sqrt(k_all[ok])
         xm, ym = np.average(x, weights=w), np.average(y, weights=w)
         slope = float(np.clip(np.sum(w * (x - xm) * (y - ym)) / max(np.sum(w * (x - xm) ** 2), 1e-300), -1.0, 0.0))

@@ -136,10 +136,10 @@ def confidence_ranks(model: FittedModel, targets: Sequence[float], confidence: f
 
 def dispersion_of(found: Any) -> dict | None:
     """How the training false accepts cluster (calibrate.predicted.clustering.Clustering), as the confident model keeps
-    it: log cv2 = intercept + slope log e (its margin included) and the training units' size."""
+    it: log cv2 = intercept + slope log e (its sampling margin included) and the training units' size."""
     if found is None or found.intercept is None or not np.isfinite(found.intercept):
         return None
-    return {"intercept": float(found.intercept + math.log(found.margin)), "slope": float(found.slope),
+    return {"intercept": float(found.intercept), "slope": float(found.slope),
             "unit_size": float(found.size)}
 
 

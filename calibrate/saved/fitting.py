@@ -101,11 +101,11 @@ def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
     return {str(n): s[order[bounds[k]:bounds[k + 1]]] for k, n in enumerate(names)}
 
 
-def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[Any, Any]:
-    """The impostor scores and their classes, after checking the direction (calibrate.statistics.sanity) with
-    the genuine ones (``real == classes``); unchanged when ``real`` is None."""
+def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[Any, Any, Any]:
+    """The impostor scores, their classes and their probes' real classes (None without ``real``), after checking the
+    direction (calibrate.statistics.sanity) with the genuine ones (``real == classes``)."""
     if real is None:
-        return scores, classes
+        return scores, classes, None
     if isinstance(scores, Mapping) or classes is None:
         raise ParameterError("real= goes with an array of scores and classes (the probe's real class of each score)")
     try:
@@ -126,7 +126,20 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
                     f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
     if genuine.all():
         raise DataError(f"all {s.size} comparisons are genuine (real == classes); thresholds need impostor comparisons")
-    return s[~genuine], c[~genuine]
+    return s[~genuine], c[~genuine], r[~genuine]
+
+
+def _probe_units(classes: Any, real: Any) -> Any:
+    """The impostor scores' probe identities (their real classes) in the order the fit's ImpostorDistances lists
+    them (class by class in :func:`_padded`'s order, each class's scores as given): how their false accepts cluster
+    (calibrate.predicted.clustering); None without ``real``."""
+    from calibrate.predicted.clustering import units_of
+
+    if real is None:
+        return None
+    _, inverse = factorise(classes)
+    _, identity = factorise(real)
+    return units_of(np.asarray(identity)[np.argsort(inverse, kind="stable")])
 
 
 def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transform: Transform,
@@ -264,7 +277,8 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
     est_spec, tr_spec = _fit_specs(kind, estimator, params, transform, extra_plugins)
     checked_targets = tuple(check_target(t) for t in targets)
-    raw = _impostor_matrix(*_without_genuine(scores, classes, real, kind), kind)
+    imp_scores, imp_classes, imp_real = _without_genuine(scores, classes, real, kind)
+    raw = _impostor_matrix(imp_scores, imp_classes, kind)
     tr = tr_spec.build().fit(raw)
     dist = tr.apply(raw)
     impostors = ImpostorDistances.from_matrix(dist)
@@ -285,7 +299,7 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, kind: str | None 
         world = choose_world(worlds, impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
                                          seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds,
-                                         units=worlds.units())
+                                         units=_probe_units(imp_classes, imp_real))
         saved = predicted.saved(model.classes)
     _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
