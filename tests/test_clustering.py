@@ -161,6 +161,9 @@ def test_a_run_keeps_its_clustering_and_a_saved_calibration_answers_with_it(tmp_
     result = calibrate.run(write_recipe(tmp_path / "r.yaml", raw))
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     rows = doc["estimators"]["generic-interp"]["targets"]
+    # the confidence's cost is stated per target: the plain thresholds' FNR on the same genuine attempts (here no
+    # genuine attempts: probes of no enrolled class), so nothing is said
+    assert not [n for n in result.notes if "costs genuine users" in n]
     pred = result.folds[0].predictions["generic-interp"]
     n = rows[0]["impostor_attempts"]
     binomial = measured_interval(pred.replicates, n, 0.9)
