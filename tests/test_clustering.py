@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from calibrate.contract.types import DistanceMatrix, ImpostorDistances
-from calibrate.predicted.clustering import levels_for, measure, probe_units, unit_size, widen
+from calibrate.predicted.clustering import levels_for, measure, probe_units, unit_size, units_of, widen
 from calibrate.predicted.confidence import clustered_rank, order_statistic_rank
 from calibrate.predicted.interval import measured_interval
 
@@ -54,9 +54,13 @@ def test_independent_probes_measure_no_clustering_and_images_join_their_identity
     impostors = ImpostorDistances.from_matrix(m5)
     units = probe_units(m5, impostors)
     assert units.count == 600 and np.all(units.sizes == 5 * 200)  # no probe is of an enrolled class: all impostors
-    rows = np.arange(m5.values.shape[0])  # class g0's impostors: every row, in order, then g1's
     labels = np.unique(m5.probe_classes)  # units are numbered in the labels' sorted order
-    assert np.array_equal(labels[units.unit[:2 * rows.size]], m5.probe_classes[np.tile(rows, 2)])
+    assert np.array_equal(labels[units.of_row], m5.probe_classes)
+    # given per distance instead (ImpostorDistances order: class by class, each class's rows in order), the same
+    per_value = units_of(np.tile(m5.probe_classes, len(impostors)))
+    tau = np.quantile(impostors.values, [0.005, 0.01])[None, :].repeat(len(impostors), axis=0)
+    levels = np.array([0.005, 0.01])
+    assert np.array_equal(measure(per_value, impostors, tau, levels).measured, measure(units, impostors, tau, levels).measured)
     assert np.all(np.abs(measured_cv2(m5) * 2.0 - 1.0) < 0.45)
 
 
