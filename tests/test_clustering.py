@@ -187,3 +187,27 @@ def test_a_run_keeps_its_clustering_and_a_saved_calibration_answers_with_it(tmp_
     table = result.folds[0].tables["generic-interp-c95"]
     for i, cls in enumerate(table.classes[:5]):
         assert conf.distance_threshold(cls, 0.002) == pytest.approx(table.values[i, 1], rel=1e-12)
+
+
+def test_an_estimator_over_the_refit_budget_is_judged_in_the_world():
+    """plugged_in: the replicates centre on the world's FPR at the estimator's own thresholds (computed here from the
+    world's class CDFs directly) and spread as a count of that many training distances would (log-sd 1 / sqrt(K))."""
+    from calibrate.contract.base import RunContext
+    from calibrate.contract.manager import build_registry
+    from calibrate.predicted.interval import PredictionSettings, build_world
+    from calibrate.predicted.simulation import plugged_in
+
+    rng = np.random.default_rng(8)
+    imp = ImpostorDistances.from_lists({f"c{i}": np.exp(rng.normal(1.0 + 0.1 * i, 0.3, 400)) for i in range(30)})
+    model = build_registry().get("estimators", "znorm").factory().fit(imp, RunContext())
+    world = build_world(imp)
+    t = np.array([0.01, 0.002])
+    pred = plugged_in(world, imp, model, t, PredictionSettings(), "over budget")
+    tau = model.thresholds(t).values
+    per_class = world.shape_cdf((np.log(tau + world.offset) - world.loc[:, None]) / world.scale[:, None])
+    p_w = per_class.mean(axis=0)  # equal class sizes: the gallery's FPR is the classes' mean
+    # the median of 100 normal scores is +-0.0125 about 0: within a relative 1e-3 of p_w at these spreads
+    assert np.median(pred.replicates, axis=0) == pytest.approx(p_w, rel=1e-3)
+    sd = np.log(pred.high / pred.low) / (2 * 1.6448536)
+    assert sd == pytest.approx(1 / np.sqrt(np.maximum(p_w * imp.values.size, 0.5)), rel=0.05)
+    assert pred.simulation == "plug-in" and "over budget" in pred.budget_note

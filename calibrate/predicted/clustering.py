@@ -29,6 +29,10 @@ variance grows by that much (:func:`widen`). (2) The evaluation: the count of fa
 taken as overdispersed by ``1 + cv2 p s_eval``, s_eval the evaluation's own units' size (its probe identities'
 attempts, a layout and no outcome: :func:`unit_size`), a negative binomial instead of the binomial
 (calibrate.predicted.interval_result.measured_interval).
+
+What it assumes: the probes a deployment meets are new identities drawn like the training's. Where they are the
+training's own identities (other images of the same people), a wolf in the training is a wolf in the evaluation
+too, the two errors partly cancel, and the interval (and a confidence bound) is wider than it needs to be.
 """
 
 from __future__ import annotations
