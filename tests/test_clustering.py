@@ -189,25 +189,33 @@ def test_a_run_keeps_its_clustering_and_a_saved_calibration_answers_with_it(tmp_
         assert conf.distance_threshold(cls, 0.002) == pytest.approx(table.values[i, 1], rel=1e-12)
 
 
-def test_an_estimator_over_the_refit_budget_is_judged_in_the_world():
-    """plugged_in: the replicates centre on the world's FPR at the estimator's own thresholds (computed here from the
-    world's class CDFs directly) and spread as a count of that many training distances would (log-sd 1 / sqrt(K))."""
+def test_an_estimator_over_the_refit_budget_is_judged_on_the_training_data():
+    """plugged_in: the replicates' median is the geometric mean of the world's FPR at the estimator's own thresholds
+    (computed here from the world's class CDFs directly) and the training count's there (counted here), and their
+    90% range reaches both, and at least a count's sampling error either way."""
     from calibrate.contract.base import RunContext
     from calibrate.contract.manager import build_registry
     from calibrate.predicted.interval import PredictionSettings, build_world
     from calibrate.predicted.simulation import plugged_in
+    from calibrate.predicted.world import training_check
 
     rng = np.random.default_rng(8)
     imp = ImpostorDistances.from_lists({f"c{i}": np.exp(rng.normal(1.0 + 0.1 * i, 0.3, 400)) for i in range(30)})
-    model = build_registry().get("estimators", "znorm").factory().fit(imp, RunContext())
+    model = build_registry().get("estimators", "class-interp").factory().fit(imp, RunContext())
     world = build_world(imp)
-    t = np.array([0.01, 0.002])
-    pred = plugged_in(world, imp, model, t, PredictionSettings(), "over budget")
+    t = np.array([0.05, 0.02])
     tau = model.thresholds(t).values
+    pred = plugged_in(world, imp, tau, training_check(world, imp, tau), t, PredictionSettings(), "over budget")
     per_class = world.shape_cdf((np.log(tau + world.offset) - world.loc[:, None]) / world.scale[:, None])
     p_w = per_class.mean(axis=0)  # equal class sizes: the gallery's FPR is the classes' mean
-    # the median of 100 normal scores is +-0.0125 about 0: within a relative 1e-3 of p_w at these spreads
-    assert np.median(pred.replicates, axis=0) == pytest.approx(p_w, rel=1e-3)
+    # the training count at the thresholds: each class's continuous rank of its threshold among its sorted distances
+    # (linear between order statistics), over sum (n_c + 1)
+    ranks = np.array([[np.interp(tau[i, j], np.sort(imp.of(i)), np.arange(1, 401)) if tau[i, j] >= imp.of(i).min()
+                       else 0.0 for j in range(2)] for i in range(30)])
+    p_t = ranks.sum(axis=0) / (30 * 401)
+    # the median of 100 normal scores is +-0.0125 sd about 0: within a relative 1e-3 of the middle here
+    assert np.median(pred.replicates, axis=0) == pytest.approx(np.sqrt(p_w * p_t), rel=1e-3)
+    assert np.all(pred.low <= np.minimum(p_w, p_t)) and np.all(pred.high >= np.maximum(p_w, p_t))
     sd = np.log(pred.high / pred.low) / (2 * 1.6448536)
-    assert sd == pytest.approx(1 / np.sqrt(np.maximum(p_w * imp.values.size, 0.5)), rel=0.05)
+    assert np.all(sd >= 0.95 / np.sqrt(p_t * 30 * 401))  # the 5-95% of 100 normal scores: +-1.61, not 1.645
     assert pred.simulation == "plug-in" and "over budget" in pred.budget_note

@@ -76,7 +76,7 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
     the training distances, whose thresholds the world is checked at (per target ``status``).
     ``fit_seconds``: what that fit took (a refit's cost); ``base_seconds``: the run's time so far (the
     refits' budget is a share of it), and when not even MIN_REPLICATES refits fit it, the model's own thresholds
-    are judged in the world instead (:func:`calibrate.predicted.simulation.plugged_in`); ``units``: the training
+    are judged on the training data instead (:func:`calibrate.predicted.simulation.plugged_in`); ``units``: the training
     distances' probe identities (calibrate.predicted.clustering.probe_units), whose clustering widens the
     replicates (with ``model``). With ``confidence``, every replicate is refitted, also on the grid of candidate
     targets of the model-based bound and at the order-statistic ``ranks`` (one per target, 0 where none) of
@@ -95,7 +95,8 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
             with context.stage(f"{name}: predicted FPR, simulated galleries", settings.replicates, "galleries") as task:
                 pred = _simulated([estimator], world, t, settings, seed, task)[0]
     elif confidence is None and model is not None and refit_plan(settings, fit_seconds, base_seconds)[0] == 0:
-        pred = plugged_in(world, impostors, model, t, settings, refit_plan(settings, fit_seconds, base_seconds)[1])
+        tau, checks = _training_check(world, impostors, model, t)
+        pred = plugged_in(world, impostors, tau, checks, t, settings, refit_plan(settings, fit_seconds, base_seconds)[1])
     elif confidence is None:
         pred = _refitted(estimator, world, t, settings, seed, context, name, fit_seconds, base_seconds)
     else:

@@ -281,24 +281,35 @@ def refit_plan(settings: PredictionSettings, fit_seconds: float | None, base_sec
                  f"{settings.replicates} of them")
 
 
-def plugged_in(world: Any, impostors: Any, model: Any, t: np.ndarray, settings: PredictionSettings,
+def plugged_in(world: Any, impostors: Any, tau: np.ndarray, checks: list, t: np.ndarray, settings: PredictionSettings,
                why: str) -> Prediction:
     """Replicates without refits, for an estimator whose refits do not fit the time budget (``why``): its own
-    thresholds judged in the world. Their FPR there, p_w, is the world's estimate from the training distances, as
-    uncertain as a count of K = p_w N of them (relative variance 1 / K, K at least 1/2: below the smallest distance
-    the world's tail alone speaks); the replicates are p_w exp(z_b / sqrt(K)) at the normal scores z_b of
-    ``settings.replicates`` galleries. What the estimator would do on other training samples is not simulated: the
-    interval is for these thresholds (the world's check, and how the training distances cluster, still apply)."""
+    thresholds ``tau`` (classes x targets) judged on the training data. Two estimates of their FPR: the world's,
+    p_w, and the training count's, p_t (``checks``: calibrate.predicted.world.training_check there, K distances
+    below). Neither is exact for thresholds fitted to these very distances (the count is biased low where a class's
+    threshold follows its own tail, the world's shape is auto's, not the estimator's), so the replicates span both:
+    log-normal about the middle of their logs, with the variance of a count of K (K at least 1/2, and p_w N where
+    no training distance lies below) plus that of their half-distance read as 1.645 standard deviations, at the
+    normal scores of ``settings.replicates`` galleries. What the estimator would do on other training samples is not
+    simulated: the interval is for these thresholds (the world's check, and how the training distances cluster,
+    still apply)."""
     from scipy.special import ndtri
 
-    tau = model._thresholds(t, model.all_rows())
     p_w = world.gallery_fpr(world.class_fpr(tau))
-    k = np.maximum(p_w * float(impostors.values.size), 0.5)
+    p_t = np.array([c["empirical_fpr"] for c in checks], dtype=np.float64)
+    k = np.array([c["support"] for c in checks], dtype=np.float64)
+    both = (p_t > 0) & (p_w > 0)
+    log_w = np.log(np.maximum(p_w, 1e-300))
+    centre = np.where(both, 0.5 * (log_w + np.log(np.where(both, p_t, 1.0))), log_w)
+    half = np.where(both, np.abs(log_w - centre), 0.0)
+    k = np.maximum(np.where(k > 0, k, p_w * float(impostors.values.size)), 0.5)
+    sd = np.sqrt(1.0 / k + (half / 1.6448536269514722) ** 2)
     b = settings.replicates
     z = ndtri((np.arange(b) + 0.5) / b)
-    reps = np.minimum(p_w[None, :] * np.exp(z[:, None] / np.sqrt(k)[None, :]), 1.0)
+    reps = np.minimum(np.exp(centre[None, :] + z[:, None] * sd[None, :]), 1.0)
+    reps[:, p_w <= 0] = 0.0
     pred = Prediction(t, settings.level, reps, None, None, 0, simulation="plug-in")
-    pred.budget_note = f"its thresholds judged in the world, without refits ({why})"
+    pred.budget_note = f"its thresholds judged on the training data, without refits ({why})"
     return pred
 
 
