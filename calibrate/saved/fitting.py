@@ -144,6 +144,19 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str,
     return s[~genuine], c[~genuine], r[~genuine]
 
 
+def _probe_units(classes: Any, real: Any) -> Any:
+    """The impostor scores' probe identities (their real classes) in the order the fit's ImpostorDistances lists
+    them (class by class in :func:`_padded`'s order, each class's scores as given): how their false accepts cluster
+    (calibrate.predicted.clustering); None without ``real``."""
+    from calibrate.predicted.clustering import units_of
+
+    if real is None:
+        return None
+    _, inverse = factorise(classes)
+    _, identity = factorise(real)
+    return units_of(np.asarray(identity)[np.argsort(inverse, kind="stable")])
+
+
 def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transform: Transform,
                        order: tuple[str, ...]) -> GenuineDistances | None:
     """The genuine comparisons (``real == classes``) as distances through the fitted transform, per class in
@@ -378,9 +391,11 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, impostors_only: b
             warnings.warn(f"calibrate.fit: no predicted FPR intervals: {exc}", stacklevel=2)
     elif predict or confidence is not None:
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
-        world = choose_world(Worlds(impostors, dist), impostors, model, checked_targets)
+        worlds = Worlds(impostors, dist)
+        world = choose_world(worlds, impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
-                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds)
+                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds,
+                                         units=_probe_units(c, r))
         saved = predicted.saved(model.classes)
     _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,
