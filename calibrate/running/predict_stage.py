@@ -8,6 +8,8 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 
+import numpy as np
+
 from calibrate.running import beside
 from calibrate.predicted import confidence
 from calibrate.predicted import interval as prediction
