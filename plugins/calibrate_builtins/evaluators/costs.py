@@ -126,12 +126,9 @@ def _same_group_scores(folds: list[FoldAttempts], labelled: int) -> list[np.ndar
     """Per labelled group, every fold's same-group impostor attempts of its classes, as distances, sorted."""
     parts: list[list[np.ndarray]] = [[] for _ in range(labelled)]
     for fa in folds:
-        rows, cols = np.nonzero(fa.impostor)
-        claimed = fa.class_groups[cols]
-        same = (claimed == fa.probe_groups[rows]) & (claimed < labelled)
-        values = fa.sign * fa.values[rows[same], cols[same]]
-        for g in range(labelled):
-            parts[g].append(values[claimed[same] == g])
+        for g in range(labelled):  # the group's block of rows and columns, not an index of every impostor cell
+            block = np.ix_(np.flatnonzero(fa.probe_groups == g), np.flatnonzero(fa.class_groups == g))
+            parts[g].append(fa.sign * fa.values[block][fa.impostor[block]])
     return [np.sort(np.concatenate(p)) for p in parts]
 
 
