@@ -200,15 +200,8 @@ class Auto(Estimator):
         return np.fromiter(self.class_shift.values(), dtype=np.float64, count=classes)
 
     def partitioned(self):
-        """Sharded data: no genuine comparisons reach a sharded fit, so ``choose`` is one pooled threshold there (said
-        in the run's notes); ``bulk`` and ``one`` are fitted shard by shard, ``anchored`` is refused."""
-        from .partitioned import AutoPartitioned
+        """Sharded data: the structure chosen as in memory (partitioned_auto.py: the same classes judged by the same
+        code), or the one given, fitted shard by shard."""
+        from .partitioned_auto import AutoChoosing, structure_fitter
 
-        if self.structure == "anchored":
-            return None
-        fitter = AutoPartitioned(AUTO_CONFIG if self.structure == "bulk" else {**AUTO_CONFIG, "structure": "one"})
-        if self.structure == "choose":
-            fitter.note = ("auto in a sharded run: one pooled threshold for every class (a sharded run does not yet "
-                           "pass training genuine comparisons to choose a class-specific structure by; "
-                           "`structure: bulk` fits auto-bulk's shard by shard)")
-        return fitter
+        return AutoChoosing() if self.structure == "choose" else structure_fitter(self.structure)

@@ -95,3 +95,97 @@ def shifted_model(model, impostors, pooled_z: np.ndarray, shift: np.ndarray, tai
                        tail_params["shape_bounds"])
     return ZnormModel(model.classes, model.loc + model.scale * shift, model.scale, model.n, model.family, model.offset,
                       True, False, sorted_z, tail, model.min_tail_count, anchor=model.anchor)
+
+
+# ---- the same shifts over a sharded gallery (calibrate.contract.sharded.select_ranks) -----------------------------
+
+def _quantile_ranks(n: int, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(k, lo, hi) of :func:`_lowest_quantile` at ``shares`` of ``n`` values: the 1-based ranks it reads."""
+    need = int(min(n, math.ceil(float(np.max(shares)) * n) + 2))
+    k = np.clip(shares * n, 1.0, float(n))
+    return k, np.clip(np.floor(k).astype(np.int64), 1, need), np.clip(np.ceil(k).astype(np.int64), 1, need)
+
+
+def _quantile_of(n: int, shares: np.ndarray, at: dict) -> np.ndarray:
+    """:func:`_lowest_quantile`'s arithmetic on the order statistics ``at`` ({0-based rank: value}) it reads."""
+    k, lo, hi = _quantile_ranks(n, shares)
+    low_lo = np.array([at[int(r) - 1] for r in lo])
+    low_hi = np.array([at[int(r) - 1] for r in hi])
+    return low_lo + np.where(hi > lo, k - lo, 0.0) * (low_hi - low_lo)
+
+
+def _wanted(n: int, shares: np.ndarray) -> list[int]:
+    _, lo, hi = _quantile_ranks(n, shares)
+    return sorted({int(r) - 1 for r in np.r_[lo, hi]})
+
+
+def _shift_sets(training, arg) -> dict:
+    """The value sets one round of :func:`sharded_group_shifts` reads from a shard: ``y``, each measured group's
+    same-group scores ``g<k>``, the shifted scores ``pooled``."""
+    values_fn, values_arg, what, shifts, groups = arg
+    z, y = values_fn(training, values_arg)
+    of = training.groups
+    own = np.repeat(of.of_class, training.impostors.counts())
+    if what == "tau":
+        return {"y": y}
+    out = {"pooled": z - shifts[own]}
+    if groups:
+        same = (of.of_impostor == own) & (own < len(of.names))
+        out.update({f"g{g}": z[same & (own == g)] for g in groups})
+    return out
+
+
+def _reference_counts(training, arg, index) -> np.ndarray:
+    """Per labelled group: its same-group training distances (column 0) and those at or below each ``tau``."""
+    values_fn, values_arg, tau = arg
+    _, y = values_fn(training, values_arg)
+    of = training.groups
+    own = np.repeat(of.of_class, training.impostors.counts())
+    same = (of.of_impostor == own) & (own < len(of.names))
+    out = np.zeros((len(of.names), 1 + tau.size), dtype=np.int64)
+    for g in range(len(of.names)):
+        mine = y[same & (own == g)]
+        out[g] = [mine.size] + [np.count_nonzero(mine <= t) for t in tau]
+    return out
+
+
+def sharded_group_shifts(runner, values_fn, values_arg, n_groups: int) -> np.ndarray:
+    """:func:`group_shifts` over every shard of a sharded gallery (the same numbers: the quantiles read the same
+    order statistics, found exactly by calibrate.contract.sharded.select_ranks): ``values_fn(training, values_arg)``
+    gives a shard's (standardised scores z, working-scale values y) in its value order, as group_shifts takes
+    them for a whole gallery. Two passes for one pooled threshold's quantiles, one for each group's share below
+    them, then two for each round."""
+    from calibrate.contract.sharded import select_ranks
+
+    shifts = np.zeros(n_groups + 1)
+    levels = np.asarray(LEVELS, dtype=np.float64)
+    n, got = select_ranks(runner, _shift_sets, (values_fn, values_arg, "tau", shifts, ()),
+                          lambda n: {"y": _wanted(n["y"], levels)})
+    tau = _quantile_of(n["y"], levels, got["y"])
+    counts = sum(runner.map_training(_reference_counts, (values_fn, values_arg, tau)))
+    size = counts[:, 0]
+    reference = counts[:, 1:] / np.maximum(size, 1)[:, None]
+    use = [np.flatnonzero(reference[g] * size[g] >= MIN_EXPECTED)[-LOWEST:] for g in range(n_groups)]
+    measured = [g for g in range(n_groups) if use[g].size]
+    if len(measured) < 2:
+        return shifts
+    own_at = None
+    for _ in range(ROUNDS):
+        groups = tuple(measured) if own_at is None else ()
+
+        def wanted(n, groups=groups):
+            out = {"pooled": _wanted(n["pooled"], levels)}
+            out.update({f"g{g}": _wanted(n[f"g{g}"], reference[g][use[g]]) for g in groups})
+            return out
+
+        n, got = select_ranks(runner, _shift_sets, (values_fn, values_arg, "round", shifts, groups), wanted)
+        pooled = _quantile_of(n["pooled"], levels, got["pooled"])
+        if own_at is None:  # each group's own quantiles do not depend on the shifts
+            own_at = {g: _quantile_of(n[f"g{g}"], reference[g][use[g]], got[f"g{g}"]) for g in measured}
+        new = shifts.copy()
+        for g in measured:
+            new[g] = float(np.median(own_at[g] - pooled[use[g]]))
+        if np.allclose(new, shifts, atol=1e-6):
+            break
+        shifts = new
+    return shifts
