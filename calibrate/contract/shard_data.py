@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -190,7 +190,7 @@ def read_split(job: ShardJob):
                                                  job.groups.codes(m.gallery_classes), job.groups.labelled)
             masked.append(new)
             left_out, kept = left_out + out, kept + inside
-        split = ScoreSplit(masked[0], masked[1], split.missing, split.source, split.missing_by_file)
+        split = replace(split, train=masked[0], test=masked[1])
     return split, columns, absent, notes, left_out, kept
 
 
