@@ -16,15 +16,11 @@ import os
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from calibrate.contract.comparisons import DistanceMatrix, GenuineDistances, ImpostorDistances
 from calibrate.contract.labels import GroupLabels, TrainingGroups, factorise
-
-if TYPE_CHECKING:
-    from calibrate.contract.sharded import ShardJob
 
 
 def other_group(probe: np.ndarray, claimed: np.ndarray, labelled: int) -> np.ndarray:
@@ -157,7 +153,7 @@ def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d, genu
     os.replace(temp, path)
 
 
-def _load_shard_data(job: ShardJob, evaluation: bool, training: bool = False):
+def _load_shard_data(job, evaluation: bool, training: bool = False):
     from calibrate.contract.types import DistanceMatrix
 
     count = len(_CACHED) if evaluation else _TRAINING if training else 3
@@ -175,7 +171,7 @@ def _load_shard_data(job: ShardJob, evaluation: bool, training: bool = False):
     return impostors, test_d, ShardTraining(impostors, genuine, groups)
 
 
-def read_split(job: ShardJob):
+def read_split(job):
     """(split, columns, absent, notes, left out, kept) of one shard as the run fits it: read, and with ``impostors:
     same-group`` the impostor comparisons of a labelled class with a probe of another group made invalid in both
     matrices (left out and kept: how many impostor comparisons)."""
@@ -194,7 +190,7 @@ def read_split(job: ShardJob):
     return split, columns, absent, notes, left_out, kept
 
 
-def training_of(job: ShardJob, train_d) -> ShardTraining:
+def training_of(job, train_d) -> ShardTraining:
     """A shard's training side from its transformed training matrix."""
     impostors = ImpostorDistances.from_matrix(train_d)
     genuine = GenuineDistances.from_matrix(train_d, impostors.classes)
@@ -207,7 +203,7 @@ def training_of(job: ShardJob, train_d) -> ShardTraining:
     return ShardTraining(impostors, genuine, groups)
 
 
-def shard_data(job: ShardJob, evaluation: bool = True):
+def shard_data(job, evaluation: bool = True):
     """(training impostor distances, evaluation distances) of one shard; the evaluation distances
     (transformed and checked) only when ``evaluation``, else None. From the job's cache when it has one (the
     same arrays: pass 0 computed them with a transform of the same parameters and fitted state), else read."""
@@ -217,7 +213,7 @@ def shard_data(job: ShardJob, evaluation: bool = True):
     return training.impostors, test_d
 
 
-def shard_training(job: ShardJob, evaluation: bool = False) -> tuple[ShardTraining, object]:
+def shard_training(job, evaluation: bool = False) -> tuple[ShardTraining, object]:
     """(the shard's training side, its evaluation distances or None), from the job's cache when it has one."""
     if job.cache is not None:
         impostors, test_d, training = _load_shard_data(job, evaluation, training=True)

@@ -202,6 +202,23 @@ class Auto(Estimator):
     def partitioned(self):
         """Sharded data: the structure chosen as in memory (partitioned_auto.py: the same classes judged by the same
         code), or the one given, fitted shard by shard."""
-        from .partitioned_auto import AutoChoosing, structure_fitter
+        from .partitioned_auto import AutoChoosing
 
-        return AutoChoosing() if self.structure == "choose" else structure_fitter(self.structure)
+        if self.structure == "choose":
+            return AutoChoosing(structure_fitter, Auto()._structure_fit, Auto._words)
+        return structure_fitter(self.structure)
+
+
+def structure_fitter(structure: str):
+    """The partitioned fit of one of auto's structures (partitioned.py, partitioned_auto.py)."""
+    from .partitioned import AutoPartitioned
+    from .partitioned_auto import AnchoredPartitioned, MatchedPartitioned
+
+    if structure == "one":
+        return AutoPartitioned({**AUTO_CONFIG, "structure": "one"})
+    if structure == "bulk":
+        return AutoPartitioned(AUTO_CONFIG)
+    if structure == "anchored":
+        return AnchoredPartitioned(ANCHORED_CONFIG, "auto")
+    base = structure.removesuffix("-matched")
+    return MatchedPartitioned(base, AUTO_CONFIG if base == "bulk" else ANCHORED_CONFIG, ANCHORED_CONFIG)

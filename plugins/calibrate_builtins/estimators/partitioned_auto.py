@@ -31,7 +31,6 @@ from calibrate.contract.types import GenuineDistances, ImpostorDistances, Traini
 from calibrate.statistics.standardise import (anchor_terms, anchored_classes, shrink_anchors, standardise_classes,
                                               to_working)
 
-from .anchored import ANCHORED_CONFIG
 from .choose import MATCHED, STRUCTURES, judged_rows, subset_words, why_not_choose
 from .partitioned import AutoPartitioned, _auto_tail, _save_pooled, pooled_offset
 from .znorm import PooledZnormModel, check_class_sizes
@@ -70,10 +69,9 @@ def _judged_part(training, arg, index: int) -> str | None:
 
 def _judge_task(arg) -> tuple[str, str, int]:
     """choose.py's judgment of the gathered subset, in one task: (the structure chosen, why, the distances judged)."""
-    from .auto import Auto
     from .choose import choose, judge
 
-    paths, structures, names = arg
+    paths, structures, names, fit = arg
     parts = []
     for path in paths:
         with open(path, "rb") as fh:
@@ -85,16 +83,14 @@ def _judge_task(arg) -> tuple[str, str, int]:
                                np.concatenate([[0], np.cumsum(np.concatenate([p[3] for p in parts]))]).astype(np.int64))
     groups = (TrainingGroups(names, np.concatenate([p[5] for p in parts]), np.concatenate([p[6] for p in parts]))
               if names else None)
-    judged = judge(Auto()._structure_fit, sub, genuine, structures, groups)
+    judged = judge(fit, sub, genuine, structures, groups)
     chosen, why = choose(judged)
     return chosen, why, int(sub.values.size)
 
 
-def choose_sharded(runner) -> tuple[str, str]:
+def choose_sharded(runner, fit, words) -> tuple[str, str]:
     """(the structure auto chooses for the gallery the runner's shards hold, the run's note), as Auto._fit_genuine
-    chooses and says it in memory."""
-    from .auto import Auto
-
+    chooses and says it in memory (``fit``: Auto._structure_fit of an Auto; ``words``: Auto._words)."""
     infos = runner.classes or []
     counts = np.concatenate([c.counts for c in infos]) if infos else np.zeros(0, np.int64)
     genuine = int(sum(int(c.genuine.sum()) for c in infos))
@@ -115,22 +111,23 @@ def choose_sharded(runner) -> tuple[str, str]:
         written = runner.map_training(_judged_part, (rows_path, starts, prefix),
                                       description="auto: the classes its choice is judged on")
         chosen, why, judged = runner.one(_judge_task, ([p for p in written if p], structures,
-                                                       tuple(names) if labelled else ()))
+                                                       tuple(names) if labelled else (), fit))
     finally:
         for path in [rows_path, *(p for p in written if p)]:
             Path(path).unlink(missing_ok=True)
     subset = subset_words(rows, step, kept_whole, counts.size, judged)
-    return chosen, f"auto chose {Auto._words(chosen)}: {why}" + (f"; {subset}" if subset else "")
+    return chosen, f"auto chose {words(chosen)}: {why}" + (f"; {subset}" if subset else "")
 
 
 class AutoChoosing:
     """auto with ``structure: choose`` in a sharded run: :func:`choose_sharded`, then the chosen structure's
-    partitioned fit (:func:`structure_fitter`). The first pass (pass 0's reading of each shard) begins ``one``'s
-    tail, the structure chosen where no choice can be made or none beats it."""
+    partitioned fit (``make(structure)``, auto.structure_fitter). The first pass (pass 0's reading of each shard)
+    begins ``one``'s tail, the structure chosen where no choice can be made or none beats it."""
 
     model_class = PooledZnormModel
 
-    def __init__(self):
+    def __init__(self, make, fit, words):
+        self.make, self.fit, self.words = make, fit, words
         self.inner, self.chosen = None, None
 
     @property
@@ -138,14 +135,14 @@ class AutoChoosing:
         return () if self.inner is None else self.inner.files
 
     def first_pass(self, shards: int, prefix: str, targets):
-        return structure_fitter("one").first_pass(shards, prefix, targets)
+        return self.make("one").first_pass(shards, prefix, targets)
 
     def reduce(self, runner, targets, label: str) -> None:
-        self.chosen, note = choose_sharded(runner)
+        self.chosen, note = choose_sharded(runner, self.fit, self.words)
         runner.note(note)
         if self.chosen != "one":
             runner.take_first(label)  # begun for `one`: not this structure's
-        self.inner = structure_fitter(self.chosen)
+        self.inner = self.make(self.chosen)
         self.inner.reduce(runner, targets, label)
 
     def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:
@@ -154,19 +151,6 @@ class AutoChoosing:
     def fit_training(self, training) -> PooledZnormModel:
         fit = getattr(self.inner, "fit_training", None)
         return fit(training) if fit is not None else self.inner.fit_part(training.impostors)
-
-
-def structure_fitter(structure: str):
-    """The partitioned fit of one of auto's structures."""
-    from .auto import AUTO_CONFIG
-
-    if structure == "one":
-        return AutoPartitioned({**AUTO_CONFIG, "structure": "one"})
-    if structure == "bulk":
-        return AutoPartitioned(AUTO_CONFIG)
-    if structure == "anchored":
-        return AnchoredPartitioned(ANCHORED_CONFIG, "auto")
-    return MatchedPartitioned(structure.removesuffix("-matched"))
 
 
 # ---- anchored ---------------------------------------------------------------------------------------------------
@@ -242,18 +226,15 @@ class AnchoredPartitioned(_Pooled):
 
 # ---- each group held where one pooled threshold puts it (group_shift.py) ---------------------------------------
 
-def _base_scores(impostors: ImpostorDistances, base: str, offset: float, prior) -> tuple:
-    """(locations, scales, the jackknifed pooled scores, the anchor entry) of auto's ``base`` structure on a shard's
-    classes, with the gallery's offset (and, anchored, its shrinkage constants): Auto._structure_fit's parts."""
-    from .auto import AUTO_CONFIG
-
-    if base == "bulk":
-        check_class_sizes(impostors, 3, "auto")
-        _, locs, scales, zs = standardise_classes(impostors, AUTO_CONFIG["family"], AUTO_CONFIG["robust"],
-                                                  AUTO_CONFIG["jackknife"], "estimator auto", offset=offset)
-        return np.asarray(locs), np.asarray(scales), (np.concatenate(zs) if zs else np.zeros(0)), None
-    cfg = ANCHORED_CONFIG
+def _base_scores(impostors: ImpostorDistances, base: str, offset: float, prior, cfg: dict) -> tuple:
+    """(locations, scales, the jackknifed pooled scores, the anchor entry) of auto's ``base`` structure (configured
+    by ``cfg``: AUTO_CONFIG for bulk, ANCHORED_CONFIG for anchored) on a shard's classes, with the gallery's offset
+    (and, anchored, its shrinkage constants): Auto._structure_fit's parts."""
     check_class_sizes(impostors, 3, "auto")
+    if base == "bulk":
+        _, locs, scales, zs = standardise_classes(impostors, cfg["family"], cfg["robust"], cfg["jackknife"],
+                                                  "estimator auto", offset=offset)
+        return np.asarray(locs), np.asarray(scales), (np.concatenate(zs) if zs else np.zeros(0)), None
     _, m, z, anchor = anchored_classes(impostors, cfg["family"], cfg["jackknife"], cfg["max_rank"], "estimator auto",
                                        offset, prior)
     return m, np.ones(len(impostors)), z, {"structure": "anchored", **anchor}
@@ -262,19 +243,19 @@ def _base_scores(impostors: ImpostorDistances, base: str, offset: float, prior) 
 def _matched_scores(training, arg) -> tuple[np.ndarray, np.ndarray]:
     """A shard's (full-sample standardised score, working-scale value) of every training distance in its value
     order: what group_shift.group_shifts reads."""
-    base, offset, prior = arg
+    base, offset, prior, cfg = arg
     imp = training.impostors
-    loc, scale, _, _ = _base_scores(imp, base, offset, prior)
-    y = to_working(imp.values, ANCHORED_CONFIG["family"], offset)
+    loc, scale, _, _ = _base_scores(imp, base, offset, prior, cfg)
+    y = to_working(imp.values, cfg["family"], offset)
     seg = np.repeat(np.arange(len(imp)), imp.counts())
     return (y - loc[seg]) / scale[seg], y
 
 
 def _shifted(training, arg) -> np.ndarray:
     """A shard's pooled scores less its classes' group shifts (group_shift.shifted_model's pooled shape)."""
-    base, offset, prior, shifts = arg
+    base, offset, prior, cfg, shifts = arg
     imp = training.impostors
-    pooled = _base_scores(imp, base, offset, prior)[2]
+    pooled = _base_scores(imp, base, offset, prior, cfg)[2]
     return pooled - np.repeat(_class_shift(training, shifts), imp.counts())
 
 
@@ -287,23 +268,25 @@ def _class_shift(training, shifts: np.ndarray | None) -> np.ndarray:
 class MatchedPartitioned(_Pooled):
     """auto's ``anchored-matched`` and ``bulk-matched``, shard by shard: the base structure's constants, the groups'
     shifts (group_shift.sharded_group_shifts; none without two labelled groups, as in memory), then the shifted
-    scores' pooled tail; each class's location moved by its group's shift."""
+    scores' pooled tail; each class's location moved by its group's shift. ``cfg``: the base structure's
+    configuration; ``tail``: the pooled tail's (ANCHORED_CONFIG, as group_shift.shifted_model's)."""
 
-    def __init__(self, base: str):
-        super().__init__(ANCHORED_CONFIG)
-        self.base, self.prior, self.shifts = base, None, None
+    def __init__(self, base: str, cfg: dict, tail: dict):
+        super().__init__(tail)
+        self.base, self.base_cfg, self.prior, self.shifts = base, dict(cfg), None, None
 
     def reduce(self, runner, targets, label: str) -> None:
         from .group_shift import sharded_group_shifts
 
         self.offset = pooled_offset(runner)
         if self.base == "anchored":
-            self.prior = anchor_prior(runner, self.offset, ANCHORED_CONFIG, "auto")
+            self.prior = anchor_prior(runner, self.offset, self.base_cfg, "auto")
         infos = runner.classes or []
         if runner.names and infos and infos[0].groups is not None:
-            self.shifts = sharded_group_shifts(runner, _matched_scores, (self.base, self.offset, self.prior),
-                                               len(runner.names))
-        self._tail(runner, targets, label, _shifted, (self.base, self.offset, self.prior, self.shifts), training=True)
+            self.shifts = sharded_group_shifts(runner, _matched_scores,
+                                               (self.base, self.offset, self.prior, self.base_cfg), len(runner.names))
+        self._tail(runner, targets, label, _shifted, (self.base, self.offset, self.prior, self.base_cfg, self.shifts),
+                   training=True)
 
     def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:
         from calibrate.contract.sharded import ShardTraining
@@ -312,7 +295,6 @@ class MatchedPartitioned(_Pooled):
 
     def fit_training(self, training) -> PooledZnormModel:
         imp = training.impostors
-        loc, scale, _, anchor = _base_scores(imp, self.base, self.offset, self.prior)
+        loc, scale, _, anchor = _base_scores(imp, self.base, self.offset, self.prior, self.base_cfg)
         shift = _class_shift(training, self.shifts)
         return self._model(imp, loc + scale * shift, scale, anchor)
-
