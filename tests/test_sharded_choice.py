@@ -197,3 +197,28 @@ def test_the_executor_does_not_change_the_parts(tmp_path):
     for a in sorted(serial.out_dir.glob("*-part*")):
         assert a.read_bytes() == (spread.out_dir / a.name).read_bytes(), a.name
     assert chose(serial) == chose(spread)
+
+
+def _named(training, arg):
+    """Two value sets of a shard: its distances and their logs less 1 (negative values among them)."""
+    d = training.impostors.values
+    return {"d": d, "y": np.log(d) - 1.0}
+
+
+def test_select_ranks_gives_the_order_statistics_np_sort_gives(tmp_path):
+    from calibrate.contract.base import RunContext
+    from calibrate.contract.sharded import ShardJob, ShardRunner, select_ranks
+    from calibrate.contract.types import ImpostorDistances
+    from calibrate.testing.piecewise import _Identity, _ImpostorShards
+
+    rng = np.random.default_rng(7)
+    per = {f"c{i}": np.round(rng.gamma(3, 1.0 + i, 400 + 37 * i), 2) for i in range(5)}  # rounded: ties
+    imp = ImpostorDistances.from_lists(per)
+    data = _ImpostorShards(imp)
+    runner = ShardRunner(RunContext(seed=0), [ShardJob(data, (str(k),), 0, k, _Identity()) for k in range(2)], tmp_path)
+    pooled = {"d": np.sort(imp.values), "y": np.sort(np.log(imp.values) - 1.0)}
+    wanted = {"d": [0, 1, 57, 999, imp.values.size - 1], "y": [3, 444, imp.values.size - 2]}
+    n, got = select_ranks(runner, _named, None, lambda n: wanted)
+    assert n == {"d": imp.values.size, "y": imp.values.size}
+    for name, ranks in wanted.items():
+        assert got[name] == {r: float(pooled[name][r]) for r in ranks}  # the very floats
