@@ -74,6 +74,10 @@ class PartitionedFitter(Protocol):
     #: one ``reduce`` will need: ``take_first`` then gives None). Scratch files must be named ``prefix*``: the run
     #: removes every such file after the reductions, used or not. Default: none (no first pass)
     first_pass: Callable[[int, str, tuple[float, ...]], tuple[Callable, Any] | None] | None = None
+    #: ``fit_training(training)``, a method called on a worker instead of ``fit_part`` with the shard's whole
+    #: :class:`ShardTraining` (its training genuine distances and its classes' groups too), for a fit that reads a
+    #: class's group (auto's matched structures, a calibration group by group). Default: ``fit_part(impostors)``
+    fit_training: Callable[[ShardTraining], Any] | None = None
 
     def reduce(self, runner: "ShardRunner", targets: tuple[float, ...], label: str) -> None:
         """Called once in the main process, before any part is fitted, with a :class:`ShardRunner` over every
@@ -107,8 +111,8 @@ def fitter_for(estimator, label: str) -> PartitionedFitter:
     if estimator.enroll_mode == "per-class":
         return PerClassFitter(estimator)
     raise RecipeError(f"estimator {label!r} cannot fit sharded data: its thresholds depend on every class together "
-                      "and it has no partitioned fit; use auto, generic-interp, class-interp, ncx2-grid, or another "
-                      "per-class estimator", where="estimators")
+                      "and it has no partitioned fit; use auto, anchored, generic-interp, class-interp, ncx2-grid, or "
+                      "another per-class estimator", where="estimators")
 
 
 # ---- running work on the shards --------------------------------------------------------------
