@@ -505,10 +505,15 @@ def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
     if in_memory:
         out["max_relative_difference_auto_in_memory"] = _compare(in_memory, got)["auto"]
     out["compared_thresholds"] = len(expected) + len(streamed) + len(in_memory)
+    # auto is checked streamed (structure one) or in memory (up to --check-auto-max classes); a class-specific
+    # structure chosen beyond that is not checked here (tests/test_sharded_choice.py and sharded_cfp_check.py are)
+    out["auto_checked"] = bool(streamed or in_memory)
     out["passed"] = bool(all(v <= CHECK_RTOL for v in out["max_relative_difference"].values())
                          and out.get("max_relative_difference_auto_in_memory", 0.0) <= CHECK_RTOL
                          and out.get("saved_pooled_sample_identical", True)
-                         and bool(streamed or in_memory or "auto" not in labels))
+                         and bool(streamed or in_memory or "auto" not in labels
+                                  or "auto_streamed_not_checked_because" in out and not in_memory
+                                  and out["auto_streamed_not_checked_because"].startswith("auto chose")))
     out["saved_calibration"] = time_saved_calibration(root, classes)
     out["check_peak_bytes"] = _peak_rss()
     return out

@@ -132,6 +132,15 @@ def test_auto_chooses_a_structure_in_a_sharded_run_as_in_memory(tmp_path):
     assert_same_thresholds(sharded, memory)
 
 
+@pytest.mark.parametrize("groups", [False, True], ids=["alone", "with-groups"])
+def test_without_training_genuine_comparisons_one_pooled_threshold_said_as_in_memory(tmp_path, groups):
+    make_scores(tmp_path / "shards", shards=2, classes=10, probes=30, genuine=0)
+    sharded, memory = both(tmp_path, [{"plugin": "auto"}], groups=groups)
+    assert [n for n in sharded.notes if n.startswith("auto")] == [n for n in memory.notes if n.startswith("auto")]
+    assert any("genuine comparison" in n for n in sharded.notes if n.startswith("auto"))
+    assert_same_thresholds(sharded, memory)
+
+
 def test_with_groups_the_same_choice_thresholds_and_figures_per_group(tmp_path):
     make_scores(tmp_path / "shards", seed=1)
     sharded, memory = both(tmp_path, [{"plugin": "auto"}, {"plugin": "generic-interp"}], groups=True)

@@ -154,13 +154,15 @@ class Auto(Estimator):
             self.class_shift = dict(zip(impostors.classes, model.class_shift.tolist()))
         return model
 
+    #: what auto says when the training data hold no genuine comparison at all
+    NO_GENUINE = ("auto: one pooled threshold for every class: the training data hold no genuine comparison to judge a "
+                  "class-specific structure by (image sets have none: a class's other sets are evaluation attempts); "
+                  "`structure: anchored` or `bulk` makes the thresholds class-specific anyway")
+
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         if self.chosen is None:  # no genuine comparisons at all (a first fit through _fit): one pooled threshold
             self.chosen = "one"
-            context.note("auto: one pooled threshold for every class: the training data hold no genuine comparison "
-                         "to judge a class-specific structure by (image sets have none: a class's other sets are "
-                         "evaluation attempts); `structure: anchored` or `bulk` makes the thresholds class-specific "
-                         "anyway")
+            context.note(self.NO_GENUINE)
         return self._structure_fit(self.chosen, impostors)
 
     @staticmethod
@@ -205,7 +207,7 @@ class Auto(Estimator):
         from .partitioned_auto import AutoChoosing
 
         if self.structure == "choose":
-            return AutoChoosing(structure_fitter, Auto()._structure_fit, Auto._words)
+            return AutoChoosing(structure_fitter, Auto())
         return structure_fitter(self.structure)
 
 

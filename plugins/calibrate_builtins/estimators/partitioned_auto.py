@@ -88,12 +88,14 @@ def _judge_task(arg) -> tuple[str, str, int]:
     return chosen, why, int(sub.values.size)
 
 
-def choose_sharded(runner, fit, words) -> tuple[str, str]:
-    """(the structure auto chooses for the gallery the runner's shards hold, the run's note), as Auto._fit_genuine
-    chooses and says it in memory (``fit``: Auto._structure_fit of an Auto; ``words``: Auto._words)."""
+def choose_sharded(runner, auto) -> tuple[str, str]:
+    """(the structure auto chooses for the gallery the runner's shards hold, the run's note), as an Auto (``auto``)
+    chooses and says it in memory: Auto._fit without a genuine comparison or groups, else Auto._fit_genuine."""
     infos = runner.classes or []
     counts = np.concatenate([c.counts for c in infos]) if infos else np.zeros(0, np.int64)
     genuine = int(sum(int(c.genuine.sum()) for c in infos))
+    if not genuine and not runner.names:
+        return "one", auto.NO_GENUINE
     why_not = why_not_choose(counts, genuine) if counts.size else why_not_choose(np.zeros(1, np.int64), genuine)
     if why_not is not None:
         return "one", f"auto: one pooled threshold for every class: no choice can be made, {why_not}"
@@ -111,23 +113,23 @@ def choose_sharded(runner, fit, words) -> tuple[str, str]:
         written = runner.map_training(_judged_part, (rows_path, starts, prefix),
                                       description="auto: the classes its choice is judged on")
         chosen, why, judged = runner.one(_judge_task, ([p for p in written if p], structures,
-                                                       tuple(names) if labelled else (), fit))
+                                                       tuple(names) if labelled else (), auto._structure_fit))
     finally:
         for path in [rows_path, *(p for p in written if p)]:
             Path(path).unlink(missing_ok=True)
     subset = subset_words(rows, step, kept_whole, counts.size, judged)
-    return chosen, f"auto chose {words(chosen)}: {why}" + (f"; {subset}" if subset else "")
+    return chosen, f"auto chose {auto._words(chosen)}: {why}" + (f"; {subset}" if subset else "")
 
 
 class AutoChoosing:
-    """auto with ``structure: choose`` in a sharded run: :func:`choose_sharded`, then the chosen structure's
-    partitioned fit (``make(structure)``, auto.structure_fitter). The first pass (pass 0's reading of each shard)
-    begins ``one``'s tail, the structure chosen where no choice can be made or none beats it."""
+    """auto with ``structure: choose`` in a sharded run (``auto``: an Auto): :func:`choose_sharded`, then the chosen
+    structure's partitioned fit (``make(structure)``, auto.structure_fitter). The first pass (pass 0's reading of each
+    shard) begins ``one``'s tail, the structure chosen where no choice can be made or none beats it."""
 
     model_class = PooledZnormModel
 
-    def __init__(self, make, fit, words):
-        self.make, self.fit, self.words = make, fit, words
+    def __init__(self, make, auto):
+        self.make, self.auto = make, auto
         self.inner, self.chosen = None, None
 
     @property
@@ -138,7 +140,7 @@ class AutoChoosing:
         return self.make("one").first_pass(shards, prefix, targets)
 
     def reduce(self, runner, targets, label: str) -> None:
-        self.chosen, note = choose_sharded(runner, self.fit, self.words)
+        self.chosen, note = choose_sharded(runner, self.auto)
         runner.note(note)
         if self.chosen != "one":
             runner.take_first(label)  # begun for `one`: not this structure's
@@ -226,15 +228,18 @@ class AnchoredPartitioned(_Pooled):
 
 # ---- each group held where one pooled threshold puts it (group_shift.py) ---------------------------------------
 
-def _base_scores(impostors: ImpostorDistances, base: str, offset: float, prior, cfg: dict) -> tuple:
-    """(locations, scales, the jackknifed pooled scores, the anchor entry) of auto's ``base`` structure (configured
-    by ``cfg``: AUTO_CONFIG for bulk, ANCHORED_CONFIG for anchored) on a shard's classes, with the gallery's offset
-    (and, anchored, its shrinkage constants): Auto._structure_fit's parts."""
+def _base_scores(impostors: ImpostorDistances, base: str, offset: float, prior, cfg: dict, pooled: bool = True
+                 ) -> tuple:
+    """(locations, scales, the jackknifed pooled scores (None unless ``pooled``), the anchor entry) of auto's ``base``
+    structure (configured by ``cfg``: AUTO_CONFIG for bulk, ANCHORED_CONFIG for anchored) on a shard's classes, with
+    the gallery's offset (and, anchored, its shrinkage constants): Auto._structure_fit's parts. A class's location and
+    scale are its full sample's whatever the jackknife, so without ``pooled`` bulk skips the leave-one-out ones."""
     check_class_sizes(impostors, 3, "auto")
     if base == "bulk":
-        _, locs, scales, zs = standardise_classes(impostors, cfg["family"], cfg["robust"], cfg["jackknife"],
-                                                  "estimator auto", offset=offset)
-        return np.asarray(locs), np.asarray(scales), (np.concatenate(zs) if zs else np.zeros(0)), None
+        _, locs, scales, zs = standardise_classes(impostors, cfg["family"], cfg["robust"],
+                                                  cfg["jackknife"] if pooled else 0.0, "estimator auto", offset=offset)
+        return (np.asarray(locs), np.asarray(scales), (np.concatenate(zs) if zs else np.zeros(0)) if pooled else None,
+                None)
     _, m, z, anchor = anchored_classes(impostors, cfg["family"], cfg["jackknife"], cfg["max_rank"], "estimator auto",
                                        offset, prior)
     return m, np.ones(len(impostors)), z, {"structure": "anchored", **anchor}
@@ -245,7 +250,7 @@ def _matched_scores(training, arg) -> tuple[np.ndarray, np.ndarray]:
     order: what group_shift.group_shifts reads."""
     base, offset, prior, cfg = arg
     imp = training.impostors
-    loc, scale, _, _ = _base_scores(imp, base, offset, prior, cfg)
+    loc, scale, _, _ = _base_scores(imp, base, offset, prior, cfg, pooled=False)
     y = to_working(imp.values, cfg["family"], offset)
     seg = np.repeat(np.arange(len(imp)), imp.counts())
     return (y - loc[seg]) / scale[seg], y
@@ -295,6 +300,6 @@ class MatchedPartitioned(_Pooled):
 
     def fit_training(self, training) -> PooledZnormModel:
         imp = training.impostors
-        loc, scale, _, anchor = _base_scores(imp, self.base, self.offset, self.prior, self.base_cfg)
+        loc, scale, _, anchor = _base_scores(imp, self.base, self.offset, self.prior, self.base_cfg, pooled=False)
         shift = _class_shift(training, self.shifts)
         return self._model(imp, loc + scale * shift, scale, anchor)
