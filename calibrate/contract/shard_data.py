@@ -145,12 +145,17 @@ def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d, genu
     arrays = (impostors.values, np.asarray(impostors.offsets, dtype=np.int64), np.asarray(impostors.classes, dtype=str),
               np.zeros(0) if genuine is None else genuine.values,
               none if genuine is None else np.asarray(genuine.offsets, dtype=np.int64),
-              none if groups is None else groups.of_class, none if groups is None else groups.of_impostor,
+              none if groups is None else _small(groups.of_class), none if groups is None else _small(groups.of_impostor),
               test_d.values, test_d.probe_classes, test_d.gallery_classes, test_d.valid, test_d.probe_ids)
     with open(temp, "wb") as fh:
         for array in arrays:
             np.save(fh, np.asarray(array), allow_pickle=False)
     os.replace(temp, path)
+
+
+def _small(codes: np.ndarray) -> np.ndarray:
+    """Group codes (at most MAX_GROUPS + 1 of them) as one byte each in the scratch file."""
+    return codes.astype(np.int8) if codes.size == 0 or codes.max() < 127 else codes.astype(np.int16)
 
 
 def _load_shard_data(job, evaluation: bool, training: bool = False):

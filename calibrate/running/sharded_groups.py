@@ -117,9 +117,10 @@ def shard_counts(test_d, groups, probe: np.ndarray, claimed: np.ndarray, accepts
     same = (claimed[cols] == probe[rows]) & (claimed[cols] < groups.labelled)
     out["same_hist"] = []
     for g in range(groups.labelled):
-        bins, counts = np.unique(order_keys(values[same & (claimed[cols] == g)]) >> np.uint64(_BIN_SHIFT),
-                                 return_counts=True)
-        out["same_hist"].append((bins.astype(np.int64), counts.astype(np.int64)))
+        per_bin = np.bincount((order_keys(values[same & (claimed[cols] == g)]) >> np.uint64(_BIN_SHIFT)).astype(np.intp),
+                              minlength=1)
+        bins = np.flatnonzero(per_bin)
+        out["same_hist"].append((bins.astype(np.int64), per_bin[bins].astype(np.int64)))
     return out
 
 
