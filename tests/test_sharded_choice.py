@@ -231,3 +231,36 @@ def test_select_ranks_gives_the_order_statistics_np_sort_gives(tmp_path):
     assert n == {"d": imp.values.size, "y": imp.values.size}
     for name, ranks in wanted.items():
         assert got[name] == {r: float(pooled[name][r]) for r in ranks}  # the very floats
+
+
+def _two_sets(training, arg):
+    d = training.impostors.values
+    even = np.rint(d * 1000) % 2 == 0  # a rule of the value, not of its place in a shard
+    return {"a": d[even] * arg, "b": np.log(d[~even]) * arg}
+
+
+@pytest.mark.parametrize("scale, shifts, miss", [(1.0, (0.3, -0.2), False), (1e-290, (1.0, 0.0), False),
+                                                 (1.0, (0.3, -0.2), True)], ids=["plain", "near-zero", "missed"])
+def test_shifted_ranks_give_the_order_statistics_of_the_shifted_union(tmp_path, monkeypatch, scale, shifts, miss):
+    # where a bracket misses its rank (bins finer than the subtraction's rounding), the exact selection is made
+    # again (two passes more): "missed" makes every bracket miss (a serial run: this process runs the tasks)
+    import calibrate.contract.shard_ranks as shard_ranks
+    from calibrate.contract.base import RunContext
+
+    if miss:
+        monkeypatch.setattr(shard_ranks, "_shifted_in_range", lambda training, arg, index: [(0, np.zeros(0))] * len(arg[3]))
+    from calibrate.contract.sharded import ShardJob, ShardRunner, named_histograms, shifted_ranks
+    from calibrate.contract.types import ImpostorDistances
+    from calibrate.testing.piecewise import _Identity, _ImpostorShards
+
+    rng = np.random.default_rng(8)
+    imp = ImpostorDistances.from_lists({f"c{i}": np.round(rng.gamma(3, 1.0 + i, 300 + 41 * i), 3) + 0.001
+                                        for i in range(5)})
+    runner = ShardRunner(RunContext(seed=0), [ShardJob(_ImpostorShards(imp), (str(k),), 0, k, _Identity())
+                                              for k in range(2)], tmp_path)
+    hists = named_histograms(runner, _two_sets, scale)
+    given = {"a": shifts[0], "b": shifts[1]}
+    sets = [_two_sets(type("T", (), {"impostors": imp})(), scale)]  # the pooled sets, computed as a shard would
+    union = np.sort(np.concatenate([sets[0]["a"] - given["a"], sets[0]["b"] - given["b"]]))
+    ranks = [0, 5, 333, union.size // 2, union.size - 1]
+    assert shifted_ranks(runner, _two_sets, scale, hists, given, ranks) == {r: float(union[r]) for r in ranks}

@@ -25,6 +25,8 @@ import numpy as np
 from calibrate.errors import DataError, RecipeError
 from calibrate.contract.types import ImpostorDistances
 from calibrate.contract.packed import _key_values, order_keys  # noqa: F401  (order_keys re-exported: public API)
+from calibrate.contract.shard_ranks import (_BIN_SHIFT, at_ranks, bins_of, gather_bins,  # noqa: F401  (public API)
+                                           named_histograms, select_ranks, shifted_ranks)
 from calibrate.contract.shard_data import (ShardClasses, ShardGroups, ShardTraining, read_split,  # noqa: F401
                                           save_shard_data, shard_data, shard_training, training_of)  # (public API)
 
@@ -32,8 +34,6 @@ PART = "part{:05d}"
 HEAD_FORMAT = "calibrate-partitioned"
 #: the head's format version this calibrate writes and reads
 HEAD_VERSION = 1
-#: order-preserving keys are binned on their top bits: 2^20 bins, about 1/256 of a binade each
-_BIN_SHIFT = 44
 
 
 @dataclass(frozen=True)
@@ -465,68 +465,6 @@ def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k:
     finally:
         for path in paths + kept_paths:
             Path(path).unlink(missing_ok=True)
-
-
-def _named_histograms(training, arg, index):
-    values_fn, values_arg = arg
-    out = {}
-    for name, values in values_fn(training, values_arg).items():
-        per_bin = np.bincount((order_keys(np.asarray(values, dtype=np.float64)) >> np.uint64(_BIN_SHIFT)).astype(np.intp),
-                              minlength=1)  # counting, not sorting: O(n) plus the bins up to the largest used
-        bins = np.flatnonzero(per_bin)
-        out[name] = (bins.astype(np.int64), per_bin[bins].astype(np.int64))
-    return out
-
-
-def _in_bins(training, arg, index):
-    values_fn, values_arg, bins = arg
-    out = {}
-    for name, values in values_fn(training, values_arg).items():
-        if name in bins:
-            values = np.asarray(values, dtype=np.float64)
-            out[name] = values[np.isin(order_keys(values) >> np.uint64(_BIN_SHIFT), bins[name])]
-    return out
-
-
-def select_ranks(runner: ShardRunner, values_fn: Callable, values_arg: Any,
-                 ranks: Callable[[dict[str, int]], dict[str, list[int]]]) -> tuple[dict[str, int], dict[str, dict]]:
-    """Exact order statistics of values pooled over every shard: ``values_fn(training, values_arg)`` gives each
-    shard's named value sets (a dict of arrays, from its :class:`ShardTraining`); ``ranks(n)``, given each set's
-    pooled count, the 0-based ranks wanted of each. Returns (the counts, per set {rank: value}), the very floats
-    ``np.sort`` of the pooled set holds there. Two passes: histograms of the values' order keys, then only the
-    values in the bins holding a wanted rank."""
-    hists = runner.map_training(_named_histograms, (values_fn, values_arg))
-    merged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for name in {n for h in hists for n in h}:
-        bins = np.concatenate([h[name][0] for h in hists if name in h])
-        counts = np.concatenate([h[name][1] for h in hists if name in h])
-        uniq, inverse = np.unique(bins, return_inverse=True)
-        merged[name] = (uniq, np.bincount(inverse, weights=counts, minlength=uniq.size).astype(np.int64))
-    del hists
-    n = {name: int(c.sum()) for name, (_, c) in merged.items()}
-    wanted = {name: sorted({int(r) for r in rs}) for name, rs in ranks(n).items() if rs}
-    where: dict[str, tuple] = {}
-    for name, rs in wanted.items():
-        if any(not 0 <= r < n.get(name, 0) for r in rs):
-            raise ValueError(f"select_ranks: a rank of {name!r} outside 0..{n.get(name, 0) - 1}")
-        bins, counts = merged[name]
-        cumulative = np.cumsum(counts)
-        at = np.searchsorted(cumulative, np.asarray(rs) + 1)  # the bin holding each rank
-        where[name] = (bins, cumulative - counts, at)
-    gathered = runner.map_training(_in_bins, (values_fn, values_arg,
-                                              {name: np.unique(w[0][w[2]]) for name, w in where.items()}))
-    out: dict[str, dict] = {}
-    for name, rs in wanted.items():
-        bins, before, at = where[name]
-        values = np.sort(np.concatenate([g[name] for g in gathered if name in g]))
-        needed = np.unique(at)
-        # the gathered values are those of the needed bins, in bin order: where each needed bin starts among them
-        start = dict(zip(needed.tolist(), (np.cumsum(merged[name][1][needed]) - merged[name][1][needed]).tolist()))
-        if values.size != int(merged[name][1][needed].sum()):
-            raise DataError("the shards changed between two passes of the run (the counts differ); do not write into "
-                            "the shards while a run reads them")
-        out[name] = {r: float(values[start[b] + r - int(before[b])]) for r, b in zip(rs, at.tolist())}
-    return n, out
 
 
 def write_staged(folder: str | Path, name: str, data: bytes | str) -> tuple[str, int, str]:

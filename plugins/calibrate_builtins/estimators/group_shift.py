@@ -120,68 +120,73 @@ def _wanted(n: int, shares: np.ndarray) -> list[int]:
 
 
 def _shift_sets(training, arg) -> dict:
-    """The value sets one round of :func:`sharded_group_shifts` reads from a shard: ``y``, each measured group's
-    same-group scores ``g<k>``, the shifted scores ``pooled``."""
-    values_fn, values_arg, what, shifts, groups = arg
+    """The value sets :func:`sharded_group_shifts` reads from a shard: every distance's working-scale value ``y`` and
+    standardised score ``z``; per labelled group g its same-group distances' ``y<g>`` and ``m<g>``; per group code c
+    (the unlabelled last) the scores of its classes' distances ``z<c>``."""
+    values_fn, values_arg, n_groups = arg
     z, y = values_fn(training, values_arg)
     of = training.groups
     own = np.repeat(of.of_class, training.impostors.counts())
-    if what == "tau":
-        return {"y": y}
-    out = {"pooled": z - shifts[own]}
-    if groups:
-        same = (of.of_impostor == own) & (own < len(of.names))
-        out.update({f"g{g}": z[same & (own == g)] for g in groups})
+    same = (of.of_impostor == own) & (own < n_groups)
+    out = {"y": y, "z": z}
+    for g in range(n_groups):
+        members = same & (own == g)
+        out[f"y{g}"], out[f"m{g}"] = y[members], z[members]
+    for c in range(n_groups + 1):
+        out[f"z{c}"] = z[own == c]
     return out
 
 
-def _reference_counts(training, arg, index) -> np.ndarray:
-    """Per labelled group: its same-group training distances (column 0) and those at or below each ``tau``."""
-    values_fn, values_arg, tau = arg
-    _, y = values_fn(training, values_arg)
-    of = training.groups
-    own = np.repeat(of.of_class, training.impostors.counts())
-    same = (of.of_impostor == own) & (own < len(of.names))
-    out = np.zeros((len(of.names), 1 + tau.size), dtype=np.int64)
-    for g in range(len(of.names)):
-        mine = y[same & (own == g)]
-        out[g] = [mine.size] + [np.count_nonzero(mine <= t) for t in tau]
-    return out
+def _at_most(hist: tuple, gathered: np.ndarray, t: float) -> int:
+    """How many of a set lie at or below ``t``: its histogram's bins below t's, and its gathered values in t's bin."""
+    from calibrate.contract.sharded import _BIN_SHIFT, order_keys
+
+    b = int(order_keys(np.array([t]))[0] >> np.uint64(_BIN_SHIFT))
+    bins, counts = hist
+    below = int(counts[bins < b].sum())
+    in_bin = gathered[(order_keys(gathered) >> np.uint64(_BIN_SHIFT)) == np.uint64(b)] if gathered.size else gathered
+    return below + int(np.count_nonzero(in_bin <= t))
 
 
 def sharded_group_shifts(runner, values_fn, values_arg, n_groups: int) -> np.ndarray:
     """:func:`group_shifts` over every shard of a sharded gallery (the same numbers: the quantiles read the same
-    order statistics, found exactly by calibrate.contract.sharded.select_ranks): ``values_fn(training, values_arg)``
-    gives a shard's (standardised scores z, working-scale values y) in its value order, as group_shifts takes
-    them for a whole gallery. Two passes for one pooled threshold's quantiles, one for each group's share below
-    them, then two for each round."""
-    from calibrate.contract.sharded import select_ranks
+    order statistics, found exactly over the shards, calibrate.contract.sharded): ``values_fn(training, values_arg)``
+    gives a shard's (standardised scores z, working-scale values y) in its value order, as group_shifts takes them
+    for a whole gallery. A pass of histograms; one gathering one pooled threshold's quantiles, each group's share
+    below them and the first round's pooled quantiles; one for each group's own quantiles; then one a round (the
+    shifted scores' quantiles bracketed from the groups' histograms, calibrate.contract.sharded.shifted_ranks)."""
+    from calibrate.contract.sharded import at_ranks, bins_of, gather_bins, named_histograms, shifted_ranks
 
     shifts = np.zeros(n_groups + 1)
     levels = np.asarray(LEVELS, dtype=np.float64)
-    n, got = select_ranks(runner, _shift_sets, (values_fn, values_arg, "tau", shifts, ()),
-                          lambda n: {"y": _wanted(n["y"], levels)})
-    tau = _quantile_of(n["y"], levels, got["y"])
-    counts = sum(runner.map_training(_reference_counts, (values_fn, values_arg, tau)))
-    size = counts[:, 0]
-    reference = counts[:, 1:] / np.maximum(size, 1)[:, None]
+    arg = (values_fn, values_arg, n_groups)
+    hists = named_histograms(runner, _shift_sets, arg)
+    n = int(hists["y"][1].sum())
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ranks = _wanted(n, levels)
+    tau_bins = bins_of(hists["y"], ranks)
+    wanted = {"y": tau_bins, "z": bins_of(hists["z"], ranks)}
+    wanted.update({f"y{g}": tau_bins for g in range(n_groups)})
+    got = gather_bins(runner, _shift_sets, arg, wanted)
+    tau = _quantile_of(n, levels, at_ranks(hists["y"], got["y"], ranks))
+    size = np.array([int(hists.get(f"y{g}", empty)[1].sum()) for g in range(n_groups)])
+    reference = np.array([[_at_most(hists.get(f"y{g}", empty), got[f"y{g}"], t) for t in tau]
+                          for g in range(n_groups)]).reshape(n_groups, levels.size) / np.maximum(size, 1)[:, None]
     use = [np.flatnonzero(reference[g] * size[g] >= MIN_EXPECTED)[-LOWEST:] for g in range(n_groups)]
     measured = [g for g in range(n_groups) if use[g].size]
     if len(measured) < 2:
         return shifts
-    own_at = None
-    for _ in range(ROUNDS):
-        groups = tuple(measured) if own_at is None else ()
-
-        def wanted(n, groups=groups):
-            out = {"pooled": _wanted(n["pooled"], levels)}
-            out.update({f"g{g}": _wanted(n[f"g{g}"], reference[g][use[g]]) for g in groups})
-            return out
-
-        n, got = select_ranks(runner, _shift_sets, (values_fn, values_arg, "round", shifts, groups), wanted)
-        pooled = _quantile_of(n["pooled"], levels, got["pooled"])
-        if own_at is None:  # each group's own quantiles do not depend on the shifts
-            own_at = {g: _quantile_of(n[f"g{g}"], reference[g][use[g]], got[f"g{g}"]) for g in measured}
+    pooled = _quantile_of(n, levels, at_ranks(hists["z"], got["z"], ranks))
+    own_ranks = {g: _wanted(int(size[g]), reference[g][use[g]]) for g in measured}
+    got = gather_bins(runner, _shift_sets, arg, {f"m{g}": bins_of(hists[f"m{g}"], own_ranks[g]) for g in measured})
+    own_at = {g: _quantile_of(int(size[g]), reference[g][use[g]], at_ranks(hists[f"m{g}"], got[f"m{g}"], own_ranks[g]))
+              for g in measured}
+    groups = {f"z{c}": hists[f"z{c}"] for c in range(n_groups + 1) if f"z{c}" in hists}
+    for round_ in range(ROUNDS):
+        if round_:  # the first round's pooled quantiles are the unshifted scores'
+            pooled = _quantile_of(n, levels, shifted_ranks(runner, _shift_sets, arg, groups,
+                                                           {f"z{c}": float(shifts[c]) for c in range(n_groups + 1)},
+                                                           ranks))
         new = shifts.copy()
         for g in measured:
             new[g] = float(np.median(own_at[g] - pooled[use[g]]))

@@ -110,10 +110,11 @@ def choose_sharded(runner, auto) -> tuple[str, str]:
     starts = np.concatenate([[0], np.cumsum([c.counts.size for c in infos])]).astype(np.int64)
     written = []
     try:
-        written = runner.map_training(_judged_part, (rows_path, starts, prefix),
-                                      description="auto: the classes its choice is judged on")
-        chosen, why, judged = runner.one(_judge_task, ([p for p in written if p], structures,
-                                                       tuple(names) if labelled else (), auto._structure_fit))
+        with runner.context.timed("auto: its choice judged"):
+            written = runner.map_training(_judged_part, (rows_path, starts, prefix),
+                                          description="auto: the classes its choice is judged on")
+            chosen, why, judged = runner.one(_judge_task, ([p for p in written if p], structures,
+                                                           tuple(names) if labelled else (), auto._structure_fit))
     finally:
         for path in [rows_path, *(p for p in written if p)]:
             Path(path).unlink(missing_ok=True)
@@ -288,8 +289,10 @@ class MatchedPartitioned(_Pooled):
             self.prior = anchor_prior(runner, self.offset, self.base_cfg, "auto")
         infos = runner.classes or []
         if runner.names and infos and infos[0].groups is not None:
-            self.shifts = sharded_group_shifts(runner, _matched_scores,
-                                               (self.base, self.offset, self.prior, self.base_cfg), len(runner.names))
+            with runner.context.timed("auto: the groups' shifts"):
+                self.shifts = sharded_group_shifts(runner, _matched_scores,
+                                                   (self.base, self.offset, self.prior, self.base_cfg),
+                                                   len(runner.names))
         self._tail(runner, targets, label, _shifted, (self.base, self.offset, self.prior, self.base_cfg, self.shifts),
                    training=True)
 
