@@ -189,7 +189,8 @@ def test_same_group_calibration_in_a_sharded_run(tmp_path):
     assert_same_thresholds(sharded, memory)
     assert_same_group_figures(sharded, memory)
     notes = [n for n in memory.notes if n.startswith("group ") or "same-group impostors (" in n]
-    assert sum("auto chose" in n for n in notes) == 2 and [n for n in sharded.notes if n.startswith("group ") or "same-group impostors (" in n] == notes
+    assert sum("auto chose" in n for n in notes) == 2
+    assert [n for n in sharded.notes if n.startswith("group ") or "same-group impostors (" in n] == notes
     for label in ("auto", "generic-interp"):
         part = calibrate.load(sharded.out_dir / "calibration.json", label)
         same = calibrate.load(memory.out_dir / "calibration.json", label)
@@ -248,7 +249,8 @@ def test_shifted_ranks_give_the_order_statistics_of_the_shifted_union(tmp_path, 
     from calibrate.contract.base import RunContext
 
     if miss:
-        monkeypatch.setattr(shard_ranks, "_shifted_in_range", lambda training, arg, index: [(0, np.zeros(0))] * len(arg[3]))
+        monkeypatch.setattr(shard_ranks, "_shifted_in_range",
+                            lambda training, arg, index: [(0, np.zeros(0))] * len(arg[3]))
     from calibrate.contract.sharded import ShardJob, ShardRunner, named_histograms, shifted_ranks
     from calibrate.contract.types import ImpostorDistances
     from calibrate.testing.piecewise import _Identity, _ImpostorShards

@@ -98,13 +98,16 @@ class ShardTraining:
     impostors: ImpostorDistances
     genuine: GenuineDistances | None = None
     groups: TrainingGroups | None = None
+    #: the shard's index in the run (None when not known), e.g. to name a scratch file of the shard's own
+    index: int | None = None
 
     def stratum(self, code: int) -> "ShardTraining":
         """The classes of group ``code`` (``len(names)``: the classes without a group) alone, without groups (as
         calibrate.saved.grouped.fit_by_group fits each group)."""
         rows = np.flatnonzero(self.groups.of_class == code)
         return ShardTraining(_rows(self.impostors, rows, ImpostorDistances),
-                             None if self.genuine is None else _rows(self.genuine, rows, GenuineDistances), None)
+                             None if self.genuine is None else _rows(self.genuine, rows, GenuineDistances), None,
+                             self.index)
 
 
 def _rows(flat, rows: np.ndarray, kind):
@@ -145,7 +148,8 @@ def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d, genu
     arrays = (impostors.values, np.asarray(impostors.offsets, dtype=np.int64), np.asarray(impostors.classes, dtype=str),
               np.zeros(0) if genuine is None else genuine.values,
               none if genuine is None else np.asarray(genuine.offsets, dtype=np.int64),
-              none if groups is None else _small(groups.of_class), none if groups is None else _small(groups.of_impostor),
+              none if groups is None else _small(groups.of_class),
+              none if groups is None else _small(groups.of_impostor),
               test_d.values, test_d.probe_classes, test_d.gallery_classes, test_d.valid, test_d.probe_ids)
     with open(temp, "wb") as fh:
         for array in arrays:
@@ -173,7 +177,7 @@ def _load_shard_data(job, evaluation: bool, training: bool = False):
                if z["genuine_offsets"].size else None)
     groups = (TrainingGroups(job.groups.names, z["class_groups"], z["impostor_groups"])
               if job.groups is not None and z["class_groups"].size == len(impostors) else None)
-    return impostors, test_d, ShardTraining(impostors, genuine, groups)
+    return impostors, test_d, ShardTraining(impostors, genuine, groups, job.index)
 
 
 def read_split(job):
@@ -228,4 +232,4 @@ def shard_training(job, evaluation: bool = False) -> tuple[ShardTraining, object
     test_d = job.transform.apply(split.test) if evaluation else None
     if test_d is not None:
         test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
-    return training_of(job, train_d), test_d
+    return replace(training_of(job, train_d), index=job.index), test_d

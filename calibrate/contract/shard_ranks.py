@@ -21,11 +21,19 @@ def _named_histograms(training, arg, index):
     values_fn, values_arg = arg
     out = {}
     for name, values in values_fn(training, values_arg).items():
-        per_bin = np.bincount((order_keys(np.asarray(values, dtype=np.float64)) >> np.uint64(_BIN_SHIFT)).astype(np.intp),
-                              minlength=1)  # counting, not sorting: O(n) plus the bins up to the largest used
-        bins = np.flatnonzero(per_bin)
-        out[name] = (bins.astype(np.int64), per_bin[bins].astype(np.int64))
+        out[name] = histogram(values)
     return out
+
+
+def histogram(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bins, counts) of the values' order keys: counted over the span of bins they use, not sorted."""
+    bins = (order_keys(np.asarray(values, dtype=np.float64)) >> np.uint64(_BIN_SHIFT)).astype(np.int64)
+    if not bins.size:
+        return bins, bins
+    low = int(bins.min())
+    per_bin = np.bincount(bins - low)
+    used = np.flatnonzero(per_bin)
+    return used + low, per_bin[used].astype(np.int64)
 
 
 def _in_bins(training, arg, index):
@@ -91,7 +99,8 @@ def select_ranks(runner, values_fn: Callable, values_arg: Any,
     for name, rs in wanted.items():
         if any(not 0 <= r < n.get(name, 0) for r in rs):
             raise ValueError(f"select_ranks: a rank of {name!r} outside 0..{n.get(name, 0) - 1}")
-    gathered = gather_bins(runner, values_fn, values_arg, {name: bins_of(merged[name], rs) for name, rs in wanted.items()})
+    gathered = gather_bins(runner, values_fn, values_arg,
+                           {name: bins_of(merged[name], rs) for name, rs in wanted.items()})
     return n, {name: at_ranks(merged[name], gathered[name], rs) for name, rs in wanted.items()}
 
 

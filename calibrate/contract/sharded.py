@@ -26,7 +26,7 @@ from calibrate.errors import DataError, RecipeError
 from calibrate.contract.types import ImpostorDistances
 from calibrate.contract.packed import _key_values, order_keys  # noqa: F401  (order_keys re-exported: public API)
 from calibrate.contract.shard_ranks import (_BIN_SHIFT, at_ranks, bins_of, gather_bins,  # noqa: F401  (public API)
-                                           named_histograms, select_ranks, shifted_ranks)
+                                           histogram, named_histograms, select_ranks, shifted_ranks)
 from calibrate.contract.shard_data import (ShardClasses, ShardGroups, ShardTraining, read_split,  # noqa: F401
                                           save_shard_data, shard_data, shard_training, training_of)  # (public API)
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from calibrate.contract.sharded import _BIN_SHIFT, order_keys
+from calibrate.contract.sharded import _BIN_SHIFT, histogram, order_keys
 from calibrate.contract.types import UNLABELLED
 from calibrate.errors import DataError
 from calibrate.saved.grouped import GroupedModel
@@ -115,12 +115,7 @@ def shard_counts(test_d, groups, probe: np.ndarray, claimed: np.ndarray, accepts
                                  for k in range(hit.shape[1])])}
     values = test_d.values[rows, cols]
     same = (claimed[cols] == probe[rows]) & (claimed[cols] < groups.labelled)
-    out["same_hist"] = []
-    for g in range(groups.labelled):
-        per_bin = np.bincount((order_keys(values[same & (claimed[cols] == g)]) >> np.uint64(_BIN_SHIFT)).astype(np.intp),
-                              minlength=1)
-        bins = np.flatnonzero(per_bin)
-        out["same_hist"].append((bins.astype(np.int64), per_bin[bins].astype(np.int64)))
+    out["same_hist"] = [histogram(values[same & (claimed[cols] == g)]) for g in range(groups.labelled)]
     return out
 
 

@@ -123,18 +123,28 @@ def _shift_sets(training, arg) -> dict:
     """The value sets :func:`sharded_group_shifts` reads from a shard: every distance's working-scale value ``y`` and
     standardised score ``z``; per labelled group g its same-group distances' ``y<g>`` and ``m<g>``; per group code c
     (the unlabelled last) the scores of its classes' distances ``z<c>``."""
-    values_fn, values_arg, n_groups = arg
+    values_fn, values_arg, n_groups, names = arg
     z, y = values_fn(training, values_arg)
     of = training.groups
     own = np.repeat(of.of_class, training.impostors.counts())
-    same = (of.of_impostor == own) & (own < n_groups)
     out = {"y": y, "z": z}
-    for g in range(n_groups):
-        members = same & (own == g)
-        out[f"y{g}"], out[f"m{g}"] = y[members], z[members]
-    for c in range(n_groups + 1):
-        out[f"z{c}"] = z[own == c]
-    return out
+    if any(n[0] in "ym" and n != "y" for n in names):
+        same = (of.of_impostor == own) & (own < n_groups)
+        for g in range(n_groups):
+            members = same & (own == g)
+            out[f"y{g}"], out[f"m{g}"] = y[members], z[members]
+    if any(n[0] == "z" and n != "z" for n in names):
+        for c in range(n_groups + 1):
+            out[f"z{c}"] = z[own == c]
+    return {n: out[n] for n in names if n in out}
+
+
+def _merged(hists: list[tuple]) -> tuple:
+    """Histograms (bins, counts) of disjoint sets as one of their union."""
+    bins = np.concatenate([h[0] for h in hists]) if hists else np.zeros(0, np.int64)
+    counts = np.concatenate([h[1] for h in hists]) if hists else np.zeros(0, np.int64)
+    uniq, inverse = np.unique(bins, return_inverse=True)
+    return uniq, np.bincount(inverse, weights=counts, minlength=uniq.size).astype(np.int64)
 
 
 def _at_most(hist: tuple, gathered: np.ndarray, t: float) -> int:
@@ -159,15 +169,21 @@ def sharded_group_shifts(runner, values_fn, values_arg, n_groups: int) -> np.nda
 
     shifts = np.zeros(n_groups + 1)
     levels = np.asarray(LEVELS, dtype=np.float64)
-    arg = (values_fn, values_arg, n_groups)
-    hists = named_histograms(runner, _shift_sets, arg)
+    each = [f"y{g}" for g in range(n_groups)] + [f"m{g}" for g in range(n_groups)]
+    groups = [f"z{c}" for c in range(n_groups + 1)]
+
+    def arg(names):
+        return values_fn, values_arg, n_groups, tuple(names)
+
+    hists = named_histograms(runner, _shift_sets, arg(["y", *each, *groups]))
+    hists["z"] = _merged([hists[c] for c in groups if c in hists])  # every score: the union of the groups'
     n = int(hists["y"][1].sum())
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ranks = _wanted(n, levels)
     tau_bins = bins_of(hists["y"], ranks)
     wanted = {"y": tau_bins, "z": bins_of(hists["z"], ranks)}
     wanted.update({f"y{g}": tau_bins for g in range(n_groups)})
-    got = gather_bins(runner, _shift_sets, arg, wanted)
+    got = gather_bins(runner, _shift_sets, arg(wanted), wanted)
     tau = _quantile_of(n, levels, at_ranks(hists["y"], got["y"], ranks))
     size = np.array([int(hists.get(f"y{g}", empty)[1].sum()) for g in range(n_groups)])
     reference = np.array([[_at_most(hists.get(f"y{g}", empty), got[f"y{g}"], t) for t in tau]
@@ -178,13 +194,14 @@ def sharded_group_shifts(runner, values_fn, values_arg, n_groups: int) -> np.nda
         return shifts
     pooled = _quantile_of(n, levels, at_ranks(hists["z"], got["z"], ranks))
     own_ranks = {g: _wanted(int(size[g]), reference[g][use[g]]) for g in measured}
-    got = gather_bins(runner, _shift_sets, arg, {f"m{g}": bins_of(hists[f"m{g}"], own_ranks[g]) for g in measured})
+    wanted = {f"m{g}": bins_of(hists[f"m{g}"], own_ranks[g]) for g in measured}
+    got = gather_bins(runner, _shift_sets, arg(wanted), wanted)
     own_at = {g: _quantile_of(int(size[g]), reference[g][use[g]], at_ranks(hists[f"m{g}"], got[f"m{g}"], own_ranks[g]))
               for g in measured}
-    groups = {f"z{c}": hists[f"z{c}"] for c in range(n_groups + 1) if f"z{c}" in hists}
+    of_groups = {c: hists[c] for c in groups if c in hists}
     for round_ in range(ROUNDS):
         if round_:  # the first round's pooled quantiles are the unshifted scores'
-            pooled = _quantile_of(n, levels, shifted_ranks(runner, _shift_sets, arg, groups,
+            pooled = _quantile_of(n, levels, shifted_ranks(runner, _shift_sets, arg(groups), of_groups,
                                                            {f"z{c}": float(shifts[c]) for c in range(n_groups + 1)},
                                                            ranks))
         new = shifts.copy()

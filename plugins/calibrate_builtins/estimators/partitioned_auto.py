@@ -21,6 +21,7 @@ tests/test_sharded_choice.py compares them (relative 1e-9).
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -248,10 +249,22 @@ def _base_scores(impostors: ImpostorDistances, base: str, offset: float, prior, 
 
 def _matched_scores(training, arg) -> tuple[np.ndarray, np.ndarray]:
     """A shard's (full-sample standardised score, working-scale value) of every training distance in its value
-    order: what group_shift.group_shifts reads."""
-    base, offset, prior, cfg = arg
+    order: what group_shift.group_shifts reads. With a scratch-file ``prefix``, the classes' locations and scales are
+    computed in the first pass and read in the later ones (the standardisation sorts every class's distances)."""
+    base, offset, prior, cfg, prefix = arg
     imp = training.impostors
-    loc, scale, _, _ = _base_scores(imp, base, offset, prior, cfg, pooled=False)
+    path = None if prefix is None or training.index is None else Path(f"{prefix}-{training.index:05d}.npy")
+    if path is not None and path.exists():
+        with open(path, "rb") as fh:
+            loc, scale = np.load(fh), np.load(fh)
+    else:
+        loc, scale, _, _ = _base_scores(imp, base, offset, prior, cfg, pooled=False)
+        if path is not None:  # whole or not at all: a task run again (a lost worker) writes it again
+            temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+            with open(temp, "wb") as fh:
+                np.save(fh, loc)
+                np.save(fh, scale)
+            os.replace(temp, path)
     y = to_working(imp.values, cfg["family"], offset)
     seg = np.repeat(np.arange(len(imp)), imp.counts())
     return (y - loc[seg]) / scale[seg], y
@@ -289,10 +302,15 @@ class MatchedPartitioned(_Pooled):
             self.prior = anchor_prior(runner, self.offset, self.base_cfg, "auto")
         infos = runner.classes or []
         if runner.names and infos and infos[0].groups is not None:
-            with runner.context.timed("auto: the groups' shifts"):
-                self.shifts = sharded_group_shifts(runner, _matched_scores,
-                                                   (self.base, self.offset, self.prior, self.base_cfg),
-                                                   len(runner.names))
+            prefix = str(runner.scratch / f".matched-{uuid.uuid4().hex[:8]}")
+            try:
+                with runner.context.timed("auto: the groups' shifts"):
+                    self.shifts = sharded_group_shifts(runner, _matched_scores,
+                                                       (self.base, self.offset, self.prior, self.base_cfg, prefix),
+                                                       len(runner.names))
+            finally:
+                for path in Path(prefix).parent.glob(f"{Path(prefix).name}*"):
+                    path.unlink(missing_ok=True)
         self._tail(runner, targets, label, _shifted, (self.base, self.offset, self.prior, self.base_cfg, self.shifts),
                    training=True)
 

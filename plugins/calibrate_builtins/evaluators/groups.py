@@ -17,7 +17,8 @@ import numpy as np
 
 from calibrate.contract.types import UNLABELLED, TargetResult
 from calibrate.formatting import markdown_cell
-from calibrate.statistics.verification import WHICH, spread_words, widened, widening_notes  # noqa: F401  (widening_notes: fpr.py's)
+from calibrate.statistics.verification import (WHICH, spread_words, widened,  # noqa: F401  (widening_notes: fpr's)
+                                              widening_notes)
 
 from .plots import _percent_axis
 
