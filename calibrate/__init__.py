@@ -6,7 +6,7 @@ Library use::
     result = calibrate.run("recipe.yaml")                  # writes the outputs, returns the results
     cal = calibrate.load("results/calibration.json", "auto")
     t = cal.threshold("alice", 0.001)                      # in the matcher's score units (cal.accept_if)
-    cal = calibrate.fit(scores, classes, kind="similarity") # or fit from arrays held in memory
+    cal = calibrate.fit(scores, classes, real=real, kind="similarity")  # or fit from arrays held in memory
     cal.accept(["alice", "bob"], [71.9, 40.2], 0.001)
 
 docs/embedding.md has the whole runtime API. Where things are (each package's docstring says more;

@@ -20,19 +20,38 @@ from calibrate.saved.partitioned import PartitionedCalibration, load_partitioned
 from calibrate.running import pipeline
 from calibrate.running.pipeline import RunResult
 from calibrate.recipe.schema import Recipe
-from calibrate.recipe.validation import load_recipe
+from calibrate.recipe.validation import groups_against_data, load_recipe
 from calibrate.files.manifest import RunFolder
 
 
 def validate(recipe_path: str | Path, *, out: str | Path | None = None, extra_plugins: tuple = ()) -> Recipe:
-    """Check a recipe file completely (names, parameters, files) without computing anything."""
+    """Check a recipe file completely (names, parameters, the head of the data files, a groups file against the
+    data's classes where the dataset names them without loading) without computing anything; the notes about the
+    groups file are warnings."""
+    return validate_groups(read_recipe(recipe_path, out=out, extra_plugins=extra_plugins))[0]
+
+
+def read_recipe(recipe_path: str | Path, *, out: str | Path | None = None, extra_plugins: tuple = ()) -> Recipe:
+    """A recipe file read and checked (names, parameters, the head of the data files), its data's labels unread."""
     return load_recipe(recipe_path, build_registry(extra_plugins), out=out)
+
+
+def validate_groups(recipe: Recipe) -> tuple[Recipe, int | None]:
+    """``recipe`` with its groups file checked against the data's classes (calibrate.recipe.validation.groups_against_data),
+    its notes warned, and the number of enrolled classes it was checked against (None: not checked)."""
+    import warnings
+
+    checked, notes = groups_against_data(recipe)
+    for note in notes:
+        warnings.warn(note, stacklevel=3)
+    return recipe, checked
 
 
 def run(recipe_path: str | Path, *, out: str | Path | None = None, context: RunContext | None = None,
         extra_plugins: tuple = ()) -> RunResult:
-    """Validate, then run a recipe; outputs land in ``out`` (or the recipe's ``output:``)."""
-    recipe = validate(recipe_path, out=out, extra_plugins=extra_plugins)
+    """Validate, then run a recipe; outputs land in ``out`` (or the recipe's ``output:``). The groups file is checked
+    against the classes once they are loaded (no early read of the data's labels)."""
+    recipe = read_recipe(recipe_path, out=out, extra_plugins=extra_plugins)
     return pipeline.run_recipe(recipe, context=context)  # looked up at call time, as the CLI does
 
 

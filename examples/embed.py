@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +31,26 @@ def impostor_scores(person, n: int) -> np.ndarray:
     return np.clip(rng.normal(35, 9, n) + np.vectorize(offset.get)(np.broadcast_to(person, (n,))), 0, 100)
 
 
-# 1. Fit from what a system holds in memory: impostor scores and the enrolled class of each.
-classes = np.repeat(people, 400)
-scores = np.concatenate([impostor_scores(p, 400) for p in people])
-cal = calibrate.fit(scores, classes, kind="similarity", estimator="auto", targets=[TARGET], predict=True)
+def genuine_scores(n: int) -> np.ndarray:
+    """The matcher's similarity scores between two images of the same person."""
+    return np.clip(rng.normal(80, 8, n), 0, 100)
+
+
+# 1. Fit from what a system holds in memory: every comparison's score, claimed (enrolled) class and the probe's
+#    real class. Here 400 impostor attempts per person (probes of other people) and 2 genuine ones.
+classes = np.concatenate([np.repeat(people, 400), np.repeat(people, 2)])
+scores = np.concatenate([impostor_scores(p, 400) for p in people] + [genuine_scores(2 * len(people))])
+others = rng.integers(1, len(people), 400 * len(people))  # each impostor probe's real class: someone else
+real = np.concatenate([np.asarray(people)[(np.repeat(np.arange(len(people)), 400) + others) % len(people)],
+                       np.repeat(people, 2)])
+cal = calibrate.fit(scores, classes, real=real, kind="similarity", estimator="auto", targets=[TARGET], predict=True)
 print(cal)
+try:  # the same scores without real=: every one would be fitted as an impostor's, so fit refuses
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # it says to pass real= or impostors_only=True, as below
+        calibrate.fit(scores, classes, kind="similarity", targets=[TARGET])
+except calibrate.errors.DataError as exc:
+    print(f"without real=: {exc}")
 print(f"threshold of person-007 at FPR {TARGET}: accept when score >= {cal.threshold('person-007', TARGET):.3f}")
 low, high = cal.predicted_fpr(TARGET)  # from the training scores alone, before any evaluation
 print(f"predicted FPR of these thresholds (90%): {low:.5f} to {high:.5f}")
@@ -71,7 +87,7 @@ print(f"on class codes: {n:,} decisions in {seconds * 1e3:.1f} ms ({n / seconds:
       f"the same decisions: {np.array_equal(coded, decisions)}")
 
 # 5. Where a promise matters more than the FNR: thresholds that exceed the target with probability <= 5%.
-strict = calibrate.fit(scores, classes, kind="similarity", targets=[TARGET], confidence=0.95)
+strict = calibrate.fit(scores, classes, real=real, kind="similarity", targets=[TARGET], confidence=0.95)
 fitted = claimed[: n // 2] != "newcomer"  # the claims on the people it was fitted on
 strict_decisions = strict.accept(claimed[: n // 2][fitted], attempts[: n // 2][fitted], TARGET)
 low, high = strict.predicted_fpr(TARGET)

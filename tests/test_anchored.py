@@ -84,7 +84,8 @@ def test_a_class_with_far_bulk_but_near_look_alikes_gets_no_looser_threshold_tha
     imp = ImpostorDistances.from_lists(per)
     near_class, far_class = 1, 0  # odd classes' bulk near, even ones' far
     anchored = Anchored().fit(imp).thresholds([0.01]).values[:, 0]
-    auto = calibrate.fit(per, kind="distance", estimator="auto-bulk", targets=[0.01], predict=False).model
+    auto = calibrate.fit(per, kind="distance", estimator="auto-bulk", targets=[0.01], predict=False,
+                         impostors_only=True).model
     auto_t = auto.thresholds([0.01]).values[:, 0]
     assert anchored[far_class] / anchored[near_class] < 1.15
     assert auto_t[far_class] / auto_t[near_class] > 1.5
@@ -94,7 +95,7 @@ def test_enroll_locates_a_new_class_as_a_fit_would_and_survives_save_and_load(tm
     imp = gallery(3)
     per = {c: imp.of(i) for i, c in enumerate(imp.classes)}
     cal = calibrate.fit({k: v for k, v in per.items() if k != "c05"}, kind="distance", estimator="anchored",
-                        targets=[0.01], predict=False)
+                        targets=[0.01], predict=False, impostors_only=True)
     path = tmp_path / "cal.json"
     cal.save(path)
     loaded = calibrate.load(path)
@@ -175,7 +176,8 @@ def test_class_interp_below_every_training_distance_gets_no_interval_where_the_w
     tau = model.thresholds([0.02]).values
     check = training_check(prediction.choose_world(prediction.build_worlds(imp), imp, model, [0.02]), imp, tau)[0]
     assert check["support"] < 1 and check["world_fpr"] * 8400 > 30  # none below, where the world expects dozens
-    cal = calibrate.fit(per, kind="distance", estimator="class-interp", targets=[0.02], predict=True, replicates=20)
+    cal = calibrate.fit(per, kind="distance", estimator="class-interp", targets=[0.02], predict=True, replicates=20,
+                        impostors_only=True)
     assert cal.prediction["prediction_status"] == ["contradicted"]
 
 
@@ -184,7 +186,7 @@ def test_a_class_enrolled_into_one_pooled_threshold_gets_that_threshold_whatever
     or a distance of 0 (which the anchor could not place on the log scale)."""
     rng = np.random.default_rng(5)
     scores = {f"c{i}": rng.gamma(4.0, 0.5, 300) for i in range(40)}
-    cal = calibrate.fit(scores, kind="distance", estimator="auto", targets=[0.01], predict=False)
+    cal = calibrate.fit(scores, kind="distance", estimator="auto", targets=[0.01], predict=False, impostors_only=True)
     assert cal.model.anchor["structure"] == "one"
     pooled = cal.model.threshold("c0", 0.01)
     for extra in (np.array([0.4, 1.3]), np.array([0.0, 0.5, 0.9, 1.4])):
@@ -197,7 +199,8 @@ def test_an_anchored_class_needs_only_the_distances_its_anchor_reads_on_the_log_
     the fit refuses it: among 200 distances the anchor reads ranks 10-18, among 9 ranks 1-6."""
     rng = np.random.default_rng(6)
     scores = {f"c{i}": rng.gamma(4.0, 0.5, 300) for i in range(40)}
-    cal = calibrate.fit(scores, kind="distance", estimator="anchored", targets=[0.01], predict=False)
+    cal = calibrate.fit(scores, kind="distance", estimator="anchored", targets=[0.01], predict=False,
+                        impostors_only=True)
     assert cal.model.offset == 0.0
     d = np.sort(rng.gamma(4.0, 0.5, 200))
     cal.enroll("far-from-zero", np.r_[0.0, d])

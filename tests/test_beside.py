@@ -65,12 +65,26 @@ def test_a_child_killed_before_its_result_is_a_clear_error():
         job.result()
 
 
+#: how long a child waits at a gate the test never opens (reached only when the code under test waits for it)
+GATE_TIMEOUT = 600.0
+
+
+def _held(gate, finished):
+    """A child's work that ends only when ``gate`` appears, and then says so in ``finished``: a child stopped before
+    the gate opens leaves no ``finished`` (no wall clock is read to tell stopped from waited for)."""
+    deadline = time.monotonic() + GATE_TIMEOUT
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    finished.touch()
+
+
 @forks
-def test_close_stops_a_child_whose_result_is_not_wanted():
-    job = beside.start(lambda: time.sleep(60), "a long job")
-    started = time.monotonic()
+def test_close_stops_a_child_whose_result_is_not_wanted(tmp_path):
+    gate, finished = tmp_path / "gate", tmp_path / "finished"
+    job = beside.start(lambda: _held(gate, finished), "a long job")
     job.close()
-    assert time.monotonic() - started < 30 and not multiprocessing.active_children()
+    assert not multiprocessing.active_children() and not finished.exists()  # stopped, not waited for
+    gate.touch()
     with pytest.raises(beside.BesideError, match="abandoned"):
         job.result()
 
@@ -176,18 +190,53 @@ def test_an_error_in_the_prediction_is_raised_by_the_run_and_nothing_is_written(
 @forks
 def test_a_failure_while_the_prediction_runs_stops_it(tmp_path, monkeypatch):
     slow = prediction.predict_together
+    gate, finished = tmp_path / "gate", tmp_path / "finished"
 
-    def slower(*args, **kwargs):
-        time.sleep(60)
+    def held(*args, **kwargs):
+        _held(gate, finished)
         return slow(*args, **kwargs)
 
     def broken(*args, **kwargs):
         raise DataError("the evaluation data are unusable")
 
-    monkeypatch.setattr(prediction, "predict_together", slower)
+    monkeypatch.setattr(prediction, "predict_together", held)
     monkeypatch.setattr(fpr, "measure_label", broken)
-    started = time.monotonic()
     with pytest.raises(DataError, match="unusable"):
         _score_run(tmp_path, monkeypatch, True, "out")
-    assert time.monotonic() - started < 30  # the child was stopped, not waited for
+    assert not finished.exists()  # the child was stopped, not waited for
     assert not (tmp_path / "out").exists() and not multiprocessing.active_children()
+
+
+@forks
+@pytest.mark.filterwarnings("ignore")
+def test_refitted_predictions_go_beside_only_where_the_recipe_names_no_executor(tmp_path, monkeypatch):
+    """ncx2-grid has no vectorised simulation: its refits run beside the run when no executor is named (the run's
+    other core), in line with one (they use its workers); the outputs are those of the run in line either way."""
+    where = tmp_path / "pids.txt"
+    real = prediction._refitted
+
+    def recording(*args, **kwargs):
+        with open(where, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(prediction, "_refitted", recording)
+
+    def run(name: str, enabled: bool, executor: str = ""):
+        monkeypatch.setattr(beside, "ENABLED", enabled)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text("version: 1\ndata: {plugin: synthetic-impostors, classes: 6, train: 300, test: 100, seed: 4}\n"
+                        "estimators: [{plugin: ncx2-grid}]\n"
+                        "evaluation: {targets: [0.05, 0.01], prediction: {replicates: 20, budget_s: 3600}}\n"
+                        f"output: {{dir: {tmp_path / name}, plots: false}}\n{executor}")
+        return calibrate.run(path), tmp_path / name
+
+    inline, a = run("inline", False)
+    besides, b = run("beside", True)
+    named, c = run("named", True, "executor: {plugin: serial}\n")
+    assert [pid == str(os.getpid()) for pid in where.read_text().split()] == [True, False, True]
+    assert "predicted_fpr_low" in inline.results["ncx2-grid"][0].extra
+    assert inline.notes == besides.notes == named.notes and inline.results == besides.results == named.results
+    _same_files(a, b)
+    _same_files(a, c)
+    assert not multiprocessing.active_children()

@@ -45,7 +45,7 @@ def test_fit_on_arrays_gives_the_recipes_thresholds(recipe_run):
     out, per_class = recipe_run
     rows = [line.split(",") for line in (out / "thresholds.csv").read_text().splitlines()[1:]]
     for label in ("auto", "class-interp"):
-        cal = calibrate.fit(per_class, kind="similarity", estimator=label)
+        cal = calibrate.fit(per_class, kind="similarity", estimator=label, impostors_only=True)
         for est, cls, target, tau, score_t, accept_if, *_ in rows:
             if est != label:
                 continue
@@ -54,8 +54,32 @@ def test_fit_on_arrays_gives_the_recipes_thresholds(recipe_run):
             assert cal.distance_threshold(cls, float(target)) == pytest.approx(float(tau), rel=1e-12, abs=1e-12)
     # the same scores given flat, with the class of each
     classes = np.concatenate([[c] * v.size for c, v in per_class.items()])
-    flat = calibrate.fit(np.concatenate(list(per_class.values())), classes, estimator="auto")
-    assert flat.thresholds(0.01) == pytest.approx(calibrate.fit(per_class).thresholds(0.01), rel=1e-12)
+    flat = calibrate.fit(np.concatenate(list(per_class.values())), classes, estimator="auto", impostors_only=True)
+    mapped = calibrate.fit(per_class, impostors_only=True)
+    assert flat.thresholds(0.01) == pytest.approx(mapped.thresholds(0.01), rel=1e-12)
+
+
+def test_the_documented_form_gives_the_recipes_thresholds(recipe_run):
+    """calibrate.fit(scores, classes, real=real) on every comparison of the recipe's training file, genuine ones
+    included (issue 41): the genuine ones are left out of the fit and given to auto, as the run gives them."""
+    out, _ = recipe_run
+    values, probes, gallery_ = make_scores(seed=31, n_classes=15, probes_per_class=10)  # the fixture's training file
+    scores = values.ravel()
+    classes = np.tile(gallery_, len(probes))
+    real = np.repeat(probes, len(gallery_))
+    assert (classes == real).sum() == 150  # genuine comparisons among them
+    rows = [line.split(",") for line in (out / "thresholds.csv").read_text().splitlines()[1:]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the documented form is not told to say more
+        for label in ("auto", "class-interp"):
+            cal = calibrate.fit(scores, classes, real=real, kind="similarity", estimator=label)
+            checked = 0
+            for est, cls, target, tau, score_t, *_ in rows:
+                if est == label:
+                    assert cal.threshold(cls, float(target)) == pytest.approx(float(score_t), rel=1e-12, abs=1e-12)
+                    assert cal.distance_threshold(cls, float(target)) == pytest.approx(float(tau), rel=1e-12, abs=1e-12)
+                    checked += 1
+            assert checked == 15 * len(TARGETS)
 
 
 def test_a_runs_calibration_loads_and_answers_in_score_units(recipe_run):
@@ -79,7 +103,7 @@ def test_a_runs_calibration_loads_and_answers_in_score_units(recipe_run):
 def test_a_score_threshold_accepts_exactly_what_the_distance_threshold_accepts(kind, transform):
     rng = np.random.default_rng(3)
     per = {f"c{i}": rng.uniform(0.01, 0.99, 200) for i in range(12)}
-    cal = calibrate.fit(per, kind=kind, estimator="class-interp", transform=transform)
+    cal = calibrate.fit(per, kind=kind, estimator="class-interp", transform=transform, impostors_only=True)
     for cls in ("c0", "c5"):
         for e in (0.05, 0.01):
             t, tau = cal.threshold(cls, e), cal.distance_threshold(cls, e)
@@ -94,7 +118,7 @@ def test_a_score_threshold_accepts_exactly_what_the_distance_threshold_accepts(k
 
 
 def test_saved_calibration_answers_from_a_fresh_process(tmp_path):
-    cal = calibrate.fit(gallery(), kind="similarity", estimator="auto")
+    cal = calibrate.fit(gallery(), kind="similarity", estimator="auto", impostors_only=True)
     path = cal.save(tmp_path / "face.json")
     code = (f"import calibrate; c = calibrate.load({str(path)!r}); "
             "print(repr(c.threshold('c07', 0.001))); print(c.accept(['c07', 'c07'], [99.0, 1.0], 0.001).tolist())")
@@ -110,8 +134,8 @@ def test_enroll_class_by_class(tmp_path):
     names = list(per)
     for estimator, params, tolerance in (("class-interp", {}, 0.0), ("ncx2-grid", {"dim": [3, 8], "sigma": {"steps": 20}}, 1e-9),
                                          ("auto", {}, 0.05), ("generic-interp", {}, 0.05)):
-        full = calibrate.fit(per, estimator=estimator, **params)
-        part = calibrate.fit({n: per[n] for n in names[:30]}, estimator=estimator, **params)
+        full = calibrate.fit(per, estimator=estimator, **params, impostors_only=True)
+        part = calibrate.fit({n: per[n] for n in names[:30]}, estimator=estimator, **params, impostors_only=True)
         for n in names[30:]:
             part.enroll(n, per[n])
         assert part.classes == full.classes
@@ -130,20 +154,20 @@ def test_enroll_class_by_class(tmp_path):
 
             own = np.sort(part.transform._apply(per["c01"][:100], "similarity"))
             assert part.distance_threshold("c01", 0.005) == interp_threshold(own, np.array([0.005]))[0]
-    cal = calibrate.fit(per, estimator="gpd-tail")
+    cal = calibrate.fit(per, estimator="gpd-tail", impostors_only=True)
     with pytest.raises(CalibrateError, match="cannot add one class.*fit again"):
         cal.enroll("new", per["c00"])
 
 
 def test_enrolled_calibration_survives_save_and_load(tmp_path):
-    cal = calibrate.fit(gallery(seed=6), estimator="auto")
+    cal = calibrate.fit(gallery(seed=6), estimator="auto", impostors_only=True)
     cal.enroll("newcomer", gallery(seed=7)["c00"])
     again = calibrate.load(cal.save(tmp_path / "c.json"))
     assert again.threshold("newcomer", 0.001) == cal.threshold("newcomer", 0.001)
 
 
 def test_questions_it_cannot_answer_are_clear_errors():
-    cal = calibrate.fit(gallery(n_classes=5), estimator="class-interp")
+    cal = calibrate.fit(gallery(n_classes=5), estimator="class-interp", impostors_only=True)
     with pytest.raises(CalibrationError, match="class 'zed' is not enrolled"):
         cal.threshold("zed", 0.01)
     with pytest.raises(CalibrationError, match="class 'zed' is not enrolled"):
@@ -160,19 +184,19 @@ def test_questions_it_cannot_answer_are_clear_errors():
 
 def test_bad_training_arrays_are_clear_errors():
     with pytest.raises(DataError, match="score 1 is nan"):
-        calibrate.fit({"a": [0.1, float("nan"), 0.3], "b": [0.2, 0.4, 0.5]})
+        calibrate.fit({"a": [0.1, float("nan"), 0.3], "b": [0.2, 0.4, 0.5]}, impostors_only=True)
     with pytest.raises(DataError, match="3 scores but classes has shape"):
-        calibrate.fit([0.1, 0.2, 0.3], ["a", "b"])
+        calibrate.fit([0.1, 0.2, 0.3], ["a", "b"], impostors_only=True)
     with pytest.raises(CalibrateError, match="unknown estimator 'autoo'; did you mean 'auto'"):
-        calibrate.fit({"a": [0.1, 0.2, 0.3]}, estimator="autoo")
+        calibrate.fit({"a": [0.1, 0.2, 0.3]}, estimator="autoo", impostors_only=True)
     with pytest.raises(CalibrateError, match="has no parameter 'bogus'"):
-        calibrate.fit({"a": [0.1, 0.2, 0.3]}, estimator="class-interp", bogus=1)
+        calibrate.fit({"a": [0.1, 0.2, 0.3]}, estimator="class-interp", bogus=1, impostors_only=True)
     with pytest.raises(CalibrateError, match="takes distance scores, but kind is 'similarity'"):
-        calibrate.fit({"a": [0.1, 0.2, 0.3]}, transform="identity")
+        calibrate.fit({"a": [0.1, 0.2, 0.3]}, transform="identity", impostors_only=True)
 
 
 def test_artifacts_it_cannot_load_are_clear_errors(tmp_path):
-    cal = calibrate.fit(gallery(n_classes=4), estimator="class-interp")
+    cal = calibrate.fit(gallery(n_classes=4), estimator="class-interp", impostors_only=True)
     doc = cal.to_dict()
     for change, message in ((lambda d: d.update(version=3), "version 3 is newer than this calibrate reads"),
                             (lambda d: d["transform"].update(plugin="warp"), "unknown transform 'warp'.*install the plugin"),
@@ -193,7 +217,7 @@ def test_artifacts_it_cannot_load_are_clear_errors(tmp_path):
 def test_cli_threshold_answers_in_score_units(tmp_path):
     from calibrate_test_helpers import invoke_cli
 
-    cal = calibrate.fit(gallery(n_classes=6), estimator="class-interp")
+    cal = calibrate.fit(gallery(n_classes=6), estimator="class-interp", impostors_only=True)
     path = cal.save(tmp_path / "c.json")
     done = invoke_cli("threshold", str(path), "--class", "c03", "--fpr", "0.01", "--json")
     assert done.returncode == 0, done.stderr
@@ -215,6 +239,7 @@ def test_the_embedding_example_runs(capsys):
     assert "newcomer enrolled: accept when score >=" in stdout and "1,000,000 decisions" in stdout
     assert "predicted FPR of these thresholds (90%)" in stdout and "auto-c95: impostors accepted" in stdout
     assert "on class codes: 1,000,000 decisions" in stdout and "the same decisions: True" in stdout
+    assert "without real=: calibrate.fit: the scores look like genuine and impostor comparisons mixed" in stdout
 
 
 def test_cli_accept_decides_a_score_list_as_the_run_evaluated_it(tmp_path):
@@ -251,9 +276,10 @@ def test_acceptance_review_findings(tmp_path):
     rng = np.random.default_rng(9)
     per = {f"c{i}": rng.normal(0.3, 0.05, 200) for i in range(6)}
     # the fingerprint does not depend on the order of classes
-    assert calibrate.fit(per).fingerprint == calibrate.fit(dict(reversed(list(per.items())))).fingerprint
+    reversed_ = dict(reversed(list(per.items())))
+    assert calibrate.fit(per, impostors_only=True).fingerprint == calibrate.fit(reversed_, impostors_only=True).fingerprint
     # enrolling scores above the fitted upper bound (mapped to distance 0) warns
-    cal = calibrate.fit(per, estimator="class-interp")
+    cal = calibrate.fit(per, estimator="class-interp", impostors_only=True)
     with pytest.warns(UserWarning, match="1 of 200 impostor scores lie beyond .* accepts more than a full fit"):
         cal.enroll("high", np.r_[0.99, rng.normal(0.3, 0.05, 199)])
     with pytest.raises(DataError, match="non-empty 1-D array"):
@@ -277,7 +303,8 @@ def test_acceptance_review_findings(tmp_path):
 def test_cli_accept_names_the_line_of_a_bad_score(tmp_path):
     from calibrate_test_helpers import invoke_cli
 
-    path = calibrate.fit({"p001": np.linspace(0, 1, 50), "p002": np.linspace(0, 1, 50)}).save(tmp_path / "c.json")
+    path = calibrate.fit({"p001": np.linspace(0, 1, 50), "p002": np.linspace(0, 1, 50)},
+                         impostors_only=True).save(tmp_path / "c.json")
     (tmp_path / "nan.txt").write_text("p001 p002 x 0.5\np001 p002 y nan\n")
     done = invoke_cli("accept", str(path), str(tmp_path / "nan.txt"), "--fpr", "0.01", "--out", str(tmp_path / "d.csv"))
     assert done.returncode == 2 and "nan.txt, line 2: NaN or infinite score" in done.stderr

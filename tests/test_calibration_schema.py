@@ -40,8 +40,8 @@ def plain(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("schema")
     rng = np.random.default_rng(4)
     scores = {f"c{i}": rng.beta(2, 5, 150) for i in range(8)}
-    a = calibrate.fit(scores, predict=True, targets=(0.05, 0.01))
-    b = calibrate.fit(scores, estimator="class-interp", targets=(0.05, 0.01))
+    a = calibrate.fit(scores, predict=True, targets=(0.05, 0.01), impostors_only=True)
+    b = calibrate.fit(scores, estimator="class-interp", targets=(0.05, 0.01), impostors_only=True)
     doc = json.loads(Path(a.save(tmp / "a.json")).read_text())
     doc["estimators"]["class-interp"] = json.loads(Path(b.save(tmp / "b.json")).read_text())["estimators"]["class-interp"]
     return json.loads(dumps_artifact(doc))  # sealed again: a file as calibrate writes it
@@ -125,9 +125,9 @@ def compacted() -> dict:
     their pooled sample's lowest ceil(10% N) + 1 values (packed: calibrate.contract.packed) and its size (FittedModel.compact)."""
     rng = np.random.default_rng(5)
     scores = {f"c{i}": rng.gamma(4.0, 1.0, 300) + rng.uniform(0, 1) for i in range(100)}
-    doc = calibrate.fit(scores, kind="distance", predict=False, targets=(0.01,)).to_dict()
+    doc = calibrate.fit(scores, kind="distance", predict=False, targets=(0.01,), impostors_only=True).to_dict()
     doc["estimators"].update(calibrate.fit(scores, kind="distance", estimator="generic-interp", predict=False,
-                                           targets=(0.01,)).to_dict()["estimators"])
+                                           targets=(0.01,), impostors_only=True).to_dict()["estimators"])
     for label in ("auto", "generic-interp"):
         assert doc["estimators"][label]["state"]["pooled"]["count"] == 3001
     return json.loads(json.dumps(doc))
@@ -284,7 +284,8 @@ def test_a_third_party_from_state_refusal_is_one_calibration_error_naming_file_a
     scores = {"a": [0.3, 0.5, 0.9], "b": [0.2, 0.4, 0.8]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        path = Path(calibrate.fit(scores, estimator=estimator, targets=(0.1,), extra_plugins=(_Plugin(),))
+        path = Path(calibrate.fit(scores, estimator=estimator, targets=(0.1,), extra_plugins=(_Plugin(),),
+                                  impostors_only=True)
                     .save(tmp_path / "cal.json"))
     doc = json.loads(path.read_text())
     doc["estimators"][estimator]["state"]["tau"][1] = -1.0
@@ -433,7 +434,7 @@ def test_a_builtin_models_damaged_state_is_refused_naming_the_field(estimator, p
 
     rng = np.random.default_rng(3)
     cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 120) for i in range(4)}, kind="similarity", estimator=estimator,
-                        **params)
+                        **params, impostors_only=True)
     state = json.loads(json.dumps(cal.model.to_state()))
     type(cal.model).from_state(copy.deepcopy(state))  # the undamaged state loads
     damage(state)
@@ -461,7 +462,7 @@ def test_load_of_what_cannot_name_a_file_is_a_calibration_error(path, words):
 def confident_doc(tmp_path_factory) -> dict:
     rng = np.random.default_rng(2)
     cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 200) for i in range(5)}, kind="similarity", estimator="generic-interp",
-                        confidence=0.9, replicates=30, targets=(0.05, 0.01))
+                        confidence=0.9, replicates=30, targets=(0.05, 0.01), impostors_only=True)
     return cal.to_dict()
 
 

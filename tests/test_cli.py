@@ -127,6 +127,20 @@ def test_failure_during_run_exit_codes(score_setup, monkeypatch, exc, code):
     assert not (tmp / "out").exists()
 
 
+def test_the_real_data_tests_read_the_folder_readme_names(tmp_path):
+    """CALIBRATE_SHARED_DATA, as README says, points the tests that need real data at a folder."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    assert "`CALIBRATE_SHARED_DATA`" in (tests.parent / "README.md").read_text(encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", "import calibrate_test_helpers as h; print(h.DATA)"], cwd=tests,
+                          env={**os.environ, "CALIBRATE_SHARED_DATA": str(tmp_path)}, capture_output=True, text=True)
+    assert done.stdout.strip() == str(tmp_path), done.stderr
+
+
 def test_validate_reports_the_recipe_summary(score_setup):
     tmp, csv = score_setup
     path = write_recipe(tmp / "recipe.yaml", score_recipe(csv, tmp / "out", targets=(0.01,)))

@@ -116,7 +116,7 @@ def test_a_list_of_one_class_is_not_spread_over_every_score(tmp_path):
     from calibrate.errors import CalibrationError
 
     rng = np.random.default_rng(2)
-    cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 100) for i in range(4)}, estimator="class-interp")
+    cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 100) for i in range(4)}, estimator="class-interp", impostors_only=True)
     assert cal.accept("c1", [0.1, 0.99], 0.05).tolist() == [False, True]  # one class, not in a list: for all
     with pytest.raises(CalibrationError, match="1 classes but 2 scores"):
         cal.accept(["c1"], [0.1, 0.99], 0.05)

@@ -23,7 +23,7 @@ def _calibration(kind: str, estimator: str, seed: int = 0, n_classes: int = 30, 
         per_class = {f"c{i:02d}": rng.beta(2, 6, n) * 100 for i in range(n_classes)}
     else:  # distances, a scale per class so that per-class thresholds differ
         per_class = {f"c{i:02d}": rng.gamma(5, rng.uniform(0.5, 2.0), n) for i in range(n_classes)}
-    return calibrate.fit(per_class, kind=kind, estimator=estimator)
+    return calibrate.fit(per_class, kind=kind, estimator=estimator, impostors_only=True)
 
 
 def _attempts(cal, target: float, n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:

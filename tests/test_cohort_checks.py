@@ -521,7 +521,7 @@ def test_the_core_names_the_attempt_its_distance_and_statistics_when_z_is_no_num
 def test_a_real_same_cohort_split_passes_and_hostile_cohorts_do_not():
     path = DATA / "cfp-frontal-dlib" / "cfp_frontal_dlib.npz"
     if not path.is_file():
-        pytest.skip(f"{path} is absent (real data: ../shared/data)")
+        pytest.skip(f"{path} is absent (real data: ../shared/data, or the folder CALIBRATE_SHARED_DATA names)")
     with np.load(path) as z:
         x, y = z["X"].astype(np.float64), z["y"].astype(str)
     x /= np.linalg.norm(x, axis=1, keepdims=True)

@@ -61,7 +61,8 @@ def test_fit_with_real_labels_leaves_genuine_scores_out():
     scores, claimed, real = _comparisons()
     with_real = calibrate.fit(scores, claimed, real=real, estimator="class-interp")
     impostor = claimed != real
-    alone = calibrate.fit(scores[impostor], claimed[impostor], kind="similarity", estimator="class-interp")
+    alone = calibrate.fit(scores[impostor], claimed[impostor], kind="similarity", estimator="class-interp",
+                          impostors_only=True)
     for cls in alone.classes:
         assert with_real.threshold(cls, 0.01) == pytest.approx(alone.threshold(cls, 0.01), rel=1e-12)
 
@@ -141,12 +142,13 @@ def test_fit_without_kind_or_real_warns_what_it_assumed():
     scores, claimed, real = _comparisons()
     impostor = claimed != real
     with pytest.warns(UserWarning, match="no kind= and no real="):
-        calibrate.fit(scores[impostor], claimed[impostor], estimator="class-interp")
+        calibrate.fit(scores[impostor], claimed[impostor], estimator="class-interp", impostors_only=True)
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said explicitly, or checkable: no warning
         # (targets within 1/N of the 1,900 distances: the default 0.0005 is below it, which fit says)
-        calibrate.fit(scores[impostor], claimed[impostor], kind="similarity", estimator="class-interp", targets=(0.01,))
+        calibrate.fit(scores[impostor], claimed[impostor], kind="similarity", estimator="class-interp", targets=(0.01,),
+                      impostors_only=True)
         calibrate.fit(scores, claimed, real=real, estimator="class-interp", targets=(0.01,))
 
 

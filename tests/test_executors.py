@@ -2,7 +2,10 @@
 
 The recipe runs both stages that use the executor: mutual-subspace distances (one task per row
 block of the distance matrix) and ncx2-grid fits in exact and fast mode (one task per chunk of
-classes). Chunks and blocks are made small here so that every executor really gets several tasks."""
+classes). Chunks and blocks are made small here so that every executor really gets several tasks. The refits'
+time budget is fixed below what any refit takes, so that no compared output depends on the wall clock (a budget
+that is a share of the run's time gave ncx2-grid a predicted interval in one run and none in the other on a loaded
+machine); class-interp's vectorised prediction, which no budget limits, is compared."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import calibrate_builtins.estimators.ncx2.grid as ng
 from calibrate.api import run
 from calibrate.contract.base import RunContext
 from calibrate.contract.types import SetCollection
+from calibrate.running import beside
 from calibrate_builtins.executors.local import Processes, Serial
 
 RECIPE = """
@@ -27,7 +31,7 @@ estimators:
   - {{plugin: ncx2-grid, name: exact, mode: exact, sigma: {{steps: 30}}}}
   - {{plugin: ncx2-grid, name: fast, mode: fast, sigma: {{steps: 30}}}}
   - {{plugin: class-interp}}
-evaluation: {{targets: [0.05, 0.01]}}
+evaluation: {{targets: [0.05, 0.01], prediction: {{budget_s: 0.001}}}}
 output: {{dir: {out}, plots: false}}
 executor: {executor}
 """
@@ -60,6 +64,25 @@ def test_recipe_results_identical_across_executors(tmp_path, small_tasks, execut
     assert other[0] == serial[0], f"{executor}: thresholds.csv differs from the serial run"
     assert other[1] == serial[1], f"{executor}: models.csv differs from the serial run"
     assert serial[0].count("\n") == 1 + 3 * 24 * 2 and "\nexact," in serial[0] and "\nfast," in serial[0]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_run_without_executor_spreads_the_fits_and_gives_the_serial_bytes(tmp_path, small_tasks, monkeypatch):
+    spread, spread_map = [], beside.spread_map
+
+    def counting(function, items, on_done):
+        spread.append(len(items))
+        return spread_map(function, items, on_done)
+
+    monkeypatch.setattr(beside, "spread_map", counting)
+    serial = run_with(tmp_path, EXECUTORS[0])
+    assert spread == []  # `executor: serial` asked for one process
+    path, out = tmp_path / "default.yaml", tmp_path / "out-default"
+    path.write_text("\n".join(line for line in RECIPE.format(out=out, executor="").splitlines()
+                               if not line.startswith("executor:")))
+    run(path)
+    assert spread == [5, 5]  # the exact and the fast fit: 24 classes in chunks of 5
+    assert ((out / "thresholds.csv").read_text(), (out / "models.csv").read_text()) == serial
 
 
 def test_distances_identical_through_processes_and_blocked(small_tasks):

@@ -826,7 +826,7 @@ def _valid_calibration() -> dict:
 
         rng = np.random.default_rng(6)
         cal = calibrate.fit({f"c{i}": rng.beta(2, 5, 60) for i in range(5)}, predict=True, replicates=20,
-                            targets=(0.1, 0.05))
+                            targets=(0.1, 0.05), impostors_only=True)
         _CALIBRATION.update(cal.to_dict())
     return copy.deepcopy(_CALIBRATION)
 

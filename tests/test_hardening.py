@@ -76,46 +76,47 @@ def test_ncx2_grid_is_scale_equivariant_where_it_answers_and_refuses_beyond():
     """Distances times c give thresholds times c (checked against the unscaled fit, rtol 1e-9) down
     to 1e-70; at 1e-300 the squares underflow, and the error says what to do instead of failing
     inside numpy."""
-    base = calibrate.fit(_gallery(), kind="distance", estimator="ncx2-grid")
+    base = calibrate.fit(_gallery(), kind="distance", estimator="ncx2-grid", impostors_only=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the grid-edge note, the same at every scale
         for scale in (1e-70, 3.0, 1e70):
-            scaled = calibrate.fit(_gallery(scale=scale), kind="distance", estimator="ncx2-grid")
+            scaled = calibrate.fit(_gallery(scale=scale), kind="distance", estimator="ncx2-grid", impostors_only=True)
             for cls in base.classes:
                 assert scaled.threshold(cls, 0.005) == pytest.approx(scale * base.threshold(cls, 0.005), rel=1e-9)
         with pytest.raises(DataError, match=r"multiply the scores by a constant.*estimator auto"):
-            calibrate.fit(_gallery(scale=1e-300), kind="distance", estimator="ncx2-grid")
+            calibrate.fit(_gallery(scale=1e-300), kind="distance", estimator="ncx2-grid", impostors_only=True)
 
 
 def test_znorm_takes_tiny_distances_for_what_they_are():
     """1e-300-sized distances are not 'all equal': their spread underflows only when squared."""
-    base = calibrate.fit(_gallery(), kind="distance", estimator="znorm")
-    tiny = calibrate.fit(_gallery(scale=1e-300), kind="distance", estimator="znorm")
+    base = calibrate.fit(_gallery(), kind="distance", estimator="znorm", impostors_only=True)
+    tiny = calibrate.fit(_gallery(scale=1e-300), kind="distance", estimator="znorm", impostors_only=True)
     for cls in base.classes:
         assert tiny.threshold(cls, 0.005) == pytest.approx(1e-300 * base.threshold(cls, 0.005), rel=1e-9)
     with pytest.raises(DataError, match="all 200 training distances are equal"), \
             pytest.warns(UserWarning, match="50% of the training impostor distances equal the smallest"):
-        calibrate.fit({"a": np.full(200, 1e-300), "b": np.arange(1.0, 201.0)}, kind="distance", estimator="znorm")
+        calibrate.fit({"a": np.full(200, 1e-300), "b": np.arange(1.0, 201.0)}, kind="distance", estimator="znorm",
+                      impostors_only=True)
 
 
 def test_an_upper_bound_below_the_training_scores_is_refused():
     rng = np.random.default_rng(2)
     scores = {f"c{i}": rng.uniform(0.2, 0.4, 300) for i in range(4)}
     with pytest.raises(DataError, match=r"upper: 0 is below 1200 of the 1200 training scores.*largest score the matcher"):
-        calibrate.fit(scores, transform={"plugin": "similarity-to-distance", "upper": 0})
+        calibrate.fit(scores, transform={"plugin": "similarity-to-distance", "upper": 0}, impostors_only=True)
     # a bound the scores respect (a rounding step above it aside) is used as given
     scores["c0"][0] = 1.0 + 1e-12
-    cal = calibrate.fit(scores, transform={"plugin": "similarity-to-distance", "upper": 1.0})
+    cal = calibrate.fit(scores, transform={"plugin": "similarity-to-distance", "upper": 1.0}, impostors_only=True)
     assert cal.transform.fitted_state() == {"upper": 1.0}
 
 
 def test_fit_warns_when_tied_distances_make_a_target_unreachable():
     tied = {"a": np.ones(100), "b": np.ones(100)}
     with pytest.warns(UserWarning, match=r"100% of the training impostor distances equal the smallest one.*5%"):
-        calibrate.fit(tied, kind="distance", estimator="class-interp", targets=(0.05,))
+        calibrate.fit(tied, kind="distance", estimator="class-interp", targets=(0.05,), impostors_only=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # distinct distances: no warning
-        calibrate.fit(_gallery(), kind="distance", estimator="class-interp", targets=(0.05,))
+        calibrate.fit(_gallery(), kind="distance", estimator="class-interp", targets=(0.05,), impostors_only=True)
 
 
 # ---- readers (items 5, 6, 8, 10) -----------------------------------------------------------------------

@@ -14,8 +14,8 @@ from calibrate.contract.base import RunContext
 from calibrate.errors import DataError, ParameterError
 from calibrate.contract.manager import build_registry
 from calibrate_builtins.datasets.image_sets import ExtendedYaleB, ImageSets, read_image
+from calibrate_test_helpers import DATA
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 YALE = DATA / "extended-yale-b" / "CroppedYale"
 
 W, H = 6, 4

@@ -187,8 +187,8 @@ def test_fit_and_enroll_refuse_labels_the_loader_would_refuse():
     rng = np.random.default_rng(0)
     scores = {f"c{k}": rng.uniform(0.2, 1.0, 40) for k in range(4)}
     with pytest.raises(DataError, match=r"calibrate.fit: class 'a\\x00' holds a NUL character"):
-        calibrate.fit({**scores, "a\0": [0.3, 0.4]}, kind="distance", estimator="class-interp")
-    cal = calibrate.fit(scores, kind="distance", estimator="class-interp")
+        calibrate.fit({**scores, "a\0": [0.3, 0.4]}, kind="distance", estimator="class-interp", impostors_only=True)
+    cal = calibrate.fit(scores, kind="distance", estimator="class-interp", impostors_only=True)
     with pytest.raises(DataError, match="Calibration.enroll: class '' is empty"):
         cal.enroll("", [0.3, 0.5])
     with pytest.raises(DataError, match="is 1,025 characters long"):

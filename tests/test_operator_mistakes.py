@@ -178,7 +178,8 @@ def test_genuine_attempts_beyond_an_impostor_only_range_are_a_note_not_another_s
     rng = np.random.default_rng(31)
     impostor = {f"c{i}": rng.uniform(0.42, 0.52, 200) for i in range(20)}  # iris-like Hamming distances
     sign = 1.0 if kind == "distance" else -1.0
-    cal = calibrate.fit({c: sign * v for c, v in impostor.items()}, kind=kind, predict=False, targets=(0.01,))
+    cal = calibrate.fit({c: sign * v for c, v in impostor.items()}, kind=kind, predict=False, targets=(0.01,),
+                        impostors_only=True)
     assert cal.training_scores[2] is False
     path = cal.save(tmp_path / "cal.json")
     genuine_side = sign * rng.uniform(0.05, 0.25, 90)  # far beyond the range, where genuine attempts lie

@@ -246,6 +246,73 @@ def check_folder(out: Path, user: dict) -> str | None:
     return tags.pop()
 
 
+def test_a_late_writer_while_the_staging_folder_is_removed_leaves_nothing(tmp_path, monkeypatch):
+    """A worker still busy when a run failed writes by the staging folder's name (write_staged) at the worst moment:
+    after the folder was emptied, before it is removed. Nothing may be left behind (issue 41)."""
+    from calibrate.contract.sharded import write_staged
+
+    out = tmp_path / "out"
+    staged = StagedOutput(out)
+    staging = staged.dir
+    write_staged(staging, "thresholds-part00000.csv", "early\n")
+    real_rmdir, late = os.rmdir, []
+
+    def rmdir_after_a_late_write(path, *args, **kwargs):
+        try:
+            late.append(write_staged(staging, "thresholds-part00001.csv", "late\n"))
+        except OSError as exc:
+            late.append(exc)
+        return real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", rmdir_after_a_late_write)
+    staged.discard()
+    monkeypatch.undo()
+    assert late and isinstance(late[0], FileNotFoundError), late  # the late write found no folder to write into
+    assert not out.exists(), sorted(p.name for p in out.rglob("*"))
+
+
+FORKING_RUN = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from calibrate.files.commit import StagedOutput
+    from calibrate.running import beside
+
+    out, release = sys.argv[1], Path(sys.argv[2])
+
+    def long_job():  # the predicted intervals, computed beside the run: here until the test releases it
+        while not release.exists():
+            time.sleep(0.01)
+
+    staged = StagedOutput(out)
+    job = beside.start(long_job, "a long job")
+    print(job._process.pid, flush=True)
+    time.sleep(600)  # killed by the test
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the work beside a run forks on Linux only")
+def test_a_killed_run_child_beside_it_does_not_keep_its_staging_folder_locked(tmp_path):
+    """A run killed while its prediction runs in a forked child: the child must not hold the run's staging lock, or
+    the next run takes the dead run's staging folder for a live one's and leaves it (issue 41: a kill-timing test)."""
+    import psutil
+
+    out, release = tmp_path / "out", tmp_path / "release"
+    script = tmp_path / "forking_run.py"
+    script.write_text(FORKING_RUN)
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(release)], stdout=subprocess.PIPE, text=True)
+    child = psutil.Process(int(proc.stdout.readline()))  # the run has its staging folder and its child
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        assert child.is_running() and len(list(out.glob(STAGING_PREFIX + "*"))) == 1  # the child lives on
+        StagedOutput(out).discard()  # the next run: recovers what the dead one left, then fails itself
+        assert not list(out.glob(STAGING_PREFIX + "*")), sorted(p.name for p in out.iterdir())
+    finally:
+        release.touch()
+        child.wait(timeout=60)
+
+
 def test_sigkill_at_random_moments_never_leaves_a_complete_looking_partial_result(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

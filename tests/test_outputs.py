@@ -205,19 +205,24 @@ def test_a_worker_writing_during_the_discard_leaves_nothing(tmp_path, monkeypatc
     values, probes, gallery = make_scores(seed=12)
     csv_path = write_scores(tmp_path / "scores.csv", values, probes, gallery)
     bad = score_recipe(csv_path, tmp_path / "fresh" / "out", estimators=({"plugin": "flaky"},))
-    real_rmtree, calls = commit.shutil.rmtree, []
+    real_rmtree, real_discard, calls, staging = commit.shutil.rmtree, commit.StagedOutput.discard, [], []
+
+    def recorded(self):
+        staging.append(self.dir)
+        real_discard(self)
 
     def raced(path, ignore_errors=False):
         real_rmtree(path, ignore_errors=ignore_errors)
         calls.append(path)
-        if len(calls) == 1:  # the worker's file arrived while the folder was being removed
-            path.mkdir()
-            (path / "scratch-late.npz").write_bytes(b"late")
+        if len(calls) == 1:  # a file arrived by the staging folder's name while the folder was being removed
+            staging[0].mkdir()
+            (staging[0] / "scratch-late.npz").write_bytes(b"late")
 
+    monkeypatch.setattr(commit.StagedOutput, "discard", recorded)
     monkeypatch.setattr(commit.shutil, "rmtree", raced)
     with pytest.raises(RuntimeError, match="failed while fitting"):
         calibrate.run(write_recipe(tmp_path / "bad.yaml", bad), extra_plugins=(_Failing("fit"),))
-    assert len(calls) == 2 and calls[0] == calls[1]
+    assert len(calls) == 2 and len(staging) == 2 and staging[0] == staging[1]  # removed again once the executor stopped
     assert not (tmp_path / "fresh").exists(), sorted(str(p) for p in (tmp_path / "fresh").rglob("*"))
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 import calibrate
+from calibrate.contract.hookspecs import hookimpl
 from calibrate.errors import CalibrateError, DataError
 from calibrate.files.manifest import read_manifest
 
@@ -252,21 +253,79 @@ def test_the_partitioned_calibration_answers_as_the_in_memory_one(tmp_path):
 
 
 # ---- a worker killed mid-run (dask.distributed) ---------------------------------------------------
+# Deterministic on a loaded machine: the estimator's fit on a worker says it started (a file naming its process) and
+# waits for a "go" file; the test kills the first worker that started, waits until it is gone, then lets the rest go.
 
-def _kill_a_busy_worker(client) -> bool:
-    """Kill (SIGKILL) a worker process that is running a task right now; False when none is."""
-    import os
-    import signal
+#: how long a gated fit or the test waits for the other side before giving up (never reached when things work)
+GATE_TIMEOUT = 600.0
 
-    busy = [w for w, tasks in client.processing().items() if tasks]
-    if not busy:
-        return False
-    pids = client.run(os.getpid, workers=[busy[0]])
-    os.kill(pids[busy[0]], signal.SIGKILL)
-    return True
+
+class _Gated:
+    """A plugin with estimator ``gated``: class-interp whose fit, on a worker process, waits at ``gate``."""
+
+    def __init__(self, gate: Path):
+        self.gate = gate
+
+    @hookimpl
+    def calibrate_register_estimators(self, register):
+        import os
+        import time
+
+        from calibrate_builtins.estimators.interp import ClassInterp
+
+        gate, main = str(self.gate), os.getpid()
+
+        class Gated(ClassInterp):  # a local class: cloudpickle sends it to the workers by value
+            def _fit(self, impostors, context):
+                if os.getpid() != main:
+                    Path(gate, f"started-{os.getpid()}").touch()
+                    deadline = time.monotonic() + GATE_TIMEOUT
+                    while not Path(gate, "go").exists():
+                        if time.monotonic() > deadline:
+                            raise TimeoutError("the test never opened the gate")
+                        time.sleep(0.01)
+                return super()._fit(impostors, context)
+
+        register("gated", Gated)
+
+
+def _ended(process) -> bool:
+    """Whether a process has exited (gone, or a zombie its parent has yet to reap: it is not reaped here, since a child
+    of multiprocessing reaped behind its back stays in multiprocessing.active_children for good)."""
+    import psutil
+
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _kill_the_first_to_start(gate: Path, killed: list) -> None:
+    """Wait until a gated fit starts on a worker, kill (SIGKILL) that worker, wait until it is gone, open the gate."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + GATE_TIMEOUT
+    try:
+        while not (started := sorted(gate.glob("started-*"))):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        worker = psutil.Process(int(started[0].name.split("-", 1)[1]))
+        worker.kill()
+        while not _ended(worker):  # not psutil's wait, which would reap the nanny's child behind its back
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        killed.append(True)
+    finally:
+        (gate / "go").touch()
 
 
 def _run_killing(tmp_path, name: str, allowed_failures: int):
+    import threading
+
     dask = pytest.importorskip("dask")
     pytest.importorskip("distributed")
     from calibrate.contract.base import RunContext
@@ -274,53 +333,63 @@ def _run_killing(tmp_path, name: str, allowed_failures: int):
 
     folder = make_shards(tmp_path / "shards", shards=6, classes=60, probes=300, seed=8)
     data = {"plugin": "score-shards", "path": str(folder), "kind": "distance"}
-    recipe = {"version": 1, "data": data, "estimators": [{"plugin": "ncx2-grid", "mode": "exact"}],
+    recipe = {"version": 1, "data": data, "estimators": [{"plugin": "gated"}],
               "evaluation": {"targets": [0.01]}, "output": {"dir": str(tmp_path / name), "plots": False}}
     (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
-    killed = []
+    gate = tmp_path / f"gate-{name}"
+    gate.mkdir()
+    killed: list = []
+    killer = threading.Thread(target=_kill_the_first_to_start, args=(gate, killed), daemon=True)
 
     with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
         with Dask(workers=2) as executor:
-            def progress(items, description, total):
-                for item in items:
-                    if description.startswith("fitting and evaluating") and not killed:
-                        killed.append(_kill_a_busy_worker(executor._client))
-                    yield item
-
+            killer.start()
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    return calibrate.run(tmp_path / f"{name}.yaml",
-                                         context=RunContext(executor=executor, progress=progress)), killed
+                    return calibrate.run(tmp_path / f"{name}.yaml", context=RunContext(executor=executor),
+                                         extra_plugins=(_Gated(gate),)), killed
             except Exception as exc:  # noqa: BLE001 - the caller looks at it
                 return exc, killed
+            finally:
+                (gate / "go").touch()
+                killer.join()
 
 
-def _no_processes_left():
-    """No worker or nanny process of ours is left (multiprocessing's resource tracker, one per test
-    session, is not a worker and stays by design)."""
+def _no_processes_left(timeout: float = 120.0):
+    """No worker or nanny process of ours is left once they have had time to exit (each waited for until it has ended,
+    :func:`_ended`); multiprocessing's resource tracker, one per test session, is not a worker."""
     import time
 
     import psutil
 
-    def ours():
-        return [p for p in psutil.Process().children(recursive=True)
-                if "resource_tracker" not in " ".join(p.cmdline())]
+    def command(p):
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:  # gone meanwhile
+            return ""
 
-    for _ in range(50):
-        if not ours():
-            return True
-        time.sleep(0.1)
-    print([" ".join(p.cmdline()) for p in ours()])
-    return False
+    ours = [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
+    deadline = time.monotonic() + timeout
+    while not all(_ended(p) for p in ours) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [p for p in ours if not _ended(p)]
+    if alive:
+        print([command(p) for p in alive])
+    return not alive
 
 
 def test_a_killed_worker_is_retried_and_the_result_is_the_same(tmp_path):
     result, killed = _run_killing(tmp_path, "retried", allowed_failures=3)
-    assert killed == [True], "no worker was busy when the final pass started; the test did not kill one"
+    assert killed == [True], "no gated fit started on a worker; the test did not kill one"
     assert not isinstance(result, Exception), result
-    serial = run(tmp_path, {"plugin": "score-shards", "path": str(tmp_path / "shards"), "kind": "distance"},
-                 "serial", targets=(0.01,), estimators=[{"plugin": "ncx2-grid", "mode": "exact"}])
+    recipe = {"version": 1, "data": {"plugin": "score-shards", "path": str(tmp_path / "shards"), "kind": "distance"},
+              "estimators": [{"plugin": "gated"}], "evaluation": {"targets": [0.01]},
+              "output": {"dir": str(tmp_path / "serial"), "plots": False}}
+    (tmp_path / "serial.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        serial = calibrate.run(tmp_path / "serial.yaml", extra_plugins=(_Gated(tmp_path),))  # in this process: no wait
     assert thresholds(sorted(result.out_dir.glob("thresholds-part*.csv"))) == \
         thresholds(sorted(serial.out_dir.glob("thresholds-part*.csv")))
     assert read_manifest(result.out_dir) is not None

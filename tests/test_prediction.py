@@ -168,6 +168,11 @@ def test_confidence_in_a_recipe(tmp_path):
         assert "predicted_fpr_long_run_low" in p and isinstance(p["predicted_covers"], bool)
     # stricter than the plain thresholds at every class and target
     assert np.all(result.folds[0].tables["auto-c95"].values <= result.folds[0].tables["auto"].values + 1e-12)
+    # what the confidence costs genuine users, per target: beside the plain fit's FNR (here the recipe's own auto)
+    for p, c in zip(plain, conf):
+        assert c["fnr_without_confidence"] == pytest.approx(p["fnr"], abs=1e-12) and c["fnr"] >= p["fnr"]
+    said = [n for n in result.notes if n.startswith("auto-c95: confidence 0.95 costs genuine users")]
+    assert len(said) == 1 and "1%:" in said[0] and "0.05%:" in said[0]
     # N = 30 x ~87 training distances: 0.05% is below the order-statistic bound's own reach, so a model-based
     # bound exists there; the method recorded is whichever of the two gives the smaller threshold (the
     # order-statistic one read at its reach is a cap), which depends on the data drawn

@@ -216,7 +216,7 @@ def test_no_interval_is_said_in_the_calibration_the_run_and_the_cli(tmp_path, mo
     rng = np.random.default_rng(8)
     scores = {f"c{i:03d}": -np.exp(rng.normal(0.0, 0.2) + 0.3 * rng.standard_normal(200)) for i in range(300)}
     cal = calibrate.fit(scores, kind="similarity", estimator="generic-interp", predict=True, targets=TARGETS,
-                        replicates=40)
+                        replicates=40, impostors_only=True)
     with pytest.raises(CalibrationError, match="does not fit these training scores"):
         cal.predicted_fpr(0.005)
     path = tmp_path / "cal.json"
@@ -346,12 +346,16 @@ def _run_small(tmp_path, rest: str) -> tuple:
     return result, json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
 
 
-def test_an_estimator_over_budget_gets_a_note_and_no_interval(tmp_path):
+def test_an_estimator_over_budget_is_judged_in_the_world_and_says_so(tmp_path):
+    """Refits that do not fit the budget (issue 40): the estimator's own thresholds judged on the training data (an
+    interval spanning the world's FPR there and the training count's), and a note saying so and what ``budget_s``
+    would buy."""
     result, doc = _run_small(tmp_path, "estimators: [{plugin: znorm}, {plugin: generic-interp}]\n"
                                        "evaluation: {targets: [0.01], prediction: {budget_s: 0.000001}}\n")
-    assert "predicted_fpr_low" not in doc["estimators"]["znorm"]["targets"][0]
+    row = doc["estimators"]["znorm"]["targets"][0]
+    assert row["prediction_simulation"] == "plug-in" and row["predicted_fpr_low"] <= row["predicted_fpr_high"]
     assert doc["estimators"]["generic-interp"]["targets"][0]["prediction_simulation"] == "vectorised"
-    said = [n for n in result.notes if n.startswith("znorm: no predicted FPR interval")]
+    said = [n for n in result.notes if n.startswith("znorm: predicted FPR interval from its thresholds judged on the training data")]
     assert said and "over the time budget" in said[0] and "budget_s" in said[0]
 
 

@@ -30,7 +30,7 @@ def test_a_column_of_one_repeated_score_names_the_missing_parameter(tmp_path):
 def test_bssr1_without_its_missing_marker_fails_with_the_hint(tmp_path):
     face_c = DATA / "bssr1-set1" / "face-C.csv"
     if not face_c.exists():
-        pytest.skip(f"needs the NIST BSSR1 scores at {face_c} (../shared/data)")
+        pytest.skip(f"needs the NIST BSSR1 scores at {face_c} (../shared/data, or the folder CALIBRATE_SHARED_DATA names)")
     recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "output": str(tmp_path / "out"),
                                                 "data": {"plugin": "score-matrix", "path": str(face_c), "kind": "similarity"},
                                                 "transform": {"plugin": "similarity-to-distance", "upper": 1.0}})

@@ -236,7 +236,7 @@ def test_mistakes_are_clear_errors(tmp_path, listed):
     with pytest.raises(ParameterError, match="same_group=True needs groups="):
         calibrate.fit(scores, classes, real=real, kind="distance", same_group=True)
     with pytest.raises(ParameterError, match="groups= needs real="):
-        calibrate.fit(scores, classes, kind="distance", groups={"a": "X", "b": "Y"})
+        calibrate.fit(scores, classes, kind="distance", groups={"a": "X", "b": "Y"}, impostors_only=True)
     with pytest.raises(ParameterError, match="confidence"):
         calibrate.fit(scores, classes, real=real, kind="distance", groups={"a": "X"}, same_group=True, confidence=0.9)
     with pytest.raises(DataError, match="none of its 1 classes"):
@@ -249,7 +249,8 @@ def test_mistakes_are_clear_errors(tmp_path, listed):
                          ("B", "class 'a1' is in group 'A', not 'B'")):
         with pytest.raises(ParameterError, match=match):
             cal.enroll("a1", np.linspace(0.1, 2, 50), group=group)
-    plain = calibrate.fit({"a": np.linspace(0, 1, 50), "b": np.linspace(0, 1, 50)}, kind="distance")
+    plain = calibrate.fit({"a": np.linspace(0, 1, 50), "b": np.linspace(0, 1, 50)}, kind="distance",
+                          impostors_only=True)
     with pytest.raises(ParameterError, match="leave out group="):
         plain.enroll("c", np.linspace(0, 1, 50), group="A")
     tmp, dev, ev, groups, _ = listed

@@ -41,7 +41,8 @@ def gallery() -> dict[str, np.ndarray]:
 def _fit(gallery, estimator: str, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # auto's note that it has no genuine comparisons to choose by
-        return calibrate.fit(gallery, kind="distance", estimator=estimator, predict=False, targets=TARGETS, **kw)
+        return calibrate.fit(gallery, kind="distance", estimator=estimator, predict=False, targets=TARGETS, **kw,
+                             impostors_only=True)
 
 
 def _one_line(result, *words: str) -> None:
@@ -117,7 +118,7 @@ def test_a_confident_calibration_answers_as_fitted_up_to_its_reach(gallery, tmp_
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fitted = calibrate.fit(gallery, kind="distance", estimator=estimator, targets=TARGETS, confidence=0.9,
-                                   replicates=20)
+                                   replicates=20, impostors_only=True)
         loaded = calibrate.load(fitted.save(tmp_path / "cal.json"))
         assert loaded.model.pool_size == fitted.model.pool_size == CLASSES * PER_CLASS
         for t in ASKED:
@@ -128,7 +129,8 @@ def test_models_saved_whole_state_it_and_answer_every_target(gallery, tmp_path):
     """A parametric model (znorm without a pooled shape) and a largest target of 10% or more (reach 1) are saved
     whole: reach 1, every target answered."""
     for cal in (_fit(gallery, "znorm"),
-                calibrate.fit(gallery, kind="distance", estimator="class-interp", predict=False, targets=(0.1,))):
+                calibrate.fit(gallery, kind="distance", estimator="class-interp", predict=False, targets=(0.1,),
+                              impostors_only=True)):
         path = cal.save(tmp_path / "cal.json")
         entry = next(iter(json.loads(path.read_text())["estimators"].values()))
         assert entry["reach"] == 1.0 and "counts" not in entry["state"]

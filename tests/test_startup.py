@@ -4,6 +4,7 @@ inside the functions that compute). An import-graph check, in a fresh interprete
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -54,3 +55,20 @@ def test_the_package_and_its_hook_specifications_import_nothing_heavy():
     proc = subprocess.run([sys.executable, "-c", "import calibrate; print(calibrate.fit.__module__, "
                            "calibrate.load.__module__, 'fit' in dir(calibrate))"], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["calibrate.saved.fitting", "calibrate.api", "True"], proc.stderr
+
+
+def test_saving_a_calibration_without_long_float_lists_imports_no_pyarrow():
+    """pyarrow formats long float lists (auto's pooled scores); a state without one does not import it (80 ms)."""
+    code = ("import json, sys\n"
+            "from calibrate.saved.json_format import FAST_FLOATS, dumps_artifact\n"
+            "small = {'classes': ['a', 'b'], 'sigma': [0.5, 1.25], 'nested': {'x': (1.0, 2.0)}}\n"
+            "text = dumps_artifact(small)\n"
+            "assert text.startswith(json.dumps(small, separators=(',', ':'))[:-1])\n"
+            "loaded = 'pyarrow' in sys.modules\n"
+            "dumps_artifact({'pooled': [0.5] * FAST_FLOATS})\n"
+            "print(json.dumps([loaded, 'pyarrow' in sys.modules]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert loaded[0] is False
+    assert loaded[1] is (importlib.util.find_spec("pyarrow") is not None)  # where installed, the long list uses it

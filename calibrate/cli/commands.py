@@ -38,11 +38,11 @@ def run(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML f
         out: Optional[Path] = typer.Option(None, "--out", help="Output folder (overrides the recipe's `output:`)."),
         quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Run a recipe and write thresholds.csv, results.json and report.md."""
-    from calibrate.api import validate
+    from calibrate.api import read_recipe
     from calibrate.running.pipeline import run_recipe
 
     try:
-        parsed = validate(recipe, out=out)
+        parsed = read_recipe(recipe, out=out)  # a groups file is checked against the classes once they are loaded
         with warnings.catch_warnings(), command_progress(quiet, announce=True) as context:
             warnings.simplefilter("ignore")  # notes are collected into report.md and printed below
             result = run_recipe(parsed, context=context)  # which sets the context's seed to the recipe's
@@ -65,10 +65,10 @@ def run(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML f
 @app.command()
 def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe YAML file.")) -> None:
     """Check a recipe (plugin names, parameters, files) without running it."""
-    from calibrate.api import validate as _validate
+    from calibrate.api import read_recipe, validate_groups
 
     try:
-        parsed = _validate(recipe)
+        parsed, checked = validate_groups(read_recipe(recipe))
     except Exception as exc:  # noqa: BLE001
         _fail(exc, recipe)
         return
@@ -76,7 +76,9 @@ def validate(recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe Y
     if parsed.groups is not None:
         names = parsed.groups.names
         groups = (f"; groups {shown(names, quote=False)} for "
-                  f"{len(parsed.groups.classes):,} classes from {parsed.groups.source}")
+                  f"{len(parsed.groups.classes):,} classes from {parsed.groups.source}, "
+                  + (f"checked against the data's {checked:,} enrolled classes" if checked is not None else
+                     "checked against the data's classes by `run`, once loaded"))
     typer.echo(f"{recipe}: ok ({parsed.data.info.name}, {len(parsed.estimators)} estimator(s), "
                f"targets {', '.join(f'{t:g}' for t in parsed.targets)}{groups}; data files: format checked on their "
                "first lines, the rest is read by `run`)")

@@ -278,6 +278,9 @@ def fit_command(
                                                 "one threshold for every class, the strictest rejecting at most that "
                                                 "share of the training genuine comparisons (`calibrate threshold --fnr` "
                                                 "reads it)."),
+        impostors_only: bool = typer.Option(False, "--impostors-only/--no-impostors-only", help="Every comparison is "
+                                            "an impostor one (no probe is of an enrolled class): scores that look "
+                                            "mixed with genuine ones are then a note, not an error."),
         quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", help=QUIET_HELP)) -> None:
     """Fit thresholds on every comparison of one score file (or of --genuine and --impostor files) and save the
     calibration."""
@@ -285,7 +288,9 @@ def fit_command(
 
     import numpy as np
 
+    from calibrate.errors import DataError, ParameterError
     from calibrate.saved.fitting import fit
+    from calibrate.statistics.mixture import MixedScores, MixedScoresWarning
     from calibrate.statistics.sanity import check_direction
     from calibrate.files.user_output import check_target
 
@@ -318,12 +323,23 @@ def fit_command(
                 genuine = claimed == real
                 check_direction(values[genuine], values[~genuine], kind, str(source),
                                 f"give --kind {'distance' if kind == 'similarity' else 'similarity'}")
+            if impostors_only and fitted_impostors < c.size:
+                raise ParameterError(f"--impostors-only, but {c.size - fitted_impostors:,} comparison(s) of {source} are "
+                                     "genuine (claimed id = real id); leave out --impostors-only: they are left out "
+                                     "of the fit")
             # before the fit: its own refusal (too few genuine comparisons) costs nothing
             saved_fnr = fnr_thresholds(values, np.asarray(claimed == real), kind, fnrs, source) if fnrs else ()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
-                          predict=predict, seed=seed, context=context, groups=labels, same_group=same_group)
+                try:
+                    cal = fit(values, claimed, real=real, kind=kind, estimator=estimator, targets=targets,
+                              predict=predict, seed=seed, context=context, groups=labels, same_group=same_group,
+                              impostors_only=impostors_only)
+                except MixedScores as exc:  # said in the command line's words
+                    raise DataError(f"{source}: no claimed id is ever a probe's real id, so every comparison was taken "
+                                    f"for an impostor's, yet {exc.mixture.finding()}; write the ids the same way in "
+                                    "both columns, or name the right ones with --claimed-column and --real-column; if "
+                                    "every comparison is an impostor one, give --impostors-only") from None
             in_sample = None
             if labels is not None:
                 from calibrate.saved.assess import assess, known_classes
@@ -337,7 +353,9 @@ def fit_command(
         _fail(exc, scores if scores is not None else impostor)
         return
     for w in caught:
-        typer.echo(f"note: {' '.join(str(w.message).split())}", err=True)
+        said = (f"{source}: --impostors-only, yet {w.message.mixture.finding()}"
+                if isinstance(w.message, MixedScoresWarning) else str(w.message))
+        typer.echo(f"note: {' '.join(said.split())}", err=True)
     for note in group_notes:
         typer.echo(f"note: {note}", err=True)
     genuine = int((claimed == real).sum())

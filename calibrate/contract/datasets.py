@@ -61,6 +61,14 @@ class Dataset(Component, ABC):
         return None
 
     @optional
+    def class_names(self) -> tuple[list[str], list[str]] | None:
+        """Called by ``calibrate validate`` for a recipe with ``data: {groups: FILE}``: (the enrolled classes, the probes'
+        real classes) that ``load`` will give, named as the loaded matrices name them, when they can be read without
+        loading the comparisons (a matrix's labels, a score list's id columns), so that a groups file naming none of
+        them is refused before a run. Default: None (only loading tells; the run checks them)."""
+        return None
+
+    @optional
     def cohort_sides(self) -> tuple[Literal["enrolled", "probe"], ...] | None:
         """Called when a recipe is validated, before anything is loaded: the cohort sides this dataset reads from
         cohort files (``"enrolled"``, ``"probe"``), so that the recipe's normaliser is checked against them (and

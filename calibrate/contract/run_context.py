@@ -45,6 +45,9 @@ class RunContext:
     reporter: Any = None
     #: the run's clock of stages (calibrate.running.result.StageTimes), set by the pipeline: :meth:`timed` adds to it
     clock: Any = None
+    #: how :meth:`map` shares ``spread=True`` items with the machine's other core: ``spreader(function, items,
+    #: on_done) -> results`` (calibrate.running.beside.spread_map), set by a run whose recipe names no executor
+    spreader: Any = None
     _stages: list = field(default_factory=list, init=False, repr=False, compare=False)
     #: the run's work in progress beside it (calibrate.running.predict_stage.PendingPredictions), oldest first
     _beside: list = field(default_factory=list, init=False, repr=False, compare=False)
@@ -113,14 +116,21 @@ class RunContext:
         warnings.warn(message, stacklevel=2)
 
     def map(self, function: Callable, items: Sequence, *, description: str | None = None,
-            sizes: Sequence[float] | None = None, unit: str = "") -> list:
+            sizes: Sequence[float] | None = None, unit: str = "", spread: bool = False) -> list:
         """``[function(item) for item in items]``, through the executor when one is configured.
 
         Progress is reported as items (or the executor's chunks) complete: in a stage of its own
         when ``description`` is given, else to the innermost open stage. Item i counts ``sizes[i]``
         (e.g. the classes in a chunk of classes), 1 by default.
+
+        ``spread``: where the run gives a :attr:`spreader` (a recipe without ``executor:``), the items may be shared
+        with a process forked beside the run on the machine's other core, for heavy work whose ``function`` is
+        pure: its result depends only on its item, and nothing it does besides returning it counts. Results are
+        the same.
         """
         if self.reporter is None and self.progress is None:
+            if spread and self.spreader is not None:
+                return self.spreader(function, list(items), None)
             if self.executor is None:
                 return [function(item) for item in items]
             return self.executor.map(function, items)
@@ -129,14 +139,16 @@ class RunContext:
         if len(weights) != len(items):
             raise ValueError(f"map: {len(weights)} sizes for {len(items)} items")
         if description is None:
-            return self._map_reporting(function, items, weights, self.advance)
+            return self._map_reporting(function, items, weights, self.advance, spread)
         with self.stage(description, sum(weights), unit) as task:
-            return self._map_reporting(function, items, weights, task.advance)
+            return self._map_reporting(function, items, weights, task.advance, spread)
 
-    def _map_reporting(self, function: Callable, items: list, weights: list, advance: Callable) -> list:
+    def _map_reporting(self, function: Callable, items: list, weights: list, advance: Callable, spread: bool) -> list:
         def done(indices) -> None:
             advance(sum(weights[i] for i in indices))
 
+        if spread and self.spreader is not None:
+            return self.spreader(function, items, done)
         if self.executor is None:
             out = []
             for i, item in enumerate(items):

@@ -108,6 +108,25 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+#: the staging folders' lock descriptors this process holds. A forked child (the work beside a run, a pool's worker)
+#: shares their locks (flock belongs to the open file, which fork shares) and closes them: a run's lock ends with
+#: the run's own process, so that the next run sees a killed run's staging folder as abandoned
+_HELD_LOCKS: set[int] = set()
+
+
+def _close_held_locks() -> None:
+    for fd in _HELD_LOCKS:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_locks)
+
+
 def _is_abandoned(staging: Path) -> bool:
     """True when no live process holds the staging folder's lock."""
     if fcntl is None:
@@ -287,6 +306,7 @@ class StagedOutput:
                                       "choose another with --out") from None
                 if fcntl is not None:
                     self._lock_fd = os.open(self.dir, os.O_RDONLY)
+                    _HELD_LOCKS.add(self._lock_fd)
                     fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
                 recover(self.final, self.seal)
                 self._check_conflicts(CONTRACT_NAMES)
@@ -424,6 +444,7 @@ class StagedOutput:
 
     def _release(self) -> None:
         if self._lock_fd is not None:
+            _HELD_LOCKS.discard(self._lock_fd)
             os.close(self._lock_fd)
             self._lock_fd = None
 
@@ -439,8 +460,15 @@ class StagedOutput:
     def discard(self) -> None:
         """Remove the staging folder and the folders this run created. May be called again: a run's pipeline
         calls it again once its executor's workers have stopped (one still busy when the run failed may
-        have written into the staging folder after the first call)."""
+        have written into the staging folder after the first call). The folder is renamed before it is removed:
+        a worker still writing by its name then fails, rather than adding a file while the folder is emptied
+        (which left it behind)."""
         if self.dir.name != STAGING_PREFIX:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            gone = self.dir.with_name(f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}")  # as mkdtemp names them: recoverable
+            try:
+                os.rename(self.dir, gone)
+            except OSError:  # removed already (a second call), or the name taken
+                gone = self.dir
+            shutil.rmtree(gone, ignore_errors=True)
         self._release()
         self._remove_created()

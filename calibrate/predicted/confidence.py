@@ -16,26 +16,30 @@ Two ways, chosen per target:
 The rule (monotone by construction). Write k(e) for the order-statistic rank (0 below the target e0
 where it starts), OS(k) for the inner model's threshold at the pooled order statistic of rank k, u0
 for the smallest target the model-based curve meets (its bound at the strictest candidate) and
-M(e) for the inner threshold at the lowered target e'(e). Each bound is made a function of e on the
-whole range by reading it, below its own switch point, at that switch point: OS(max(k(e), 1)) and
-M(max(e, u0)). Both are non-decreasing in e (k(e) and e'(e) are, and so are the inner thresholds,
-by the estimator contract). Then
+M(e) for the inner threshold at the lowered target e'(e). Both are non-decreasing in e (k(e) and e'(e) are, and so
+are the inner thresholds, by the estimator contract). Then
 
-* threshold(e) = the elementwise minimum of those of the two that exist, when at least one bound is
-  met at e (k(e) >= 1 or e >= u0);
+* threshold(e) = OS(k(e)) where the order-statistic bound is met (k(e) >= 1): one bound keeps the promise, and
+  stacking the other on it (their minimum, before issue 40) only costs strictness;
+* below e0, the minimum of OS(1) and M(max(e, u0)) (those that exist) when the model-based bound is met (e >= u0);
 * the minimum of them and 0 when neither is met but the model-based curve exists (``model-unmet``:
   only exact matches, at most, are accepted);
 * a DataError when neither is met and there is no curve.
 
-The set of targets where a bound is met is an interval reaching up to 1, so threshold(e) is a
-minimum of non-decreasing functions of e alone: a looser target never gives a stricter threshold,
-asked in one call or one target per call. It keeps the promise: wherever a bound is met, the
-threshold is at or below that bound's own threshold (a value read at a switch point above e is only
-ever a cap). The method recorded for a target is the bound whose threshold is used.
+Below e0 every threshold is at most OS(1), and above it at least that, so a looser target never gives a stricter
+threshold, asked in one call or one target per call. It keeps the promise: wherever a bound is met, the threshold
+is at or below that bound's own threshold. The method recorded for a target is the bound whose threshold is used.
+
+Clustered values (issue 40). Where the training false accepts cluster by probe (calibrate.predicted.clustering),
+the count of pooled values below a quantile is overdispersed: the order-statistic rank is the negative binomial's
+(:func:`clustered_rank`, the dispersion kept with the model), and the model-based bound reads replicates widened
+by what clustering adds to a threshold's error. So the bound holds for the probes a deployment meets, not only
+for independent values.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -67,6 +71,30 @@ def order_statistic_rank(target: float, n: int, confidence: float) -> int:
     return max(k, 0)
 
 
+def clustered_rank(target: float, n: int, confidence: float, excess: float) -> int:
+    """:func:`order_statistic_rank` where the count of the n values below the target's quantile is overdispersed
+    (false accepts clustered by probe, calibrate.predicted.clustering): a negative binomial of mean n e whose variance
+    is ``1 + excess`` times that; the largest k with P(count >= k) >= confidence (0 when even k = 1 fails)."""
+    from scipy.special import betainc
+
+    if excess <= 1e-9:
+        return order_statistic_rank(target, n, confidence)
+    mean = n * target
+    r = mean / excess
+
+    def at_least(k: int) -> float:  # P(X >= k) = 1 - P(X <= k - 1), non-increasing in k
+        return 1.0 if k <= 0 else 1.0 - float(betainc(r, float(k), r / (r + mean)))
+
+    lo, hi = 0, int(math.ceil(mean)) + 1  # P(X >= k) >= confidence > 1/2 needs k at most about the mean
+    while hi - lo > 1:  # invariant: at_least(lo) >= confidence > at_least(hi)
+        mid = (lo + hi) // 2
+        if at_least(mid) >= confidence:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def upper_curve(grid_fpr: np.ndarray, confidence: float) -> np.ndarray:
     """The ``confidence``-quantile over replicates of the achieved FPR at each candidate target, made
     non-decreasing in the candidate."""
@@ -95,14 +123,32 @@ def independent_values(world: Any) -> int | None:
 
 
 def confidence_ranks(model: FittedModel, targets: Sequence[float], confidence: float,
-                     independent: int | None = None) -> np.ndarray | None:
+                     independent: int | None = None, dispersion: dict | None = None) -> np.ndarray | None:
     """Per target the order-statistic rank of the bound (0 where even the smallest value fails), or None
-    when the model's thresholds are not pooled order statistics."""
+    when the model's thresholds are not pooled order statistics; ``dispersion``: :func:`dispersion_of`."""
     pool = model.order_statistic_pool()
     if not pool:
         return None
     n = min(pool, independent) if independent else pool
-    return np.array([order_statistic_rank(float(e), n, confidence) for e in targets], dtype=np.int64)
+    return np.array([clustered_rank(float(e), n, confidence, excess(dispersion, float(e))) for e in targets],
+                    dtype=np.int64)
+
+
+def dispersion_of(found: Any) -> dict | None:
+    """How the training false accepts cluster (calibrate.predicted.clustering.Clustering), as the confident model keeps
+    it: log cv2 = intercept + slope log e (its sampling margin included) and the training units' size."""
+    if found is None or found.intercept is None or not np.isfinite(found.intercept):
+        return None
+    return {"intercept": float(found.intercept), "slope": float(found.slope),
+            "unit_size": float(found.size)}
+
+
+def excess(dispersion: dict | None, e: float) -> float:
+    """The overdispersion's excess (phi - 1) of the count below the level ``e``: cv2(e) e s (0 without clustering);
+    non-decreasing in e (the slope is at least -1)."""
+    if not dispersion:
+        return 0.0
+    return math.exp(dispersion["intercept"] + dispersion["slope"] * math.log(e)) * e * dispersion["unit_size"]
 
 
 #: how each target's confident threshold was chosen
@@ -126,7 +172,7 @@ class ConfidentModel(FittedModel):
     and a stricter threshold keeps the promise (the rule and why: module docstring)."""
 
     def __init__(self, inner: FittedModel, confidence: float, grid: Sequence[float] = (), upper: Sequence[float] = (),
-                 independent: int | None = None):
+                 independent: int | None = None, dispersion: dict | None = None):
         super().__init__(inner.classes)
         self.inner, self.confidence = inner, check_confidence(confidence)
         self.grid, self.upper = np.asarray(grid, dtype=np.float64), np.asarray(upper, dtype=np.float64)
@@ -134,6 +180,8 @@ class ConfidentModel(FittedModel):
             raise DataError("confidence: the candidate targets and their FPR bounds differ in length")
         self.pool_size = inner.order_statistic_pool()
         self.independent = None if independent is None else int(independent)
+        #: how the training false accepts cluster by probe (:func:`dispersion_of`; None: as independent values)
+        self.dispersion = dispersion
         # the smallest target the model-based curve meets (upper is non-decreasing; NaN only as a suffix);
         # None when there is no curve, or one that meets no target
         self.model_from = float(self.upper[0]) if self.upper.size and np.isfinite(self.upper[0]) else None
@@ -143,12 +191,12 @@ class ConfidentModel(FittedModel):
         if not self.pool_size:
             return 0
         n = min(self.pool_size, self.independent) if self.independent else self.pool_size
-        return order_statistic_rank(target, n, self.confidence)
+        return clustered_rank(target, n, self.confidence, excess(self.dispersion, target))
 
-    def _plan(self, target: float) -> tuple[bool, int | None, float | None]:
-        """(met, rank read, lowered target read) at ``target``: whether a bound is met there; the rank
-        max(k, 1) of the order-statistic bound (None without pooled order statistics); the lowered
-        target e'(max(e, u0)) of the model-based bound (None without a curve)."""
+    def _plan(self, target: float) -> tuple[bool, int | None, float | None, bool]:
+        """(met, rank read, lowered target read, order statistic met) at ``target``: whether a bound is met there; the
+        rank max(k, 1) of the order-statistic bound (None without pooled order statistics); the lowered target
+        e'(max(e, u0)) of the model-based bound (None without a curve); whether k >= 1."""
         k = self.rank(target)
         rank = max(k, 1) if self.pool_size else None
         e_model = None if self.model_from is None else curve_target(max(target, self.model_from), self.grid, self.upper)
@@ -157,7 +205,7 @@ class ConfidentModel(FittedModel):
             raise DataError(f"confidence {self.confidence}: at target {target:g} the {self.pool_size or 0} pooled "
                             "training values are too few for an order-statistic bound, and this calibration holds no "
                             "model-based bound (its predicted interval could not be simulated)")
-        return met, rank, e_model
+        return met, rank, e_model, k >= 1
 
     def _candidates(self, targets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
         """Per target: whether a bound is met, the order-statistic and the model-based thresholds read
@@ -178,16 +226,17 @@ class ConfidentModel(FittedModel):
         the two bounds' thresholds order the classes differently (not for the built-ins: both are the same
         increasing map of one pooled quantity per class), the bound used by most classes."""
         met, os_t, model_t, plans = self._candidates(np.array([float(target)]), self.all_rows())
-        _, rank, e_model = plans[0]
+        _, rank, e_model, os_met = plans[0]
         if not met[0]:
             return "model-unmet", float(self.grid[0])
-        if rank is not None and (e_model is None or np.mean(os_t[:, 0] <= model_t[:, 0]) >= 0.5):
+        if os_met or (rank is not None and (e_model is None or np.mean(os_t[:, 0] <= model_t[:, 0]) >= 0.5)):
             return "order-statistic", float(rank)
         return "model", float(e_model)
 
     def _thresholds(self, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        met, os_t, model_t, _ = self._candidates(targets, rows)
-        out = np.minimum(os_t, model_t)
+        met, os_t, model_t, plans = self._candidates(targets, rows)
+        os_met = np.array([p[3] for p in plans], dtype=bool)
+        out = np.where(os_met[None, :], os_t, np.minimum(os_t, model_t))
         # no bound met: the promise cannot be kept by any threshold the model offers: accept only exact matches
         out[:, ~met] = np.minimum(out[:, ~met], 0.0)
         return out
@@ -196,8 +245,11 @@ class ConfidentModel(FittedModel):
         return [{**row, "confidence": self.confidence} for row in self.inner.parameters()]
 
     def confidence_state(self) -> dict[str, Any]:
-        return {"confidence": self.confidence, "grid": self.grid.tolist(), "upper": self.upper.tolist(),
-                "independent": self.independent}
+        out = {"confidence": self.confidence, "grid": self.grid.tolist(), "upper": self.upper.tolist(),
+               "independent": self.independent}
+        if self.dispersion:
+            out["dispersion"] = dict(self.dispersion)
+        return out
 
     def to_state(self) -> dict[str, Any]:
         return self.inner.to_state()
@@ -226,15 +278,26 @@ def from_saved_entry(inner: FittedModel, entry: Any) -> ConfidentModel:
     independent = entry.get("independent")
     if independent is not None:
         independent = int(statecheck.number(independent, "confidence.independent", 1, integer=True))
-    return ConfidentModel(inner, entry.get("confidence"), grid, np.asarray(upper, dtype=np.float64), independent)
+    dispersion = entry.get("dispersion")
+    if dispersion is not None:
+        if not isinstance(dispersion, dict):
+            raise DataError("confidence.dispersion must be a mapping of intercept, slope and unit_size")
+        dispersion = {"intercept": float(statecheck.number(dispersion.get("intercept"), "confidence.dispersion.intercept",
+                                                           -1e6, 1e6)),
+                      "slope": float(statecheck.number(dispersion.get("slope"), "confidence.dispersion.slope", -1.0, 0.0)),
+                      "unit_size": float(statecheck.number(dispersion.get("unit_size"), "confidence.dispersion.unit_size",
+                                                           1.0, 1e15))}
+    return ConfidentModel(inner, entry.get("confidence"), grid, np.asarray(upper, dtype=np.float64), independent,
+                          dispersion)
 
 
 def confident(model: FittedModel, prediction: Prediction | None, confidence: float,
-              independent: int | None = None) -> ConfidentModel:
+              independent: int | None = None, dispersion: dict | None = None) -> ConfidentModel:
     """Wrap a fitted model with its confidence bound (the model-based curve from ``prediction``'s replicates)."""
     if prediction is None or prediction.grid is None:
-        return ConfidentModel(model, confidence, independent=independent)
-    return ConfidentModel(model, confidence, prediction.grid, upper_curve(prediction.grid_fpr, confidence), independent)
+        return ConfidentModel(model, confidence, independent=independent, dispersion=dispersion)
+    return ConfidentModel(model, confidence, prediction.grid, upper_curve(prediction.grid_fpr, confidence), independent,
+                          dispersion)
 
 
 def confident_prediction(model: ConfidentModel, prediction: Prediction) -> Prediction:
@@ -259,36 +322,51 @@ def confident_prediction(model: ConfidentModel, prediction: Prediction) -> Predi
 
 
 def make_confident(model: FittedModel, estimator: Any, impostors: Any, targets: Sequence[float], confidence: float, *,
-                   settings: PredictionSettings, seed: Sequence[int], context: Any, world: Any) -> tuple:
+                   settings: PredictionSettings, seed: Sequence[int], context: Any, world: Any,
+                   units: Any = None) -> tuple:
     """Fit-time confidence: simulate (with the candidate grid and the order-statistic ranks), wrap the model,
-    and the predicted interval of the confident thresholds. Returns (ConfidentModel, its Prediction, the
-    Prediction of the plain thresholds)."""
+    and the predicted interval of the confident thresholds. Where the training false accepts cluster by probe
+    (``units``: calibrate.predicted.clustering), the replicates are widened by what that adds to a threshold's error
+    (at every candidate target) and the order-statistic ranks count the values as overdispersed. Returns
+    (ConfidentModel, its Prediction, the Prediction of the plain thresholds)."""
+    from calibrate.predicted.clustering import clustering_of, widen
+
     independent = independent_values(world)
-    ranks = confidence_ranks(model, targets, confidence, independent)
+    found = clustering_of(units, impostors, model, targets, settings.level)
+    dispersion = dispersion_of(found)
+    ranks = confidence_ranks(model, targets, confidence, independent, dispersion)
     if ranks is not None:  # below where the bound starts, the smallest order statistic caps the threshold
         ranks = np.maximum(ranks, 1)
     predicted = predict(estimator, impostors, targets, settings=settings, seed=seed, context=context,
                         confidence=confidence, world=world, ranks=ranks)
-    wrapped = confident(model, predicted, confidence, independent)
-    return wrapped, confident_prediction(wrapped, predicted), predicted
+    if found is not None:
+        n = int(impostors.values.size)
+        predicted.grid_fpr = widen(predicted.grid_fpr, found.threshold_variance(predicted.grid, n))
+        if predicted.rank_fpr is not None:
+            predicted.rank_fpr = widen(predicted.rank_fpr, found.threshold_variance(predicted.targets, n))
+        predicted.clustering = found.summary(predicted.targets, n)
+    wrapped = confident(model, predicted, confidence, independent, dispersion)
+    out = confident_prediction(wrapped, predicted)
+    out.clustering = predicted.clustering
+    return wrapped, out, predicted
 
 
 def predict_model(model: FittedModel, estimator: Any, impostors: Any, targets: Sequence[float],
                   confidence: float | None, *, settings: PredictionSettings, seed: Sequence[int], context: Any,
-                  world: Any, fit_seconds: float | None = None, base_seconds: float | None = None
-                  ) -> tuple[FittedModel, Prediction]:
+                  world: Any, fit_seconds: float | None = None, base_seconds: float | None = None,
+                  units: Any = None) -> tuple[FittedModel, Prediction]:
     """The fitted model and its predicted FPR, checked against the training distances per target: with
     ``confidence``, the model wrapped with its bound and the prediction of the confident thresholds
     (:func:`make_confident`); else the model as fitted (:func:`calibrate.predicted.interval.predict`, within the
     time budget that ``fit_seconds`` and ``base_seconds`` set)."""
     if confidence is not None:
         wrapped, predicted = make_confident(model, estimator, impostors, targets, confidence, settings=settings,
-                                            seed=seed, context=context, world=world)[:2]
+                                            seed=seed, context=context, world=world, units=units)[:2]
         predicted.tail_model = getattr(world, "tail_model", "")
         check_prediction(predicted, world, impostors, wrapped)
         return wrapped, predicted
     return model, predict(estimator, impostors, targets, settings=settings, seed=seed, context=context, world=world,
-                          model=model, fit_seconds=fit_seconds, base_seconds=base_seconds)
+                          model=model, fit_seconds=fit_seconds, base_seconds=base_seconds, units=units)
 
 
 def saved_entries(model: FittedModel, prediction: dict | None, reach: float, held: float | None = None

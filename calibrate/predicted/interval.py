@@ -60,24 +60,30 @@ from calibrate.errors import DataError
 from calibrate.predicted.interval_result import (DEFAULT_BUDGET, DEFAULT_LEVEL, DEFAULT_REPLICATES,  # noqa: F401  (re-exported: public API)
                                                  MIN_REPLICATES, PREDICTED, STATUS, WORLD_WORDS, Prediction,
                                                  PredictionSettings, as_array, by_groups, column_quantile, combine,
-                                                 measured_interval, saved_table)
+                                                 combined_cv2, measured_interval, saved_table)
+from calibrate.predicted.clustering import unit_size  # noqa: F401  (re-exported: public API, the fpr evaluator's)
 from calibrate.predicted.simulation import (SIMULATED_PER_DISTANCE, SIMULATED_VALUES,  # noqa: F401  (re-exported: public API)
-                                            _refitted, _simulated, refit_plan, replicate_level, simulated_replicates)
+                                            _refitted, _simulated, plugged_in, refit_plan, replicate_level,
+                                            simulated_replicates)
 
 
 def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, settings: PredictionSettings,
             seed: Sequence[int], context: Any, confidence: float | None = None, world: Any = None,
             ranks: np.ndarray | None = None, model: FittedModel | None = None, fit_seconds: float | None = None,
-            base_seconds: float | None = None) -> Prediction:
+            base_seconds: float | None = None, units: Any = None) -> Prediction:
     """Simulate the estimator's achieved FPR (see the module's docstring); ``world`` may be given when
     already built for this gallery (it is the same for every estimator). ``model``: the estimator's fit on
     the training distances, whose thresholds the world is checked at (per target ``status``).
     ``fit_seconds``: what that fit took (a refit's cost); ``base_seconds``: the run's time so far (the
-    refits' budget is a share of it). With ``confidence``, every replicate is refitted, also on the grid
-    of candidate targets of the model-based bound and at the order-statistic ``ranks`` (one per target,
-    0 where none) of :func:`calibrate.predicted.confidence.confidence_ranks`.
+    refits' budget is a share of it), and when not even MIN_REPLICATES refits fit it, the model's own thresholds
+    are judged on the training data instead (:func:`calibrate.predicted.simulation.plugged_in`); ``units``: the training
+    distances' probe identities (calibrate.predicted.clustering.probe_units), whose clustering widens the
+    replicates (with ``model``). With ``confidence``, every replicate is refitted, also on the grid of candidate
+    targets of the model-based bound and at the order-statistic ``ranks`` (one per target, 0 where none) of
+    :func:`calibrate.predicted.confidence.confidence_ranks`.
 
-    Raises DataError when no interval can be given at all (too many failed refits; refits over budget)."""
+    Raises DataError when no interval can be given at all (too many failed refits; refits over budget without a
+    model)."""
     if world is None:
         world = build_world(impostors)
     t = np.asarray(targets, dtype=np.float64)
@@ -88,6 +94,9 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
         else:
             with context.stage(f"{name}: predicted FPR, simulated galleries", settings.replicates, "galleries") as task:
                 pred = _simulated([estimator], world, t, settings, seed, task)[0]
+    elif confidence is None and model is not None and refit_plan(settings, fit_seconds, base_seconds)[0] == 0:
+        tau, checks = _training_check(world, impostors, model, t)
+        pred = plugged_in(world, impostors, tau, checks, t, settings, refit_plan(settings, fit_seconds, base_seconds)[1])
     elif confidence is None:
         pred = _refitted(estimator, world, t, settings, seed, context, name, fit_seconds, base_seconds)
     else:
@@ -97,7 +106,21 @@ def predict(estimator: Any, impostors: Any, targets: Sequence[float], *, setting
     pred.world = getattr(world, "structure", "bulk")
     if model is not None:
         check_prediction(pred, world, impostors, model)
+        cluster(pred, units, impostors, model)
     return pred
+
+
+def cluster(pred: Prediction, units: Any, impostors: Any, model: FittedModel) -> None:
+    """How the training false accepts cluster by probe at the model's thresholds (calibrate.predicted.clustering), kept on
+    the prediction, its replicates widened by what that adds to each threshold's error; nothing without ``units``."""
+    from calibrate.predicted.clustering import clustering_of, widen
+
+    found = clustering_of(units, impostors, model, pred.targets, pred.level)
+    if found is None:
+        return
+    n = int(impostors.values.size)
+    pred.replicates = widen(pred.replicates, found.threshold_variance(pred.targets, n))
+    pred.clustering = found.summary(pred.targets, n)
 
 
 def before_beside() -> None:
@@ -114,10 +137,11 @@ def simulates(estimator: Any) -> bool:
 
 def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], impostors: Any,
                      targets: Sequence[float], *, settings: PredictionSettings, seed: Sequence[int],
-                     world: Any, context: Any = None) -> list[Prediction]:
+                     world: Any, context: Any = None, units: Any = None) -> list[Prediction]:
     """The predicted FPR of several estimators that implement ``simulate``, on one shared set of simulated
     galleries (common random numbers: drawing them is most of the cost), each checked against the training
-    distances at its model's thresholds; ``context``: a RunContext whose stage counts the galleries."""
+    distances at its model's thresholds and widened by how they cluster by probe (``units``: :func:`cluster`);
+    ``context``: a RunContext whose stage counts the galleries."""
     t = np.asarray(targets, dtype=np.float64)
     if context is None:
         out = _simulated(list(estimators), world, t, settings, seed)
@@ -129,6 +153,7 @@ def predict_together(estimators: Sequence[Any], models: Sequence[FittedModel], i
         pred.tail_model = getattr(world, "tail_model", "")
         pred.world = getattr(world, "structure", "bulk")
         check_prediction(pred, world, impostors, model)
+        cluster(pred, units, impostors, model)
     return out
 
 
@@ -206,6 +231,16 @@ class Worlds:
     def __init__(self, impostors: Any, train: Any = None) -> None:
         self._impostors, self._train = impostors, train
         self._built: dict[str, Any] = {}  # structure -> World, or the DataError it raised
+        self._units: Any = False  # not yet looked for
+
+    def units(self) -> Any:
+        """The training distances' probe identities (calibrate.predicted.clustering.probe_units; None without a
+        training matrix), found once."""
+        if self._units is False:
+            from calibrate.predicted.clustering import probe_units
+
+            self._units = probe_units(self._train, self._impostors)
+        return self._units
 
     @staticmethod
     def structures() -> tuple[str, ...]:
@@ -278,7 +313,7 @@ def predict_in_worlds(estimators: Sequence[Any], models: Sequence[FittedModel], 
             continue
         done = predict_together([estimators[i] for i in idx], [models[i] for i in idx], impostors, targets,
                                 settings=settings, seed=seed if k == 0 else [*seed, 7919 * k], world=world,
-                                context=context)
+                                context=context, units=None if isinstance(worlds, dict) else worlds.units())
         for i, pred in zip(idx, done):
             out[i] = pred
     return out

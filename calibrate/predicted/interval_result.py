@@ -122,6 +122,9 @@ class Prediction:
     refitted: int = 0
     #: a model fitted group by group (``impostors: same-group``): each group's own prediction, by group name
     groups: dict | None = None
+    #: how the training false accepts cluster by probe, and what that added to the replicates
+    #: (calibrate.predicted.clustering.Clustering.summary; None: not measured, no probe identities known)
+    clustering: dict | None = None
 
     def predicted(self) -> np.ndarray:
         """Per target, whether it has an interval."""
@@ -150,7 +153,16 @@ class Prediction:
             out["world_check"] = [_jsonable_check(c) for c in self.checks]
         if self.methods:
             out["confidence_method"] = list(self.methods)
+        if self.clustering:
+            out["clustering"] = self.clustering
         return out
+
+    def dispersion(self) -> tuple[np.ndarray | None, float | None]:
+        """(cv2 per target, the training units' size) for :func:`measured_interval`; (None, None) when not measured."""
+        c = self.clustering
+        if not c:
+            return None, None
+        return np.asarray(c["cv2"], dtype=np.float64), float(c["unit_size"])
 
     def saved(self, classes: Sequence[str]) -> dict[str, Any]:
         """What a saved calibration keeps: the summary, the replicates (for the interval on any number of
@@ -193,9 +205,13 @@ def as_array(values: Any, columns: int | None = None) -> np.ndarray:
                      (np.nan if row is None else row) for row in values], dtype=np.float64)
 
 
-def measured_interval(replicates: np.ndarray, attempts: int, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Quantiles (1 -/+ level) / 2 of the mixture over replicates of Binomial(attempts, p_b) / attempts
-    (per target over its finite replicates; NaN where a target has none)."""
+def measured_interval(replicates: np.ndarray, attempts: int, level: float, cv2: Sequence[float] | None = None,
+                      unit_size: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Quantiles (1 -/+ level) / 2 of the mixture over replicates of the false accepts among ``attempts``, over
+    ``attempts`` (per target over its finite replicates; NaN where a target has none): Binomial(attempts, p_b), or,
+    where false accepts cluster by probe (``cv2`` per target, the units' heterogeneity, and ``unit_size``, the
+    evaluation's units' size: calibrate.predicted.clustering), a negative binomial of mean attempts p_b whose variance
+    is ``1 + cv2 p_b unit_size`` times that."""
     reps = np.asarray(replicates, dtype=np.float64)
     n = int(attempts)
     t = reps.shape[1]
@@ -207,22 +223,42 @@ def measured_interval(replicates: np.ndarray, attempts: int, level: float) -> tu
         p = np.clip(reps[np.isfinite(reps[:, j]), j], 0.0, 1.0)
         if p.size == 0:
             continue
-        low[j] = _mixture_quantile(p, n, a - 1e-12) / n
-        high[j] = _mixture_quantile(p, n, 1 - a - 1e-12) / n
+        excess = 0.0 if cv2 is None or unit_size is None else float(cv2[j]) * float(unit_size)
+        low[j] = _mixture_quantile(p, n, a - 1e-12, excess) / n
+        high[j] = _mixture_quantile(p, n, 1 - a - 1e-12, excess) / n
     return low, high
 
 
-def _mixture_quantile(p: np.ndarray, n: int, q: float) -> int:
-    """The smallest count k with mean_b P(Binomial(n, p_b) <= k) >= q, by bisection on k (the mixture's
-    CDF is non-decreasing in k), so that a large n costs a few dozen CDF evaluations, not n."""
-    from scipy.special import bdtr  # the binomial CDF, without importing scipy.stats (about 0.4 s)
+def _mixture_quantile(p: np.ndarray, n: int, q: float, excess: float = 0.0) -> int:
+    """The smallest count k with mean_b P(X_b <= k) >= q, X_b Binomial(n, p_b), or (``excess`` > 0) negative binomial
+    of mean n p_b and variance (1 + excess p_b) n p_b; by bisection on k (the mixture's CDF is non-decreasing in k),
+    so that a large n costs a few dozen CDF evaluations, not n."""
+    from scipy.special import bdtr, betainc  # the binomial CDF and the incomplete beta (no scipy.stats: about 0.4 s)
 
-    lo, hi = 0, _binomial_top(n, float(p.max()))
-    if bdtr(lo, n, p).mean() >= q:
+    if excess > 0:
+        mean = n * p
+        over = excess * p  # the variance's excess over the mean, as a share of it
+        clumped = over > 1e-9
+        r = np.where(clumped, mean / np.where(clumped, over, 1.0), 1.0)
+
+        def cdf(k: int) -> float:
+            nb = betainc(r, k + 1.0, r / (r + mean)) if clumped.any() else 0.0
+            return float(np.mean(np.where(mean <= 0, 1.0, np.where(clumped, nb, bdtr(k, n, p)))))
+
+        hi = int(min(n, math.ceil(float(np.max(mean + 8.0 * np.sqrt(mean * (1 + over)))) + 10)))
+    else:
+        def cdf(k: int) -> float:
+            return float(bdtr(k, n, p).mean())
+
+        hi = _binomial_top(n, float(p.max()))
+    lo = 0
+    if cdf(lo) >= q:
         return lo
+    if cdf(hi) < q:
+        return hi
     while hi - lo > 1:  # invariant: cdf(lo) < q <= cdf(hi)
         mid = (lo + hi) // 2
-        if bdtr(mid, n, p).mean() >= q:
+        if cdf(mid) >= q:
             hi = mid
         else:
             lo = mid
@@ -243,6 +279,16 @@ def combine(predictions: Sequence[Prediction], weights: Sequence[float]) -> np.n
     w = np.asarray(weights, dtype=np.float64)
     stack = np.stack([p.replicates[:b] for p in predictions])  # folds x B x T
     return np.tensordot(w / w.sum(), stack, axes=1)
+
+
+def combined_cv2(predictions: Sequence[Prediction], weights: Sequence[float]) -> np.ndarray | None:
+    """The folds' clustering (cv2 per target) weighted as :func:`combine` weights their replicates; None when a fold did
+    not measure it (its interval for a measured FPR is then binomial, as before issue 40)."""
+    cv2 = [p.dispersion()[0] for p in predictions]
+    if any(c is None for c in cv2):
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    return np.tensordot(w / w.sum(), np.stack(cv2), axes=1)
 
 
 def by_groups(parts: dict, weights: Sequence[float], model: Any) -> Prediction:

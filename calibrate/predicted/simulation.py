@@ -281,6 +281,38 @@ def refit_plan(settings: PredictionSettings, fit_seconds: float | None, base_sec
                  f"{settings.replicates} of them")
 
 
+def plugged_in(world: Any, impostors: Any, tau: np.ndarray, checks: list, t: np.ndarray, settings: PredictionSettings,
+               why: str) -> Prediction:
+    """Replicates without refits, for an estimator whose refits do not fit the time budget (``why``): its own
+    thresholds ``tau`` (classes x targets) judged on the training data. Two estimates of their FPR: the world's,
+    p_w, and the training count's, p_t (``checks``: calibrate.predicted.world.training_check there, K distances
+    below). Neither is exact for thresholds fitted to these very distances (the count is biased low where a class's
+    threshold follows its own tail, the world's shape is auto's, not the estimator's), so the replicates span both:
+    log-normal about the middle of their logs, with the variance of a count of K (K at least 1/2, and p_w N where
+    no training distance lies below) plus that of their half-distance read as 1.645 standard deviations, at the
+    normal scores of ``settings.replicates`` galleries. What the estimator would do on other training samples is not
+    simulated: the interval is for these thresholds (the world's check, and how the training distances cluster,
+    still apply)."""
+    from scipy.special import ndtri
+
+    p_w = world.gallery_fpr(world.class_fpr(tau))
+    p_t = np.array([c["empirical_fpr"] for c in checks], dtype=np.float64)
+    k = np.array([c["support"] for c in checks], dtype=np.float64)
+    both = (p_t > 0) & (p_w > 0)
+    log_w = np.log(np.maximum(p_w, 1e-300))
+    centre = np.where(both, 0.5 * (log_w + np.log(np.where(both, p_t, 1.0))), log_w)
+    half = np.where(both, np.abs(log_w - centre), 0.0)
+    k = np.maximum(np.where(k > 0, k, p_w * float(impostors.values.size)), 0.5)
+    sd = np.sqrt(1.0 / k + (half / 1.6448536269514722) ** 2)
+    b = settings.replicates
+    z = ndtri((np.arange(b) + 0.5) / b)
+    reps = np.minimum(np.exp(centre[None, :] + z[:, None] * sd[None, :]), 1.0)
+    reps[:, p_w <= 0] = 0.0
+    pred = Prediction(t, settings.level, reps, None, None, 0, simulation="plug-in")
+    pred.budget_note = f"its thresholds judged on the training data, without refits ({why})"
+    return pred
+
+
 def _refitted(estimator: Any, world: Any, t: np.ndarray, settings: PredictionSettings, seed: Sequence[int],
               context: Any, name: str, fit_seconds: float | None, base_seconds: float | None, *,
               confidence: float | None = None, ranks: np.ndarray | None = None) -> Prediction:

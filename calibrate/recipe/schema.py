@@ -106,6 +106,9 @@ class Recipe:
     groups: GroupLabels | None = None
     #: calibrate against same-group impostors only (``data: {impostors: same-group}``, ISO/IEC 19795-10)
     same_group: bool = False
+    #: no ``executor:`` given: heavy work (``RunContext.map(spread=True)``) also uses a process forked beside the run
+    #: on the machine's other core (calibrate.running.beside.spread_map); ``{plugin: serial}`` keeps to one process
+    spread: bool = False
 
     def transform_for(self, kind: str) -> ComponentSpec:
         """The recipe's transform, or the default for data of this ``kind`` (distance or similarity)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from calibrate.errors import DataError, ParameterError, RecipeError
-from calibrate.recipe.groups import read_groups
+from calibrate.recipe.groups import check_against, read_groups
 from calibrate.contract.params import coerce
 from calibrate.contract.types import GroupLabels
 from calibrate.predicted.confidence import check_confidence
@@ -47,6 +47,10 @@ def _given(section: dict, key: str, where: str, source: str, fix: str) -> Any:
     return value
 
 
+#: keys the core reads in a component's mapping besides ``plugin:`` and ``name:``, per kind (the rest are parameters)
+CORE_KEYS = {"datasets": ("groups", "impostors"), "estimators": ("confidence",)}
+
+
 def _component(registry: Registry, kind: str, entry: Any, where: str, source: str, base_dir: Path) -> ComponentSpec:
     if isinstance(entry, str):
         entry = {"plugin": entry}
@@ -76,10 +80,11 @@ def _component(registry: Registry, kind: str, entry: Any, where: str, source: st
     params: dict[str, Any] = {}
     for key, value in given.items():
         if key not in specs:
-            close = difflib.get_close_matches(str(key), list(specs), n=1, cutoff=0.6)
+            keys = ("plugin", "name") + CORE_KEYS.get(kind, ())
+            close = difflib.get_close_matches(str(key), list(specs) + list(keys), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise RecipeError(f"{SINGULAR[kind]} {name!r} has no parameter {key!r}; {hint}valid parameters: {listing}",
-                              source=source, where=f"{where}.{key}")
+            raise RecipeError(f"{SINGULAR[kind]} {name!r} has no parameter {key!r}; {hint}valid keys: {', '.join(keys)} "
+                              f"and its parameters; valid parameters: {listing}", source=source, where=f"{where}.{key}")
         try:
             params[key] = coerce(value, specs[key].annotation, f"{where}.{key}", base_dir)
         except ParameterError as exc:
@@ -134,15 +139,15 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
                           "one of them", source=source, where="data.impostors")
     out_dir, output = _output(raw, out, base_dir, source)
     seed = _seed(raw, source)
-    executor = _given(raw, "executor", "executor", source, "name one, e.g. `{plugin: processes}`")
-    executor = _component(registry, "executors", {"plugin": "serial"} if executor is None else executor, "executor",
-                          source, base_dir)
+    given_executor = _given(raw, "executor", "executor", source, "name one, e.g. `{plugin: processes}`")
+    executor = _component(registry, "executors", {"plugin": "serial"} if given_executor is None else given_executor,
+                          "executor", source, base_dir)
     return Recipe(source=source, base_dir=base_dir, data=data, distance=distance, transform=transform,
                   estimators=estimators, evaluators=evaluators, targets=targets, protocol=protocol,
                   output_dir=out_dir, plots=output.get("plots", True),
                   save_calibration=output.get("save_calibration", True), seed=seed, executor=executor, raw=raw,
                   default_transforms=default_transforms, defaults=tuple(defaults), prediction=prediction,
-                  normalizer=normalizer, groups=groups, same_group=same_group)
+                  normalizer=normalizer, groups=groups, same_group=same_group, spread=given_executor is None)
 
 
 #: ``data: {impostors: ...}``: what the thresholds are calibrated against (the core's key, for every dataset)
@@ -171,6 +176,23 @@ def _data_groups(entry: Any, source: str, base_dir: Path) -> tuple[Any, GroupLab
         message = str(exc).removeprefix("data.groups: ")
         raise RecipeError(f"{message} (`groups:` names a CSV file with a header `class,group`)", source=source,
                           where="data.groups") from None
+
+
+def groups_against_data(recipe: Recipe) -> tuple[int | None, list[str]]:
+    """``calibrate validate``: the recipe's groups file against the classes the data hold, when the dataset names them
+    without loading (Dataset.class_names): a RecipeError when the file names none of them, as the run would say after
+    loading; else (the number of enrolled classes checked against, the run's notes about the file). (None, []) without
+    a groups file, or when only loading tells."""
+    if recipe.groups is None:
+        return None, []
+    names = recipe.data.build().class_names()
+    if names is None:
+        return None, []
+    enrolled, probes = names
+    try:
+        return len(set(enrolled)), check_against(recipe.groups, enrolled, probes)
+    except DataError as exc:
+        raise RecipeError(str(exc), source=recipe.source, where="data.groups") from None
 
 
 def _check_top_level(raw: Any, registry: Registry, source: str) -> None:

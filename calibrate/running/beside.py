@@ -6,7 +6,8 @@ only by the evaluators' predicted columns and the outputs, while the evaluation 
 need only the thresholds. :func:`start` runs such a function in a child process forked from the run (the
 child sees the run's arrays as they are, copied only if written: nothing is pickled on the way in) and
 returns a :class:`Beside` whose :meth:`Beside.result` waits for the child and returns what the function
-returned (pickled back through a pipe), or raises what it raised.
+returned (pickled back through a pipe), or raises what it raised. :func:`spread_map` shares the items of a
+heavy map (``RunContext.map(spread=True)``: ncx2-grid's chunks of classes) with a forked child in the same way.
 
 Forking is used only where it is the platform's safe default (Linux: ``os.fork`` with the ``fork`` start
 method); elsewhere, or with ``CALIBRATE_BESIDE=0`` in the environment, or when :data:`ENABLED` is False,
@@ -25,7 +26,7 @@ import pickle
 import sys
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from calibrate.contract.progress import NULL_TASK, Reporter, Task
 
@@ -175,4 +176,146 @@ def _child(function: Callable[[], Any], writer) -> None:
             except Exception:  # an exception that does not survive pickling: its text instead
                 data = pickle.dumps(("error", RuntimeError(f"in the process beside the run:\n{text}")))
     writer.send_bytes(data)
+    writer.close()
+
+
+# -- a map shared with a forked child on the machine's other core ---------------------------------------------------
+
+#: who took an item (a byte per item in shared memory): nobody yet, this process, the child
+_FREE, _HERE, _CHILD = 0, 1, 2
+
+
+def spread_map(function: Callable[[Any], Any], items: list, on_done: Callable[[Sequence[int]], None] | None = None) -> list:
+    """``[function(item) for item in items]``, the items shared between this process and one child forked from it
+    (the run's other core): this process takes them from the first up, the child from the last down, each marking
+    an item as taken (a byte per item in shared memory) until they meet, so a core that other work slows down
+    takes fewer. Results are the loop's, in its order: each item is computed whole, with the same code on the same
+    data (the child sees the run's memory as it is; only results are pickled back). ``function`` must be pure (a
+    result for its item, no effect the run relies on): where both processes reach the same item at once, both
+    compute it. ``on_done(indices)`` is called in this process as items complete, once per item.
+
+    Warnings the child's items raise are said here; an exception is raised here as the loop would raise it (the
+    failing item with the lowest index). If the child dies (killed, out of memory), this process computes what
+    it left. No lock is shared, so a child killed at any moment cannot stop this process. With one item, one
+    core, or forking not :func:`available`, it is the loop itself."""
+    n = len(items)
+    if n < 2 or (os.cpu_count() or 1) < 2 or not available():
+        out = []
+        for i, item in enumerate(items):
+            out.append(function(item))
+            if on_done is not None:
+                on_done((i,))
+        return out
+    import multiprocessing
+    import queue
+    import threading
+
+    context = multiprocessing.get_context("fork")
+    taken = context.RawArray("b", n)
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=_spread_child, args=(function, items, taken, writer),
+                              name="calibrate: map beside", daemon=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # see Beside: a fork of a process with threads
+        process.start()
+    writer.close()
+    arrived: queue.Queue = queue.Queue()
+
+    def receive() -> None:  # a thread, so that the child never waits on a full pipe while this process computes
+        try:
+            while True:
+                arrived.put(pickle.loads(reader.recv_bytes()))
+        except (EOFError, OSError):
+            arrived.put(None)
+
+    listener = threading.Thread(target=receive, name="calibrate: map beside results", daemon=True)
+    listener.start()
+    results: list[Any] = [None] * n
+    have = [False] * n
+    errors: dict[int, BaseException] = {}
+    child_open = True
+
+    def keep(i: int, value: Any) -> None:
+        if not have[i]:
+            have[i] = True
+            results[i] = value
+            if on_done is not None:
+                on_done((i,))
+
+    def collect(block: bool) -> None:
+        nonlocal child_open
+        while child_open:
+            try:
+                message = arrived.get(block=block)
+            except queue.Empty:
+                return
+            if message is None:
+                child_open = False
+                return
+            i, kind, payload, said = message
+            for text, category in said:
+                warnings.warn(text, category, stacklevel=3)
+            if kind == "ok":
+                keep(i, payload)
+            else:
+                errors[i] = payload
+
+    try:
+        for i in range(n):
+            collect(block=False)
+            if taken[i] == _CHILD:
+                break  # met the child: the rest is its
+            taken[i] = _HERE
+            try:
+                value = function(items[i])
+            except Exception as exc:  # the loop's first error: the child's items all come after it
+                errors[i] = exc
+                break
+            keep(i, value)
+        if errors and all(have[:min(errors)]):  # every item before the first error is done
+            raise errors[min(errors)]
+        collect(block=True)  # until the child's end of file: it has sent everything it took
+        # left by the child (it died, or stopped at an error): computed here, in order, up to the first error
+        for i in range(n):
+            if not have[i]:
+                if i in errors:
+                    raise errors[i]
+                keep(i, function(items[i]))
+    finally:
+        if child_open:  # interrupted, or an error of this process ended the map: the child's work is not wanted
+            process.kill()
+        process.join()
+        listener.join()
+        reader.close()
+    return results
+
+
+def _spread_child(function: Callable[[Any], Any], items: list, taken, writer) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it stops this process (spread_map's finally)
+    for i in range(len(items) - 1, -1, -1):
+        if taken[i] == _HERE:
+            break  # met the parent
+        taken[i] = _CHILD
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                message: tuple = (i, "ok", function(items[i]))
+            except Exception as exc:  # handed to the parent, which raises it when no earlier item fails
+                message = (i, "error", exc)
+        said = [(str(w.message), w.category) for w in caught]
+        try:
+            data = pickle.dumps((*message, said), protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(data)
+        except Exception:  # a result or exception that does not survive pickling
+            text = "".join(traceback.format_exception(message[2])) if message[1] == "error" else "an unpicklable result"
+            data = pickle.dumps((i, "error", RuntimeError(f"in the process beside the run:\n{text}"), said))
+            message = (i, "error")
+        try:
+            writer.send_bytes(data)
+        except OSError:  # the parent is gone or stopped listening
+            break
+        if message[1] == "error":
+            break
     writer.close()

@@ -44,6 +44,16 @@ def run_recipe(recipe: Recipe, *, context: RunContext | None = None) -> RunResul
         context = RunContext(seed=recipe.seed)
     else:
         context.seed = recipe.seed  # the recipe's seed holds whoever supplies the context
+    if recipe.spread and context.spreader is None:  # no executor asked for: heavy maps use the other core too
+        context.spreader = beside.spread_map
+        try:
+            return _run_on_executor(recipe, context)
+        finally:
+            context.spreader = None
+    return _run_on_executor(recipe, context)
+
+
+def _run_on_executor(recipe: Recipe, context: RunContext) -> RunResult:
     if recipe.executor is None or context.executor is not None:
         return _run(recipe, context)
     staging: list[StagedOutput] = []
@@ -313,11 +323,12 @@ def _fit_fold(recipe: Recipe, name: str, train: DistanceMatrix, test: DistanceMa
                 raise
         fitted.append((spec, estimator, time.perf_counter() - started))
     if recipe.prediction.enabled:
-        if beside.available() and all(s.confidence is None and prediction.simulates(e) for s, e, _ in fitted):
+        if beside.available() and all(s.confidence is None and (prediction.simulates(e) or recipe.spread)
+                                      for s, e, _ in fitted):
             # nothing before the evaluators' predicted columns reads it: computed beside the thresholds,
             # the evaluation and its pictures, and waited for when first read (see PendingPredictions). Only
-            # simulated galleries (no refits, which use the run's executor), and no `confidence:` (whose
-            # thresholds are made from the prediction)
+            # simulated galleries, or refits where the recipe names no executor (else they use its workers),
+            # and no `confidence:` (whose thresholds are made from the prediction)
             impostors.sorted_within()  # the world's and the saved fingerprint's: sorted once, for both processes
             predictions = PendingPredictions(recipe, fitted, models, impostors, train_d, name, index, context, times)
         else:

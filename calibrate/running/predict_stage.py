@@ -8,6 +8,8 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 
+import numpy as np
+
 from calibrate.running import beside
 from calibrate.predicted import confidence
 from calibrate.predicted import interval as prediction
@@ -35,7 +37,7 @@ class PendingPredictions(Mapping):
 
         def work():
             # the child says nothing, counts its simulated galleries for the run to show, and uses none of its workers
-            quiet = replace(context, notes=[], reporter=self._count, progress=None, executor=None)
+            quiet = replace(context, notes=[], reporter=self._count, progress=None, executor=None, spreader=None)
             before = dict(times.seconds)
             out: dict = {}
             predict_stage(recipe, fitted, models, out, impostors, train_d, fold, fold_index, quiet, times)
@@ -131,7 +133,7 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
                 models[spec.label], predicted = confidence.predict_model(
                     models[spec.label], estimator, impostors, recipe.targets, spec.confidence,
                     settings=recipe.prediction, seed=[recipe.seed, fold_index, index], context=context, world=world,
-                    fit_seconds=fit_seconds, base_seconds=times.total() - times.predicting())
+                    fit_seconds=fit_seconds, base_seconds=times.total() - times.predicting(), units=worlds.units())
             except DataError as exc:
                 if spec.confidence is not None:
                     raise DataError(f"estimator {spec.label}: `confidence: {spec.confidence}` needs the simulated "
@@ -179,6 +181,13 @@ def prediction_notes(label: str, fold: str, predicted: "prediction.Prediction", 
     if predicted.budget_note:
         out.append(f"{label}: predicted FPR interval from "
                    f"{'refits: ' if predicted.simulation == 'refits' else ''}{predicted.budget_note}")
+    c = predicted.clustering
+    if c and max(c["threshold_variance"]) >= 0.01:  # a threshold's error grows by 10% or more (one sd)
+        j = int(np.argmax(c["threshold_variance"]))
+        out.append(f"{label}: its training false accepts cluster by probe identity ({c['units']} identities; at "
+                   f"{100 * targets[j]:.3g}% one identity's rate varies about {np.sqrt(c['cv2'][j]):.2g}x their mean): "
+                   "its predicted intervals allow for it, for the probes a deployment meets (wider)"
+                   + (f" (fold {fold!r})" if fold != "score split" else ""))
     missing = [(t, s) for t, s in zip(targets, predicted.status) if s not in prediction.PREDICTED]
     if missing:
         where = ", ".join(f"{100 * t:.3g}%" for t, _ in missing)

@@ -176,6 +176,8 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
     pooled = PooledScores.of(d[~genuine], d[genuine])
     uc, codes = factorise(c)
     unit_imp = np.bincount(codes[~genuine], minlength=uc.size)
+    per_probe = np.bincount(factorise(r)[1][~genuine]).astype(np.float64)  # the probe identities' attempts
+    probe_size = float(np.sum(per_probe ** 2) / per_probe.sum()) if n_imp else None
     by_group = _Groups(groups, uc, codes, r, genuine, d) if groups is not None and s.size else None
     out = []
     for target in targets:
@@ -189,7 +191,7 @@ def assess(cal, claimed, real, scores, targets, probe_cohort_scores=None, groups
         p_low = p_high = None
         if n_imp and getattr(cal, "prediction", None):
             try:
-                p_low, p_high = cal.predicted_fpr(target, attempts=n_imp)
+                p_low, p_high = cal.predicted_fpr(target, attempts=n_imp, unit_size=probe_size)
             except CalibrationError:  # predicted at other targets only, or not at this one
                 pass
         extra: dict = {}

@@ -3,7 +3,7 @@ pickle; the format is calibrate.saved.json_format, loading is calibrate.api.load
 calibrate.saved.fitting).
 
     import calibrate
-    cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
+    cal = calibrate.fit(scores, classes, real=real, kind="similarity")  # claimed and real class of each score
     cal.threshold("alice", 0.001)                                    # a score: accept when score >= it
     cal.accept(["alice", "bob"], [71.9, 40.2], 0.001)                # vectorised decisions
     cal.enroll("carol", carol_impostor_scores)                       # one class more, the others untouched
@@ -310,11 +310,14 @@ class Calibration:
         """The confidence its thresholds were chosen with (``confidence:``), or None."""
         return self.model.confidence if isinstance(self.model, ConfidentModel) else None
 
-    def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None) -> tuple[float, float]:
+    def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None,
+                      unit_size: float | None = None) -> tuple[float, float]:
         """The interval (at the saved level, 90% by default) for the FPR this calibration's thresholds will
         achieve on new impostors, predicted from the training data alone (calibrate.predicted.interval): over the
         whole gallery, or for one class ``cls``; with ``attempts``, for the FPR *measured* on that many
-        attempts (adds the counting noise of a finite evaluation). Known at the calibration's targets."""
+        attempts (adds the counting noise of a finite evaluation: overdispersed where the training false accepts
+        clustered by probe, ``unit_size`` being the evaluation's sum m_u^2 / sum m_u over its probe identities'
+        attempts m_u, by default the training's). Known at the calibration's targets."""
         p = self.prediction
         if not p:
             raise CalibrationError("this calibration holds no predicted FPR interval; fit it with predict=True "
@@ -351,7 +354,10 @@ class Calibration:
         if attempts is not None:
             if isinstance(attempts, bool) or not isinstance(attempts, (int, np.integer)) or attempts < 1:
                 raise CalibrationError(f"attempts must be a positive whole number of impostor attempts, got {attempts!r}")
-            low, high = measured_interval(as_array(p["replicates"], len(p["targets"])), int(attempts), float(p["level"]))
+            c = p.get("clustering")
+            size = None if not c else float(c["unit_size"] if unit_size is None else unit_size)
+            low, high = measured_interval(as_array(p["replicates"], len(p["targets"])), int(attempts), float(p["level"]),
+                                          c and c["cv2"], size)
             if not (np.isfinite(low[j]) and np.isfinite(high[j])):
                 raise CalibrationError(f"no predicted interval at target {e:g} for {attempts} attempts: none of the "
                                        "simulated galleries gave an FPR there")
@@ -412,7 +418,7 @@ class Calibration:
         elif isinstance(self.model, ConfidentModel):  # the confidence bound is pooled: it stays as fitted
             inner = self.estimator.enroll(self.model.inner, str(cls), distances)
             self.model = ConfidentModel(inner, self.model.confidence, self.model.grid, self.model.upper,
-                                        self.model.independent)
+                                        self.model.independent, self.model.dispersion)
         else:
             self.model = self.estimator.enroll(self.model, str(cls), distances)
         if normalization is not None:  # in the model's order of classes (a class added goes last in both)

@@ -1,16 +1,19 @@
 """Fitting a calibration from arrays held in memory: ``calibrate.fit`` (and ``calibrate fit`` on the command line).
 
     import calibrate
-    cal = calibrate.fit(scores, classes, kind="similarity")          # impostor scores, enrolled class of each
-    cal = calibrate.fit(scores, classes, real=real, kind="distance") # genuine ones too: the direction checked
+    cal = calibrate.fit(scores, classes, real=real, kind="similarity")  # every comparison: claimed and real class
+    cal = calibrate.fit(scores, classes, impostors_only=True, kind="distance")  # impostor scores only, said so
     cal = calibrate.fit(scores, classes, real=real, groups="groups.csv", same_group=True)  # each group on its own
 
 :func:`fit` checks the scores and classes (one array each, or a mapping class -> scores), leaves out the
 genuine comparisons after checking the score direction with them, builds the estimator and the transform
 as a recipe would, fits them (and the predicted FPR interval, when asked) and returns a
-:class:`calibrate.saved.calibration.Calibration`. With ``groups`` the estimator sees them as in a run with
-``groups:``; with ``same_group`` it leaves out and fits group by group as a run with ``impostors: same-group`` does
-(calibrate.saved.grouped).
+:class:`calibrate.saved.calibration.Calibration`. Scores with no genuine comparison among them by their labels
+are first checked for genuine ones hidden there (calibrate.statistics.mixture): refused when found, unless
+``impostors_only=True`` says there are none (then a warning). A call that says neither ``real=`` nor
+``impostors_only=True`` gets a FutureWarning naming both (issue 41). With ``groups`` the estimator sees them as
+in a run with ``groups:``; with ``same_group`` it leaves out and fits group by group as a run with ``impostors:
+same-group`` does (calibrate.saved.grouped).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from calibrate.contract.base import RunContext, Transform, check_target
 from calibrate.errors import DataError, ParameterError
 from calibrate.predicted.confidence import check_confidence, predict_model
 from calibrate.predicted.interval import PredictionSettings, Worlds, choose_world, predict_parts
+from calibrate.statistics.mixture import MAX_SCORES, MixedScores, MixedScoresWarning, mixed_scores
 from calibrate.statistics.sanity import check_direction, id_problem, list_evidence
 from calibrate.files.untrusted import refuse_bad_labels
 from calibrate.files.score_lists import strict_floats
@@ -108,7 +112,8 @@ def _per_class(scores: Any, classes: Any) -> dict[str, np.ndarray]:
     return {str(n): s[order[bounds[k]:bounds[k + 1]]] for k, n in enumerate(names)}
 
 
-def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[Any, Any, Any]:
+def _without_genuine(scores: Any, classes: Any, real: Any, kind: str,
+                     impostors_only: bool = False) -> tuple[Any, Any, Any]:
     """The impostor scores, their classes and their probes' real classes, after checking the direction
     (calibrate.statistics.sanity) with the genuine ones (``real == classes``); unchanged when ``real`` is None."""
     if real is None:
@@ -129,11 +134,27 @@ def _without_genuine(scores: Any, classes: Any, real: Any, kind: str) -> tuple[A
                               list_evidence(c, r, s, kind))
         if error:  # without the scores' evidence, impostor-only data: fitted as given
             raise DataError(error)
+    if impostors_only and genuine.any():
+        raise ParameterError(f"impostors_only=True, but real= makes {int(genuine.sum()):,} of the {s.size:,} comparisons "
+                             "genuine (real == classes); leave out impostors_only=True: they are left out of the fit")
     check_direction(s[genuine], s[~genuine], kind, "calibrate.fit scores",
                     f"pass kind={'distance' if kind == 'similarity' else 'similarity'!r}")
     if genuine.all():
         raise DataError(f"all {s.size} comparisons are genuine (real == classes); thresholds need impostor comparisons")
     return s[~genuine], c[~genuine], r[~genuine]
+
+
+def _probe_units(classes: Any, real: Any) -> Any:
+    """The impostor scores' probe identities (their real classes) in the order the fit's ImpostorDistances lists
+    them (class by class in :func:`_padded`'s order, each class's scores as given): how their false accepts cluster
+    (calibrate.predicted.clustering); None without ``real``."""
+    from calibrate.predicted.clustering import units_of
+
+    if real is None:
+        return None
+    _, inverse = factorise(classes)
+    _, identity = factorise(real)
+    return units_of(np.asarray(identity)[np.argsort(inverse, kind="stable")])
 
 
 def _genuine_distances(scores: Any, classes: Any, real: Any, kind: str, transform: Transform,
@@ -220,6 +241,49 @@ def _impostor_matrix(scores: Any, classes: Any, kind: str) -> DistanceMatrix:
                           source="calibrate.fit scores")
 
 
+#: what a call that says neither what its scores compare nor that they are impostor scores is told
+UNSAID = ("calibrate.fit: say what the scores compare: real= (each score's probe's real class, with arrays of scores "
+          "and classes: genuine comparisons are left out, the score direction is checked, and auto can choose "
+          "per-class thresholds by them) or impostors_only=True (every score is an impostor comparison); a later "
+          "version will refuse a call with neither")
+
+
+def _strided_scores(raw: DistanceMatrix) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, column of each) of every k-th valid entry of ``raw`` in class order, at most MAX_SCORES of them,
+    gathered a block of classes at a time (never an index array the size of all the scores)."""
+    n = int(np.count_nonzero(raw.valid))
+    step = -(-n // MAX_SCORES)
+    block = max(1, (1 << 22) // max(raw.values.shape[0], 1))
+    values, columns, seen = [], [], 0
+    for j0 in range(0, raw.values.shape[1], block):
+        cls, row = np.nonzero(raw.valid[:, j0:j0 + block].T)
+        keep = (seen + np.arange(cls.size)) % step == 0
+        seen += cls.size
+        values.append(raw.values[row[keep], j0 + cls[keep]])
+        columns.append(j0 + cls[keep])
+    return np.concatenate(values), np.concatenate(columns)
+
+
+def _check_mixture(raw: DistanceMatrix, real: Any, impostors_only: bool) -> None:
+    """Before any fit: scores fitted as impostor ones that look mixed with genuine ones (calibrate.statistics.mixture)
+    are refused naming the fix, or, when the caller said ``impostors_only=True``, warned about."""
+    found = mixed_scores(*_strided_scores(raw), raw.kind)
+    if not found.fired:
+        return
+    if impostors_only:
+        warnings.warn(MixedScoresWarning(f"calibrate.fit: impostors_only=True, yet {found.finding()}; if some are "
+                                         "genuine comparisons, pass real= (each score's probe's real class) instead",
+                                         found), stacklevel=3)
+        return
+    if real is None:
+        raise MixedScores(f"calibrate.fit: {found.finding()}; pass real= (each score's probe's real class: genuine "
+                          "comparisons are left out) or, if every score is an impostor comparison, impostors_only=True",
+                          found)
+    raise MixedScores(f"calibrate.fit: real= never equals classes, so every score was taken for an impostor's, yet "
+                      f"{found.finding()}; write real= with the ids of classes (a probe's own class as it is named "
+                      "there) or, if every score is an impostor comparison, pass impostors_only=True", found)
+
+
 def _warn_unreachable_targets(dist: DistanceMatrix, targets: tuple[float, ...]) -> None:
     """Warn (as a run notes) when tied distances put some targets out of reach."""
     smallest, tied = tied_floor(dist.values[dist.valid])
@@ -228,20 +292,25 @@ def _warn_unreachable_targets(dist: DistanceMatrix, targets: tuple[float, ...]) 
         warnings.warn(tie_message(smallest, tied, below), stacklevel=3)
 
 
-def fit(scores: Any, classes: Any = None, *, real: Any = None, groups: Any = None, same_group: bool = False,
-        kind: str | None = None, estimator: str = "auto",
+def fit(scores: Any, classes: Any = None, *, real: Any = None, impostors_only: bool = False, groups: Any = None,
+        same_group: bool = False, kind: str | None = None, estimator: str = "auto",
         transform: str | Mapping | None = None, targets: Sequence[float] = (0.005, 0.0025, 0.001, 0.0005),
         extra_plugins: tuple = (), predict: bool = False, confidence: float | None = None,
         level: float = 0.9, replicates: int = 100, seed: int = 0, budget_s: float | None = None,
         context: RunContext | None = None, **params: Any) -> Calibration:
-    """Fit a calibration from training impostor scores held in memory.
+    """Fit a calibration from comparison scores held in memory.
 
-    :param scores: 1-D array of impostor comparison scores, or a mapping class -> array of them.
+    :param scores: 1-D array of comparison scores, or a mapping class -> array of impostor scores.
     :param classes: the enrolled (claimed) class of each score (with an array of scores).
-    :param real: the real class of each score's probe (with an array of scores). Genuine comparisons
-        (``real == classes``) are left out of the fit and used to check the direction: scores whose
-        genuine comparisons sit on the reject side (a distance given as ``kind="similarity"``, or the
-        reverse) raise :class:`DataError` naming the fix. Without it every score must be an impostor one.
+    :param real: the real class of each score's probe (with an array of scores): the documented form. Genuine
+        comparisons (``real == classes``) are left out of the fit, used to check the direction (scores whose
+        genuine comparisons sit on the reject side, a distance given as ``kind="similarity"`` or the reverse,
+        raise :class:`DataError` naming the fix) and let ``auto`` choose how class-specific its thresholds are.
+    :param impostors_only: say that every score is an impostor comparison (no ``real`` needed). Without it or
+        ``real``, a FutureWarning asks for one of them. Scores with no genuine comparison by their labels that look
+        like genuine and impostor ones mixed (calibrate.statistics.mixture) raise
+        :class:`~calibrate.statistics.mixture.MixedScores` (a DataError) naming the fix before anything is fitted;
+        with ``impostors_only=True`` a warning says so instead.
     :param groups: each class's demographic group: a mapping class -> group, or the path of a CSV file with a
         header ``class,group`` (a recipe's ``data: {groups: FILE}``); needs ``real`` (a probe is in its real class's
         group). A class it does not name is ``unlabelled``, as in a run (a warning counts them). The estimator
@@ -278,16 +347,23 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, groups: Any = Non
                           "the direction against the genuine scores", stacklevel=2)
     if kind not in ACCEPT_IF:
         raise ParameterError(f"kind must be similarity or distance, got {kind!r}")
+    if not isinstance(impostors_only, bool):
+        raise ParameterError(f"impostors_only must be True or False, got {impostors_only!r}")
+    if real is None and not impostors_only:
+        warnings.warn(UNSAID, FutureWarning, stacklevel=2)
     est_spec, tr_spec = _fit_specs(kind, estimator, params, transform, extra_plugins)
     checked_targets = tuple(check_target(t) for t in targets)
     labels = fitting_groups(groups, same_group, real, confidence)
-    s, c, r = _without_genuine(scores, classes, real, kind)
+    s, c, r = _without_genuine(scores, classes, real, kind, impostors_only)
+    unlabelled = real is None or np.size(s) == np.size(scores)  # no comparison genuine by its labels
     if labels is not None:
         for note in check_against(labels, factorise(_column(classes))[0], factorise(_column(real))[0]):
             warnings.warn(note, stacklevel=2)
         if same_group:
             s, c, r = same_group_only(s, c, r, labels)
     raw = _impostor_matrix(s, c, kind)
+    if unlabelled:  # before anything is fitted: genuine scores hidden among them?
+        _check_mixture(raw, real, impostors_only)
     tr = tr_spec.build().fit(raw)
     dist = tr.apply(raw)
     impostors = ImpostorDistances.from_matrix(dist)
@@ -315,9 +391,11 @@ def fit(scores: Any, classes: Any = None, *, real: Any = None, groups: Any = Non
             warnings.warn(f"calibrate.fit: no predicted FPR intervals: {exc}", stacklevel=2)
     elif predict or confidence is not None:
         settings = PredictionSettings(float(level), int(replicates), budget_s=budget_s)
-        world = choose_world(Worlds(impostors, dist), impostors, model, checked_targets)
+        worlds = Worlds(impostors, dist)
+        world = choose_world(worlds, impostors, model, checked_targets)
         model, predicted = predict_model(model, est, impostors, checked_targets, confidence, settings=settings,
-                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds)
+                                         seed=[int(seed)], context=context, world=world, fit_seconds=fit_seconds,
+                                         units=_probe_units(c, r))
         saved = predicted.saved(model.classes)
     _say_extrapolated_targets(checked_targets, int(impostors.values.size))
     return Calibration(estimator=est, plugin=est_spec.info.name, label=label, params=est_spec.params,

@@ -121,7 +121,11 @@ def dumps_artifact(doc: dict[str, Any]) -> str:
         return value
 
     doc = {key: value for key, value in doc.items() if key != DIGEST}
-    text = json.dumps(swap(doc) if _pyarrow() else doc, separators=(",", ":"))
+    swapped = swap(doc)
+    if lists and not _pyarrow():  # pyarrow (about 80 ms to import) only where a long list asks for it
+        lists.clear()
+        swapped = doc
+    text = json.dumps(swapped, separators=(",", ":"))
     for i, values in enumerate(lists):
         text = text.replace(json.dumps(f"{token}{i}"), float_list_json(values), 1)
     return f'{text[:-1]},"{DIGEST}":"{_sha256(text.encode("utf-8"))}"}}\n'

@@ -261,7 +261,8 @@ class PartitionedCalibration:
         """``target x N`` training impostor distances below an on-target threshold (None when not known)."""
         return None if self.training_impostors is None else float(target_fpr) * self.training_impostors
 
-    def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None) -> tuple[float, float]:
+    def predicted_fpr(self, target_fpr: float, cls: Any = None, attempts: int | None = None,
+                      unit_size: float | None = None) -> tuple[float, float]:
         """Sharded runs make no predicted FPR intervals: always a CalibrationError saying so."""
         raise CalibrationError("a sharded run's calibration holds no predicted FPR interval (sharded runs do not "
                                "simulate galleries); calibrate a sample of the classes in one piece to see one")

@@ -272,6 +272,7 @@ def _prediction(p: Any, path: Path, where: str) -> None:
             raise _bad(path, f"{where}.{key}", "must be a string")
     if p.get("world_check") is not None and not (isinstance(p["world_check"], list) and len(p["world_check"]) == n):
         raise _bad(path, f"{where}.world_check", f"must be {n} entries, one per target")
+    _clustering(p.get("clustering"), n, path, f"{where}.clustering")
     per = p.get("per_class")
     if per is not None:
         if not isinstance(per, dict):
@@ -280,6 +281,22 @@ def _prediction(p: Any, path: Path, where: str) -> None:
         count = len(per["classes"])
         low, high = (_rate_rows(per.get(key), count, n, path, f"{where}.per_class.{key}") for key in ("low", "high"))
         _interval(low, high, path, f"{where}.per_class")
+
+
+def _clustering(c: Any, n: int, path: Path, where: str) -> None:
+    """A saved prediction's clustering (calibrate.predicted.clustering.Clustering.summary): what the measured interval
+    reads, cv2 per target (>= 0) and the units' size (>= 1)."""
+    if c is None:
+        return
+    if not isinstance(c, dict):
+        raise _bad(path, where, f"must be a mapping, got {type(c).__name__}")
+    cv2 = c.get("cv2")
+    if not (isinstance(cv2, list) and len(cv2) == n and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e300 for x in cv2)):
+        raise _bad(path, f"{where}.cv2", f"must be {n} finite numbers >= 0, one per target")
+    size = c.get("unit_size")
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or not 1 <= size < 1e300:
+        raise _bad(path, f"{where}.unit_size", "must be a finite number >= 1 (distances per probe unit)")
 
 
 #: the most training impostor distances a saved count may state (far beyond any gallery; keeps it a float)

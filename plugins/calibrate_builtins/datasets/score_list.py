@@ -49,7 +49,7 @@ from calibrate.files.score_lists import (BOB_FORMATS, DEFAULT_COLUMNS, ROLES, Co
 from calibrate.contract.types import DistanceMatrix
 
 from .cohort_files import with_cohorts
-from .score_matrix import _drop_failed_columns, check_split_params, split_per_class
+from .score_matrix import CLASS_NAMES_BYTES, _drop_failed_columns, check_split_params, split_per_class
 
 #: comparisons that ``calibrate validate`` reads of each score list
 CHECK_LINES = 200
@@ -233,6 +233,20 @@ class ScoreListDataset(Dataset):
         for path in (self.path, self.train, self.test, self.cohort_enrolled, self.cohort_probes):
             if path is not None:
                 self._read(path, max_rows=CHECK_LINES)
+
+    def class_names(self) -> tuple[list[str], list[str]] | None:
+        """The claimed and real ids of every comparison (the scores unused), when the files are at most
+        ``CLASS_NAMES_BYTES`` together; the checks are the run's own."""
+        files = list(dict.fromkeys(p for p in (self.path, self.train, self.test) if p is not None))
+        if sum(Path(p).stat().st_size for p in files) > CLASS_NAMES_BYTES:
+            return None
+        enrolled: dict[str, None] = {}
+        probes: dict[str, None] = {}
+        for path in files:
+            rows = read_then(path, self.format, self.delimiter, self.columns, self.reader, None, lambda rows, _: rows)
+            enrolled.update(dict.fromkeys(np.asarray(rows.claimed_labels)[np.unique(rows.claimed)].tolist()))
+            probes.update(dict.fromkeys(np.asarray(rows.real_labels)[np.unique(rows.real)].tolist()))
+        return list(enrolled), list(probes)
 
     def _load(self, context: RunContext) -> ScoreSplit:
         split, absent = self._split_one() if self.path is not None else self._two_files()

@@ -34,6 +34,8 @@ from .matrix_readers import read_numpy, read_pyarrow
 
 #: rows that ``calibrate validate`` reads of each score CSV (the header and this many probe rows)
 CHECK_ROWS = 200
+#: ``calibrate validate`` reads the class names of score files at most this large together (Dataset.class_names)
+CLASS_NAMES_BYTES = 256 * 2 ** 20
 
 
 def _looks_like_score_list(line: list[str]) -> int:
@@ -256,6 +258,24 @@ class ScoreMatrixDataset(Dataset):
         for path in (self.path, self.train, self.test):
             if path is not None:
                 read_score_csv(path, self.missing, max_rows=CHECK_ROWS)
+
+    def class_names(self) -> tuple[list[str], list[str]] | None:
+        """The gallery labels of the header and the probe label of every row (the scores unparsed), when the files
+        are at most ``CLASS_NAMES_BYTES`` together."""
+        files = list(dict.fromkeys(p for p in (self.path, self.train, self.test) if p is not None))
+        if sum(Path(p).stat().st_size for p in files) > CLASS_NAMES_BYTES:
+            return None
+        gallery: dict[str, None] = {}
+        probes: dict[str, None] = {}
+        for path in files:
+            try:
+                with open(path, newline="", encoding="utf-8") as fh:
+                    rows = (row for row in csv.reader(fh) if row and any(cell.strip() for cell in row))
+                    gallery.update(dict.fromkeys(c.strip() for c in next(rows, [""])[1:]))
+                    probes.update(dict.fromkeys(row[0].strip() for row in rows))
+            except (OSError, UnicodeDecodeError, csv.Error) as exc:
+                raise DataError(f"{path}: cannot read the score CSV ({exc})") from None
+        return list(gallery), list(probes)
 
     def _load(self, context: RunContext) -> ScoreSplit:
         split = self._split_one() if self.path is not None else self._two_files()

@@ -120,11 +120,18 @@ class SyntheticGroups(Dataset):
         return DistanceMatrix(SCALE * values, names[probe_class], names, kind="similarity", probe_ids=ids,
                               source=source)
 
+    def _names(self) -> np.ndarray:
+        width = len(str(self.classes - 1))
+        return np.array([f"c{i:0{width}d}" for i in range(self.classes)])
+
+    def class_names(self) -> tuple[list[str], list[str]]:
+        names = self._names().tolist()
+        return names, names
+
     def _load(self, context: RunContext) -> ScoreSplit:
         rng = np.random.default_rng(self.seed)
         n = self.classes
-        width = len(str(n - 1))
-        names = np.array([f"c{i:0{width}d}" for i in range(n)])
+        names = self._names()
         group = np.repeat(np.arange(self._counts.size), self._counts)
         a = rng.normal(0.0, self.class_spread, n)
         source = f"synthetic-groups(seed={self.seed})"

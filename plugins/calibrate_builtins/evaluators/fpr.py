@@ -227,7 +227,7 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
     count of attempts is used, none of their outcomes) and for the long run
     (``predicted_fpr_long_run_low/high``); ``attempts``: each fold's impostor attempts. Empty when the run
     predicted nothing."""
-    from calibrate.predicted.interval import PREDICTED, column_quantile, combine, measured_interval
+    from calibrate.predicted.interval import PREDICTED, column_quantile, combine, combined_cv2, measured_interval, unit_size
 
     preds = [f.predictions.get(label) for f in folds]
     if not preds or any(p is None for p in preds):
@@ -236,7 +236,9 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
         return {}
     level = preds[0].level
     reps = combine(preds, attempts)
-    low, high = measured_interval(reps, sum(attempts), level)
+    cv2 = combined_cv2(preds, attempts)
+    low, high = measured_interval(reps, sum(attempts), level, cv2,
+                                  None if cv2 is None else unit_size([f.test for f in folds]))
     t = np.asarray(targets, dtype=np.float64)
     out = {"predicted_fpr_low": _nones(low), "predicted_fpr_high": _nones(high),
            "predicted_ratio_low": _nones(low / t), "predicted_ratio_high": _nones(high / t),
@@ -256,6 +258,34 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
         if count:
             out[f"simulated_{what}"] = [count] * t.size
     return out
+
+
+def confidence_cost(folds: tuple[Fold, ...], label: str, rows: list[TargetResult], targets: tuple[float, ...]) -> str | None:
+    """For thresholds set with a confidence (a model whose ``inner`` is the plain fit), each row's
+    ``fnr_without_confidence`` (the plain thresholds' FNR on the same genuine attempts) and the note stating what
+    the confidence costs per target (issue 40); None otherwise or without genuine attempts."""
+    inner = [getattr(f.models.get(label), "inner", None) for f in folds]
+    if any(m is None for m in inner):
+        return None
+    rejected, attempts = np.zeros(len(targets)), 0
+    for fold, model in zip(folds, inner):
+        table = model.thresholds(targets)
+        index = {c: i for i, c in enumerate(table.classes)}
+        order = np.array([index[c] for c in fold.test.gallery_classes])
+        g_rows, g_cols = np.nonzero(fold.test.genuine_mask())
+        tau = np.asarray(table.values)[order][g_cols]
+        rejected += np.sum(~(fold.test.values[g_rows, g_cols][:, None] <= tau), axis=0)
+        attempts += g_rows.size
+    if not attempts:
+        return None
+    plain = rejected / attempts
+    for row, f in zip(rows, plain):
+        row.extra["fnr_without_confidence"] = float(f)
+    confidence = getattr(folds[0].models[label], "confidence", None)
+    said = ", ".join(f"{100 * t:.3g}%: {100 * r.fnr:.3g}% against {100 * f:.3g}%" for t, r, f in zip(targets, rows, plain)
+                     if r.fnr is not None)
+    return (f"{label}: confidence {confidence} costs genuine users, the FNR per target against its plain thresholds' "
+            f"on the same {attempts} genuine attempts: {said}")
 
 
 def groups_summary(pool) -> dict:
@@ -320,6 +350,9 @@ class FprEvaluator(Evaluator):
             results[label] = add_predicted(rows_of[label], data.folds, label, m.attempts, data.targets)
             for note in unreachable_notes(data.folds, label, results[label]):
                 context.note(note)
+            cost = confidence_cost(data.folds, label, results[label], data.targets)
+            if cost:
+                context.note(cost)
             context.advance(1)
         sections = [costs.cost_section(results)]
         said = predicted_section(results)

@@ -10,7 +10,6 @@ over 2 standard errors apart) is named in a warning and a run note.
 
 from __future__ import annotations
 
-import io
 import math
 
 import numpy as np
@@ -20,7 +19,13 @@ from calibrate.formatting import markdown_cell
 from calibrate.statistics.verification import (WHICH, spread_words, widened,  # noqa: F401  (widening_notes: fpr's)
                                               widening_notes)
 
-from .plots import _percent_axis
+from .figure_layout import apart, marker_pixels, marks, new_figure, outside_legend, pixels, png, settle
+from .plots import _percent, _percent_axis
+
+#: an FMR of zero, drawn on the axis floor (a log axis has no 0): the estimator's hollow, one threshold's filled
+ZERO_FMR = "FMR 0, the estimator (on the floor)"
+ZERO_FMR_ONE = "FMR 0, one pooled threshold (on the floor)"
+_ZERO_MARK = {"marker": "v", "markersize": 7, "markeredgewidth": 1.4}
 
 
 def _ratio_cell(g: dict, target: float) -> str:
@@ -130,9 +135,10 @@ def _text(name: str) -> str:
 
 def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
     """One panel per estimator: each group's same-group FMR (with its 95% interval) against the target, solid, and
-    one pooled threshold's at the same overall FPR, dashed; the diagonal is on target. None without groups."""
-    from matplotlib.figure import Figure
+    one pooled threshold's at the same overall FPR, dashed; the diagonal is on target; an FMR of 0 is a hollow
+    triangle on the floor. None without groups."""
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullLocator
 
     labels = [l for l, rows in results.items() if any(r.extra.get("groups") for r in rows)]
     if not labels:
@@ -140,14 +146,6 @@ def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
     cols = min(3, len(labels))
     n_rows = math.ceil(len(labels) / cols)
     colours = _colours(len(names))
-    legend = [Line2D([], [], color=colours[k], marker="o", ms=4, label=_text(name)) for k, name in enumerate(names)]
-    legend += [Line2D([], [], color="0.3", ls="-", label="the estimator"),
-               Line2D([], [], color="0.3", ls="--", marker="x", ms=4, label="one pooled threshold, same FPR"),
-               Line2D([], [], color="0.6", ls=":", label="on target")]
-    ncol = min(6, len(legend))
-    legend_rows = math.ceil(len(legend) / ncol)
-    height = 3.2 * n_rows + 0.9 + 0.2 * legend_rows  # inches: panels, titles and axis labels, then the legend
-    fig = Figure(figsize=(3.6 * cols, height), dpi=100)
     targets = sorted({r.target_fpr for rows in results.values() for r in rows})
     lo_t, hi_t = min(targets), max(targets)
     values = [g[k] for rows in results.values() for r in rows if r.extra.get("groups")
@@ -155,11 +153,52 @@ def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
               for g in src.values() for k in ("fmr_same_group",) if g.get(k)]
     floor = min([lo_t / 20] + [v / 1.5 for v in values])
     ceiling = max([hi_t * 5] + [v * 1.5 for v in values])
+
+    # the x ticks are the targets, a quarter of a decade apart at least so their labels never meet
+    ticks = targets[:1]
+    for t in targets[1:]:
+        if math.log10(t / ticks[-1]) >= 0.25:
+            ticks.append(t)
+    fig = new_figure(max(3.6 * cols, 5.6), 3.2 * n_rows + 1.2)
+    axes = []
     for i, label in enumerate(labels):
         ax = fig.add_subplot(n_rows, cols, i + 1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _percent_axis(ax.xaxis)
+        _percent_axis(ax.yaxis)
+        ax.set_xlim(lo_t / 1.6, hi_t * 1.6)
+        ax.set_xticks(ticks, [_percent(t) for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_ylim(floor / 1.5, ceiling)  # room below the floor for the marks of an FMR of 0
+        ax.set_title(label, fontsize=9, parse_math=False)
+        ax.set_xlabel("target FPR", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, which="major", alpha=0.3)
+        if i % cols == 0:
+            ax.set_ylabel("same-group FMR (evaluation)", fontsize=8)
+        axes.append(ax)
+    zeros = {source: any(g.get("fmr_same_group") == 0 for rows in results.values() for r in rows if r.extra.get("groups")
+                         for n, g in (r.extra["groups"] if source == "groups" else r.extra["one_threshold"]["groups"]).items()
+                         if n in names)
+             for source in ("groups", "one")}
+    legend = [Line2D([], [], color=colours[k], marker="o", ms=4, label=_text(name)) for k, name in enumerate(names)]
+    legend += [Line2D([], [], color="0.3", ls="-", label="the estimator"),
+               Line2D([], [], color="0.3", ls="--", marker="x", ms=4, label="one pooled threshold, same FPR"),
+               Line2D([], [], color="0.6", ls=":", label="on target")]
+    for source, note in (("groups", ZERO_FMR), ("one", ZERO_FMR_ONE)):
+        if zeros[source]:
+            legend.append(Line2D([], [], linestyle="none", label=note, **_ZERO_MARK, markeredgecolor="0.3",
+                                 markerfacecolor="white" if source == "groups" else "0.3"))
+    title = fig.suptitle("Same-group FMR per group: solid, the estimator (95% intervals); dashed, one pooled threshold "
+                         "at the same overall FPR", fontsize=8)
+    settle(fig, [title] + [ax.title for ax in axes], [outside_legend(fig, legend, 7, 6)])
+
+    for ax, label in zip(axes, labels):
         rows = [r for r in results[label] if r.extra.get("groups")]
         t = np.array([r.target_fpr for r in rows])
         ax.plot([floor, ceiling], [floor, ceiling], color="0.6", lw=0.8, ls=":")
+        zero_marks = []  # (group, x) of each FMR of 0, drawn last and side by side
         for k, name in enumerate(names):
             colour = colours[k]
             for source in ("groups", "one"):
@@ -167,39 +206,27 @@ def groups_figure(results: dict[str, list[TargetResult]], names: list[str]):
                        for r in rows]
                 y = np.array([g.get("fmr_same_group") if g.get("fmr_same_group") is not None else np.nan for g in got])
                 shown = np.clip(np.where(y > 0, y, floor), floor, ceiling)
+                x = t if source == "groups" else t * 1.04
+                nonzero = [int(j) for j in np.flatnonzero(y != 0)]
                 if source == "groups":
                     lo = np.array([g.get("fmr_same_group_ci_low") or 0.0 for g in got])
                     hi = np.array([g.get("fmr_same_group_ci_high") or 0.0 for g in got])
                     err = [np.clip(shown - np.clip(lo, floor, ceiling), 0, None),
                            np.clip(np.clip(hi, floor, ceiling) - shown, 0, None)]
-                    ax.errorbar(t, shown, yerr=err, color=colour, ls="-", marker="o", ms=4, capsize=2)
+                    ax.errorbar(x, shown, yerr=err, color=colour, ls="-", marker="o", ms=4, capsize=2, markevery=nonzero)
                 else:
-                    ax.plot(t * 1.04, shown, color=colour, ls="--", marker="x", ms=4)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        _percent_axis(ax.xaxis)
-        _percent_axis(ax.yaxis)
-        ax.set_xlim(lo_t / 1.6, hi_t * 1.6)
-        ax.set_ylim(floor, ceiling)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("target FPR", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(True, which="major", alpha=0.3)
-        if i % cols == 0:
-            ax.set_ylabel("same-group FMR (evaluation)", fontsize=8)
-    fig.legend(handles=legend, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
-    fig.suptitle("Same-group FMR per group: solid, the estimator (95% intervals); dashed, one pooled threshold at the "
-                 "same overall FPR", fontsize=8)
-    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / height, wspace=0.3, hspace=0.45,
-                        bottom=(0.55 + 0.2 * legend_rows) / height)
+                    ax.plot(x, shown, color=colour, ls="--", marker="x", ms=4, markevery=nonzero)
+                if (y == 0).any():
+                    zero_marks.append((k, name, source, x[y == 0]))
+        offsets = apart([pixels(ax, x, np.full(x.size, floor)) for *_, x in zero_marks],
+                        marker_pixels(_ZERO_MARK["markersize"]) + 1, sideways=True)
+        for (k, name, source, x), off in zip(zero_marks, offsets):
+            marks(ax, x, np.full(x.size, floor), off, **_ZERO_MARK, markeredgecolor=colours[k], clip_on=False, zorder=5,
+                  markerfacecolor="white" if source == "groups" else colours[k],
+                  gid="zero-at-floor" if source == "groups" else "zero-at-floor-one", label=name)
     return fig
 
 
 def groups_plot(results: dict[str, list[TargetResult]], names: list[str]) -> bytes | None:
     fig = groups_figure(results, names)
-    if fig is None:
-        return None
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    fig.clear()
-    return buf.getvalue()
+    return None if fig is None else png(fig)

@@ -12,7 +12,9 @@
   with each estimator's operating point at each target (its achieved FPR and FNR with per-class
   thresholds, which need not lie on the pooled curve) and the target FPRs marked and labelled.
 
-Rates are written in percent everywhere, as in the tables.
+Rates are written in percent everywhere, as in the tables. Each figure is laid out to fit what it holds
+(figure_layout.py: legends below the axes, long titles and class names wrapped, never cut), and an estimator's
+mark that would sit on another's is drawn a mark's width beside it.
 
 The ``*_figure`` functions build and return a matplotlib ``Figure`` (tests inspect it); the
 ``*_plot`` functions render it to PNG bytes. matplotlib is imported only when a picture is drawn,
@@ -21,46 +23,30 @@ and pyplot not at all: each figure is a plain ``Figure`` on the Agg canvas, free
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 
 from calibrate.contract.base import EvaluationInput, FittedModel, overrides
 from calibrate.contract.types import TargetResult
 
-DPI = 100
+from .figure_layout import apart, marker_pixels, marks, new_figure, outside_legend, pixels, png, settle, shifted
+
 ZERO_NOTE = "0 achieved (plotted at floor)"
 BELOW_NOTE = "below the axis (plotted at floor)"
 ABOVE_NOTE = "above the axis (plotted at ceiling)"
+#: the marks of rates off the axis: gid -> (legend note, marker, face; None: the series' colour)
+_SPECIAL = {"zero-at-floor": (ZERO_NOTE, "v", "white"), "below-floor": (BELOW_NOTE, "v", None),
+            "above-ceiling": (ABOVE_NOTE, "^", None)}
+_SPECIAL_SIZE = 9
+_FNR_ZERO = {"marker": "v", "markersize": 8, "markerfacecolor": "white", "markeredgecolor": "0.25"}
 #: at most this many points per drawn curve (sorted values are subsampled evenly beyond it)
 MAX_POINTS = 600
 _MARKERS = "osDpXhP*d"  # no up/down triangles: those mark the floor and ceiling
-
-
-def _new_figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=DPI)
 
 
 def _colours(n: int):
     from matplotlib import colormaps
 
     return colormaps["tab20" if n > 10 else "tab10"].colors
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    fig.clear()
-    return buf.getvalue()
-
-
-def short_label(name: str, width: int = 12) -> str:
-    """A class name short enough for a panel title: long names (NIST's 32-hex-digit ids) become
-    their first 8 characters and an ellipsis."""
-    name = str(name)
-    return name if len(name) <= width else name[:8] + "\u2026"
 
 
 def _percent(p: float) -> str:
@@ -120,67 +106,67 @@ def calibration_figure(results: dict[str, list[TargetResult]]):
         floor = min(floor, max(min(positive) / 3, min(targets) / 1000))
     ceiling = max(x_hi, min(max(positive, default=x_hi) * 1.5, max(targets) * 30))
 
-    n = len(results)
-    notes = {ZERO_NOTE: False, BELOW_NOTE: False, ABOVE_NOTE: False}
-    fig = _new_figure(5.5, 4.5)
-    ax = fig.add_subplot()
-    ax.plot([min(x_lo, floor), max(x_hi, ceiling)], [min(x_lo, floor), max(x_hi, ceiling)], "k--", lw=1,
-            label="ideal (achieved = target)")
-    colours = _colours(n)
+    colours = _colours(len(results))
+    series = []
     for i, (label, rows) in enumerate(results.items()):
         rows = [r for r in rows if np.isfinite(r.fpr)]
         if not rows:
             continue
-        colour, marker = colours[i % len(colours)], _MARKERS[i % len(_MARKERS)]
-        t = np.array([r.target_fpr for r in rows])
         f = np.array([r.fpr for r in rows])
-        ci_lo = np.array([r.extra.get("fpr_ci_low", r.fpr) for r in rows])
-        ci_hi = np.array([r.extra.get("fpr_ci_high", r.fpr) for r in rows])
-        zero, below, above = f <= 0, (f > 0) & (f < floor), f > ceiling
-        special = zero | below | above
-        shown = np.clip(f, floor, ceiling)
-        # series on the floor or ceiling are nudged sideways a little so they do not hide each other
-        x = np.where(special, t * 1.07 ** (i - (n - 1) / 2), t)
-        err = [shown - np.clip(ci_lo, floor, ceiling), np.clip(ci_hi, floor, ceiling) - shown]
-        ax.errorbar(x, shown, yerr=np.clip(err, 0.0, None), color=colour, marker=marker,
-                    markevery=[int(k) for k in np.flatnonzero(~special)], capsize=3, label=label)
-        for mask, note, symbol, face, gid in ((zero, ZERO_NOTE, "v", "white", "zero-at-floor"),
-                                              (below, BELOW_NOTE, "v", colour, "below-floor"),
-                                              (above, ABOVE_NOTE, "^", colour, "above-ceiling")):
-            if mask.any():
-                notes[note] = True
-                ax.plot(x[mask], shown[mask], linestyle="none", marker=symbol, markersize=9, markeredgewidth=1.6,
-                        markerfacecolor=face, markeredgecolor=colour, clip_on=False, zorder=5, gid=gid)
-    for note, symbol, face in ((ZERO_NOTE, "v", "white"), (BELOW_NOTE, "v", "0.4"), (ABOVE_NOTE, "^", "0.4")):
-        if notes[note]:
-            ax.add_line(Line2D([], [], linestyle="none", marker=symbol, markersize=8, markeredgewidth=1.6,
-                               markerfacecolor=face, markeredgecolor="0.3", label=note))
+        series.append(dict(label=label, colour=colours[i % len(colours)], marker=_MARKERS[i % len(_MARKERS)],
+                           t=np.array([r.target_fpr for r in rows]), shown=np.clip(f, floor, ceiling),
+                           lo=np.clip([r.extra.get("fpr_ci_low", r.fpr) for r in rows], floor, ceiling),
+                           hi=np.clip([r.extra.get("fpr_ci_high", r.fpr) for r in rows], floor, ceiling),
+                           kinds={"zero-at-floor": f <= 0, "below-floor": (f > 0) & (f < floor), "above-ceiling": f > ceiling}))
+    fig = new_figure(5.6, 4.6)
+    ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(floor / 1.2, ceiling * 1.2)
+    ax.set_ylim(floor / 1.25, ceiling * 1.25)
     _percent_axis(ax.xaxis)
     _percent_axis(ax.yaxis)
     ax.set_xlabel("target FPR")
     ax.set_ylabel("achieved FPR on unseen impostors")
     ax.set_title("Calibration: achieved vs target FPR")
     ax.grid(True, which="both", alpha=0.3)
-    # series first, then the diagonal and the floor/ceiling notes
-    handles, names = ax.get_legend_handles_labels()
-    order = sorted(range(len(names)), key=lambda k: (names[k] == "ideal (achieved = target)" or names[k] in notes, k))
-    handles, names = [handles[k] for k in order], [names[k] for k in order]
-    if len(names) > 7:
-        fig.set_size_inches(7.7, 4.5)
-        ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        fig.subplots_adjust(left=0.11, right=0.68, bottom=0.12, top=0.92)
-    else:
-        ax.legend(handles, names, fontsize=8, loc="best")
-        fig.subplots_adjust(left=0.15, right=0.96, bottom=0.12, top=0.92)
+    # the legend: series first, then the diagonal and the floor/ceiling notes that occur
+    handles = [Line2D([], [], color=s["colour"], marker=s["marker"], label=s["label"]) for s in series]
+    handles.append(Line2D([], [], color="k", ls="--", lw=1, label="ideal (achieved = target)"))
+    for kind, (note, symbol, face) in _SPECIAL.items():
+        if any(s["kinds"][kind].any() for s in series):
+            handles.append(Line2D([], [], linestyle="none", marker=symbol, markersize=8, markeredgewidth=1.6,
+                                  markerfacecolor=face or "0.4", markeredgecolor="0.3", label=note))
+    settle(fig, [ax.title], [outside_legend(fig, handles, 8, 3)])
+
+    ax.plot([min(x_lo, floor), max(x_hi, ceiling)], [min(x_lo, floor), max(x_hi, ceiling)], "k--", lw=1, zorder=1)
+    # each point's mark is kept clear of every earlier series' marks: an estimator whose rates equal another's is
+    # drawn beside it, not under it
+    offsets = apart([pixels(ax, s["t"], s["shown"]) for s in series], marker_pixels(_SPECIAL_SIZE) + 1)
+    for s, off in zip(series, offsets):
+        colour, special = s["colour"], np.logical_or.reduce(list(s["kinds"].values()))
+        ax.plot(s["t"], s["shown"], color=colour, lw=1.5, gid=f"line-{s['label']}", zorder=2)
+        for d in np.unique(off, axis=0):
+            m = np.all(off == d, axis=1) & (s["lo"] < s["hi"])
+            if m.any():
+                tr = shifted(ax, *d)
+                ax.vlines(s["t"][m], s["lo"][m], s["hi"][m], color=colour, lw=1.2, transform=tr, zorder=3)
+                for end in (s["lo"][m], s["hi"][m]):
+                    ax.plot(s["t"][m], end, linestyle="none", marker="_", markersize=6, color=colour, transform=tr,
+                            zorder=3)
+        marks(ax, s["t"][~special], s["shown"][~special], off[~special], marker=s["marker"], markersize=6,
+              color=colour, gid="points", label=s["label"], zorder=4)
+        for kind, (_, symbol, face) in _SPECIAL.items():
+            m = s["kinds"][kind]
+            if m.any():
+                marks(ax, s["t"][m], s["shown"][m], off[m], marker=symbol, markersize=_SPECIAL_SIZE,
+                      markeredgewidth=1.6, markerfacecolor=face or colour, markeredgecolor=colour,
+                      clip_on=False, zorder=5, gid=kind, label=s["label"])
     return fig
 
 
 def calibration_plot(results: dict[str, list[TargetResult]]) -> bytes:
-    return _png(calibration_figure(results))
+    return png(calibration_figure(results))
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,6 +177,7 @@ def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | N
     """DET curve of one pooled threshold on the evaluation attempts (``pooled``: calibrate.statistics.verification.PooledScores
     of every fold on the matcher's own scale; default: the first fold's evaluation matrix) with each estimator's
     operating points, or None without both kinds of attempt."""
+    from matplotlib.lines import Line2D
     from scipy.special import ndtr, ndtri  # the normal CDF and its inverse, without importing scipy.stats
 
     if pooled is not None:
@@ -228,25 +215,14 @@ def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | N
     xs = ndtri(fpr[keep])
     ys = ndtri(np.clip(fnr[keep], y_lo, y_hi))
 
-    fig = _new_figure(5.6, 4.6)
-    ax = fig.add_subplot()
-    ax.plot(xs, ys, lw=1.6, color="0.25", label="pooled curve (one threshold for all)")
-    if (fnr[keep] <= 0).any() and fpr[keep][-1] <= x_hi:
-        ax.plot(xs[-1:], ys[-1:], linestyle="none", marker="v", markersize=8, markerfacecolor="white",
-                markeredgecolor="0.25", clip_on=False, gid="fnr-zero", label="FNR 0 from here (plotted at floor)")
+    zero_end = bool((fnr[keep] <= 0).any() and fpr[keep][-1] <= x_hi)
     colours = _colours(max(len(points), 1))
-    for i, (label, pts) in enumerate(points.items()):
-        if not pts:
-            continue
-        px = np.array([max(f, x_lo) for _, f, _ in pts])
-        py = np.array([min(max(n, y_lo), y_hi) for _, _, n in pts])
-        ax.plot(ndtri(px), ndtri(py), linestyle=":", lw=1, marker=_MARKERS[i % len(_MARKERS)], markersize=6,
-                color=colours[i % len(colours)], label=f"{label}: at each target", gid=f"operating-{label}", zorder=4)
-    for t in targets:
-        if x_lo <= t <= x_hi:
-            ax.axvline(ndtri(t), color="0.6", lw=0.8, ls=":", zorder=0)
-            ax.text(ndtri(t), ndtri(y_hi), f" {_percent(t)}", rotation=90, va="top", ha="right", fontsize=7,
-                    color="0.4", gid="target-label")
+    series = [(label, colours[i % len(colours)], _MARKERS[i % len(_MARKERS)],
+               ndtri(np.array([max(f, x_lo) for _, f, _ in pts])), ndtri(np.array([min(max(n, y_lo), y_hi) for _, _, n in pts])))
+              for i, (label, pts) in enumerate(points.items()) if pts]
+
+    fig = new_figure(5.6, 4.6)
+    ax = fig.add_subplot()
     ax.set_xlim(ndtri(x_lo), ndtri(x_hi))
     ax.set_ylim(ndtri(y_lo), ndtri(y_hi))
     for axis, lo, hi in ((ax.xaxis, x_lo, x_hi), (ax.yaxis, y_lo, y_hi)):
@@ -258,14 +234,35 @@ def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | N
     where = data.folds[0].name if pooled is None or len(data.folds) == 1 else f"{len(data.folds)} folds pooled"
     ax.set_title(f"DET on the evaluation data ({kind} scores, {where})", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right")
-    fig.subplots_adjust(left=0.16, right=0.96, bottom=0.12, top=0.92)
+    for t in targets:
+        if x_lo <= t <= x_hi:
+            ax.axvline(ndtri(t), color="0.6", lw=0.8, ls=":", zorder=0)
+            ax.text(ndtri(t), ndtri(y_hi), f" {_percent(t)}", rotation=90, va="top", ha="right", fontsize=7,
+                    color="0.4", gid="target-label")
+    handles = [Line2D([], [], lw=1.6, color="0.25", label="pooled curve (one threshold for all)")]
+    if zero_end:
+        handles.append(Line2D([], [], linestyle="none", **_FNR_ZERO, label="FNR 0 from here (plotted at floor)"))
+    handles += [Line2D([], [], linestyle=":", lw=1, marker=marker, markersize=6, color=colour, label=f"{label}: at each target")
+                for label, colour, marker, _, _ in series]
+    settle(fig, [ax.title], [outside_legend(fig, handles, 7, 2)])
+
+    ax.plot(xs, ys, lw=1.6, color="0.25", label="pooled curve (one threshold for all)")
+    fixed = []
+    if zero_end:
+        ax.plot(xs[-1:], ys[-1:], linestyle="none", **_FNR_ZERO, clip_on=False, gid="fnr-zero",
+                label="FNR 0 from here (plotted at floor)")
+        fixed.append(pixels(ax, xs[-1:], ys[-1:]))
+    # operating points that coincide (an estimator that chose one pooled threshold, as auto may) are set side by side
+    offsets = apart(fixed + [pixels(ax, x, y) for *_, x, y in series], marker_pixels(8) + 1)[len(fixed):]
+    for (label, colour, marker, x, y), off in zip(series, offsets):
+        ax.plot(x, y, linestyle=":", lw=1, color=colour, label=f"{label}: at each target", gid=f"operating-{label}", zorder=4)
+        marks(ax, x, y, off, marker=marker, markersize=6, color=colour, gid="points", label=label, zorder=4, clip_on=False)
     return fig
 
 
 def det_plot(data: EvaluationInput, results: dict[str, list[TargetResult]] | None = None, pooled=None) -> bytes | None:
     fig = det_figure(data, results, pooled)
-    return None if fig is None else _png(fig)
+    return None if fig is None else png(fig)
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,6 +277,7 @@ def cdf_limits(targets, n_impostors: int) -> tuple[float, float]:
 
 def cdf_figure(data: EvaluationInput, n_classes: int = 4):
     """The lower tail of the training impostor CDF for a few classes; None without a model CDF."""
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import NullLocator
 
     fold = data.folds[0]
@@ -294,26 +292,27 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
     labels = list(fold.models) + [label for label in fold.tables if label not in fold.models]
     colours = _colours(len(labels))
     colour_of = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
+    marker_of = {label: _MARKERS[i % len(_MARKERS)] for i, label in enumerate(labels)}
     to_score, x_label, accepted = _score_axis(fold)
-    fig = _new_figure(3.3 * len(picks), 3.6)
+    fig = new_figure(max(3.3 * len(picks), 5.0), 3.8)
     axes = [fig.add_subplot(1, len(picks), k + 1) for k in range(len(picks))]
-    handles: dict[str, object] = {}
+    panels = []
     for ax, j in zip(axes, picks):
         cls = classes[j]
         d = np.sort(fold.train.values[mask[:, j], j])
         y_lo, y_hi = cdf_limits(targets, d.size)
         # thresholds of every estimator for this class, at each target
-        marks = {}
+        thresholds = {}
         for label in labels:
             table = fold.tables.get(label)
             if table is not None and cls in table.classes:
                 order = np.argsort(table.targets)
-                marks[label] = (np.asarray(table.values[table.classes.index(cls)])[order],
-                                np.asarray(table.targets)[order])
+                thresholds[label] = (np.asarray(table.values[table.classes.index(cls)])[order],
+                                     np.asarray(table.targets)[order])
         # x range: from the smallest training distance (or threshold) to where the CDF reaches y_hi
         shown = d[: min(d.size, int(np.ceil(y_hi * d.size)) + 1)]
         xs = [v for v in (shown[:1].tolist() + shown[-1:].tolist()) if np.isfinite(v)]
-        xs += [float(v) for th, _ in marks.values() for v in th if np.isfinite(v)]
+        xs += [float(v) for th, _ in thresholds.values() for v in th if np.isfinite(v)]
         if not xs:
             continue
         x_min, x_max = min(xs), max(xs)
@@ -321,45 +320,48 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
         x_min, x_max = x_min - pad, x_max + pad
         if d.size and d[0] >= 0:
             x_min = max(x_min, 0.0)
+        ax.set_yscale("log")
+        ax.yaxis.set_minor_locator(NullLocator())  # minor ticks on four log panels cost more than they show
+        _percent_axis(ax.yaxis)
+        ax.set_ylim(y_lo, y_hi)
+        ax.set_xlim(*to_score(np.array([x_min, x_max])))  # a similarity axis runs high to low: accepted side left
+        ax.set_title(f"class {cls}  (n={d.size})", fontsize=9, parse_math=False)  # whole names, wrapped to fit
+        ax.set_xlabel(x_label, fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(True, which="major", alpha=0.3)
         for t in targets:
             ax.axhline(t, color="0.75", lw=0.7, ls=":", zorder=0)
+        panels.append((ax, cls, d, shown, x_min, x_max, thresholds))
+    axes[0].set_ylabel("training impostors accepted (CDF)", fontsize=9)
+    title = fig.suptitle(f"Impostor tail: training CDF, fitted CDF and thresholds at each target (dotted); {accepted}",
+                         fontsize=9)
+    drawn_cdf = [label for label, model in fitted.items() if any(p[1] in model._index for p in panels)]
+    marked = [label for label in labels if any(label in p[6] for p in panels)]
+    handles = ([Line2D([], [], color="k", lw=1.4, label="empirical")] if any(p[3].size for p in panels) else [])
+    handles += [Line2D([], [], ls="--", lw=1.4, color=colour_of[label], label=f"{label} model CDF") for label in drawn_cdf]
+    handles += [Line2D([], [], linestyle="none", marker=marker_of[label], markersize=6, markerfacecolor="none",
+                       markeredgewidth=1.4, color=colour_of[label], label=f"{label} thresholds") for label in marked]
+    settle(fig, [title] + [p[0].title for p in panels], [outside_legend(fig, handles, 8, 4)])
+
+    for ax, cls, d, shown, x_min, x_max, thresholds in panels:
         if shown.size:
             idx = _thin(shown.size)
-            steps = ax.step(to_score(np.append(shown[idx], x_max)), np.append((idx + 1) / d.size, (idx[-1] + 1) / d.size),
-                            where="post", color="k", lw=1.4, label="empirical")
-            handles.setdefault("empirical", steps[0])
+            ax.step(to_score(np.append(shown[idx], x_max)), np.append((idx + 1) / d.size, (idx[-1] + 1) / d.size),
+                    where="post", color="k", lw=1.4, label="empirical")
         grid = np.linspace(x_min, x_max, 160)
         for label, model in fitted.items():
             if cls not in model._index:
                 continue
             with np.errstate(all="ignore"):
                 y = np.asarray(model.cdf(model._index[cls], grid), dtype=np.float64)
-            (line,) = ax.plot(to_score(grid), np.where(y > 0, y, np.nan), "--", lw=1.4, color=colour_of.get(label, "C1"),
-                              label=f"{label} model CDF")
-            handles.setdefault(f"cdf {label}", line)
-        for label, (th, tg) in marks.items():
-            k = labels.index(label)
-            (pts,) = ax.plot(to_score(th), tg, linestyle="none", marker=_MARKERS[k % len(_MARKERS)], markersize=6,
-                             markerfacecolor="none", markeredgewidth=1.4, color=colour_of[label],
-                             label=f"{label} thresholds", zorder=4)
-            handles.setdefault(f"thr {label}", pts)
-        ax.set_yscale("log")
-        ax.yaxis.set_minor_locator(NullLocator())  # minor ticks on four log panels cost more than they show
-        _percent_axis(ax.yaxis)
-        ax.set_ylim(y_lo, y_hi)
-        ax.set_xlim(*to_score(np.array([x_min, x_max])))  # a similarity axis runs high to low: accepted side left
-        ax.set_title(f"class {short_label(cls)}  (n={d.size})", fontsize=9)
-        ax.set_xlabel(x_label, fontsize=9)
-        ax.tick_params(labelsize=8)
-        ax.grid(True, which="major", alpha=0.3)
-    axes[0].set_ylabel("training impostors accepted (CDF)", fontsize=9)
-    fig.suptitle(f"Impostor tail: training CDF, fitted CDF and thresholds at each target (dotted); {accepted}",
-                 fontsize=9)
-    fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="lower center",
-               ncol=min(4, len(handles)), fontsize=8, frameon=False)
-    rows = -(-len(handles) // 4)
-    fig.subplots_adjust(left=0.07 if len(picks) > 2 else 0.15, right=0.98, top=0.86, wspace=0.3,
-                        bottom=0.16 + 0.055 * rows)
+            ax.plot(to_score(grid), np.where(y > 0, y, np.nan), "--", lw=1.4, color=colour_of[label],
+                    label=f"{label} model CDF")
+        # estimators with the same threshold for this class are marked side by side
+        series = [(label, to_score(th), tg) for label, (th, tg) in thresholds.items()]
+        offsets = apart([pixels(ax, x, y) for _, x, y in series], marker_pixels(6) + 2)
+        for (label, x, y), off in zip(series, offsets):
+            marks(ax, x, y, off, marker=marker_of[label], markersize=6, markerfacecolor="none", markeredgewidth=1.4,
+                  color=colour_of[label], label=f"{label} thresholds", gid="points", zorder=4)
     return fig
 
 
@@ -383,7 +385,7 @@ def _score_axis(fold):
 
 def cdf_plot(data: EvaluationInput, n_classes: int = 4) -> bytes | None:
     fig = cdf_figure(data, n_classes)
-    return None if fig is None else _png(fig)
+    return None if fig is None else png(fig)
 
 
 def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]], pooled=None

@@ -18,7 +18,8 @@ import numpy as np
 from calibrate.contract.base import Fold
 from calibrate.statistics.verification import at_fmr
 
-from .plots import _new_figure, _percent, _png
+from .figure_layout import new_figure as _new_figure, png as _png
+from .plots import _percent
 
 #: histogram bins
 BINS = 120

@@ -13,8 +13,9 @@ this module holds the two searches over the grid that use them.
 Exact mode (thresholds equal to ``fit_class``'s)
 ------------------------------------------------
 1. Stage 1 scores every grid point with Sankaran's CDF on 32 compressed points.
-2. Stage 2 scores, with the exact CDF on 64 compressed points, the best 16 grid points of stage 1
-   and the best two sigmas of every dim (Sankaran's error differs between dims).
+2. Stage 2 scores, with the exact CDF on 64 compressed points (interpolated from 16 nodes where lambda
+   >= 50, checked to 1e-10: see batch_scores.py), the best 16 grid points of stage 1 and the best two
+   sigmas of every dim (Sankaran's error differs between dims).
 3. Stage 3 scores the best 2 of stage 2 on every training distance -- the score ``fit_class``
    computes (with the interpolated CDF, see batch_scores.py) -- and takes the maximum.
 4. Self-check. From the candidates scored at two stages the run measures, per class, how far the
@@ -86,13 +87,17 @@ FAST_MIN_DIM = 10
 FAST_BOUND = 0.06
 
 
-def _margin(lo: np.ndarray, hi: np.ndarray, floor: float) -> float:
-    """Upper bound of the correction hi - lo from the pairs seen at both stages."""
-    ok = np.isfinite(lo) & np.isfinite(hi)
-    if not ok.any():
-        return np.inf
-    delta = hi[ok] - lo[ok]
-    return float(delta.max() + max(delta.max() - delta.min(), floor))
+def _margins(lo: np.ndarray, hi: np.ndarray, seen: np.ndarray, floor: float) -> np.ndarray:
+    """Upper bound of the correction hi - lo from the pairs seen at both stages, along the last axis:
+    the largest correction plus its spread (at least ``floor``); inf where no finite pair was seen."""
+    with np.errstate(invalid="ignore"):
+        ok = seen & np.isfinite(lo) & np.isfinite(hi)
+        delta = hi - lo
+    top = np.max(np.where(ok, delta, -np.inf), axis=-1)
+    low = np.min(np.where(ok, delta, np.inf), axis=-1)
+    with np.errstate(invalid="ignore"):
+        out = top + np.maximum(top - low, floor)
+    return np.where(ok.any(axis=-1), out, np.inf)
 
 
 #: floors of the spread of the corrections (stage 1 -> 2: Sankaran's error; 2 -> 3: compression)
@@ -117,7 +122,7 @@ def exact_batch(prep: ClassChunk, score: str) -> tuple[np.ndarray, np.ndarray, n
     per_dim = per_dim + (np.arange(Dn) * S)[None, :, None]
     np.put_along_axis(first, per_dim.reshape(C, -1), True, axis=1)
     cls, g2 = np.nonzero(first)
-    S2[cls, g2] = prep.stage2(cls, g2, score)
+    S2[cls, g2] = prep.stage2(cls, g2, score, interp=True)
     s2 = np.where(np.isnan(S2), -np.inf, S2)
     order2 = np.argsort(-s2, axis=1, kind="stable")
     k3 = min(EXACT_K3, G)
@@ -130,58 +135,51 @@ def exact_batch(prep: ClassChunk, score: str) -> tuple[np.ndarray, np.ndarray, n
     evals = np.array([int(np.count_nonzero(~np.isnan(S2))), g3.size])
     dim_of = np.arange(G) // S
     for _ in range(EXACT_ROUNDS):
-        need2_c, need2_g, need3_c, need3_g, exact_c, exact_g = [], [], [], [], [], []
-        for c in np.flatnonzero(pending):
-            s3 = S3[c]
-            seen3 = ~np.isnan(s3)
-            b3 = np.max(s3[seen3])
-            if not np.isfinite(b3):
-                pending[c] = False  # fit_class decides (and names the problem)
-                continue
-            margin2 = _margin(S2[c, seen3], s3[seen3], _FLOOR2)
-            seen2 = ~np.isnan(S2[c])
-            # stage-1 -> 2 correction bound per dim (Sankaran's error depends on dim and lambda)
-            margin1 = np.empty(Dn)
-            for d in range(Dn):
-                sel = seen2 & (dim_of == d)
-                margin1[d] = _margin(S1[c, sel], S2[c, sel], _FLOOR1)
-            n2 = np.flatnonzero(~seen2 & (S1[c] + margin1[dim_of] + margin2 >= b3))
-            n3 = np.flatnonzero(seen2 & ~seen3 & (S2[c] + margin2 >= b3))
-            if n2.size > EXACT_MAX_EXTRA:
-                pending[c] = False
-                continue
-            if n2.size == 0 and n3.size == 0:
-                s = np.where(seen3, s3, -np.inf)
-                w = int(np.argmax(s))  # first maximum: loop order
-                close = np.flatnonzero(A3[c] & (s >= s[w] - 1e-9))
-                if close.size:  # interpolated scores too close to call: chndtr decides
-                    exact_c += [c] * close.size
-                    exact_g += close.tolist()
-                    continue
-                pending[c] = False
-                rest = np.delete(s, w)
-                if rest.size and np.max(rest) >= s[w] - 1e-12 * max(1.0, abs(s[w])):
-                    continue  # near tie: fit_class decides
-                winner[c], best[c] = w, s[w]
-                continue
-            need2_c += [c] * n2.size
-            need2_g += n2.tolist()
-            need3_c += [c] * n3.size
-            need3_g += n3.tolist()
-        if not need2_c and not need3_c and not exact_c:
+        # the self-check of every pending class at once (module docstring, step 4)
+        rows = np.flatnonzero(pending)
+        s1, s2, s3, a3 = S1[rows], S2[rows], S3[rows], A3[rows]
+        seen2, seen3 = ~np.isnan(s2), ~np.isnan(s3)
+        s = np.where(seen3, s3, -np.inf)
+        b3 = s.max(axis=1)
+        usable = np.isfinite(b3)  # else fit_class decides (and names the problem)
+        margin2 = _margins(s2, s3, seen3, _FLOOR2)
+        # stage-1 -> 2 correction bound per dim (Sankaran's error depends on dim and lambda)
+        margin1 = _margins(s1.reshape(-1, Dn, S), s2.reshape(-1, Dn, S), seen2.reshape(-1, Dn, S), _FLOOR1)
+        with np.errstate(invalid="ignore"):
+            n2 = ~seen2 & (s1 + margin1[:, dim_of] + margin2[:, None] >= b3[:, None])
+            n3 = seen2 & ~seen3 & (s2 + margin2[:, None] >= b3[:, None])
+        n2 &= usable[:, None]
+        n3 &= usable[:, None]
+        wide = n2.sum(axis=1) > EXACT_MAX_EXTRA
+        n2[wide] = False
+        n3[wide] = False
+        settled = usable & ~wide & ~n2.any(axis=1) & ~n3.any(axis=1)
+        w = np.argmax(s, axis=1)  # first maximum: loop order
+        top = s[np.arange(rows.size), w]
+        close = a3 & (s >= (top - 1e-9)[:, None]) & settled[:, None]
+        unsure = close.any(axis=1)  # interpolated scores too close to call: chndtr decides
+        done = settled & ~unsure
+        rest = s.copy()
+        rest[np.arange(rows.size), w] = -np.inf
+        tie = rest.max(axis=1) >= top - 1e-12 * np.maximum(1.0, np.abs(top))  # near tie: fit_class decides
+        won = done & ~tie
+        winner[rows[won]], best[rows[won]] = w[won], top[won]
+        pending[rows[~usable | wide | done]] = False
+        need2_c, need2_g = np.nonzero(n2)
+        need3_c, need3_g = np.nonzero(n3)
+        exact_c, exact_g = np.nonzero(close)
+        need2_c, need3_c, exact_c = rows[need2_c], rows[need3_c], rows[exact_c]
+        if not need2_c.size and not need3_c.size and not exact_c.size:
             break
-        if exact_c:
-            c_, g_ = np.asarray(exact_c), np.asarray(exact_g)
-            S3[c_, g_], A3[c_, g_] = prep.stage3(c_, g_, score, exact=True)
-            evals[1] += c_.size
-        if need2_c:
-            c_, g_ = np.asarray(need2_c), np.asarray(need2_g)
-            S2[c_, g_] = prep.stage2(c_, g_, score)
-            evals[0] += c_.size
-        if need3_c:
-            c_, g_ = np.asarray(need3_c), np.asarray(need3_g)
-            S3[c_, g_], A3[c_, g_] = prep.stage3(c_, g_, score)
-            evals[1] += c_.size
+        if exact_c.size:
+            S3[exact_c, exact_g], A3[exact_c, exact_g] = prep.stage3(exact_c, exact_g, score, exact=True)
+            evals[1] += exact_c.size
+        if need2_c.size:
+            S2[need2_c, need2_g] = prep.stage2(need2_c, need2_g, score, interp=True)
+            evals[0] += need2_c.size
+        if need3_c.size:
+            S3[need3_c, need3_g], A3[need3_c, need3_g] = prep.stage3(need3_c, need3_g, score)
+            evals[1] += need3_c.size
     winner[pending] = -1
     return winner, best, evals
 

@@ -21,11 +21,14 @@ Ingredients
   nodes per candidate from ``chndtr`` (lower half) and Boost's upper tail (upper half), and every
   candidate is checked against ``chndtr`` at four points between nodes (|error| <= 1e-12, else
   ``chndtr`` at every point). Used for lambda >= 50, where ``chndtr`` is slowest (its series
-  grows with lambda) and the correction is smoothest; about 7x cheaper than ``chndtr`` there.
+  grows with lambda) and the correction is smoothest; about 7x cheaper than ``chndtr`` there. Exact
+  mode's stage 2 uses the same interpolant on its 64 compressed points, from 16 nodes checked to
+  1e-10 (far below the self-check's floors of 1e-6): 20 CDF values per candidate instead of 64.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -330,13 +333,24 @@ class ClassChunk:
         F, dF = self._sankaran(c, g, self.g1)
         return self.compressed_scores(F, dF, c, score, self.g1)
 
-    def stage2(self, c: np.ndarray, g: np.ndarray, score: str) -> np.ndarray:
-        """Exact CDF on the compressed points for pairs (class c, grid point g)."""
+    def stage2(self, c: np.ndarray, g: np.ndarray, score: str, interp: bool = False) -> np.ndarray:
+        """Exact CDF on the compressed points for pairs (class c, grid point g); with ``interp``, where lambda >=
+        ``_INTERP_LAM``, its interpolant (``_STAGE2_NODES`` nodes, checked to ``_STAGE2_TOL``, else ``chndtr``)."""
         if c.size == 0:
             return np.empty(0)
         grp = self.g2
         X = self.fac_of(c, g)[:, None] * grp.cs[c]
-        F = special.chndtr(X, self.k_of(g)[:, None], self.lam[c, g][:, None])
+        k, lam = self.k_of(g), self.lam[c, g]
+        use = lam >= _INTERP_LAM if interp and X.shape[1] > 2 * _STAGE2_NODES else np.zeros(c.size, dtype=bool)
+        F = np.empty_like(X)
+        if use.any():
+            Fi, ok = self._interp_cdf(X[use], k[use], lam[use], np.full(int(use.sum()), X.shape[1]),
+                                      _STAGE2_NODES, _STAGE2_TOL)
+            F[use] = Fi
+            use[use] = ok
+        rest = ~use
+        if rest.any():
+            F[rest] = special.chndtr(X[rest], k[rest, None], lam[rest, None])
         _, dF = self._sankaran(c, g, grp)
         return self.compressed_scores(F, dF, c, score, grp)
 
@@ -384,18 +398,21 @@ class ClassChunk:
         return np.where((den > 0) & np.isfinite(s), s, -np.inf)
 
     @staticmethod
-    def _interp_cdf(X: np.ndarray, k: np.ndarray, lam: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The non-central chi-square CDF at sorted rows X (P, N) from ``_INTERP_M`` exact values per row.
+    def _interp_cdf(X: np.ndarray, k: np.ndarray, lam: np.ndarray, n: np.ndarray, nodes: int = 0,
+                    tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+        """The non-central chi-square CDF at sorted rows X (P, N) from ``nodes`` (default ``_INTERP_M``) exact
+        values per row.
 
         With Sankaran's transform u(x) (closed form, invertible), ``F(x) = Phi(u + r(u))`` where the
         correction r is smooth for lambda >= 50; r is interpolated at Chebyshev nodes in u over the
         row's range (clipped to |u| <= 8: beyond, F is within 1e-15 of 0 or 1), from ``chndtr``
         below the median and the upper-tail function above it (so r keeps its digits in both
         tails). Each row is then checked against ``chndtr`` at four points between nodes, where
-        interpolation errors peak; ``ok`` is False where the error exceeds 1e-12.
+        interpolation errors peak; ``ok`` is False where the error exceeds ``tol``.
         """
         P, N = X.shape
-        M = _INTERP_M
+        M = nodes or _INTERP_M
+        cheb, cheb_fit = _chebyshev(M)
         h, loga, mu, inv_s = sankaran_parts(k, lam)
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             u = (np.exp(h[:, None] * (np.log(X) - loga[:, None])) - mu[:, None]) * inv_s[:, None]
@@ -405,9 +422,9 @@ class ClassChunk:
             ok = (ub - ua > 1e-3) & np.isfinite(ua) & np.isfinite(ub)
             ua, ub = np.where(ok, ua, -1.0), np.where(ok, ub, 1.0)
             mid, half = (ua + ub) / 2.0, (ub - ua) / 2.0
-            checks = np.array([(_CHEB[0] + _CHEB[1]) / 2, (_CHEB[M // 3] + _CHEB[M // 3 + 1]) / 2,
-                               (_CHEB[2 * M // 3] + _CHEB[2 * M // 3 + 1]) / 2, (_CHEB[-1] + _CHEB[-2]) / 2])
-            wn = np.concatenate([_CHEB, checks])
+            checks = np.array([(cheb[0] + cheb[1]) / 2, (cheb[M // 3] + cheb[M // 3 + 1]) / 2,
+                               (cheb[2 * M // 3] + cheb[2 * M // 3 + 1]) / 2, (cheb[-1] + cheb[-2]) / 2])
+            wn = np.concatenate([cheb, checks])
             un = mid[:, None] + half[:, None] * wn[None, :]
             tn = mu[:, None] + un / inv_s[:, None]
             ok &= np.all(tn > 0, axis=1)
@@ -424,7 +441,7 @@ class ClassChunk:
             rn[~lower] = -special.ndtri(Qn)
             rn -= un
             ok &= np.all(np.isfinite(rn[:, :M]), axis=1)
-            coef = np.einsum("pj,kj->pk", np.where(np.isfinite(rn[:, :M]), rn[:, :M], 0.0), _CHEB_FIT)
+            coef = np.einsum("pj,kj->pk", np.where(np.isfinite(rn[:, :M]), rn[:, :M], 0.0), cheb_fit)
             # Clenshaw at the data points and at the check points
             pts = np.concatenate([u, un[:, M:]], axis=1)
             t = np.clip((pts - mid[:, None]) / half[:, None], -1.0, 1.0)
@@ -439,7 +456,7 @@ class ClassChunk:
             r = t * b1 - b2 + coef[:, :1]
             F = special.ndtr(pts + r)
         err = np.abs(F[:, N:] - Fn[:, M:]).max(axis=1)
-        ok &= err <= 1e-12
+        ok &= err <= tol
         return F[:, :N], ok
 
 
@@ -447,7 +464,16 @@ class ClassChunk:
 _INTERP_M = 24
 _INTERP_LAM = 50.0
 _INTERP_U = 8.0
-_CHEB = np.cos(np.pi * (np.arange(_INTERP_M) + 0.5) / _INTERP_M)[::-1].copy()
-#: coefficients = values @ _CHEB_FIT.T for interpolation at the nodes _CHEB
-_CHEB_FIT = np.cos(np.outer(np.arange(_INTERP_M), np.arccos(_CHEB))) * (2.0 / _INTERP_M)
-_CHEB_FIT[0] /= 2.0
+#: stage 2 with the interpolated CDF (exact mode): nodes per candidate, and the error checked (far below
+#: the 1e-6 floors of the self-check's margins, batch.py)
+_STAGE2_NODES = 16
+_STAGE2_TOL = 1e-10
+
+
+@functools.lru_cache(maxsize=None)
+def _chebyshev(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``m`` Chebyshev nodes in [-1, 1], ascending, and the matrix F with coefficients = values @ F.T."""
+    nodes = np.cos(np.pi * (np.arange(m) + 0.5) / m)[::-1].copy()
+    fit = np.cos(np.outer(np.arange(m), np.arccos(nodes))) * (2.0 / m)
+    fit[0] /= 2.0
+    return nodes, fit

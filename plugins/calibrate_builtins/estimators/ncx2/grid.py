@@ -154,6 +154,7 @@ class Ncx2Grid(Estimator):
         return f"ncx2-grid ({self.mode})"
 
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
+        from . import batch_scores  # noqa: F401 - imported (scipy.special with it) before the map may fork
         work = functools.partial(_fit_chunk, dims=self._dims, spec=self._sigma_spec, score=self.score,
                                  scaling=self.scaling, mode=self.mode)
         items = [(c, np.asarray(impostors.of(i))) for i, c in enumerate(impostors.classes)]
@@ -162,7 +163,7 @@ class Ncx2Grid(Estimator):
         size = _CHUNK[self.mode]
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
         fits: list[tuple] = []
-        for part in context.map(work, chunks, sizes=[len(chunk) for chunk in chunks]):
+        for part in context.map(work, chunks, sizes=[len(chunk) for chunk in chunks], spread=True):
             fits.extend(part)
         dim, sigma, lam, fit_score, on_edge = (list(col) for col in zip(*fits))
         edge = [c for c, e in zip(impostors.classes, on_edge) if e]
