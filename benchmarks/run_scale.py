@@ -188,24 +188,49 @@ class LoadAverage(Sampler):
 
 
 def _write_shard(args) -> int:
-    """One shard pair (train/, test/) of ``classes`` classes, generated on a worker."""
+    """One shard pair (train/, test/) of ``classes`` classes, generated on a worker; with ``genuine`` > 0, each class
+    also has that many genuine comparisons in each (its training impostors' median times U(0.3, 0.8): a class's
+    genuine scores move with its impostors, as class-specific thresholds assume)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from calibrate_builtins.datasets.synthetic_impostors import impostor_block
 
-    folder, index, first, classes, seed = args
-    values, _ = impostor_block(np.random.default_rng([seed, index]), classes, TRAIN + TEST, 0.2)
-    names = pa.array([f"c{first + j:07d}" for j in range(classes)])
-    for role, rows in (("train", range(0, TRAIN)), ("test", range(TRAIN, TRAIN + TEST))):
-        probes = pa.array([f"imp{r}" for r in rows])
+    folder, index, first, classes, seed, genuine = (*args, 0)[:6]
+    rng = np.random.default_rng([seed, index])
+    values, _ = impostor_block(rng, classes, TRAIN + TEST, 0.2)
+    labels = [f"c{first + j:07d}" for j in range(classes)]
+    names = pa.array(labels)
+    gen = (np.median(values[:TRAIN], axis=0)[None, :] * np.random.default_rng([seed, index, 1]).uniform(
+        0.3, 0.8, (2 * genuine, classes))) if genuine else None
+    for k, (role, rows) in enumerate((("train", range(0, TRAIN)), ("test", range(TRAIN, TRAIN + TEST)))):
+        probes = pa.array([f"imp{r}" for r in rows] + labels)
         n = len(rows)
-        claimed = pa.DictionaryArray.from_arrays(pa.array(np.repeat(np.arange(classes, dtype=np.int32), n)), names)
-        probe = pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(n, dtype=np.int32), classes)), probes)
-        score = pa.array(np.ascontiguousarray(values[rows.start:rows.stop].T).ravel())
-        table = pa.table({"claimed_id": claimed, "real_id": probe, "test_label": probe, "score": score})
+        claimed = np.repeat(np.arange(classes, dtype=np.int32), n)
+        probe = np.tile(np.arange(n, dtype=np.int32), classes)
+        score = np.ascontiguousarray(values[rows.start:rows.stop].T).ravel()
+        label_codes = probe
+        label_names = [f"imp{r}" for r in rows]
+        if genuine:  # after the impostor rows: each class's genuine probes (real id: the class)
+            own = np.repeat(np.arange(classes, dtype=np.int32), genuine)
+            claimed = np.r_[claimed, own]
+            probe = np.r_[probe, n + own]
+            score = np.r_[score, gen[k * genuine:(k + 1) * genuine].T.ravel()]
+            label_codes = np.r_[label_codes, n + np.arange(classes * genuine, dtype=np.int32)]
+            label_names += [f"g{role[1]}{q}.{c}" for c in labels for q in range(genuine)]
+        table = pa.table({"claimed_id": pa.DictionaryArray.from_arrays(pa.array(claimed), names),
+                          "real_id": pa.DictionaryArray.from_arrays(pa.array(probe), probes),
+                          "test_label": pa.DictionaryArray.from_arrays(pa.array(label_codes), pa.array(label_names)),
+                          "score": pa.array(score)})
         pq.write_table(table, Path(folder) / role / f"shard{index:05d}.parquet", compression="snappy")
     return classes
+
+
+def write_groups(path: Path, classes: int) -> None:
+    """A groups file for the benchmark's classes and impostor probes: two groups by a fixed rule (about 30% in A)."""
+    rows = [f"c{j:07d},{'A' if (j * 2654435761) % 10 < 3 else 'B'}" for j in range(classes)]
+    rows += [f"imp{r},{'A' if r % 3 == 0 else 'B'}" for r in range(TRAIN + TEST)]
+    path.write_text("class,group\n" + "\n".join(rows) + "\n", encoding="utf-8")
 
 
 def _read_rows(path: str) -> int:
@@ -230,15 +255,20 @@ def sharded(args) -> dict:
     (root / "train").mkdir()
     (root / "test").mkdir()
     n, per = args.classes, args.shard_classes
-    shards = [(str(root), k, k * per, min(per, n - k * per), args.seed) for k in range((n + per - 1) // per)]
+    shards = [(str(root), k, k * per, min(per, n - k * per), args.seed, args.genuine)
+              for k in range((n + per - 1) // per)]
     estimators = [{"plugin": "auto"}] + ([{"plugin": "ncx2-grid", "name": "ncx2-fast", "mode": "fast"}]
                                           if not args.no_ncx2 else [])
     recipe = {"version": 1, "data": {"plugin": "score-shards", "train": str(root / "train"),
                                      "test": str(root / "test"), "kind": "distance"},
               "estimators": estimators, "evaluation": {"targets": TARGETS},
               "output": {"dir": str(root / "out"), "plots": False}, "seed": 0}
+    if args.groups:
+        write_groups(root / "groups.csv", n)
+        recipe["data"]["groups"] = str(root / "groups.csv")
     (root / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     out: dict = {"classes": n, "shards": len(shards), "shard_classes": per, "train_per_class": TRAIN,
+                 "genuine_per_class": args.genuine, "groups": bool(args.groups),
                  "test_per_class": TEST, "estimators": [e.get("name", e["plugin"]) for e in estimators],
                  "cluster": args.address or f"LocalCluster({args.workers} workers, 1 thread each)", "cpus": os.cpu_count()}
     try:
@@ -282,6 +312,7 @@ def sharded(args) -> dict:
             out["worker_peak_under_1gb"] = max(peaks.values()) < 1e9
         out["main_peak_bytes"] = _peak_rss()
         out["ratios"] = {label: [round(r.ratio, 3) for r in rows] for label, rows in result.results.items()}
+        out["auto_chose"] = [note[:160] for note in result.notes if "auto chose" in note or "no choice" in note]
         out["output_bytes"] = sum(p.stat().st_size for p in (root / "out").iterdir())
         check = subprocess.run([sys.executable, __file__, "--check-dir", str(root), "--check", str(args.check),
                                 "--check-auto-max", str(args.check_auto_max)], capture_output=True, text=True)
@@ -302,21 +333,28 @@ CHECK_RTOL = 1e-12
 IN_MEMORY_BYTES = 60
 
 
-def _shard_impostors(path: Path):
-    """One training shard as the benchmark wrote it (all rows impostors, each class's scores in probe order), read
-    with pyarrow alone: not through score-shards' reader, whose parsing the check must not share."""
+def _shard_impostors(path: Path, genuine: bool = False):
+    """One training shard as the benchmark wrote it (TRAIN impostor rows a class, each class's scores in probe order,
+    then its genuine rows), read with pyarrow alone: not through score-shards' reader, whose parsing the check must not
+    share. ``genuine``: (impostors, the genuine distances of the same classes)."""
     import pyarrow.parquet as pq
 
-    from calibrate.contract.types import ImpostorDistances
+    from calibrate.contract.types import GenuineDistances, ImpostorDistances
 
     table = pq.read_table(path, columns=["claimed_id", "score"])
     claimed = table.column("claimed_id").unify_dictionaries().combine_chunks()
-    codes = claimed.indices.to_numpy().astype(np.int64)
     names = claimed.dictionary.to_pylist()
-    order = np.argsort(codes, kind="stable")
-    counts = np.bincount(codes, minlength=len(names))
-    values = table.column("score").to_numpy()[order]
-    return ImpostorDistances(tuple(names), values, np.concatenate([[0], np.cumsum(counts)]))
+    n_imp = len(names) * TRAIN  # the impostor rows come first
+    scores = table.column("score").to_numpy()
+
+    def flat(codes, values, kind):
+        order = np.argsort(codes, kind="stable")
+        counts = np.bincount(codes, minlength=len(names))
+        return kind(tuple(names), values[order], np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+    codes = claimed.indices.to_numpy().astype(np.int64)
+    imp = flat(codes[:n_imp], scores[:n_imp], ImpostorDistances)
+    return (imp, flat(codes[n_imp:], scores[n_imp:], GenuineDistances)) if genuine else imp
 
 
 class _Lowest:
@@ -353,6 +391,8 @@ def streamed_auto(root: Path, classes: list[str]) -> tuple[dict, dict]:
     those very floats; the thresholds come from them and N through auto's model (one pooled threshold: a sharded
     run's auto is structure ``one``). The GPD tail is not recomputed: at these sizes every target lies where the
     empirical quantile is used (at least ``min_tail_count`` pooled values below it, asserted)."""
+    import json
+
     import pyarrow.parquet as pq
 
     from calibrate.statistics.standardise import ANCHOR_MAX_RANK, to_working
@@ -361,13 +401,18 @@ def streamed_auto(root: Path, classes: list[str]) -> tuple[dict, dict]:
     from calibrate_builtins.estimators.znorm import PooledZnormModel
 
     files = sorted((root / "train").glob("*.parquet"))
-    n_total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    notes = json.loads((root / "out" / "results.json").read_text())["notes"]
+    chose = [n for n in notes if n.startswith("auto chose") and not n.startswith("auto chose one pooled")]
+    if chose:
+        return {}, {"auto_streamed": False, "auto_streamed_not_checked_because": chose[0][:90]}
+    n_total = TRAIN * sum(len(pq.read_table(f, columns=["claimed_id"]).column(0).unify_dictionaries().chunk(0).dictionary)
+                          for f in files)  # the impostor rows (genuine rows follow them)
     family = AUTO_CONFIG["family"]
     if min(TARGETS) * n_total < AUTO_CONFIG["min_tail_count"]:
         return {}, {"auto_streamed": False, "auto_streamed_not_checked_because": "a target reaches auto's GPD tail"}
     lowest, minimum = _Lowest(kept_count(n_total, TARGETS)), np.inf
     for f in files:
-        d = pq.read_table(f, columns=["score"]).column("score").to_numpy()
+        d = _shard_impostors(f).values
         minimum = min(minimum, float(d.min()))
         lowest.add(to_working(d, family, 0.0))
     if not minimum > 0:  # the benchmark's generator gives positive distances; the offset rule is not redone here
@@ -402,7 +447,7 @@ def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
     and then ``passed`` is false."""
     import csv
 
-    from calibrate.contract.types import ImpostorDistances
+    from calibrate.contract.types import GenuineDistances, ImpostorDistances
     from calibrate_builtins.estimators.auto import Auto
     from calibrate_builtins.estimators.ncx2.grid import Ncx2Grid
 
@@ -426,12 +471,23 @@ def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
     in_memory: dict = {}
     all_classes = sum(1 for _ in files) * len(parts[chosen[0]])
     if all_classes <= auto_max:
-        whole = [_shard_impostors(f) for f in files]
-        allimp = ImpostorDistances(tuple(c for p in whole for c in p.classes), np.concatenate([p.values for p in whole]),
-                                   np.concatenate([[0], np.cumsum(np.concatenate([p.counts() for p in whole]))]))
+        whole = [_shard_impostors(f, genuine=True) for f in files]
+        allimp = ImpostorDistances(tuple(c for p, _ in whole for c in p.classes),
+                                   np.concatenate([p.values for p, _ in whole]),
+                                   np.concatenate([[0], np.cumsum(np.concatenate([p.counts() for p, _ in whole]))]))
+        genuine = GenuineDistances(allimp.classes, np.concatenate([g.values for _, g in whole]),
+                                   np.concatenate([[0], np.cumsum(np.concatenate([g.counts() for _, g in whole]))]))
         del whole
-        table = Auto().fit(allimp).thresholds(TARGETS)
-        del allimp
+        groups = None
+        if "groups" in yaml.safe_load((root / "recipe.yaml").read_text())["data"]:
+            from calibrate.contract.types import TrainingGroups
+            from calibrate.recipe.groups import read_groups
+
+            labels_ = read_groups(root / "groups.csv")
+            probe = labels_.codes(np.array([f"imp{r}" for r in range(TRAIN)]))
+            groups = TrainingGroups(labels_.names, labels_.codes(np.array(allimp.classes)), np.tile(probe, len(allimp)))
+        table = Auto().fit(allimp, genuine=genuine, groups=groups).thresholds(TARGETS)
+        del allimp, genuine
         index = {c: i for i, c in enumerate(table.classes)}
         in_memory = {("auto", c, t): float(table.values[index[c], j]) for c in classes for j, t in enumerate(TARGETS)}
         out["auto_in_memory"] = True
@@ -449,10 +505,15 @@ def check_in_memory(root: Path, sample: int, auto_max: int) -> dict:
     if in_memory:
         out["max_relative_difference_auto_in_memory"] = _compare(in_memory, got)["auto"]
     out["compared_thresholds"] = len(expected) + len(streamed) + len(in_memory)
+    # auto is checked streamed (structure one) or in memory (up to --check-auto-max classes); a class-specific
+    # structure chosen beyond that is not checked here (tests/test_sharded_choice.py and sharded_cfp_check.py are)
+    out["auto_checked"] = bool(streamed or in_memory)
     out["passed"] = bool(all(v <= CHECK_RTOL for v in out["max_relative_difference"].values())
                          and out.get("max_relative_difference_auto_in_memory", 0.0) <= CHECK_RTOL
                          and out.get("saved_pooled_sample_identical", True)
-                         and bool(streamed or in_memory or "auto" not in labels))
+                         and bool(streamed or in_memory or "auto" not in labels
+                                  or "auto_streamed_not_checked_because" in out and not in_memory
+                                  and out["auto_streamed_not_checked_because"].startswith("auto chose")))
     out["saved_calibration"] = time_saved_calibration(root, classes)
     out["check_peak_bytes"] = _peak_rss()
     return out
@@ -497,6 +558,9 @@ def main() -> None:
     ap.add_argument("--check-auto-max", type=int, default=20_000,
                     help=f"--json: also fit auto in memory on every class up to this many classes (about "
                          f"{IN_MEMORY_BYTES * TRAIN / 1e6:.2f} MB a class)")
+    ap.add_argument("--genuine", type=int, default=0,
+                    help="--json: genuine comparisons per class in each of train/ and test/ (auto's choice needs them)")
+    ap.add_argument("--groups", action="store_true", help="--json: a groups file (two groups) in the recipe")
     ap.add_argument("--tmp", help="--json: folder for the shards and outputs (default: the system's temp)")
     ap.add_argument("--keep", action="store_true", help="--json: keep the shards and outputs")
     ap.add_argument("--check-dir", help=argparse.SUPPRESS)

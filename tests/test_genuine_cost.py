@@ -290,14 +290,17 @@ def test_a_missing_groups_file_is_refused_at_validation(tmp_path):
     assert done.returncode == 2 and done.stderr.startswith("error: data.groups in ") and "does not exist" in done.stderr
 
 
-def test_a_sharded_recipe_with_groups_is_refused_at_validation(tmp_path):
+def test_a_sharded_recipe_with_groups_validates(tmp_path):
+    # issue 43: a sharded run computes the figures per group and calibrates against same-group impostors
+    # (tests/test_sharded_choice.py runs them against the in-memory run)
     (tmp_path / "shards").mkdir()
     (tmp_path / "shards" / "a.txt").write_text("c0 c0 p 0.9\nc1 c0 p 0.1\n", encoding="utf-8")
     groups_file(tmp_path / "g.csv")
-    recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "data": {"plugin": "score-shards", "path": "shards",
-                                                                       "groups": "g.csv", "kind": "distance"}})
-    done = invoke_cli("validate", str(recipe))
-    assert done.returncode == 2 and "data.groups" in done.stderr and "sharded" in done.stderr
+    for impostors in ("all", "same-group"):
+        recipe = write_recipe(tmp_path / "r.yaml", {"version": 1, "data": {
+            "plugin": "score-shards", "path": "shards", "groups": "g.csv", "kind": "distance", "impostors": impostors}})
+        done = invoke_cli("validate", str(recipe))
+        assert done.returncode == 0, done.stderr
 
 
 def test_folds_are_pooled_for_the_one_threshold_on_the_raw_scores():

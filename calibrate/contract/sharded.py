@@ -25,13 +25,15 @@ import numpy as np
 from calibrate.errors import DataError, RecipeError
 from calibrate.contract.types import ImpostorDistances
 from calibrate.contract.packed import _key_values, order_keys  # noqa: F401  (order_keys re-exported: public API)
+from calibrate.contract.shard_ranks import (_BIN_SHIFT, at_ranks, bins_of, gather_bins,  # noqa: F401  (public API)
+                                           histogram, named_histograms, select_ranks, shifted_ranks)
+from calibrate.contract.shard_data import (ShardClasses, ShardGroups, ShardTraining, read_split,  # noqa: F401
+                                          save_shard_data, shard_data, shard_training, training_of)  # (public API)
 
 PART = "part{:05d}"
 HEAD_FORMAT = "calibrate-partitioned"
 #: the head's format version this calibrate writes and reads
 HEAD_VERSION = 1
-#: order-preserving keys are binned on their top bits: 2^20 bins, about 1/256 of a binade each
-_BIN_SHIFT = 44
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,10 @@ class PartitionedFitter(Protocol):
     #: one ``reduce`` will need: ``take_first`` then gives None). Scratch files must be named ``prefix*``: the run
     #: removes every such file after the reductions, used or not. Default: none (no first pass)
     first_pass: Callable[[int, str, tuple[float, ...]], tuple[Callable, Any] | None] | None = None
+    #: ``fit_training(training)``, a method called on a worker instead of ``fit_part`` with the shard's whole
+    #: :class:`ShardTraining` (its training genuine distances and its classes' groups too), for a fit that reads a
+    #: class's group (auto's matched structures, a calibration group by group). Default: ``fit_part(impostors)``
+    fit_training: Callable[[ShardTraining], Any] | None = None
 
     def reduce(self, runner: "ShardRunner", targets: tuple[float, ...], label: str) -> None:
         """Called once in the main process, before any part is fitted, with a :class:`ShardRunner` over every
@@ -105,8 +111,8 @@ def fitter_for(estimator, label: str) -> PartitionedFitter:
     if estimator.enroll_mode == "per-class":
         return PerClassFitter(estimator)
     raise RecipeError(f"estimator {label!r} cannot fit sharded data: its thresholds depend on every class together "
-                      "and it has no partitioned fit; use auto, generic-interp, class-interp, ncx2-grid, or another "
-                      "per-class estimator", where="estimators")
+                      "and it has no partitioned fit; use auto, anchored, generic-interp, class-interp, ncx2-grid, or "
+                      "another per-class estimator", where="estimators")
 
 
 # ---- running work on the shards --------------------------------------------------------------
@@ -123,71 +129,57 @@ class ShardJob:
     #: a scratch file (in the run's staging folder) that pass 0 writes with the shard's transformed distances
     #: (:func:`save_shard_data`) and the later passes read instead of the shard; None: read the shard every pass
     cache: str | None = None
-
-
-#: the order of the arrays in a shard's scratch file (:func:`save_shard_data`): the training ones first, so that a
-#: pass that needs only those stops reading there
-_CACHED = ("values", "offsets", "classes", "test_values", "test_probes", "test_gallery", "test_valid", "test_ids")
-
-
-def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d) -> None:
-    """The shard's training impostor distances and evaluation distances (transformed and checked), as the later
-    passes need them: one file of consecutive .npy arrays (``_CACHED``; about 9 bytes per distance; no zip
-    container, whose CRC costs more than the writing), written whole under a temporary name."""
-    path = Path(path)
-    temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    arrays = (impostors.values, np.asarray(impostors.offsets, dtype=np.int64), np.asarray(impostors.classes, dtype=str),
-              test_d.values, test_d.probe_classes, test_d.gallery_classes, test_d.valid, test_d.probe_ids)
-    with open(temp, "wb") as fh:
-        for array in arrays:
-            np.save(fh, np.asarray(array), allow_pickle=False)
-    os.replace(temp, path)
-
-
-def _load_shard_data(job: ShardJob, evaluation: bool):
-    from calibrate.contract.types import DistanceMatrix
-
-    with open(job.cache, "rb") as fh:
-        z = {name: np.load(fh, allow_pickle=False) for name in _CACHED[:len(_CACHED) if evaluation else 3]}
-    impostors = ImpostorDistances(tuple(z["classes"].tolist()), z["values"], z["offsets"])
-    test_d = (DistanceMatrix(z["test_values"], z["test_probes"], z["test_gallery"], z["test_valid"], "distance",
-                             z["test_ids"], source=f"{job.shard[-1]} (evaluation rows)") if evaluation else None)
-    return impostors, test_d
-
-
-def shard_data(job: ShardJob, evaluation: bool = True):
-    """(training impostor distances, evaluation distances) of one shard; the evaluation distances
-    (transformed and checked) only when ``evaluation``, else None. From the job's cache when it has one (the
-    same arrays: pass 0 computed them with a transform of the same parameters and fitted state), else read."""
-    if job.cache is not None:
-        return _load_shard_data(job, evaluation)
-    split = job.dataset.read_shard(job.shard, job.offset)[0]
-    train_d = job.transform.apply(split.train)
-    test_d = job.transform.apply(split.test) if evaluation else None
-    impostors = ImpostorDistances.from_matrix(train_d)
-    if test_d is not None:
-        test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
-    return impostors, test_d
+    #: the run's demographic groups (None without ``groups:``)
+    groups: ShardGroups | None = None
 
 
 def _on_shard(item):
-    job, function, arg = item
-    return function(shard_data(job, evaluation=False)[0], arg, job.index)
+    job, function, arg, stratum, training = item
+    if stratum is None and not training:
+        return function(shard_data(job, evaluation=False)[0], arg, job.index)
+    data = shard_training(job)[0]
+    if stratum is not None:
+        data = data.stratum(stratum)
+    return function(data if training else data.impostors, arg, job.index)
 
 
 class ShardRunner:
-    """Maps a function over every shard's training impostor distances, on the run's executor.
+    """Maps a function over every shard's training impostor distances (or, :meth:`map_training`, its whole training
+    side), on the run's executor.
 
     ``minimum`` and ``min_positive``: the smallest and the smallest positive training distance of all
     shards, ``n_train`` their number (from the first pass); ``scratch``: a folder the workers share for
-    temporary files."""
+    temporary files; ``classes``: each shard's :class:`ShardClasses` (None when the run did not say), ``names``:
+    the groups' names. A runner :meth:`restricted` to one group sees only that group's classes, and no groups."""
 
     def __init__(self, context, jobs: list[ShardJob], scratch: Path, minimum: float = np.inf,
-                 min_positive: float = np.inf, n_train: int = 0, first: dict[str, list] | None = None):
+                 min_positive: float = np.inf, n_train: int = 0, first: dict[str, list] | None = None,
+                 classes: list[ShardClasses] | None = None, names: tuple[str, ...] = (),
+                 strata: dict[int, tuple[float, float, int]] | None = None):
         self.context, self.jobs, self.scratch = context, jobs, scratch
         self.minimum, self.min_positive, self.n_train = minimum, min_positive, n_train
         #: per estimator label, what its ``first_pass`` function returned for each shard (PartitionedFitter)
         self.first = dict(first or {})
+        self.classes, self.names = classes, tuple(names)
+        #: per group code, (minimum, smallest positive, count) of its classes' training distances
+        self.strata = dict(strata or {})
+        #: the group code this runner is restricted to (None: every class), and what its notes begin with
+        self.stratum: int | None = None
+        self.prefix = ""
+
+    def restricted(self, code: int, name: str) -> "ShardRunner":
+        """A runner over the classes of group ``code`` (named ``name``) alone, without groups, whose notes say the
+        group's name (calibrate.saved.grouped.fit_by_group's)."""
+        minimum, positive, n = self.strata.get(code, (np.inf, np.inf, 0))
+        classes = None if self.classes is None else [
+            ShardClasses(c.counts[c.groups == code], c.genuine[c.groups == code]) for c in self.classes]
+        out = ShardRunner(self.context, self.jobs, self.scratch, minimum, positive, n, classes=classes)
+        out.stratum, out.prefix = code, f"group {name}: "
+        return out
+
+    def note(self, text: str) -> None:
+        """A note for the run's report (said with the group's name on a restricted runner)."""
+        self.context.note(self.prefix + text)
 
     def take_first(self, label: str) -> list | None:
         """The first pass's results of estimator ``label``, one per shard, handed over (the runner forgets them, so
@@ -201,9 +193,17 @@ class ShardRunner:
             only: list[int] | None = None) -> list:
         """``[function(impostors_of_shard, arg, shard_index) for each shard]`` (function module-level); ``only``:
         those shards' indices instead of every shard."""
+        return self._map(function, arg, description, only, False)
+
+    def map_training(self, function: Callable, arg: Any = None, description: str | None = None,
+                     only: list[int] | None = None) -> list:
+        """:meth:`map` with each shard's :class:`ShardTraining` (impostors, training genuine distances, groups)."""
+        return self._map(function, arg, description, only, True)
+
+    def _map(self, function, arg, description, only, training: bool) -> list:
         jobs = self.jobs if only is None else [self.jobs[i] for i in only]
-        return self.context.map(_on_shard, [(job, function, arg) for job in jobs], description=description,
-                                unit="shards")
+        return self.context.map(_on_shard, [(job, function, arg, self.stratum, training) for job in jobs],
+                                description=description, unit="shards")
 
     def one(self, function: Callable, arg: Any) -> Any:
         """``function(arg)`` as one task on the executor (a worker, not this process)."""
@@ -411,7 +411,7 @@ def _bucket_bins(counts: np.ndarray, cut: int, size: int) -> tuple[np.ndarray, n
 
 def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k: Callable[[int], int],
                    keep: Callable[[int], int], name: str, bucket_values: int = BUCKET_VALUES,
-                   first: list | None = None) -> TailMoments:
+                   first: list | None = None, training: bool = False) -> TailMoments:
     """:class:`TailMoments` of every shard's ``values_fn(impostors, values_arg)`` pooled: ``k(n_total)`` exceedances,
     the ``keep(n_total)`` smallest kept. One pass over the shards: each computes its values once, returns their
     histogram (of order keys, as :func:`lowest_sorted`) and writes its lowest ones, sorted, to a scratch file
@@ -419,15 +419,17 @@ def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k:
     rest). Tasks of about ``bucket_values`` values each (consecutive bins) then take their bins from every file,
     sort them and sum them: no task holds the whole tail, and no shard is read twice unless it must be.
     ``first``: that pass's results already made (the run's first pass, :func:`moments_first_pass` with the same
-    values), so that this reads no shard unless it must."""
+    values), so that this reads no shard unless it must. ``training``: ``values_fn`` takes each shard's
+    :class:`ShardTraining` (its groups too) instead of its impostor distances."""
     prefix = str(runner.scratch / f".moments-{name}-{uuid.uuid4().hex[:8]}")
+    shard_map = runner.map_training if training else runner.map
     if first is not None:
         hists, first = list(first), None  # freed below with hists
     else:
         # the share of its values each shard saves, from the run's count of training distances (the survey's, when
         # the runner has it): a guess that only decides how often a shard is read twice, never the result
         share = _tail_share(int(getattr(runner, "n_train", 0) or 0), k, keep)
-        hists = runner.map(_histogram_saved, (values_fn, values_arg, share, prefix))
+        hists = shard_map(_histogram_saved, (values_fn, values_arg, share, prefix))
     paths = [p for _, _, p, _ in hists]
     kept_paths: list[str] = []
     try:
@@ -447,7 +449,7 @@ def lowest_moments(runner: ShardRunner, values_fn: Callable, values_arg: Any, k:
         short = [i for i, (_, _, _, through) in enumerate(hists) if through < cut]
         del hists
         if short:
-            again = runner.map(_below_cut_sorted, (values_fn, values_arg, cut, paths), only=short)
+            again = shard_map(_below_cut_sorted, (values_fn, values_arg, cut, paths), only=short)
             if any(n != int(offsets[i][-1]) for i, (_, n) in zip(short, again)):
                 raise DataError("the shards changed between two passes of the run (the lower-tail counts differ); "
                                 "do not write into the shards while a run reads them")

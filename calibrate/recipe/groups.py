@@ -87,9 +87,9 @@ def read_groups(path: str | Path) -> GroupLabels:
     return GroupLabels(tuple(seen), tuple(g for g, _ in seen.values()), source=str(path))
 
 
-def _examples(names, n: int = 3) -> str:
+def _examples(names, n: int = 3, total: int | None = None) -> str:
     shown = [repr(str(c)[:40]) for c in list(names)[:n]]
-    return ", ".join(shown) + (" ..." if len(names) > n else "")
+    return ", ".join(shown) + (" ..." if (len(names) if total is None else total) > n else "")
 
 
 def check_against(labels: GroupLabels, enrolled, probes) -> list[str]:
@@ -98,21 +98,30 @@ def check_against(labels: GroupLabels, enrolled, probes) -> list[str]:
     enrolled_set = set(np.asarray(enrolled).astype(str).tolist())
     known = enrolled_set | set(np.asarray(probes).astype(str).tolist())
     listed = set(labels.classes)
-    if not listed & known:
-        raise DataError(f"{labels.source}: none of its {len(listed):,} classes (e.g. {_examples(sorted(listed))}) is a "
-                        f"class of the data (e.g. {_examples(sorted(enrolled_set))}); the groups file must name the "
-                        "classes as the data do")
-    notes = []
-    unknown = sorted(listed - known)
-    if unknown:
-        notes.append(f"{labels.source}: {len(unknown):,} of its {len(listed):,} classes are not in the data (e.g. "
-                     f"{_examples(unknown)}); they are ignored")
     missing = sorted(enrolled_set - listed)
-    if missing:
-        notes.append(f"{labels.source}: {len(missing):,} of the {len(enrolled_set):,} enrolled classes have no group "
-                     f"(e.g. {_examples(missing)}); they are reported as `{UNLABELLED}` and left out of the group "
-                     "differentials")
     in_use = {g for c, g in zip(labels.classes, labels.groups) if c in enrolled_set}
+    return groups_notes(labels, len(listed & known), sorted(listed - known), len(listed - known),
+                        sorted(enrolled_set), len(enrolled_set), missing, len(missing), in_use)
+
+
+def groups_notes(labels: GroupLabels, found: int, unknown_first: list, unknown: int, enrolled_first: list,
+                 enrolled: int, missing_first: list, missing: int, in_use: set) -> list[str]:
+    """:func:`check_against`'s notes from counts and the first names (sorted) of each kind: the file's classes found
+    in the data, those not found, the enrolled classes and those without a group, and the groups the enrolled
+    classes are in (a sharded run gathers these from its shards)."""
+    listed = set(labels.classes)
+    if not found:
+        raise DataError(f"{labels.source}: none of its {len(listed):,} classes (e.g. {_examples(sorted(listed))}) is a "
+                        f"class of the data (e.g. {_examples(enrolled_first, total=enrolled)}); the groups file must "
+                        "name the classes as the data do")
+    notes = []
+    if unknown:
+        notes.append(f"{labels.source}: {unknown:,} of its {len(listed):,} classes are not in the data (e.g. "
+                     f"{_examples(unknown_first, total=unknown)}); they are ignored")
+    if missing:
+        notes.append(f"{labels.source}: {missing:,} of the {enrolled:,} enrolled classes have no group "
+                     f"(e.g. {_examples(missing_first, total=missing)}); they are reported as `{UNLABELLED}` and left "
+                     "out of the group differentials")
     if len(in_use) < 2:
         notes.append(f"{labels.source}: the enrolled classes are in {len(in_use)} group(s) "
                      f"({', '.join(sorted(in_use)) or 'none'}); differentials between groups need at least two")

@@ -119,15 +119,6 @@ def parse_recipe(raw: Any, registry: Registry, *, source: str = "<recipe>", base
     data_raw, groups, same_group = _data_groups(raw["data"], source, base_dir)
     data = _component(registry, "datasets", data_raw, "data", source, base_dir)
     dataset = data.build()
-    if same_group and dataset.sharded:
-        raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and a sharded run cannot calibrate "
-                          "against same-group impostors yet (it has no groups); remove `impostors: same-group` or read "
-                          "the scores whole (e.g. `plugin: score-list`)", source=source, where="data.impostors")
-    if groups is not None and dataset.sharded:
-        raise RecipeError(f"dataset {data.info.name!r} is read shard by shard, and a sharded run does not compute the "
-                          "figures per group yet (they need every shard's evaluation attempts together); remove "
-                          "`groups:` or read the scores whole (e.g. `plugin: score-list`)", source=source,
-                          where="data.groups")
     defaults: list[str] = [] if "version" in raw else [
         f"no `version:` given: read as version {RECIPE_VERSION}; write `version: {RECIPE_VERSION}` (README: recipes need it)"]
     distance = _distance(raw, registry, data, dataset, defaults, source, base_dir)

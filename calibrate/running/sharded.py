@@ -60,8 +60,13 @@ from calibrate.contract.base import Transform, overrides
 from calibrate.errors import DataError, RecipeError
 from calibrate.running.outputs import models_csv, thresholds_csv
 from calibrate.running.report import versions, write_reports
-from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
-                          order_keys, save_shard_data, shard_data, write_staged)
+from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardClasses, ShardedScores,
+                                       ShardGroups, ShardJob, ShardRunner, fitter_for, order_keys, read_split,
+                                       save_shard_data, shard_data, shard_training, training_of, write_staged)
+from calibrate.running.sharded_groups import (GroupedPartitioned, GroupTotals, add_group_figures, check_own_impostors,
+                                              groups_said, groups_summary, groups_survey, same_group_values,
+                                              shard_counts, strata, strata_minima)
+from calibrate.statistics.verification import widening_notes
 from calibrate.running.result import Route
 from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
 from calibrate.contract.types import ImpostorDistances, TargetResult
@@ -69,33 +74,42 @@ from calibrate.contract.types import ImpostorDistances, TargetResult
 
 def _survey(item):
     """Pass 0: the shard's counts, class hashes and the transform's state fitted on its training impostors, and what
-    the estimators' first passes (PartitionedFitter.first_pass) return for it."""
+    the estimators' first passes (PartitionedFitter.first_pass) return for it; with groups, what the run says of
+    them (calibrate.recipe.groups.check_against's evidence, the same-group comparisons left out)."""
     job, firsts = item
-    split, columns, absent, notes = job.dataset.read_shard(job.shard, job.offset)
+    split, columns, absent, notes, left_out, kept = read_split(job)
+    if job.groups is not None and job.groups.same_group:
+        check_own_impostors(job, split.train)
     transform = job.transform.fit(split.train.impostors_only())
     train_d = transform.apply(split.train)
-    impostors = ImpostorDistances.from_matrix(train_d)
+    training = training_of(job, train_d)
+    impostors = training.impostors
     if job.cache is not None:  # what the later passes need, so that they do not read and parse the shard again
         test_d = transform.apply(split.test)
         test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
-        save_shard_data(job.cache, impostors, test_d)
+        save_shard_data(job.cache, impostors, test_d, training.genuine, training.groups)
     classes = [str(c) for c in impostors.classes]
     hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
                        for c in classes], dtype=np.int64)
     d = impostors.values
     positive = d[d > 0]
     first = {label: function(impostors, arg, job.index) for label, function, arg in firsts}
-    return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
-            "first": first,
-            "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
-            "scores": training_span(split.train),
-            "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf}
+    out = {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
+           "first": first, "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
+           "scores": training_span(split.train),
+           "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf,
+           "per_class": ShardClasses(impostors.counts(), training.genuine.counts(),
+                                     None if training.groups is None else training.groups.of_class)}
+    if job.groups is not None:
+        out["groups"] = groups_survey(job, split, training, left_out, kept)
+    return out
 
 
 def _finish_shard(item):
     """The last pass: fit each estimator's part, write the part files, count for the evaluation."""
     job, plan = item
-    impostors, test_d = shard_data(job)
+    training, test_d = shard_training(job, evaluation=True)
+    impostors = training.impostors
     part = PART.format(job.index)
     folder = Path(plan["staging"])
     tables, rows, states, counts = [], [], {}, {}
@@ -106,8 +120,10 @@ def _finish_shard(item):
     targets = np.asarray(plan["targets"])
     n_imp = imp.sum(axis=0)
     scored = n_imp > 0
+    accepts = {}
     for label, (plugin, params, fitter) in plan["estimators"].items():
-        model = fitter.fit_part(impostors)
+        fit = getattr(fitter, "fit_training", None)  # optional: a fit that reads the classes' groups too
+        model = fit(training) if fit is not None else fitter.fit_part(impostors)
         table = model.thresholds(plan["targets"], label=label)
         tables.append(table)
         rows += [{"estimator": label, **row} for row in model.parameters()]
@@ -121,6 +137,8 @@ def _finish_shard(item):
                          "scored": int(scored.sum()), "over2": (rate > 2 * targets).sum(axis=0),
                          "over10": (rate > 10 * targets).sum(axis=0),
                          "gen_accept": accept[gen_rows, gen_cols, :].T}  # (targets, genuine attempts)
+        if job.groups is not None:
+            accepts[label] = accept
     files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
              write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
     if rows:
@@ -131,39 +149,69 @@ def _finish_shard(item):
                        targets=plan["targets"], fingerprint="", versions={}, estimators=states)
         files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
     bins, per_bin = np.unique(order_keys(test_d.values[imp]) >> np.uint64(_BIN_SHIFT), return_counts=True)
-    return {"counts": counts, "files": files, "train": int(impostors.values.size),
-            "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin)}
+    out = {"counts": counts, "files": files, "train": int(impostors.values.size),
+           "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin)}
+    if job.groups is not None:
+        out["groups"] = shard_counts(test_d, job.groups, job.groups.codes(test_d.probe_classes),
+                                     job.groups.codes(test_d.gallery_classes), accepts)
+    return out
 
 
 # ---- one pooled threshold at each estimator's achieved FPR, over every shard's evaluation impostors -----------
 
 def _evaluation_below(item):
-    """Pass 3: a shard's evaluation impostor distances whose order-key bin is at most ``cut``, to a scratch file."""
-    job, cut, prefix = item
+    """Pass 3: a shard's evaluation impostor distances whose order-key bin is at most ``cut``, to a scratch file (with
+    groups, each one's (claimed group, probe group) pair code after them); and with ``own`` (group code -> bins), each
+    such group's same-group attempts in those bins (calibrate.running.sharded_groups)."""
+    job, cut, prefix, own = item
     test_d = shard_data(job)[1]
-    values = test_d.values[test_d.impostor_mask()]
-    kept = values[(order_keys(values) >> np.uint64(_BIN_SHIFT)) <= np.uint64(cut)]
+    imp = test_d.impostor_mask()
+    values = test_d.values[imp]
+    below = ((order_keys(values) >> np.uint64(_BIN_SHIFT)) <= np.uint64(cut) if cut is not None
+             else np.zeros(values.size, dtype=bool))
     path = f"{prefix}-{job.index:05d}.npy"
-    np.save(path, kept)
-    return path, int(kept.size)
+    found = {}
+    with open(path, "wb") as fh:
+        np.save(fh, values[below])
+        if job.groups is not None:
+            probe, claimed = job.groups.codes(test_d.probe_classes), job.groups.codes(test_d.gallery_classes)
+            rows, cols = np.nonzero(imp)
+            np.save(fh, (claimed[cols] * (job.groups.labelled + 1) + probe[rows])[below])
+            if own:
+                found = same_group_values(test_d, probe, claimed, job.groups.labelled, own)
+    return path, int(np.count_nonzero(below)), found
 
 
 def _ranked(arg):
     """The pooled values at 0-based ``ranks`` (each a distance, or inf past the end) and how many values lie strictly
-    below each: one task reading what pass 3 wrote."""
-    paths, ranks, below = arg
-    values = np.sort(np.concatenate([np.load(p) for p in paths])) if paths else np.empty(0)
+    below each: one task reading what pass 3 wrote; with ``pairs`` (the number of group codes), per rank the values
+    strictly below it counted by (claimed group, probe group)."""
+    paths, ranks, below, pairs = arg
+    parts = []
+    for p in paths:
+        with open(p, "rb") as fh:
+            parts.append((np.load(fh), np.load(fh) if pairs else None))
+    values = np.concatenate([v for v, _ in parts]) if parts else np.empty(0)
+    order = np.argsort(values, kind="stable")
+    values = values[order]
     at = [float(values[r - below]) if r - below < values.size else float("inf") for r in ranks]
-    return at, [below + int(np.searchsorted(values, v, side="left")) if np.isfinite(v) else None for v in at]
+    admitted = [below + int(np.searchsorted(values, v, side="left")) if np.isfinite(v) else None for v in at]
+    by_pair = None
+    if pairs:
+        codes = np.concatenate([c for _, c in parts])[order] if parts else np.zeros(0, np.int64)
+        by_pair = [np.bincount(codes[:int(np.searchsorted(values, v, side="left"))], minlength=pairs * pairs)
+                   .reshape(pairs, pairs) for v in at]
+    return at, admitted, by_pair
 
 
 def _one_threshold_references(context, jobs: list, parts: list[dict], results: dict, scratch: Path, transform,
-                              kind: str) -> dict:
+                              kind: str, totals: GroupTotals | None = None) -> dict:
     """Each estimator's rows with ``fnr_one_threshold``, ``fnr_paired`` and ``one_threshold`` (as an in-memory run
     has them, calibrate.statistics.verification): the loosest single threshold admitting no more of the pooled evaluation
     impostors than the estimator did, found exactly from per-shard histograms of their order keys and one pass that
     gathers the values up to the bin of the largest rank needed; the genuine attempts' decisions come back with the
-    counts of the last pass."""
+    counts of the last pass. With groups (``totals``), the figures per group of both (calibrate.running.sharded_groups),
+    each group's own threshold found in the same pass."""
     from dataclasses import replace
 
     from calibrate.statistics.verification import OneThreshold, paired_fields, paired_fnr
@@ -174,30 +222,39 @@ def _one_threshold_references(context, jobs: list, parts: list[dict], results: d
             hist[int(b)] = hist.get(int(b), 0) + int(c)
     n_total = sum(hist.values())
     gen_values = np.concatenate([p["gen_values"] for p in parts])
-    if not n_total or not gen_values.size:
-        return results
+    gen_accept = {label: [np.concatenate([p["counts"][label]["gen_accept"][k] for p in parts]) for k in range(len(rows))]
+                  for label, rows in results.items()}
     ranks = sorted({r.false_accepts for rows in results.values() for r in rows if r.false_accepts < n_total})
-    found = {}
-    if ranks:
-        bins = np.array(sorted(hist), dtype=np.int64)
-        cumulative = np.cumsum([hist[int(b)] for b in bins])
-        cut = int(bins[np.searchsorted(cumulative, ranks[-1] + 1)])  # the bin holding the largest rank needed
+    own = {} if totals is None else totals.own_bins()
+    pairs = 0 if totals is None else len(totals.names) + 1
+    found, own_values, by_pair = {}, {}, {}
+    if (ranks and gen_values.size) or own:
+        cut = None
+        if ranks and gen_values.size:
+            bins = np.array(sorted(hist), dtype=np.int64)
+            cumulative = np.cumsum([hist[int(b)] for b in bins])
+            cut = int(bins[np.searchsorted(cumulative, ranks[-1] + 1)])  # the bin holding the largest rank needed
         prefix = str(scratch / f".one-threshold-{uuid.uuid4().hex[:8]}")
-        written = context.map(_evaluation_below, [(job, cut, prefix) for job in jobs])
+        written = context.map(_evaluation_below, [(job, cut, prefix, own) for job in jobs])
         try:
-            at, admitted = context.map(_ranked, [([p for p, n in written if n], ranks, 0)])[0]
+            own_values = {g: np.sort(np.concatenate([w[2].get(g, np.zeros(0)) for w in written])) for g in own}
+            if cut is not None:
+                at, admitted, counted = context.map(_ranked, [([p for p, n, _ in written if n], ranks, 0, pairs)])[0]
+                found = dict(zip(ranks, zip(at, admitted)))
+                by_pair = dict(zip(ranks, counted or [None] * len(ranks)))
         finally:
-            for path, _ in written:
+            for path, _, _ in written:
                 Path(path).unlink(missing_ok=True)
-        found = dict(zip(ranks, zip(at, admitted)))
-    out = {}
+    if not n_total or not gen_values.size:
+        return results if totals is None else add_group_figures(results, totals, {}, own_values, gen_values, gen_accept)
+    out, reference = {}, {}
     for label, rows in results.items():
         new = []
         for k, row in enumerate(rows):
             v, admitted = found.get(row.false_accepts, (float("inf"), n_total))
             t = float(np.nextafter(v, -np.inf)) if np.isfinite(v) else float("inf")
             ref_accept = gen_values <= t
-            est_accept = np.concatenate([p["counts"][label]["gen_accept"][k] for p in parts])
+            est_accept = gen_accept[label][k]
             ref = OneThreshold(t, int(admitted), n_total, int(ref_accept.sum()), int(gen_values.size))
             score = None
             if np.isfinite(t):
@@ -208,8 +265,11 @@ def _one_threshold_references(context, jobs: list, parts: list[dict], results: d
             extra["one_threshold"] = {"score_threshold": score, "false_accepts": ref.false_accepts, "fpr": ref.fpr,
                                       "fnr": ref.fnr}
             new.append(replace(row, extra=extra, fnr_one_threshold=ref.fnr))
+            if totals is not None:
+                counted = by_pair.get(row.false_accepts) if np.isfinite(v) else totals.imp
+                reference.setdefault(label, {})[k] = (counted, ref_accept)
         out[label] = new
-    return out
+    return out if totals is None else add_group_figures(out, totals, reference, own_values, gen_values, gen_accept)
 
 
 def _sum_counts(parts: list[dict], labels: list[str], targets: tuple[float, ...], n_train: int) -> dict[str, list[TargetResult]]:
@@ -246,11 +306,14 @@ class Sharded(Route):
         # estimators' first passes write ({first}-<estimator's position>...)
         self.cache = str(self.staged.dir / f".shard-{uuid.uuid4().hex[:8]}")
         self.first = str(self.staged.dir / f".first-{uuid.uuid4().hex[:8]}")
+        self.groups: ShardGroups | None = None
         return self
 
     def __exit__(self, *exc: object) -> None:
         _remove_cache(self.cache, len(self.data.shards))
         _remove_scratch(self.staged.dir, Path(self.first).name)
+        if self.groups is not None:
+            Path(self.groups.path).unlink(missing_ok=True)
 
     def read(self) -> str:
         """What a sharded run cannot do refused (patterns, a transform without fitted_state, `confidence:`), what it
@@ -275,6 +338,13 @@ class Sharded(Route):
                          "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
                          "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
                          "classes in one piece to see how far the thresholds can be trusted")
+        if recipe.same_group and recipe.groups is None:
+            raise RecipeError("`impostors: same-group` needs the classes' demographic groups: add `groups: FILE` under "
+                              "`data:` (a CSV with a header `class,group`)", source=recipe.source,
+                              where="data.impostors")
+        if recipe.groups is not None:  # read by the workers from a scratch file (no task carries every name)
+            self.groups = ShardGroups.write(recipe.groups, self.staged.dir / f".groups-{uuid.uuid4().hex[:8]}.npy",
+                                            recipe.same_group)
         context.note("a sharded run judges each threshold against one pooled threshold at the same FPR "
                      "(fnr_one_threshold, fnr_paired) on the transformed evaluation distances; what else it leaves out "
                      "is listed at the top of report.md (results.json: partitions.left_out). Run a sample of the "
@@ -288,11 +358,15 @@ class Sharded(Route):
         built = {est.label: (est, fitter_for(est.build(), est.label)) for est in recipe.estimators}
         firsts = []  # the estimators' first passes run in pass 0, which reads every shard anyway
         for i, (label, (_, fitter)) in enumerate(built.items()):
-            plan = getattr(fitter, "first_pass", None)
+            plan = None if recipe.same_group else getattr(fitter, "first_pass", None)
             got = plan(len(self.data.shards), f"{self.first}-{i}", recipe.targets) if plan is not None else None
             if got is not None:
                 firsts.append((label, *got))
         runner = self._pass0(tuple(firsts))
+        if recipe.same_group:  # each estimator once per group (calibrate.running.sharded_groups)
+            present = strata(self.groups.names, np.concatenate([c.groups for c in runner.classes]))
+            built = {label: (est, GroupedPartitioned(lambda est=est: fitter_for(est.build(), est.label), present))
+                     for label, (est, _) in built.items()}
         self.fitters = {}
         for label, (est_spec, fitter) in built.items():
             with times(f"fit {label} (pooled)"):
@@ -314,13 +388,13 @@ class Sharded(Route):
         and the runner of the reductions (with the first passes' results)."""
         data, context = self.data, self.context
         with self.times("survey shards"):
-            self.survey, offsets = _survey_shards(data, self.base, context, self.cache, firsts)
+            self.survey, offsets = _survey_shards(data, self.base, context, self.cache, firsts, self.groups)
         survey = self.survey
         states = _one_transform_state(self.spec, data, survey)
         self.transform = self.spec.build().set_fitted_state(states) if states else self.base
         # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
         # and (checked above) the same fitted state, so its distances are these
-        self.jobs = [ShardJob(data.dataset, shard, int(off), i, self.transform, _cache_file(self.cache, i))
+        self.jobs = [ShardJob(data.dataset, shard, int(off), i, self.transform, _cache_file(self.cache, i), self.groups)
                      for i, (shard, off) in enumerate(zip(data.shards, offsets))]
         failed = sum(s["failed"] for s in survey)
         if failed:
@@ -331,24 +405,35 @@ class Sharded(Route):
                 context.note(note)
         self.n_classes = sum(s["classes"] for s in survey)
         self.n_train = sum(s["train"] for s in survey)
+        if self.groups is not None:
+            groups_said(context, self.recipe, self.groups, survey)
         runner = ShardRunner(context, self.jobs, self.staged.dir, min(s["min"] for s in survey),
                              min(s["min_positive"] for s in survey), self.n_train,
-                             {label: [s["first"].get(label) for s in survey] for label, _, _ in firsts})
+                             {label: [s["first"].get(label) for s in survey] for label, _, _ in firsts},
+                             [s.pop("per_class") for s in survey], () if self.groups is None else self.groups.names,
+                             strata_minima(survey))
         for s in survey:
             del s["first"]
         return runner
 
     def evaluate(self) -> dict[str, list[TargetResult]]:
-        """The shards' counts summed, and each estimator's one pooled threshold at its achieved FPR."""
+        """The shards' counts summed, and each estimator's one pooled threshold at its achieved FPR; with groups the
+        figures per group of both, and the warning of an estimator that widens a differential between groups."""
         results = _sum_counts(self.parts, list(self.fitters), self.recipe.targets, self.n_train)
+        self.totals = None if self.groups is None else GroupTotals(self.groups.names, [p["groups"] for p in self.parts])
         with self.times("one pooled threshold at each achieved FPR"):
-            return _one_threshold_references(self.context, self.jobs, self.parts, results, self.staged.dir,
-                                             self.transform, self.data.kind)
+            results = _one_threshold_references(self.context, self.jobs, self.parts, results, self.staged.dir,
+                                                self.transform, self.data.kind, self.totals)
+        for note in widening_notes(results):
+            self.context.note(note)
+        return results
 
     def write(self, results: dict[str, list[TargetResult]]) -> None:
         """The parts the workers wrote adopted, the head (calibration.json), report.md and results.json committed."""
         recipe, staged, n_jobs = self.recipe, self.staged, len(self.jobs)
         _remove_cache(self.cache, n_jobs)  # before the commit, which must find only the run's files
+        if self.groups is not None:
+            Path(self.groups.path).unlink(missing_ok=True)
         for p in self.parts:
             for name, size, sha in p["files"]:
                 staged.adopt(name, size, sha)
@@ -362,9 +447,10 @@ class Sharded(Route):
                           if ranges else None)
                 staged.write_text("calibration.json", _head(recipe, self.data, self.spec, self.transform,
                                                             self.fitters, self.n_classes, n_jobs, self.n_train, scores))
+        summary = {} if self.totals is None else {"groups": groups_summary(recipe.groups.source, self.totals)}
         write_reports(staged, recipe, results, list(self.context.notes), self.times, estimators=len(self.fitters),
                       classes=self.n_classes, shards={"shards": n_jobs, "classes": self.n_classes,
-                                                      "training_impostors": self.n_train})
+                                                      "training_impostors": self.n_train}, summary=summary)
         staged.commit()
 
 
@@ -384,7 +470,7 @@ def _remove_scratch(folder: Path, prefix: str) -> None:
 
 
 def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None,
-                   firsts: tuple = ()) -> tuple[list[dict], np.ndarray]:
+                   firsts: tuple = (), groups: ShardGroups | None = None) -> tuple[list[dict], np.ndarray]:
     """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
     each shard's distances are saved to ``{cache}-{index:05d}.npy`` for the later passes; ``firsts``: the
     estimators' first passes, (label, function, arg) each, whose results are each survey's ``first``."""
@@ -397,7 +483,7 @@ def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | N
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     else:
         offsets = np.zeros(len(jobs0), dtype=int)
-    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else _cache_file(cache, i))
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else _cache_file(cache, i), groups)
              for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     return context.map(_survey, [(job, firsts) for job in jobs0], description="reading the shards",
                        unit="shards"), offsets

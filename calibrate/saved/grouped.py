@@ -28,6 +28,7 @@ import numpy as np
 
 from calibrate.contract.base import FittedModel, RunContext
 from calibrate.errors import CalibrationError, DataError, ParameterError
+from calibrate.contract.shard_data import other_group  # noqa: F401  (the rule, said once; imported from here too)
 from calibrate.contract.types import UNLABELLED, GenuineDistances, ImpostorDistances, TrainingGroups, group_problem
 
 #: the marker of a grouped model's saved state
@@ -136,11 +137,15 @@ def model_from_state(model_class: type[FittedModel], state: Any) -> FittedModel:
         raise CalibrationError(str(exc)) from None
 
 
-def other_group(probe: np.ndarray, claimed: np.ndarray, labelled: int) -> np.ndarray:
-    """Which impostor comparisons calibration against same-group impostors leaves out: those of a labelled class with
-    a probe of another group or of none. ``probe`` and ``claimed`` are group codes (GroupLabels.codes: ``labelled``,
-    the number of groups, for a class without one), broadcast against each other."""
-    return (probe != claimed) & (claimed < labelled)
+def with_root(state: Any, root: str) -> Any:
+    """A saved state with the folder its files are read from (``root``): in each part of a grouped one."""
+    if not isinstance(state, dict):
+        return state
+    if is_grouped(state) and isinstance(state.get("parts"), list):
+        return {**state, "parts": [{**p, "state": {**p["state"], "root": root}}
+                                   if isinstance(p, dict) and isinstance(p.get("state"), dict) else p
+                                   for p in state["parts"]]}
+    return {**state, "root": root}
 
 
 def same_group_kept(claimed: Any, real: Any, labels: Any) -> np.ndarray:

@@ -27,6 +27,7 @@ from calibrate.saved.reading import (check_common, check_labels, check_model, ch
 from calibrate.contract.statecheck import training_distances
 from calibrate.saved.calibration import Calibration
 from calibrate.saved.decisions import Decider
+from calibrate.saved.grouped import model_from_state, with_root
 from calibrate.errors import CalibrationError
 from calibrate.contract.sharded import HEAD_FORMAT, HEAD_VERSION, PART, fitter_for
 from calibrate.files.manifest import RunFolder
@@ -220,8 +221,8 @@ class PartitionedCalibration:
         transform = rebuilt(path, f"transform {tr_info.name!r}",
                             lambda: tr_info.factory(**tr.get("params", {})).set_fitted_state(tr.get("state", {})), fix)
         with training_distances(training_distance_span(transform, self.kind, self.head.get("training"))):
-            model = rebuilt(path, what, lambda: self._model_class.from_state({**entry["state"], "root": str(self.folder)}),
-                            fix)
+            model = rebuilt(path, what, lambda: model_from_state(self._model_class,
+                                                                 with_root(entry["state"], str(self.folder))), fix)
         est = rebuilt(path, what, lambda: est_info.factory(**entry.get("params", {})), fix)
         self._check_classes(model.classes, path, k)
         check_model(model, transform, self.kind, self.targets or (0.005, 0.001), path, label)

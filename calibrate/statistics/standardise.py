@@ -282,30 +282,29 @@ def anchor_locations(w, a, a_next, mean, jackknife: float):
     return m, (1.0 - jackknife) * m + jackknife * (w * a_next + (1.0 - w) * mean)
 
 
-def anchored_classes(impostors: ImpostorDistances, family: str, jackknife: float, max_rank: int, where: str
+def anchored_classes(impostors: ImpostorDistances, family: str, jackknife: float, max_rank: int, where: str,
+                     offset: float | None = None, prior: tuple[float, float] | None = None
                      ) -> tuple[float, np.ndarray, np.ndarray, dict]:
     """(working offset, per-class locations m_c, every training distance shifted by its class's location in the
     gallery's value order (read-only), the shrinkage's constants {mean, between_var, max_rank}): each class located
     at its k-th nearest impostor, shrunk toward the others (the ``anchored`` estimator and its reference world).
-    Cached on the gallery per configuration, as :func:`standardise_classes` is."""
-    key = ("anchored", family, float(jackknife), int(max_rank))
+    ``offset`` and ``prior`` (the anchors' mean and spread between classes): those of a whole gallery of which
+    these classes are a part (a shard: :func:`anchor_terms` of every shard gives them), by default these classes'
+    own. Cached on the gallery per configuration, as :func:`standardise_classes` is."""
+    key = ("anchored", family, float(jackknife), int(max_rank), offset, prior)
     cache = impostors.__dict__.setdefault("_standardised", {})
     if key in cache:
         return cache[key]
-    counts = impostors.counts()
-    if np.any(counts < 3):
-        small = impostors.classes[int(np.argmax(counts < 3))]
-        raise DataError(f"{where}: class {small!r} has {int(counts.min())} training distance(s); at least 3 are needed "
-                        "to locate a class at its nearest impostors")
-    offset = working_offset(impostors.pooled(), family)
-    y = to_working(impostors.sorted_within(), family, offset)
-    start = impostors.offsets[:-1]
-    k = anchor_ranks(counts, max_rank)
-    a, a_next, variance = anchor_statistics(lambda r: y[start + r], k, counts)
-    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(variance))):
-        raise DataError(f"{where}: a class's nearest training distances are not finite on the log scale")
-    w, mean, tau2 = shrink_anchors(a, variance)
+    offset, a, a_next, variance, k, y = _anchor_parts(impostors, family, max_rank, where, offset)
+    if prior is None:
+        w, mean, tau2 = shrink_anchors(a, variance)
+    else:
+        mean, tau2 = np.array([prior[0]]), np.array([prior[1]])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = np.where(tau2 > 0, tau2 / (tau2 + variance), 0.0)
     m, m_low = anchor_locations(w, a, a_next, mean, jackknife)
+    counts = impostors.counts()
+    start = impostors.offsets[:-1]
     seg = np.repeat(np.arange(counts.size), counts)
     rank = np.arange(y.size) - start[seg]
     z = y - np.where(rank < k[seg], m_low[seg], m[seg])
@@ -314,6 +313,29 @@ def anchored_classes(impostors: ImpostorDistances, family: str, jackknife: float
     constants = {"mean": float(mean[0]), "between_var": float(tau2[0]), "max_rank": int(max_rank)}
     cache[key] = (offset, m, z, constants)
     return cache[key]
+
+
+def _anchor_parts(impostors: ImpostorDistances, family: str, max_rank: int, where: str, offset: float | None):
+    counts = impostors.counts()
+    if np.any(counts < 3):
+        small = impostors.classes[int(np.argmax(counts < 3))]
+        raise DataError(f"{where}: class {small!r} has {int(counts.min())} training distance(s); at least 3 are needed "
+                        "to locate a class at its nearest impostors")
+    offset = working_offset(impostors.pooled(), family) if offset is None else offset
+    y = to_working(impostors.sorted_within(), family, offset)
+    start = impostors.offsets[:-1]
+    k = anchor_ranks(counts, max_rank)
+    a, a_next, variance = anchor_statistics(lambda r: y[start + r], k, counts)
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(variance))):
+        raise DataError(f"{where}: a class's nearest training distances are not finite on the log scale")
+    return offset, a, a_next, variance, k, y
+
+
+def anchor_terms(impostors: ImpostorDistances, family: str, max_rank: int, where: str, offset: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Each class's anchor and its sampling variance with the whole gallery's working ``offset``: what the shrinkage's
+    constants are computed from (:func:`shrink_anchors` over every class's, in the gallery's class order)."""
+    return _anchor_parts(impostors, family, max_rank, where, offset)[1:4:2]
 
 
 def anchored_sorted(impostors: ImpostorDistances, family: str, jackknife: float, max_rank: int, where: str) -> np.ndarray:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -471,16 +472,24 @@ def own_threshold(same_impostors: np.ndarray, same_false_accepts: int, genuine: 
     FNMR on the group's genuine distances (``genuine``) as ``fnmr_own_threshold``, and the paired comparison with the
     estimator's decisions on them (``accepted``) as ``fnmr_paired_own_threshold`` (:func:`paired_fields`). Empty
     without genuine attempts."""
+    k = int(same_false_accepts)
+    t = float(np.nextafter(same_impostors[k], -np.inf)) if k < same_impostors.size else math.inf
+    return own_threshold_at(t, int(np.searchsorted(same_impostors, t, side="right")), same_impostors.size, k, genuine,
+                            accepted)
+
+
+def own_threshold_at(t: float, admitted: int, same: int, same_false_accepts: int, genuine: np.ndarray,
+                     accepted: np.ndarray) -> dict:
+    """:func:`own_threshold` given the group's own threshold ``t``, the same-group impostor attempts it admits
+    (``admitted`` of ``same``) and the estimator's same-group false accepts: where the attempts are not in one
+    place (a sharded run selects the threshold from every shard's attempts)."""
     genuine = np.asarray(genuine, dtype=np.float64)
     if not genuine.size:
         return {}
-    k = int(same_false_accepts)
-    t = float(np.nextafter(same_impostors[k], -np.inf)) if k < same_impostors.size else math.inf
     theirs = genuine <= t
-    admitted = int(np.searchsorted(same_impostors, t, side="right"))
     return {"fnmr_own_threshold": 1.0 - float(theirs.mean()),
-            "fnmr_paired_own_threshold": paired_fields(paired_fnr(accepted, theirs), k,
-                                                       OneThreshold(t, admitted, same_impostors.size, 0, 0))}
+            "fnmr_paired_own_threshold": paired_fields(paired_fnr(accepted, theirs), int(same_false_accepts),
+                                                       OneThreshold(t, int(admitted), int(same), 0, 0))}
 
 
 def _extremes(groups: Mapping[str, dict], count: str, attempts: str) -> tuple[float, float] | None:
@@ -508,3 +517,39 @@ def widening(estimator: Mapping[str, dict], reference: Mapping[str, dict], which
         return None
     z = (est[0] - ref[0]) / math.sqrt(est[1] + ref[1])
     return z, z > 2.0
+
+
+#: the group differentials :func:`widened` looks at, in words
+WHICH = {"fmr_same_group": "same-group FMR", "fnmr": "FNMR"}
+
+
+def spread_words(x: float | None, fallback: str) -> str:
+    return fallback if x is None else f"{x:.2f}"
+
+
+def widened(results: Mapping[str, list]) -> dict[str, list[tuple[Any, str, float]]]:
+    """Per estimator (``results``: label -> its TargetResult rows), the (row, which, z) where it widens a group
+    differential beyond one threshold's and noise (:func:`widening` of the rows' ``groups`` figures)."""
+    out: dict[str, list] = {}
+    for label, rows in results.items():
+        for r in rows:
+            mine, theirs = r.extra.get("groups"), r.extra.get("one_threshold", {}).get("groups")
+            if not mine or not theirs:
+                continue
+            for which in WHICH:
+                said = widening(mine, theirs, which)
+                if said is not None and said[1]:
+                    out.setdefault(label, []).append((r, which, said[0]))
+    return out
+
+
+def widening_notes(results: Mapping[str, list]) -> list[str]:
+    """The run's warning for each estimator that widens a differential between groups (:func:`widened`)."""
+    notes = []
+    for label, hits in widened(results).items():
+        parts = [f"{WHICH[w]} at {100 * r.target_fpr:.3g}% (max/min {spread_words(r.extra.get(f'{w}_max_over_min'), 'inf')} "
+                 f"against {spread_words(r.extra['one_threshold'].get(f'{w}_max_over_min'), 'inf')} for one threshold)"
+                 for r, w, _ in hits]
+        notes.append(f"WARNING: {label} widens the differential between demographic groups beyond what one pooled threshold "
+                     f"at the same FPR gives, beyond counting noise: {'; '.join(parts)} (report.md: Demographic groups)")
+    return notes

@@ -246,3 +246,10 @@ class Anchored(Estimator):
 
     def simulation_ranks(self, counts: np.ndarray, targets: np.ndarray, world) -> list[np.ndarray] | None:
         return anchored_ranks(counts, targets, world, **self._config())
+
+    def partitioned(self):
+        """Sharded data, shard by shard: the shrinkage's constants from every shard's anchors first
+        (partitioned_auto.py)."""
+        from .partitioned_auto import AnchoredPartitioned
+
+        return AnchoredPartitioned(self._config())

@@ -154,13 +154,15 @@ class Auto(Estimator):
             self.class_shift = dict(zip(impostors.classes, model.class_shift.tolist()))
         return model
 
+    #: what auto says when the training data hold no genuine comparison at all
+    NO_GENUINE = ("auto: one pooled threshold for every class: the training data hold no genuine comparison to judge a "
+                  "class-specific structure by (image sets have none: a class's other sets are evaluation attempts); "
+                  "`structure: anchored` or `bulk` makes the thresholds class-specific anyway")
+
     def _fit(self, impostors: ImpostorDistances, context: RunContext) -> FittedModel:
         if self.chosen is None:  # no genuine comparisons at all (a first fit through _fit): one pooled threshold
             self.chosen = "one"
-            context.note("auto: one pooled threshold for every class: the training data hold no genuine comparison "
-                         "to judge a class-specific structure by (image sets have none: a class's other sets are "
-                         "evaluation attempts); `structure: anchored` or `bulk` makes the thresholds class-specific "
-                         "anyway")
+            context.note(self.NO_GENUINE)
         return self._structure_fit(self.chosen, impostors)
 
     @staticmethod
@@ -200,15 +202,25 @@ class Auto(Estimator):
         return np.fromiter(self.class_shift.values(), dtype=np.float64, count=classes)
 
     def partitioned(self):
-        """Sharded data: no genuine comparisons reach a sharded fit, so ``choose`` is one pooled threshold there (said
-        in the run's notes); ``bulk`` and ``one`` are fitted shard by shard, ``anchored`` is refused."""
-        from .partitioned import AutoPartitioned
+        """Sharded data: the structure chosen as in memory (partitioned_auto.py: the same classes judged by the same
+        code), or the one given, fitted shard by shard."""
+        from .partitioned_auto import AutoChoosing
 
-        if self.structure == "anchored":
-            return None
-        fitter = AutoPartitioned(AUTO_CONFIG if self.structure == "bulk" else {**AUTO_CONFIG, "structure": "one"})
         if self.structure == "choose":
-            fitter.note = ("auto in a sharded run: one pooled threshold for every class (a sharded run does not yet "
-                           "pass training genuine comparisons to choose a class-specific structure by; "
-                           "`structure: bulk` fits auto-bulk's shard by shard)")
-        return fitter
+            return AutoChoosing(structure_fitter, Auto())
+        return structure_fitter(self.structure)
+
+
+def structure_fitter(structure: str):
+    """The partitioned fit of one of auto's structures (partitioned.py, partitioned_auto.py)."""
+    from .partitioned import AutoPartitioned
+    from .partitioned_auto import AnchoredPartitioned, MatchedPartitioned
+
+    if structure == "one":
+        return AutoPartitioned({**AUTO_CONFIG, "structure": "one"})
+    if structure == "bulk":
+        return AutoPartitioned(AUTO_CONFIG)
+    if structure == "anchored":
+        return AnchoredPartitioned(ANCHORED_CONFIG, "auto")
+    base = structure.removesuffix("-matched")
+    return MatchedPartitioned(base, AUTO_CONFIG if base == "bulk" else ANCHORED_CONFIG, ANCHORED_CONFIG)

@@ -168,37 +168,53 @@ def _take(impostors: ImpostorDistances, index: np.ndarray, first: bool) -> Impos
                              np.concatenate([[0], np.cumsum(half)]).astype(np.int64))
 
 
+def judged_rows(counts: np.ndarray, of_class: np.ndarray | None, labelled: int) -> tuple[np.ndarray, int, bool]:
+    """:func:`judged_subset`'s classes from each class's training impostor count and group code (``of_class``, None
+    without groups; ``labelled``: the number of groups): (their rows, ascending; the step k; whether small groups
+    were kept whole). Every row when the counts add up to at most ``MAX_JUDGED``."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if int(counts.sum()) <= MAX_JUDGED:
+        return np.arange(counts.size), 1, False
+    # a labelled group of at most KEEP_GROUP classes is judged whole (its gap is what a subset would lose first)
+    whole = np.zeros(counts.size, dtype=bool)
+    if of_class is not None:
+        sizes = np.bincount(of_class, minlength=labelled + 1)
+        whole = (of_class < labelled) & (sizes[of_class] <= KEEP_GROUP)
+    rest = np.flatnonzero(~whole)
+    budget = max(MAX_JUDGED - int(counts[whole].sum()), 1)
+    step = max(1, math.ceil(int(counts[rest].sum()) / budget))
+    while int(counts[rest[::step]].sum()) > budget and step < rest.size:
+        step += 1
+    return np.sort(np.concatenate([np.flatnonzero(whole), rest[::step]])), step, bool(whole.any())
+
+
+def subset_words(rows: np.ndarray, step: int, kept_whole: bool, classes: int, distances: int) -> str:
+    """What :func:`judged_rows` left out, in words ("" when nothing was)."""
+    if rows.size == classes:
+        return ""
+    kept = f", every class of groups of at most {KEEP_GROUP} classes" if kept_whole else ""
+    return (f"judged on one class in {step}{kept} ({rows.size:,} of {classes:,}: {distances:,} training impostor "
+            f"distances, at most {MAX_JUDGED:,}{' but for those groups' if kept else ''})")
+
+
 def judged_subset(impostors: ImpostorDistances, genuine: GenuineDistances, groups: TrainingGroups | None
                   ) -> tuple[ImpostorDistances, GenuineDistances, TrainingGroups | None, str]:
     """The classes the choice is judged on: all of them up to ``MAX_JUDGED`` training impostor distances; beyond,
     every k-th class (a fixed subset, k the smallest that brings them under the cap), every class of a labelled
     group of at most ``KEEP_GROUP`` classes kept, with what was left out in words ("" when nothing was). Beyond a million distances the choice is rarely close, and where it is, the
     smaller sample keeps one pooled threshold, the choice that is never worse by design."""
-    total = int(impostors.values.size)
-    if total <= MAX_JUDGED:
-        return impostors, genuine, groups, ""
     counts = impostors.counts()
-    # a labelled group of at most KEEP_GROUP classes is judged whole (its gap is what a subset would lose first)
-    whole = np.zeros(len(impostors), dtype=bool)
-    if groups is not None:
-        sizes = np.bincount(groups.of_class, minlength=len(groups.names) + 1)
-        whole = (groups.of_class < len(groups.names)) & (sizes[groups.of_class] <= KEEP_GROUP)
-    rest = np.flatnonzero(~whole)
-    budget = max(MAX_JUDGED - int(counts[whole].sum()), 1)
-    step = max(1, math.ceil(int(counts[rest].sum()) / budget))
-    while int(counts[rest[::step]].sum()) > budget and step < rest.size:
-        step += 1
-    rows = np.sort(np.concatenate([np.flatnonzero(whole), rest[::step]]))
+    rows, step, kept_whole = judged_rows(counts, None if groups is None else groups.of_class,
+                                         0 if groups is None else len(groups.names))
+    if rows.size == len(impostors):
+        return impostors, genuine, groups, ""
     sub = ImpostorDistances.from_lists({impostors.classes[i]: impostors.of(i) for i in rows.tolist()})
     sub_genuine = GenuineDistances.from_lists({genuine.classes[i]: genuine.of(i) for i in rows.tolist()})
     sub_groups = None
     if groups is not None:
         index = np.concatenate([np.arange(impostors.offsets[i], impostors.offsets[i + 1]) for i in rows.tolist()])
         sub_groups = TrainingGroups(groups.names, groups.of_class[rows], groups.of_impostor[index])
-    kept = f", every class of groups of at most {KEEP_GROUP} classes" if whole.any() else ""
-    return sub, sub_genuine, sub_groups, (f"judged on one class in {step}{kept} ({rows.size:,} of {len(impostors):,}: "
-                                          f"{int(sub.values.size):,} training impostor distances, at most "
-                                          f"{MAX_JUDGED:,}{' but for those groups' if kept else ''})")
+    return sub, sub_genuine, sub_groups, subset_words(rows, step, kept_whole, len(impostors), int(sub.values.size))
 
 
 def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structures: tuple[str, ...],
@@ -281,20 +297,30 @@ def judge(fit, impostors: ImpostorDistances, genuine: GenuineDistances, structur
 
 def can_choose(impostors: ImpostorDistances, genuine: GenuineDistances | None) -> str | None:
     """Why no choice can be made from these training data (None when it can)."""
-    if genuine is None or genuine.values.size < MIN_GENUINE:
-        held = 0 if genuine is None else int(genuine.values.size)
-        return (f"the training data hold {held} genuine comparison(s), fewer than the {MIN_GENUINE} a choice needs "
+    return why_not_choose(impostors.counts(), 0 if genuine is None else int(genuine.values.size))
+
+
+def why_not_choose(counts: np.ndarray, genuine: int) -> str | None:
+    """:func:`can_choose` from each class's training impostor count and the number of training genuine distances."""
+    if genuine < MIN_GENUINE:
+        return (f"the training data hold {genuine} genuine comparison(s), fewer than the {MIN_GENUINE} a choice needs "
                 "(image sets have none: a class's other sets are evaluation attempts)")
-    return can_halve(impostors)
+    return halving_problem(np.asarray(counts))
 
 
 def can_halve(impostors: ImpostorDistances) -> str | None:
     """Why the training impostors cannot be cut in two halves that locate every class (None when they can)."""
-    if int(impostors.counts().min()) < MIN_PER_CLASS:
-        return (f"a class has {int(impostors.counts().min())} training impostor distances, fewer than the "
+    return halving_problem(impostors.counts())
+
+
+def halving_problem(counts: np.ndarray) -> str | None:
+    """:func:`can_halve` from each class's training impostor count."""
+    if int(counts.min()) < MIN_PER_CLASS:
+        return (f"a class has {int(counts.min())} training impostor distances, fewer than the "
                 f"{MIN_PER_CLASS} that two halves need")
-    if impostors.values.size // 2 * max(LEVELS) < MIN_EXPECTED:
-        return (f"the training data hold {int(impostors.values.size):,} impostor distances; a half expects fewer than "
+    total = int(counts.sum())
+    if total // 2 * max(LEVELS) < MIN_EXPECTED:
+        return (f"the training data hold {total:,} impostor distances; a half expects fewer than "
                 f"{MIN_EXPECTED:g} false accepts even at {100 * max(LEVELS):g}%, so no FPR level can be judged")
     return None
 

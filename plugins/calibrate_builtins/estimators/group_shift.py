@@ -95,3 +95,119 @@ def shifted_model(model, impostors, pooled_z: np.ndarray, shift: np.ndarray, tai
                        tail_params["shape_bounds"])
     return ZnormModel(model.classes, model.loc + model.scale * shift, model.scale, model.n, model.family, model.offset,
                       True, False, sorted_z, tail, model.min_tail_count, anchor=model.anchor)
+
+
+# ---- the same shifts over a sharded gallery (calibrate.contract.sharded.select_ranks) -----------------------------
+
+def _quantile_ranks(n: int, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(k, lo, hi) of :func:`_lowest_quantile` at ``shares`` of ``n`` values: the 1-based ranks it reads."""
+    need = int(min(n, math.ceil(float(np.max(shares)) * n) + 2))
+    k = np.clip(shares * n, 1.0, float(n))
+    return k, np.clip(np.floor(k).astype(np.int64), 1, need), np.clip(np.ceil(k).astype(np.int64), 1, need)
+
+
+def _quantile_of(n: int, shares: np.ndarray, at: dict) -> np.ndarray:
+    """:func:`_lowest_quantile`'s arithmetic on the order statistics ``at`` ({0-based rank: value}) it reads."""
+    k, lo, hi = _quantile_ranks(n, shares)
+    low_lo = np.array([at[int(r) - 1] for r in lo])
+    low_hi = np.array([at[int(r) - 1] for r in hi])
+    return low_lo + np.where(hi > lo, k - lo, 0.0) * (low_hi - low_lo)
+
+
+def _wanted(n: int, shares: np.ndarray) -> list[int]:
+    _, lo, hi = _quantile_ranks(n, shares)
+    return sorted({int(r) - 1 for r in np.r_[lo, hi]})
+
+
+def _shift_sets(training, arg) -> dict:
+    """The value sets :func:`sharded_group_shifts` reads from a shard: every distance's working-scale value ``y`` and
+    standardised score ``z``; per labelled group g its same-group distances' ``y<g>`` and ``m<g>``; per group code c
+    (the unlabelled last) the scores of its classes' distances ``z<c>``."""
+    values_fn, values_arg, n_groups, names = arg
+    z, y = values_fn(training, values_arg)
+    of = training.groups
+    own = np.repeat(of.of_class, training.impostors.counts())
+    out = {"y": y, "z": z}
+    if any(n[0] in "ym" and n != "y" for n in names):
+        same = (of.of_impostor == own) & (own < n_groups)
+        for g in range(n_groups):
+            members = same & (own == g)
+            out[f"y{g}"], out[f"m{g}"] = y[members], z[members]
+    if any(n[0] == "z" and n != "z" for n in names):
+        for c in range(n_groups + 1):
+            out[f"z{c}"] = z[own == c]
+    return {n: out[n] for n in names if n in out}
+
+
+def _merged(hists: list[tuple]) -> tuple:
+    """Histograms (bins, counts) of disjoint sets as one of their union."""
+    bins = np.concatenate([h[0] for h in hists]) if hists else np.zeros(0, np.int64)
+    counts = np.concatenate([h[1] for h in hists]) if hists else np.zeros(0, np.int64)
+    uniq, inverse = np.unique(bins, return_inverse=True)
+    return uniq, np.bincount(inverse, weights=counts, minlength=uniq.size).astype(np.int64)
+
+
+def _at_most(hist: tuple, gathered: np.ndarray, t: float) -> int:
+    """How many of a set lie at or below ``t``: its histogram's bins below t's, and its gathered values in t's bin."""
+    from calibrate.contract.sharded import _BIN_SHIFT, order_keys
+
+    b = int(order_keys(np.array([t]))[0] >> np.uint64(_BIN_SHIFT))
+    bins, counts = hist
+    below = int(counts[bins < b].sum())
+    in_bin = gathered[(order_keys(gathered) >> np.uint64(_BIN_SHIFT)) == np.uint64(b)] if gathered.size else gathered
+    return below + int(np.count_nonzero(in_bin <= t))
+
+
+def sharded_group_shifts(runner, values_fn, values_arg, n_groups: int) -> np.ndarray:
+    """:func:`group_shifts` over every shard of a sharded gallery (the same numbers: the quantiles read the same
+    order statistics, found exactly over the shards, calibrate.contract.sharded): ``values_fn(training, values_arg)``
+    gives a shard's (standardised scores z, working-scale values y) in its value order, as group_shifts takes them
+    for a whole gallery. A pass of histograms; one gathering one pooled threshold's quantiles, each group's share
+    below them and the first round's pooled quantiles; one for each group's own quantiles; then one a round (the
+    shifted scores' quantiles bracketed from the groups' histograms, calibrate.contract.sharded.shifted_ranks)."""
+    from calibrate.contract.sharded import at_ranks, bins_of, gather_bins, named_histograms, shifted_ranks
+
+    shifts = np.zeros(n_groups + 1)
+    levels = np.asarray(LEVELS, dtype=np.float64)
+    each = [f"y{g}" for g in range(n_groups)] + [f"m{g}" for g in range(n_groups)]
+    groups = [f"z{c}" for c in range(n_groups + 1)]
+
+    def arg(names):
+        return values_fn, values_arg, n_groups, tuple(names)
+
+    hists = named_histograms(runner, _shift_sets, arg(["y", *each, *groups]))
+    hists["z"] = _merged([hists[c] for c in groups if c in hists])  # every score: the union of the groups'
+    n = int(hists["y"][1].sum())
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ranks = _wanted(n, levels)
+    tau_bins = bins_of(hists["y"], ranks)
+    wanted = {"y": tau_bins, "z": bins_of(hists["z"], ranks)}
+    wanted.update({f"y{g}": tau_bins for g in range(n_groups)})
+    got = gather_bins(runner, _shift_sets, arg(wanted), wanted)
+    tau = _quantile_of(n, levels, at_ranks(hists["y"], got["y"], ranks))
+    size = np.array([int(hists.get(f"y{g}", empty)[1].sum()) for g in range(n_groups)])
+    reference = np.array([[_at_most(hists.get(f"y{g}", empty), got[f"y{g}"], t) for t in tau]
+                          for g in range(n_groups)]).reshape(n_groups, levels.size) / np.maximum(size, 1)[:, None]
+    use = [np.flatnonzero(reference[g] * size[g] >= MIN_EXPECTED)[-LOWEST:] for g in range(n_groups)]
+    measured = [g for g in range(n_groups) if use[g].size]
+    if len(measured) < 2:
+        return shifts
+    pooled = _quantile_of(n, levels, at_ranks(hists["z"], got["z"], ranks))
+    own_ranks = {g: _wanted(int(size[g]), reference[g][use[g]]) for g in measured}
+    wanted = {f"m{g}": bins_of(hists[f"m{g}"], own_ranks[g]) for g in measured}
+    got = gather_bins(runner, _shift_sets, arg(wanted), wanted)
+    own_at = {g: _quantile_of(int(size[g]), reference[g][use[g]], at_ranks(hists[f"m{g}"], got[f"m{g}"], own_ranks[g]))
+              for g in measured}
+    of_groups = {c: hists[c] for c in groups if c in hists}
+    for round_ in range(ROUNDS):
+        if round_:  # the first round's pooled quantiles are the unshifted scores'
+            pooled = _quantile_of(n, levels, shifted_ranks(runner, _shift_sets, arg(groups), of_groups,
+                                                           {f"z{c}": float(shifts[c]) for c in range(n_groups + 1)},
+                                                           ranks))
+        new = shifts.copy()
+        for g in measured:
+            new[g] = float(np.median(own_at[g] - pooled[use[g]]))
+        if np.allclose(new, shifts, atol=1e-6):
+            break
+        shifts = new
+    return shifts

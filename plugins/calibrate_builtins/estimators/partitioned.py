@@ -61,6 +61,8 @@ def _auto_z(impostors: ImpostorDistances, arg: tuple[float, dict]) -> np.ndarray
     """Every class's standardised training scores, as fit_znorm computes them for auto-bulk; for auto's structure
     ``one`` (no class located apart) the working-scale distances themselves."""
     offset, cfg = arg
+    if not len(impostors):  # a shard without classes of the group a runner is restricted to
+        return np.zeros(0)
     if cfg.get("structure") == "one":
         check_class_sizes(impostors, 3, "auto")
         return to_working(impostors.values, cfg["family"], offset)
@@ -91,6 +93,16 @@ def _auto_tail(m: TailMoments, cfg: dict) -> dict | None:
         return None  # as fit_znorm: too few or tied pooled scores, the empirical quantile throughout
 
 
+def pooled_offset(runner) -> float:
+    """The whole gallery's working offset (working_offset's rule), from the shards' minima."""
+    if runner.minimum > 0:
+        return 0.0
+    positive = runner.min_positive
+    if not math.isfinite(positive):
+        raise DataError("every training distance is 0; a log-normal model cannot be fitted (use family: gaussian)")
+    return 0.5 * positive
+
+
 class AutoPartitioned:
     """auto, shard by shard: the working-scale offset from the shards' minima, the pooled standardised
     scores' lower tail by exact selection, then each shard's classes' location and scale. ``config``:
@@ -119,13 +131,7 @@ class AutoPartitioned:
         return _auto_first, moments_first_pass(_auto_z, (0.0, self.config), k, keep, shards, prefix)
 
     def reduce(self, runner, targets, label: str) -> None:
-        if runner.minimum > 0:
-            self.offset = 0.0  # working_offset's rule, from the shards' minima
-        else:
-            positive = runner.min_positive
-            if not math.isfinite(positive):
-                raise DataError("every training distance is 0; a log-normal model cannot be fitted (use family: gaussian)")
-            self.offset = 0.5 * positive
+        self.offset = pooled_offset(runner)
         name = f"pooled-{label}.npy"
         cfg = self.config
         k, keep = self._counts(targets)

@@ -16,7 +16,8 @@ import numpy as np
 
 from calibrate.contract.types import UNLABELLED, TargetResult
 from calibrate.formatting import markdown_cell
-from calibrate.statistics.verification import widening
+from calibrate.statistics.verification import (WHICH, spread_words, widened,  # noqa: F401  (widening_notes: fpr's)
+                                              widening_notes)
 
 from .figure_layout import apart, marker_pixels, marks, new_figure, outside_legend, pixels, png, settle
 from .plots import _percent, _percent_axis
@@ -25,8 +26,6 @@ from .plots import _percent, _percent_axis
 ZERO_FMR = "FMR 0, the estimator (on the floor)"
 ZERO_FMR_ONE = "FMR 0, one pooled threshold (on the floor)"
 _ZERO_MARK = {"marker": "v", "markersize": 7, "markeredgewidth": 1.4}
-
-WHICH = {"fmr_same_group": "same-group FMR", "fnmr": "FNMR"}
 
 
 def _ratio_cell(g: dict, target: float) -> str:
@@ -57,38 +56,11 @@ def _md(name: str) -> str:
     return markdown_cell(name)
 
 
-def _spread(x: float | None, fallback: str) -> str:
-    return fallback if x is None else f"{x:.2f}"
+_spread = spread_words
 
 
 def _zero_note(groups: dict, key: str) -> str:
     return "n/a (a group at 0)" if any(g.get(key) == 0 for n, g in groups.items() if n != UNLABELLED) else "n/a"
-
-
-def widened(results: dict[str, list[TargetResult]]) -> dict[str, list[tuple[TargetResult, str, float]]]:
-    """Per estimator, the (row, which, z) where it widens a group differential beyond one threshold's and noise."""
-    out: dict[str, list] = {}
-    for label, rows in results.items():
-        for r in rows:
-            mine, theirs = r.extra.get("groups"), r.extra.get("one_threshold", {}).get("groups")
-            if not mine or not theirs:
-                continue
-            for which in WHICH:
-                said = widening(mine, theirs, which)
-                if said is not None and said[1]:
-                    out.setdefault(label, []).append((r, which, said[0]))
-    return out
-
-
-def widening_notes(results: dict[str, list[TargetResult]]) -> list[str]:
-    notes = []
-    for label, hits in widened(results).items():
-        parts = [f"{WHICH[w]} at {100 * r.target_fpr:.3g}% (max/min {_spread(r.extra.get(f'{w}_max_over_min'), 'inf')} "
-                 f"against {_spread(r.extra['one_threshold'].get(f'{w}_max_over_min'), 'inf')} for one threshold)"
-                 for r, w, _ in hits]
-        notes.append(f"WARNING: {label} widens the differential between demographic groups beyond what one pooled threshold "
-                     f"at the same FPR gives, beyond counting noise: {'; '.join(parts)} (report.md: Demographic groups)")
-    return notes
 
 
 def group_section(results: dict[str, list[TargetResult]], summary: dict, picture: bool = True) -> str | None:
