@@ -100,6 +100,9 @@ class ShardTraining:
     groups: TrainingGroups | None = None
     #: the shard's index in the run (None when not known), e.g. to name a scratch file of the shard's own
     index: int | None = None
+    #: each impostor distance's probe identity (codes into names, ImpostorDistances order), when the run keeps them
+    #: (ShardJob.units: a predicted interval's sample measures how false accepts cluster by probe)
+    probes: "tuple[np.ndarray, np.ndarray] | None" = None
 
     def stratum(self, code: int) -> "ShardTraining":
         """The classes of group ``code`` (``len(names)``: the classes without a group) alone, without groups (as
@@ -110,13 +113,29 @@ class ShardTraining:
                              self.index)
 
 
+    def subset(self, rows: np.ndarray) -> "ShardTraining":
+        """The classes at positions ``rows`` (ascending) alone, with their genuine distances, groups and probes."""
+        rows = np.asarray(rows, dtype=np.int64)
+        index = _index(self.impostors, rows)
+        groups = (None if self.groups is None else
+                  TrainingGroups(self.groups.names, self.groups.of_class[rows], self.groups.of_impostor[index]))
+        probes = None if self.probes is None else (self.probes[0][index], self.probes[1])
+        return ShardTraining(_rows(self.impostors, rows, ImpostorDistances),
+                             None if self.genuine is None else _rows(self.genuine, rows, GenuineDistances), groups,
+                             self.index, probes)
+
+
+def _index(flat, rows: np.ndarray) -> np.ndarray:
+    """The positions in ``flat.values`` of the classes at ``rows``, in that order."""
+    return (np.concatenate([np.arange(flat.offsets[i], flat.offsets[i + 1]) for i in rows.tolist()])
+            if rows.size else np.zeros(0, dtype=np.int64))
+
+
 def _rows(flat, rows: np.ndarray, kind):
     counts = flat.counts()[rows]
-    index = (np.concatenate([np.arange(flat.offsets[i], flat.offsets[i + 1]) for i in rows.tolist()])
-             if rows.size else np.zeros(0, dtype=np.int64))
     classes = tuple(flat.classes[i] for i in rows.tolist())
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return kind(classes, flat.values[index], offsets)
+    return kind(classes, flat.values[_index(flat, rows)], offsets)
 
 
 @dataclass(frozen=True)
@@ -132,12 +151,12 @@ class ShardClasses:
 #: the order of the arrays in a shard's scratch file (:func:`save_shard_data`): the training ones first, so that a
 #: pass that needs only those stops reading there (the impostors' three first of all)
 _CACHED = ("values", "offsets", "classes", "genuine_values", "genuine_offsets", "class_groups", "impostor_groups",
-           "test_values", "test_probes", "test_gallery", "test_valid", "test_ids")
+           "test_values", "test_probes", "test_gallery", "test_valid", "test_ids", "probe_codes", "probe_names")
 _TRAINING = 7
 
 
 def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d, genuine: GenuineDistances | None = None,
-                    groups: TrainingGroups | None = None) -> None:
+                    groups: TrainingGroups | None = None, probes: tuple | None = None) -> None:
     """The shard's training impostor distances, its training genuine distances and groups (when it has them) and its
     evaluation distances (transformed and checked), as the later passes need them: one file of consecutive .npy
     arrays (``_CACHED``; about 9 bytes per distance; no zip container, whose CRC costs more than the writing), written
@@ -150,7 +169,8 @@ def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d, genu
               none if genuine is None else np.asarray(genuine.offsets, dtype=np.int64),
               none if groups is None else _small(groups.of_class),
               none if groups is None else _small(groups.of_impostor),
-              test_d.values, test_d.probe_classes, test_d.gallery_classes, test_d.valid, test_d.probe_ids)
+              test_d.values, test_d.probe_classes, test_d.gallery_classes, test_d.valid, test_d.probe_ids,
+              none.astype(np.int32) if probes is None else probes[0], np.zeros(0, dtype=str) if probes is None else probes[1])
     with open(temp, "wb") as fh:
         for array in arrays:
             np.save(fh, np.asarray(array), allow_pickle=False)
@@ -177,7 +197,8 @@ def _load_shard_data(job, evaluation: bool, training: bool = False):
                if z["genuine_offsets"].size else None)
     groups = (TrainingGroups(job.groups.names, z["class_groups"], z["impostor_groups"])
               if job.groups is not None and z["class_groups"].size == len(impostors) else None)
-    return impostors, test_d, ShardTraining(impostors, genuine, groups, job.index)
+    probes = (z["probe_codes"], z["probe_names"]) if evaluation and z["probe_codes"].size == impostors.values.size else None
+    return impostors, test_d, ShardTraining(impostors, genuine, groups, job.index, probes)
 
 
 def read_split(job):
@@ -203,13 +224,16 @@ def training_of(job, train_d) -> ShardTraining:
     """A shard's training side from its transformed training matrix."""
     impostors = ImpostorDistances.from_matrix(train_d)
     genuine = GenuineDistances.from_matrix(train_d, impostors.classes)
-    groups = None
+    groups = probes = None
+    mask = train_d.impostor_mask()
     if job.groups is not None:
         probe = job.groups.codes(train_d.probe_classes)
-        mask = train_d.impostor_mask()
         groups = TrainingGroups(job.groups.names, job.groups.codes(train_d.gallery_classes),
                                 np.broadcast_to(probe[:, None], mask.shape).T[mask.T])  # as from_matrix orders them
-    return ShardTraining(impostors, genuine, groups)
+    if getattr(job, "units", False):
+        names, of_row = factorise(train_d.probe_classes)
+        probes = (np.broadcast_to(of_row.astype(np.int32)[:, None], mask.shape).T[mask.T], names)
+    return ShardTraining(impostors, genuine, groups, probes=probes)
 
 
 def shard_data(job, evaluation: bool = True):

@@ -78,6 +78,10 @@ class PartitionedFitter(Protocol):
     #: :class:`ShardTraining` (its training genuine distances and its classes' groups too), for a fit that reads a
     #: class's group (auto's matched structures, a calibration group by group). Default: ``fit_part(impostors)``
     fit_training: Callable[[ShardTraining], Any] | None = None
+    #: ``sample_params()``, a method called in the main process after ``reduce``: the estimator's parameters to
+    #: change so that an in-memory fit of a sample of the classes is made as this fit was (auto: the structure it
+    #: chose for the whole gallery), for the run's predicted intervals. Default: none changed
+    sample_params: Callable[[], dict] | None = None
 
     def reduce(self, runner: "ShardRunner", targets: tuple[float, ...], label: str) -> None:
         """Called once in the main process, before any part is fitted, with a :class:`ShardRunner` over every
@@ -131,6 +135,8 @@ class ShardJob:
     cache: str | None = None
     #: the run's demographic groups (None without ``groups:``)
     groups: ShardGroups | None = None
+    #: keep each training impostor distance's probe identity (ShardTraining.probes): the run predicts intervals
+    units: bool = False
 
 
 def _on_shard(item):

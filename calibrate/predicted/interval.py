@@ -228,10 +228,10 @@ class Worlds:
     default's estimator is judged in one world as a rule (:func:`choose_world` stops at a world no other can beat), and
     each world costs a pass over the training distances and a fit of its tail."""
 
-    def __init__(self, impostors: Any, train: Any = None) -> None:
+    def __init__(self, impostors: Any, train: Any = None, units: Any = False) -> None:
         self._impostors, self._train = impostors, train
         self._built: dict[str, Any] = {}  # structure -> World, or the DataError it raised
-        self._units: Any = False  # not yet looked for
+        self._units: Any = units  # False: not yet looked for (given where there is no training matrix to look in)
 
     def units(self) -> Any:
         """The training distances' probe identities (calibrate.predicted.clustering.probe_units; None without a

@@ -86,10 +86,12 @@ class PendingPredictions(Mapping):
 
 
 def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict, impostors: ImpostorDistances,
-                  train_d: DistanceMatrix, fold: str, fold_index: int, context: RunContext, times: StageTimes) -> None:
+                  train_d: DistanceMatrix | None, fold: str, fold_index: int, context: RunContext, times: StageTimes,
+                  units=False) -> None:
     """Every estimator's predicted FPR on this fold (calibrate.predicted.interval), filling ``predictions`` (and
     ``models``, wrapped with their bound where a confidence is asked). Estimators with a vectorised
-    simulation share one set of simulated galleries; the others are refitted within the time budget."""
+    simulation share one set of simulated galleries; the others are refitted within the time budget. ``units``: the
+    training distances' probe identities where there is no ``train_d`` to find them in (a sharded run's sample)."""
     if recipe.same_group:  # each group calibrated on its own: each predicted in its own world
         for index, (spec, _, _) in enumerate(fitted):
             with times(f"predict {spec.label}"):
@@ -99,7 +101,7 @@ def predict_stage(recipe: Recipe, fitted: list, models: dict, predictions: dict,
                 _keep(spec, predicted, predictions, fold, recipe, context)
         return
     with times("predict: reference world"):
-        worlds = prediction.Worlds(impostors, train_d)
+        worlds = prediction.Worlds(impostors, train_d, units)
         try:
             worlds.first()
         except DataError as exc:  # the thresholds stand without it: said once, not fatal

@@ -68,6 +68,7 @@ from calibrate.running.sharded_groups import (GroupedPartitioned, GroupTotals, a
                                               shard_counts, strata, strata_minima)
 from calibrate.statistics.verification import widening_notes
 from calibrate.running.result import Route
+from calibrate.running.sharded_predict import predict_sample, probe_attempts, sample_positions, unit_size
 from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
 from calibrate.contract.types import ImpostorDistances, TargetResult
 
@@ -87,7 +88,7 @@ def _survey(item):
     if job.cache is not None:  # what the later passes need, so that they do not read and parse the shard again
         test_d = transform.apply(split.test)
         test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
-        save_shard_data(job.cache, impostors, test_d, training.genuine, training.groups)
+        save_shard_data(job.cache, impostors, test_d, training.genuine, training.groups, training.probes)
     classes = [str(c) for c in impostors.classes]
     hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
                        for c in classes], dtype=np.int64)
@@ -107,7 +108,7 @@ def _survey(item):
 
 def _finish_shard(item):
     """The last pass: fit each estimator's part, write the part files, count for the evaluation."""
-    job, plan = item
+    job, plan, sampled = item
     training, test_d = shard_training(job, evaluation=True)
     impostors = training.impostors
     part = PART.format(job.index)
@@ -154,6 +155,10 @@ def _finish_shard(item):
     if job.groups is not None:
         out["groups"] = shard_counts(test_d, job.groups, job.groups.codes(test_d.probe_classes),
                                      job.groups.codes(test_d.gallery_classes), accepts)
+    if plan["predict"]:  # the predicted intervals' sample (calibrate.running.sharded_predict)
+        out["probe_attempts"] = probe_attempts(test_d)
+        if sampled is not None:
+            out["sample"] = training.subset(sampled)
     return out
 
 
@@ -330,14 +335,10 @@ class Sharded(Route):
                               source=recipe.source, where="transform")
         confident = [e.label for e in recipe.estimators if e.confidence is not None]
         if confident:
-            raise RecipeError(f"estimator {confident[0]!r}: `confidence:` needs the predicted interval's simulated "
-                              "galleries, which sharded runs do not make yet; remove `confidence:` or run the scores "
-                              "in one piece", source=recipe.source, where="estimators")
-        if recipe.prediction.enabled:
-            context.note("predicted FPR intervals are not computed for sharded runs (they refit every estimator on 100 "
-                         "simulated copies of the whole gallery); results.json has no predicted_fpr fields. Add "
-                         "`evaluation: {prediction: false}` to say so in the recipe, or calibrate a sample of the "
-                         "classes in one piece to see how far the thresholds can be trusted")
+            raise RecipeError(f"estimator {confident[0]!r}: `confidence:` sets every class's threshold from simulated "
+                              "copies of the whole gallery, which a sharded run predicts from a sample of its classes "
+                              "only; remove `confidence:` or run the scores in one piece", source=recipe.source,
+                              where="estimators")
         if recipe.same_group and recipe.groups is None:
             raise RecipeError("`impostors: same-group` needs the classes' demographic groups: add `groups: FILE` under "
                               "`data:` (a CSV with a header `class,group`)", source=recipe.source,
@@ -376,25 +377,37 @@ class Sharded(Route):
                 runner.first.pop(label, None)
                 self.fitters[label] = (est_spec.info.name, est_spec.params, fitter)
         _remove_scratch(staged.dir, Path(self.first).name)
+        predict = recipe.prediction.enabled
         plan = {"staging": str(staged.dir), "estimators": self.fitters, "targets": recipe.targets,
                 "kind": self.data.kind, "transform_plugin": self.spec.info.name, "transform_params": self.spec.params,
-                "save_calibration": recipe.save_calibration}
+                "save_calibration": recipe.save_calibration, "predict": predict}
+        sampled = sample_positions([s["classes"] for s in self.survey], recipe.seed) if predict else {}
         with times("fit, write and evaluate per shard"):
-            self.parts = context.map(_finish_shard, [(job, plan) for job in self.jobs],
+            self.parts = context.map(_finish_shard, [(job, plan, sampled.get(job.index)) for job in self.jobs],
                                      description=f"fitting and evaluating {len(self.jobs)} shards", unit="shards")
+        self.predictions, self.unit_size = {}, None
+        if predict:
+            self.unit_size = unit_size([p.pop("probe_attempts") for p in self.parts])
+            sample = [p.pop("sample") for p in self.parts if "sample" in p]
+            try:
+                self.predictions = predict_sample(recipe, self.fitters, sample, self.n_classes, context, times)
+            except DataError as exc:  # the thresholds stand without it, as in memory
+                context.note(f"no predicted FPR intervals: {exc}")
 
     def _pass0(self, firsts: tuple) -> ShardRunner:
         """The survey of the shards (pass 0), its transform states agreed and its notes said; the later passes' jobs,
         and the runner of the reductions (with the first passes' results)."""
         data, context = self.data, self.context
         with self.times("survey shards"):
-            self.survey, offsets = _survey_shards(data, self.base, context, self.cache, firsts, self.groups)
+            self.survey, offsets = _survey_shards(data, self.base, context, self.cache, firsts, self.groups,
+                                                  self.recipe.prediction.enabled)
         survey = self.survey
         states = _one_transform_state(self.spec, data, survey)
         self.transform = self.spec.build().set_fitted_state(states) if states else self.base
         # the later passes read the shard's distances that pass 0 saved: the transform there had the same parameters
         # and (checked above) the same fitted state, so its distances are these
-        self.jobs = [ShardJob(data.dataset, shard, int(off), i, self.transform, _cache_file(self.cache, i), self.groups)
+        self.jobs = [ShardJob(data.dataset, shard, int(off), i, self.transform, _cache_file(self.cache, i), self.groups,
+                              self.recipe.prediction.enabled)
                      for i, (shard, off) in enumerate(zip(data.shards, offsets))]
         failed = sum(s["failed"] for s in survey)
         if failed:
@@ -470,7 +483,8 @@ def _remove_scratch(folder: Path, prefix: str) -> None:
 
 
 def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | None = None,
-                   firsts: tuple = (), groups: ShardGroups | None = None) -> tuple[list[dict], np.ndarray]:
+                   firsts: tuple = (), groups: ShardGroups | None = None, units: bool = False
+                   ) -> tuple[list[dict], np.ndarray]:
     """Each shard's survey (transform state, class hashes, counts, notes) and its column offset; with ``cache``,
     each shard's distances are saved to ``{cache}-{index:05d}.npy`` for the later passes; ``firsts``: the
     estimators' first passes, (label, function, arg) each, whose results are each survey's ``first``."""
@@ -483,7 +497,8 @@ def _survey_shards(data: ShardedScores, base: Transform, context, cache: str | N
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     else:
         offsets = np.zeros(len(jobs0), dtype=int)
-    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else _cache_file(cache, i), groups)
+    jobs0 = [ShardJob(data.dataset, shard, int(off), i, base, None if cache is None else _cache_file(cache, i), groups,
+                      units)
              for i, (shard, off) in enumerate(zip(data.shards, offsets))]
     return context.map(_survey, [(job, firsts) for job in jobs0], description="reading the shards",
                        unit="shards"), offsets

@@ -152,6 +152,10 @@ class AutoChoosing:
     def fit_part(self, impostors: ImpostorDistances) -> PooledZnormModel:
         return self.inner.fit_part(impostors)
 
+    def sample_params(self) -> dict:
+        """A sample of the classes is fitted with the structure chosen for the whole gallery."""
+        return {} if self.chosen is None else {"structure": self.chosen}
+
     def fit_training(self, training) -> PooledZnormModel:
         fit = getattr(self.inner, "fit_training", None)
         return fit(training) if fit is not None else self.inner.fit_part(training.impostors)

@@ -1,0 +1,91 @@
+"""Predicted FPR intervals in a sharded run (issue 43, part 3): a seeded sample of the classes, its training side
+gathered from the shards and predicted as in memory; the evaluation's probe sizes reduced over the shards."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibrate.contract.comparisons import DistanceMatrix, ImpostorDistances
+from calibrate.contract.shard_data import ShardTraining, training_of
+from calibrate.predicted.clustering import probe_units
+from calibrate.predicted.clustering import unit_size as unit_size_whole
+from calibrate.running.sharded_predict import gathered, probe_attempts, sample_positions, unit_size
+
+
+class _Job:
+    groups = None
+    units = True
+
+
+def _matrix(rng, probes: int, classes: int, prefix: str) -> DistanceMatrix:
+    """Distances of ``probes`` rows (probe identities repeating: several images each) to ``classes`` columns, some
+    entries missing, one genuine row per class."""
+    identities = np.array([f"p{i % (probes // 3)}" for i in range(probes)] + [f"{prefix}{j}" for j in range(classes)])
+    values = rng.gamma(4.0, 1.0, size=(identities.size, classes))
+    valid = rng.random(values.shape) > 0.1
+    return DistanceMatrix(values, identities, np.array([f"{prefix}{j}" for j in range(classes)]), valid, "distance")
+
+
+def test_sample_positions_draw_k_classes_once_each_by_the_seed_and_every_class_of_a_small_gallery():
+    counts = [40, 0, 25, 35]
+    a = sample_positions(counts, 7, k=30)
+    assert a == {} or sum(v.size for v in a.values()) == 30
+    assert all(np.all(np.diff(v) > 0) and v.min() >= 0 and v.max() < counts[i] for i, v in a.items())
+    b = sample_positions(counts, 7, k=30)
+    assert all(np.array_equal(a[i], b[i]) for i in a) and a.keys() == b.keys()
+    c = sample_positions(counts, 8, k=30)
+    assert any(not np.array_equal(a.get(i, []), c.get(i, [])) for i in range(4))
+    whole = sample_positions(counts, 7, k=100)
+    assert {i: v.tolist() for i, v in whole.items()} == {0: list(range(40)), 2: list(range(25)), 3: list(range(35))}
+
+
+def test_gathered_sample_is_the_whole_gallerys_training_side_and_its_probe_identities():
+    rng = np.random.default_rng(43)
+    shards = [_matrix(rng, 30, 5, "a"), _matrix(rng, 30, 7, "b")]
+    parts = [training_of(_Job(), m) for m in shards]
+    picked = [np.array([0, 2, 4]), np.array([1, 6])]
+    sample = [p.subset(r) for p, r in zip(parts, picked)]
+    impostors, genuine, groups, units = gathered(sample)
+    assert groups is None
+    # against brute force: each picked column's valid impostor rows, shard by shard
+    expected = []
+    for m, r in zip(shards, picked):
+        for j in r.tolist():
+            rows = m.valid[:, j] & (m.probe_classes != m.gallery_classes[j])
+            expected.append(m.values[rows, j])
+    assert impostors.classes == tuple(c for m, r in zip(shards, picked) for c in m.gallery_classes[r].tolist())
+    np.testing.assert_array_equal(impostors.values, np.concatenate(expected))
+    np.testing.assert_array_equal(impostors.counts(), [e.size for e in expected])
+    own = [m.valid[:, j] & (m.probe_classes == m.gallery_classes[j]) for m, r in zip(shards, picked) for j in r.tolist()]
+    np.testing.assert_array_equal(genuine.counts(), [int(o.sum()) for o in own])  # each class's valid genuine row
+    # each distance's probe identity: units numbered by name, sizes their distances (as probe_units numbers them)
+    probes = np.concatenate([m.probe_classes[(m.valid[:, j] & (m.probe_classes != m.gallery_classes[j]))]
+                             for m, r in zip(shards, picked) for j in r.tolist()])
+    names, inverse = np.unique(probes, return_inverse=True)
+    np.testing.assert_array_equal(units.unit, inverse)
+    np.testing.assert_array_equal(units.sizes, np.bincount(inverse))
+    one = probe_units(shards[0], ImpostorDistances.from_matrix(shards[0]))
+    mine = gathered([parts[0]])[3]
+    np.testing.assert_array_equal(mine.sizes, one.sizes)  # a whole shard: the in-memory units
+
+
+def test_unit_size_reduced_over_shards_is_the_whole_evaluations():
+    rng = np.random.default_rng(44)
+    shards = [_matrix(rng, 24, 4, "a"), _matrix(rng, 24, 6, "b"), _matrix(rng, 12, 3, "c")]
+    reduced = unit_size([probe_attempts(m) for m in shards])
+    assert abs(reduced - unit_size_whole(shards)) <= 1e-12 * reduced
+    assert unit_size([]) is None
+
+
+def test_a_subset_keeps_each_distance_with_its_class_group_and_probe():
+    rng = np.random.default_rng(45)
+    m = _matrix(rng, 18, 6, "z")
+    part = training_of(_Job(), m)
+    sub = part.subset(np.array([1, 4]))
+    assert isinstance(sub, ShardTraining) and sub.impostors.classes == ("z1", "z4")
+    for k, j in enumerate((1, 4)):
+        rows = m.valid[:, j] & (m.probe_classes != m.gallery_classes[j])
+        np.testing.assert_array_equal(sub.impostors.values[sub.impostors.offsets[k]:sub.impostors.offsets[k + 1]],
+                                      m.values[rows, j])
+        codes = sub.probes[0][sub.impostors.offsets[k]:sub.impostors.offsets[k + 1]]
+        np.testing.assert_array_equal(sub.probes[1][codes], m.probe_classes[rows])
