@@ -261,7 +261,7 @@ def sharded(args) -> dict:
                                           if not args.no_ncx2 else [])
     recipe = {"version": 1, "data": {"plugin": "score-shards", "train": str(root / "train"),
                                      "test": str(root / "test"), "kind": "distance"},
-              "estimators": estimators, "evaluation": {"targets": TARGETS},
+              "estimators": estimators, "evaluation": {"targets": TARGETS, "prediction": not args.no_prediction},
               "output": {"dir": str(root / "out"), "plots": False}, "seed": 0}
     if args.groups:
         write_groups(root / "groups.csv", n)
@@ -561,6 +561,7 @@ def main() -> None:
     ap.add_argument("--genuine", type=int, default=0,
                     help="--json: genuine comparisons per class in each of train/ and test/ (auto's choice needs them)")
     ap.add_argument("--groups", action="store_true", help="--json: a groups file (two groups) in the recipe")
+    ap.add_argument("--no-prediction", action="store_true", help="--json: without predicted intervals")
     ap.add_argument("--tmp", help="--json: folder for the shards and outputs (default: the system's temp)")
     ap.add_argument("--keep", action="store_true", help="--json: keep the shards and outputs")
     ap.add_argument("--check-dir", help=argparse.SUPPRESS)
