@@ -27,9 +27,7 @@ if TYPE_CHECKING:
 
 #: what a sharded run does not give (docs/architecture.md, "Sharded scores"): report.md says it in one line
 SHARDED_LEAVES_OUT = ("auto's choice of structure (one pooled threshold instead)", "figures per group",
-                      "predicted intervals", "the verification figures (EER and its interval, AUC, d', FNMR at fixed "
-                      "FMRs, FMR at fixed FNMRs, det.csv)", "the class bootstrap interval and false-accept pairs",
-                      "the one threshold's spread over classes", "the pictures")
+                      "predicted intervals", "cdf-fits.png (the fitted CDFs of a few classes)")
 #: results.json keys the writer owns: an evaluator's run-wide figures may not take them
 OWN_KEYS = ("estimators", "recipe", "versions", "partitions", "notes", "timings")
 

@@ -59,10 +59,11 @@ from calibrate.statistics.sanity import training_span
 from calibrate.contract.base import Transform, overrides
 from calibrate.errors import DataError, RecipeError
 from calibrate.running.outputs import models_csv, thresholds_csv
-from calibrate.running.report import versions, write_reports
+from calibrate.running.report import evaluators_summary, versions, write_reports
 from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
                           order_keys, save_shard_data, shard_data, write_staged)
 from calibrate.running.result import Route
+from calibrate.running.sharded_eval import ShardCounts, score_moments, sharded_evaluation
 from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
 from calibrate.contract.types import ImpostorDistances, TargetResult
 
@@ -85,7 +86,7 @@ def _survey(item):
     d = impostors.values
     positive = d[d > 0]
     first = {label: function(impostors, arg, job.index) for label, function, arg in firsts}
-    return {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
+    return {"columns": columns, "moments": score_moments(split.test), "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
             "first": first,
             "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
             "scores": training_span(split.train),
@@ -106,6 +107,7 @@ def _finish_shard(item):
     targets = np.asarray(plan["targets"])
     n_imp = imp.sum(axis=0)
     scored = n_imp > 0
+    evaluation = ShardCounts(impostors, test_d, order) if plan["evaluate"] else None
     for label, (plugin, params, fitter) in plan["estimators"].items():
         model = fitter.fit_part(impostors)
         table = model.thresholds(plan["targets"], label=label)
@@ -121,6 +123,8 @@ def _finish_shard(item):
                          "scored": int(scored.sum()), "over2": (rate > 2 * targets).sum(axis=0),
                          "over10": (rate > 10 * targets).sum(axis=0),
                          "gen_accept": accept[gen_rows, gen_cols, :].T}  # (targets, genuine attempts)
+        if evaluation is not None:
+            evaluation.add(label, table, accept, job.transform, plan["kind"])
     files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
              write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
     if rows:
@@ -132,7 +136,8 @@ def _finish_shard(item):
         files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
     bins, per_bin = np.unique(order_keys(test_d.values[imp]) >> np.uint64(_BIN_SHIFT), return_counts=True)
     return {"counts": counts, "files": files, "train": int(impostors.values.size),
-            "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin)}
+            "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin),
+            "eval": None if evaluation is None else evaluation.result()}
 
 
 # ---- one pooled threshold at each estimator's achieved FPR, over every shard's evaluation impostors -----------
@@ -304,7 +309,7 @@ class Sharded(Route):
         _remove_scratch(staged.dir, Path(self.first).name)
         plan = {"staging": str(staged.dir), "estimators": self.fitters, "targets": recipe.targets,
                 "kind": self.data.kind, "transform_plugin": self.spec.info.name, "transform_params": self.spec.params,
-                "save_calibration": recipe.save_calibration}
+                "save_calibration": recipe.save_calibration, "evaluate": bool(recipe.evaluators)}
         with times("fit, write and evaluate per shard"):
             self.parts = context.map(_finish_shard, [(job, plan) for job in self.jobs],
                                      description=f"fitting and evaluating {len(self.jobs)} shards", unit="shards")
@@ -339,11 +344,25 @@ class Sharded(Route):
         return runner
 
     def evaluate(self) -> dict[str, list[TargetResult]]:
-        """The shards' counts summed, and each estimator's one pooled threshold at its achieved FPR."""
+        """The shards' counts summed, each estimator's one pooled threshold at its achieved FPR, then the recipe's
+        evaluators on what the shards counted (Evaluator.evaluate_sharded: rows given replace these)."""
         results = _sum_counts(self.parts, list(self.fitters), self.recipe.targets, self.n_train)
         with self.times("one pooled threshold at each achieved FPR"):
-            return _one_threshold_references(self.context, self.jobs, self.parts, results, self.staged.dir,
-                                             self.transform, self.data.kind)
+            results = _one_threshold_references(self.context, self.jobs, self.parts, results, self.staged.dir,
+                                                self.transform, self.data.kind)
+        self.evaluated = []
+        if not self.recipe.evaluators:
+            return results
+        data = sharded_evaluation(self.recipe, self.context, self.jobs, self.parts,
+                                  [s["moments"] for s in self.survey], results, self.n_train, self.transform,
+                                  self.data.kind, self.context.seed)
+        for spec in self.recipe.evaluators:
+            with self.times(f"evaluate {spec.label}"):
+                res = spec.build().evaluate_sharded(data, self.context)
+            if res is not None:
+                self.evaluated.append(res)
+                results.update(res.estimators)
+        return results
 
     def write(self, results: dict[str, list[TargetResult]]) -> None:
         """The parts the workers wrote adopted, the head (calibration.json), report.md and results.json committed."""
@@ -362,9 +381,14 @@ class Sharded(Route):
                           if ranges else None)
                 staged.write_text("calibration.json", _head(recipe, self.data, self.spec, self.transform,
                                                             self.fitters, self.n_classes, n_jobs, self.n_train, scores))
+            for res in self.evaluated:
+                for name, content in res.files.items():
+                    staged.write_bytes(name, content)
         write_reports(staged, recipe, results, list(self.context.notes), self.times, estimators=len(self.fitters),
                       classes=self.n_classes, shards={"shards": n_jobs, "classes": self.n_classes,
-                                                      "training_impostors": self.n_train})
+                                                      "training_impostors": self.n_train},
+                      sections=[s for res in self.evaluated for s in res.sections],
+                      summary=evaluators_summary(self.evaluated))
         staged.commit()
 
 
