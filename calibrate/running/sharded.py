@@ -124,7 +124,7 @@ def _finish_shard(item):
                          "over10": (rate > 10 * targets).sum(axis=0),
                          "gen_accept": accept[gen_rows, gen_cols, :].T}  # (targets, genuine attempts)
         if evaluation is not None:
-            evaluation.add(label, table, accept, job.transform, plan["kind"])
+            evaluation.add(label, table, fa, job.transform, plan["kind"], plan["plots"])
     files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
              write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
     if rows:
@@ -309,7 +309,7 @@ class Sharded(Route):
         _remove_scratch(staged.dir, Path(self.first).name)
         plan = {"staging": str(staged.dir), "estimators": self.fitters, "targets": recipe.targets,
                 "kind": self.data.kind, "transform_plugin": self.spec.info.name, "transform_params": self.spec.params,
-                "save_calibration": recipe.save_calibration, "evaluate": bool(recipe.evaluators)}
+                "save_calibration": recipe.save_calibration, "evaluate": bool(recipe.evaluators), "plots": recipe.plots}
         with times("fit, write and evaluate per shard"):
             self.parts = context.map(_finish_shard, [(job, plan) for job in self.jobs],
                                      description=f"fitting and evaluating {len(self.jobs)} shards", unit="shards")

@@ -19,16 +19,18 @@ import numpy as np
 
 from calibrate.contract.base import ShardedEvaluation
 from calibrate.contract.packed import order_keys
-from calibrate.contract.sharded import _BIN_SHIFT, shard_data
+from calibrate.contract.sharded import _BIN_SHIFT, _CACHED, shard_data
 from calibrate.statistics.binned_scores import BIN_SHIFT, BinnedScores
-from calibrate.statistics.eer_interval import UnitBins, stacked
+from calibrate.statistics.eer_interval import _DENSE, UnitBins, stacked
 
 assert BIN_SHIFT == _BIN_SHIFT  # the histogram the last pass makes is the one BinnedScores reads
 
 
 def _hashes(names) -> np.ndarray:
-    return np.array([int.from_bytes(hashlib.blake2b(str(c).encode("utf-8"), digest_size=8).digest(), "little")
-                     for c in names], dtype=np.uint64)
+    """One 64-bit hash per name (each distinct name hashed once)."""
+    distinct, inverse = np.unique(np.asarray(names).astype(str), return_inverse=True)
+    return np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little")
+                     for c in distinct.tolist()], dtype=np.uint64)[inverse.ravel()]
 
 
 def _moments(values: np.ndarray) -> tuple[int, float, float]:
@@ -78,7 +80,7 @@ class ShardCounts:
 
     def __init__(self, impostors, test_d, order: np.ndarray):
         self.order, self.n = order, len(impostors.classes)
-        self.imp = test_d.impostor_mask()
+        self.imp, self.values = test_d.impostor_mask(), test_d.values
         offsets = np.asarray(impostors.offsets, dtype=np.int64)
         n_train = np.diff(offsets)
         values = impostors.values
@@ -92,19 +94,23 @@ class ShardCounts:
                     "class_attempts": np.bincount(order, weights=self.imp.sum(axis=0), minlength=self.n),
                     "tied": int((values == low).sum()), "labels": {}}
 
-    def add(self, label: str, table, accept: np.ndarray, transform, kind: str) -> None:
-        """One estimator's ``table`` (ThresholdTable, training order) and its (probes, columns, targets) decisions."""
-        accept = accept & self.imp[:, :, None]
-        fa_cols = accept.sum(axis=0)                                   # (columns, targets)
+    def add(self, label: str, table, fa_cols: np.ndarray, transform, kind: str, scores: bool = True) -> None:
+        """One estimator's ``table`` (ThresholdTable, training order) and its false accepts per evaluation column and
+        target; ``scores``: its thresholds in the matcher's scores too (scores.png draws them)."""
         n_targets = fa_cols.shape[1]
         class_fa = np.stack([np.bincount(self.order, weights=fa_cols[:, k], minlength=self.n)
                              for k in range(n_targets)])
-        rows, cols, ks = np.nonzero(accept)
-        a, b = self.probe_h[rows], self.gallery_h[cols]
+        tau_cols = np.asarray(table.values, dtype=np.float64)[self.order]   # (columns, targets)
+        # the false accepts' places: the impostor attempts at or below their class's loosest threshold, then per target
+        reach = np.fmax.reduce(tau_cols, axis=1) if n_targets else np.full(self.order.size, np.nan)
+        rows, cols = np.nonzero(self.imp & (self.values <= reach[None, :]))
+        hit = self.values[rows, cols][:, None] <= tau_cols[cols]
+        ks, at = np.nonzero(hit.T)
+        a, b = self.probe_h[rows[at]], self.gallery_h[cols[at]]
         with np.errstate(over="ignore"):
             keys = np.minimum(a, b) * np.uint64(0x9E3779B97F4A7C15) + np.maximum(a, b)  # unordered pair, mod 2^64
         tau = np.asarray(table.values, dtype=np.float64)                # (classes, targets)
-        got = transform.score_thresholds(tau, kind) if self.n else None
+        got = transform.score_thresholds(tau, kind) if self.n and scores else None
         nan = np.isnan(tau).any(axis=0)
         bounded = np.where(np.isnan(tau), np.inf, tau)
         self.out["labels"][label] = {
@@ -118,14 +124,40 @@ class ShardCounts:
         return self.out
 
 
+def _evaluation_arrays(job) -> dict:
+    """The arrays of the shard's saved distances (calibrate.contract.sharded.save_shard_data) that the evaluation
+    reads: its classes and evaluation matrix, the training distances skipped over unread."""
+    if job.cache is None:
+        impostors, test_d = shard_data(job)
+        return {"classes": np.asarray(impostors.classes, dtype=str), "test_values": test_d.values,
+                "test_gallery": test_d.gallery_classes, "test": test_d}
+    out = {}
+    with open(job.cache, "rb") as fh:
+        for name in _CACHED:
+            if name in ("values", "offsets"):  # the training distances: header read, data skipped
+                version = np.lib.format.read_magic(fh)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                        np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read(fh)
+                fh.seek(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+            else:
+                out[name] = np.load(fh, allow_pickle=False)
+    from calibrate.contract.types import DistanceMatrix
+
+    out["test"] = DistanceMatrix(out["test_values"], out["test_probes"], out["test_gallery"], out["test_valid"],
+                                 "distance", out["test_ids"])
+    return out
+
+
 def _shard_attempts(job):
-    """A shard's evaluation attempts: impostor distances sorted, genuine distances, each genuine one's class."""
-    impostors, test_d = shard_data(job)
-    imp = test_d.impostor_mask()
+    """A shard's evaluation attempts: impostor distances, each one's class, genuine distances, each one's class (the
+    shard's classes in training order), and its number of classes."""
+    z = _evaluation_arrays(job)
+    test_d = z["test"]
+    index = {c: i for i, c in enumerate(z["classes"].tolist())}
+    order = np.array([index[c] for c in np.asarray(test_d.gallery_classes).tolist()], dtype=np.int64)
+    i_rows, i_cols = np.nonzero(test_d.impostor_mask())
     rows, cols = np.nonzero(test_d.genuine_mask())
-    index = {c: i for i, c in enumerate(impostors.classes)}
-    order = np.array([index[c] for c in test_d.gallery_classes.tolist()], dtype=np.int64)
-    i_rows, i_cols = np.nonzero(imp)
     return test_d.values[i_rows, i_cols], order[i_cols], test_d.values[rows, cols], order[cols], len(index)
 
 
@@ -138,18 +170,24 @@ def _gather(item):
     return values[keep], b[keep]
 
 
+def _csr(table):
+    from scipy.sparse import csr_matrix
+
+    return table if not isinstance(table, np.ndarray) else csr_matrix(table)
+
+
 def _finish(item):
     """One shard's impostor attempts at or below each threshold, its AUC counts against every genuine attempt
     (``genuine`` sorted; None: not asked), and per array of unit thresholds its classes' (impostor, genuine) tables
     (rows: its classes in training order)."""
-    job, thresholds, genuine, units = item
+    job, thresholds, genuine, units, sparse = item
     imp, imp_cls, gen, gen_cls, n_cls = _shard_attempts(job)
     tables = []
-    for t in units:
+    for t, thin in zip(units, sparse):
         i_tab, g_tab = UnitBins(t, n_cls), UnitBins(t, n_cls)
         i_tab.add(imp, imp_cls)
         g_tab.add(gen, gen_cls)
-        tables.append((i_tab.table(), g_tab.table()))
+        tables.append(tuple(_csr(x.table()) if thin else x.table() for x in (i_tab, g_tab)))
     imp = np.sort(imp)
     counts = np.searchsorted(imp, thresholds, side="right")
     auc = None
@@ -174,7 +212,9 @@ class ShardPasses:
 
     def finish(self, thresholds: np.ndarray, auc: bool, units: list[np.ndarray]):
         genuine = self.genuine if auc else None
-        got = self.context.map(_finish, [(job, thresholds, genuine, units) for job in self.jobs],
+        # sparse where the whole table would be (calibrate.statistics.eer_interval.UnitBins), also each shard's part
+        sparse = [self.n_classes * (t.size + 1) > _DENSE for t in units]
+        got = self.context.map(_finish, [(job, thresholds, genuine, units, sparse) for job in self.jobs],
                                description="counting the evaluation attempts at the figures' thresholds", unit="shards")
         counts = np.sum([c for c, _, _ in got], axis=0) if got else np.zeros(thresholds.size, np.int64)
         pair = None

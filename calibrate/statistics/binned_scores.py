@@ -67,6 +67,7 @@ class BinnedScores:
         self._before = np.concatenate([[0], self._through])  # attempts in the bins before position j
         self._lo, self._hi = _edges(self._bins)
         self._values: dict[int, np.ndarray] = {}
+        self._index: tuple[np.ndarray, np.ndarray] | None = None  # the gathered values laid out (_resolved)
         self._counted: dict[float, int] = {}
         self._auc: tuple[int, int] | None = None
         self._units: dict[bytes, tuple] = {}
@@ -104,31 +105,52 @@ class BinnedScores:
     def d_prime(self) -> float:
         return self._d_prime
 
+    def _resolved(self) -> tuple[np.ndarray, np.ndarray]:
+        """(per histogram position, where its gathered values start in the second array, -1 where none were; every
+        gathered value, bins in order, each bin's sorted: so sorted as a whole)."""
+        if self._index is None:
+            start = np.full(self._bins.size, -1, dtype=np.int64)
+            parts, at = [], 0
+            for j in np.flatnonzero(np.isin(self._bins, np.fromiter(self._values, dtype=np.int64))).tolist():
+                start[j] = at
+                parts.append(self._values[int(self._bins[j])])
+                at += parts[-1].size
+            self._index = (start, np.concatenate(parts) if parts else np.empty(0))
+        return self._index
+
     def accepted_impostors(self, t, record: bool = True) -> np.ndarray:
         """How many impostor attempts ``d <= t`` accepts (exact where it can be: module docstring)."""
         t = np.asarray(t, dtype=np.float64)
         flat = t.ravel()
-        out = np.empty(flat.size, dtype=np.int64)
         if not self._bins.size:
-            out[:] = 0
-            return out.reshape(t.shape)
+            return np.zeros(t.shape, dtype=np.int64)
         b = (order_keys(flat) >> np.uint64(BIN_SHIFT)).astype(np.int64)
         pos = np.searchsorted(self._bins, b)
-        out[:] = self._before[pos]
+        out = self._before[pos].copy()
         inside = np.flatnonzero((pos < self._bins.size) & (self._bins[np.minimum(pos, self._bins.size - 1)] == b))
-        for i in inside.tolist():
-            j, v = int(pos[i]), float(flat[i])
-            got = self._values.get(int(self._bins[j]))
-            if got is not None:
-                out[i] += int(np.searchsorted(got, v, side="right"))
-                continue
-            known = self._counted.get(v)
-            if known is not None:
-                out[i] = known
-                continue
-            out[i] += self._interpolated_count(j, v, record)
-            if record:
-                self._ask(int(self._bins[j]), v)
+        if not inside.size:
+            return out.reshape(t.shape)
+        j, v = pos[inside], flat[inside]
+        start, values = self._resolved()
+        got = start[j] >= 0
+        out[inside[got]] += np.searchsorted(values, v[got], side="right") - start[j[got]]
+        rest = np.flatnonzero(~got)
+        if rest.size:
+            known = np.array([self._counted.get(x, -1) for x in v[rest].tolist()], dtype=np.int64)
+            counted = known >= 0
+            out[inside[rest[counted]]] = known[counted]
+            left = rest[~counted]
+            if left.size:
+                jl = j[left]
+                lo, hi = self._lo[jl], self._hi[jl]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    frac = np.where(np.isfinite(hi - lo) & (hi > lo), (v[left] - lo) / (hi - lo), 1.0)
+                out[inside[left]] += np.rint(np.clip(frac, 0.0, 1.0) * self._counts[jl]).astype(np.int64)
+                if record:
+                    if not self._planning:
+                        self.interpolated += int(left.size)
+                    self._asked_bins.update(dict.fromkeys(self._bins[jl].tolist()))
+                    self._asked_thresholds.update(dict.fromkeys(v[left].tolist()))
         return out.reshape(t.shape)
 
     def impostor_at(self, ranks):
@@ -138,19 +160,19 @@ class BinnedScores:
         if flat.size and (flat.min() < 0 or flat.max() >= self.n_impostors):
             raise IndexError(f"rank outside 0..{self.n_impostors - 1}")
         j = np.searchsorted(self._through, flat, side="right")  # the bin holding each rank
+        within = flat - self._before[j]
+        start, values = self._resolved()
+        got = start[j] >= 0
         out = np.empty(flat.size)
-        for i in range(flat.size):
-            jj = int(j[i])
-            within = int(flat[i] - self._before[jj])
-            got = self._values.get(int(self._bins[jj]))
-            if got is not None:
-                out[i] = got[within]
-                continue
-            lo, hi = self._lo[jj], self._hi[jj]
-            out[i] = lo + (within + 0.5) / self._counts[jj] * (hi - lo)
-            self._ask(int(self._bins[jj]), None)
+        out[got] = values[start[j[got]] + within[got]]
+        left = np.flatnonzero(~got)
+        if left.size:
+            jl = j[left]
+            lo, hi = self._lo[jl], self._hi[jl]
+            out[left] = lo + (within[left] + 0.5) / self._counts[jl] * (hi - lo)
+            self._asked_bins.update(dict.fromkeys(self._bins[jl].tolist()))
             if not self._planning:
-                self.interpolated += 1
+                self.interpolated += int(left.size)
         return float(out[0]) if r.ndim == 0 else out.reshape(r.shape)
 
     def auc_counts(self) -> tuple[int, int]:
@@ -175,18 +197,6 @@ class BinnedScores:
         return self._units[key]
 
     # ---- making a computation exact ----------------------------------------------------------------------
-
-    def _interpolated_count(self, j: int, v: float, counted: bool = True) -> int:
-        lo, hi = self._lo[j], self._hi[j]
-        frac = (v - lo) / (hi - lo) if np.isfinite(hi - lo) and hi > lo else 1.0
-        if counted and not self._planning:
-            self.interpolated += 1
-        return int(np.rint(min(max(frac, 0.0), 1.0) * self._counts[j]))
-
-    def _ask(self, b: int, v: float | None) -> None:
-        self._asked_bins.setdefault(b, None)
-        if v is not None:
-            self._asked_thresholds.setdefault(v, None)
 
     def _plan(self, compute: Callable) -> None:
         self._asked_bins, self._asked_thresholds, self._asked_units, self._asked_auc = {}, {}, {}, False
@@ -214,8 +224,8 @@ class BinnedScores:
             if not take:
                 break
             values, of_bin = self._resolver.gather(np.array(take, dtype=np.int64))
-            order = np.lexsort((values, of_bin))
-            values, of_bin = values[order], of_bin[order]
+            keys = np.sort(order_keys(np.asarray(values, dtype=np.float64)))  # by bin, then by value
+            values, of_bin = _key_values(keys), (keys >> np.uint64(BIN_SHIFT)).astype(np.int64)
             starts = np.searchsorted(of_bin, take, side="left")
             ends = np.searchsorted(of_bin, take, side="right")
             for b, a, e in zip(take, starts.tolist(), ends.tolist()):
@@ -223,6 +233,7 @@ class BinnedScores:
                     raise DataError("the shards changed between two passes of the run (an evaluation histogram's "
                                     "counts differ); do not write into the shards while a run reads them")
                 self._values[b] = values[a:e]
+            self._index = None
             budget -= total
         self._plan(compute)
         pending = [v for v, b in zip(self._asked_thresholds, self._threshold_bins(self._asked_thresholds))
