@@ -213,4 +213,4 @@ def test_a_sharded_run_reports_the_in_memory_figures(tmp_path, kind):
     assert np.array_equal(a[:, :2], b[:, :2])
     np.testing.assert_allclose(a[:, 2], b[:, 2], rtol=1e-12, atol=0)
     if plots:
-        assert {"calibration.png", "det.png", "scores.png"} <= {p.name for p in s_out.iterdir()}
+        assert {"calibration.png", "cdf-fits.png", "det.png", "scores.png"} <= {p.name for p in s_out.iterdir()}

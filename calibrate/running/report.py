@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 #: what a sharded run does not give (docs/architecture.md, "Sharded scores"): report.md says it in one line
 SHARDED_LEAVES_OUT = ("auto's choice of structure (one pooled threshold instead)", "figures per group",
-                      "predicted intervals", "cdf-fits.png (the fitted CDFs of a few classes)")
+                      "predicted intervals")
 #: results.json keys the writer owns: an evaluator's run-wide figures may not take them
 OWN_KEYS = ("estimators", "recipe", "versions", "partitions", "notes", "timings")
 

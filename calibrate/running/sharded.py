@@ -355,7 +355,7 @@ class Sharded(Route):
             return results
         data = sharded_evaluation(self.recipe, self.context, self.jobs, self.parts,
                                   [s["moments"] for s in self.survey], results, self.n_train, self.transform,
-                                  self.data.kind, self.context.seed)
+                                  self.data.kind, self.context.seed, self.fitters)
         for spec in self.recipe.evaluators:
             with self.times(f"evaluate {spec.label}"):
                 res = spec.build().evaluate_sharded(data, self.context)

@@ -233,7 +233,7 @@ class ShardPasses:
 
 
 def sharded_evaluation(recipe, context, jobs: list, parts: list[dict], moments: list[dict], results: dict,
-                       n_train: int, transform, kind: str, seed: int) -> ShardedEvaluation:
+                       n_train: int, transform, kind: str, seed: int, fitters: dict) -> ShardedEvaluation:
     """What the recipe's evaluators receive from a sharded run (its rows ``results``, counted and summed; ``parts``:
     the last pass's returns with their ``eval``, :func:`shard_counts`)."""
     evals = [p["eval"] for p in parts]
@@ -297,4 +297,43 @@ def sharded_evaluation(recipe, context, jobs: list, parts: list[dict], moments: 
         training_impostors=int(n_train), smallest=(low, tied / max(n_train, 1)),
         median_per_class=float(np.median(per_class)) if per_class.size else 0.0,
         at_floor={label: (np.sum([x["at_floor"] for x in per[label]], axis=0) / n_cls).tolist() for label in labels},
-        one_for_all={label: one_for_all(label) for label in labels}, seed=seed)
+        one_for_all={label: one_for_all(label) for label in labels}, seed=seed,
+        sample=sample_fold(context, jobs, parts, fitters, transform, kind, targets) if recipe.plots else None)
+
+
+def _sample_classes(item):
+    """The training impostor distances of the named classes of one shard."""
+    job, names = item
+    impostors = shard_data(job, evaluation=False)[0]
+    offsets = np.asarray(impostors.offsets)
+    return [(c, impostors.values[offsets[i]:offsets[i + 1]]) for i, c in enumerate(impostors.classes) if c in names]
+
+
+def sample_fold(context, jobs: list, parts: list[dict], fitters: dict, transform, kind: str, targets, n: int = 4):
+    """A fold of ``n`` classes spread over the order of the names (what cdf-fits.png shows): their training impostor
+    distances, gathered from the shards that hold them, and each estimator's part model fitted to them (the pooled
+    state its reduction found, so their thresholds are the run's)."""
+    from calibrate.contract.base import Fold
+    from calibrate.contract.types import DistanceMatrix, ImpostorDistances
+
+    where = {c: k for k, p in enumerate(parts) for c in p["eval"]["classes"]}
+    names = sorted(where)
+    if not names:
+        return None
+    picks = [names[j] for j in np.unique(np.linspace(0, len(names) - 1, min(n, len(names))).astype(int))]
+    asked: dict[int, set] = {}
+    for c in picks:
+        asked.setdefault(where[c], set()).add(c)
+    got = dict(pair for part in context.map(_sample_classes, [(jobs[k], s) for k, s in asked.items()])
+               for pair in part)
+    impostors = ImpostorDistances.from_lists({c: got[c] for c in picks})
+    models = {label: fitter.fit_part(impostors) for label, (_, _, fitter) in fitters.items()}
+    tables = {label: model.thresholds(targets, label=label) for label, model in models.items()}
+    rows = max(v.size for v in got.values())
+    values = np.full((rows, len(picks)), np.nan)
+    valid = np.zeros(values.shape, dtype=bool)
+    for j, c in enumerate(picks):
+        values[:got[c].size, j], valid[:got[c].size, j] = got[c], True
+    train = DistanceMatrix(values, np.full(rows, "", dtype=object), np.array(picks, dtype=object), valid, "distance",
+                           source="a sample of the shards' classes")
+    return Fold("sample", train, train, models, tables, transform, kind, impostors=impostors)

@@ -342,7 +342,9 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
     axes[0].set_ylabel("training impostors accepted (CDF)", fontsize=9)
     title = fig.suptitle(f"Impostor tail: training CDF, fitted CDF and thresholds at each target (dotted); {accepted}",
                          fontsize=9)
-    drawn_cdf = [label for label, model in fitted.items() if any(p[1] in model._index for p in panels)]
+    drawn_cdf = [label for label, model in fitted.items()
+                 if any(p[1] in model._index and model.cdf(model._index[p[1]], np.array([p[4]])) is not None
+                        for p in panels)]
     marked = [label for label in labels if any(label in p[6] for p in panels)]
     handles = ([Line2D([], [], color="k", lw=1.4, label="empirical")] if any(p[3].size for p in panels) else [])
     handles += [Line2D([], [], ls="--", lw=1.4, color=colour_of[label], label=f"{label} model CDF") for label in drawn_cdf]
@@ -360,7 +362,10 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
             if cls not in model._index:
                 continue
             with np.errstate(all="ignore"):
-                y = np.asarray(model.cdf(model._index[cls], grid), dtype=np.float64)
+                y = model.cdf(model._index[cls], grid)
+            if y is None:  # FittedModel.cdf's default: no curve
+                continue
+            y = np.asarray(y, dtype=np.float64)
             ax.plot(to_score(grid), np.where(y > 0, y, np.nan), "--", lw=1.4, color=colour_of[label],
                     label=f"{label} model CDF")
         # estimators with the same threshold for this class are marked side by side
