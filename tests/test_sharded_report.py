@@ -33,7 +33,7 @@ class ArrayResolver:
 
     def __init__(self, impostors, imp_units, genuine, gen_units, n_units, drop: int = 0):
         self.imp, self.imp_units, self.gen, self.gen_units, self.n = impostors, imp_units, genuine, gen_units, n_units
-        self.drop, self.passes = drop, 0
+        self.drop, self.passes, self.auc_asked = drop, 0, False
 
     def gather(self, bins):
         self.passes += 1
@@ -43,6 +43,7 @@ class ArrayResolver:
 
     def finish(self, thresholds, want_auc, units):
         self.passes += 1
+        self.auc_asked |= bool(want_auc)
         pooled = PooledScores(np.sort(self.imp), np.sort(self.gen))
         tables = []
         for t in units:
@@ -103,6 +104,15 @@ def test_resolved_binned_scores_answer_as_the_attempts_held_whole(rounded):
     gen_t.add(gen, gu)
     assert class_interval(*tables, seed=0) == class_interval(imp_t.table(), gen_t.table(), seed=0)
     assert resolver.passes <= 6  # a few gathers and one counting pass, not a pass per question
+    assert not resolver.auc_asked  # the AUC from the bins gathered: no genuine attempt sent to the shards
+
+
+def test_the_auc_is_counted_against_every_genuine_attempt_when_its_bins_cannot_be_gathered():
+    imp, iu, gen, gu, n = attempts(9, rounded=True)
+    resolver = ArrayResolver(imp, iu, gen, gu, n)
+    p = binned(imp, gen, resolver, budget=0)
+    assert p.resolve(auc) == pytest.approx(auc(PooledScores(np.sort(imp), np.sort(gen))), rel=RTOL)
+    assert resolver.auc_asked and p.interpolated == 0
 
 
 def test_a_spent_budget_leaves_thresholds_within_a_bin_and_counts_exact():

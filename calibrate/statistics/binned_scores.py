@@ -176,14 +176,31 @@ class BinnedScores:
         return float(out[0]) if r.ndim == 0 else out.reshape(r.shape)
 
     def auc_counts(self) -> tuple[int, int]:
-        """(sum over genuine attempts of the impostor attempts more alike, of those tied with it): exact once
-        counted by a pass (:meth:`resolve`), else from the histogram (ties taken as none)."""
+        """(sum over genuine attempts of the impostor attempts beyond it, of those tied with it): exact where every bin
+        holding both a genuine attempt (or the float just below one) and impostor attempts is resolved, or once a pass
+        of :meth:`resolve` counted them against every genuine attempt; else from the histogram (ties taken as none)."""
         if self._auc is not None:
             return self._auc
+        g = self.genuine
+        below = np.nextafter(g, -np.inf)
+        both = np.concatenate([g, below])
+        held = self._held(both)
+        start = self._resolved()[0]
+        if np.all(start[held] >= 0):
+            right = self.accepted_impostors(g, record=False)
+            return int((self.n_impostors - right).sum()), int((right - self.accepted_impostors(below, record=False)).sum())
+        self._asked_bins.update(dict.fromkeys(self._bins[held].tolist()))  # gathered if the budget allows
         self._asked_auc = True
         if not self._planning:
             self.interpolated += 1
-        return int((self.n_impostors - self.accepted_impostors(self.genuine, record=False)).sum()), 0
+        return int((self.n_impostors - self.accepted_impostors(g, record=False)).sum()), 0
+
+    def _held(self, values: np.ndarray) -> np.ndarray:
+        """The histogram positions (distinct) of the bins that hold impostor attempts and some of ``values``."""
+        b = np.unique((order_keys(values) >> np.uint64(BIN_SHIFT)).astype(np.int64))
+        pos = np.searchsorted(self._bins, b)
+        inside = (pos < self._bins.size) & (self._bins[np.minimum(pos, self._bins.size - 1)] == b)
+        return pos[inside]
 
     def unit_bins(self, thresholds: np.ndarray) -> tuple | None:
         """Per unit (enrolled class, by name), its impostor and genuine attempts in each bin of ``thresholds``
