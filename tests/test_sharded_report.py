@@ -224,3 +224,14 @@ def test_a_sharded_run_reports_the_in_memory_figures(tmp_path, kind):
     np.testing.assert_allclose(a[:, 2], b[:, 2], rtol=1e-12, atol=0)
     if plots:
         assert {"calibration.png", "cdf-fits.png", "det.png", "scores.png"} <= {p.name for p in s_out.iterdir()}
+
+
+def test_without_the_saved_attempts_the_passes_read_the_shards_distances(tmp_path, monkeypatch):
+    import calibrate.running.sharded_eval as sharded_eval
+
+    folder = closed_set(tmp_path / "shards", "distance", shards=3, classes=18)
+    first, saved = _run(tmp_path, {"plugin": "score-shards", "path": str(folder)}, "saved", "distance", False)
+    assert not [p.name for p in first.iterdir() if p.name.startswith(".") or ".eval" in p.name]  # scratch removed
+    monkeypatch.setattr(sharded_eval.ShardCounts, "save", lambda self, path: None)
+    out, read = _run(tmp_path, {"plugin": "score-shards", "path": str(folder)}, "read", "distance", False)
+    _close(read["verification"], saved["verification"], "verification")

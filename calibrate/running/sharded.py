@@ -63,7 +63,7 @@ from calibrate.running.report import evaluators_summary, versions, write_reports
 from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardedScores, ShardJob, ShardRunner, fitter_for,
                           order_keys, save_shard_data, shard_data, write_staged)
 from calibrate.running.result import Route
-from calibrate.running.sharded_eval import ShardCounts, score_moments, sharded_evaluation
+from calibrate.running.sharded_eval import ShardCounts, attempts_file, score_moments, sharded_evaluation
 from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
 from calibrate.contract.types import ImpostorDistances, TargetResult
 
@@ -135,6 +135,8 @@ def _finish_shard(item):
                        targets=plan["targets"], fingerprint="", versions={}, estimators=states)
         files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
     bins, per_bin = np.unique(order_keys(test_d.values[imp]) >> np.uint64(_BIN_SHIFT), return_counts=True)
+    if evaluation is not None:
+        evaluation.save(attempts_file(job))
     return {"counts": counts, "files": files, "train": int(impostors.values.size),
             "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin),
             "eval": None if evaluation is None else evaluation.result()}
@@ -395,6 +397,7 @@ class Sharded(Route):
 def _remove_cache(cache: str, shards: int) -> None:
     for i in range(shards):
         Path(_cache_file(cache, i)).unlink(missing_ok=True)
+        Path(f"{_cache_file(cache, i)}.eval").unlink(missing_ok=True)  # sharded_eval.attempts_file
 
 
 def _cache_file(cache: str, index: int) -> str:

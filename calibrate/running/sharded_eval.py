@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import uuid
 
 import numpy as np
 
 from calibrate.contract.base import ShardedEvaluation
 from calibrate.contract.packed import order_keys
-from calibrate.contract.sharded import _BIN_SHIFT, _CACHED, shard_data
+from calibrate.contract.sharded import _BIN_SHIFT, shard_data
 from calibrate.statistics.binned_scores import BIN_SHIFT, BinnedScores
 from calibrate.statistics.eer_interval import _DENSE, UnitBins, stacked
 
@@ -80,7 +82,7 @@ class ShardCounts:
 
     def __init__(self, impostors, test_d, order: np.ndarray):
         self.order, self.n = order, len(impostors.classes)
-        self.imp, self.values = test_d.impostor_mask(), test_d.values
+        self.imp, self.gen, self.values = test_d.impostor_mask(), test_d.genuine_mask(), test_d.values
         offsets = np.asarray(impostors.offsets, dtype=np.int64)
         n_train = np.diff(offsets)
         values = impostors.values
@@ -123,38 +125,36 @@ class ShardCounts:
     def result(self) -> dict:
         return self.out
 
+    def save(self, path: str | None) -> None:
+        """The shard's evaluation attempts as the later passes read them (:func:`_shard_attempts`), to ``path``
+        (beside the shard's saved distances; None: nothing saved, they are read from those)."""
+        if path is None:
+            return
+        rows, cols = np.nonzero(self.imp)
+        g_rows, g_cols = np.nonzero(self.gen)
+        temp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        with open(temp, "wb") as fh:
+            for array in (self.values[rows, cols], self.order[cols], self.values[g_rows, g_cols], self.order[g_cols],
+                          np.array([self.n])):
+                np.save(fh, array, allow_pickle=False)
+        os.replace(temp, path)
 
-def _evaluation_arrays(job) -> dict:
-    """The arrays of the shard's saved distances (calibrate.contract.sharded.save_shard_data) that the evaluation
-    reads: its classes and evaluation matrix, the training distances skipped over unread."""
-    if job.cache is None:
-        impostors, test_d = shard_data(job)
-        return {"classes": np.asarray(impostors.classes, dtype=str), "test_values": test_d.values,
-                "test_gallery": test_d.gallery_classes, "test": test_d}
-    out = {}
-    with open(job.cache, "rb") as fh:
-        for name in _CACHED:
-            if name in ("values", "offsets"):  # the training distances: header read, data skipped
-                version = np.lib.format.read_magic(fh)
-                read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
-                        np.lib.format.read_array_header_2_0)
-                shape, _, dtype = read(fh)
-                fh.seek(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
-            else:
-                out[name] = np.load(fh, allow_pickle=False)
-    from calibrate.contract.types import DistanceMatrix
 
-    out["test"] = DistanceMatrix(out["test_values"], out["test_probes"], out["test_gallery"], out["test_valid"],
-                                 "distance", out["test_ids"])
-    return out
+def attempts_file(job) -> str | None:
+    """Where the last pass saves a shard's evaluation attempts (ShardCounts.save): beside its saved distances."""
+    return None if job.cache is None else f"{job.cache}.eval"
 
 
 def _shard_attempts(job):
     """A shard's evaluation attempts: impostor distances, each one's class, genuine distances, each one's class (the
     shard's classes in training order), and its number of classes."""
-    z = _evaluation_arrays(job)
-    test_d = z["test"]
-    index = {c: i for i, c in enumerate(z["classes"].tolist())}
+    path = attempts_file(job)
+    if path is not None and os.path.exists(path):
+        with open(path, "rb") as fh:
+            imp, imp_cls, gen, gen_cls, n = (np.load(fh, allow_pickle=False) for _ in range(5))
+        return imp, imp_cls, gen, gen_cls, int(n[0])
+    impostors, test_d = shard_data(job)  # no saved attempts (a job without saved distances)
+    index = {c: i for i, c in enumerate(impostors.classes)}
     order = np.array([index[c] for c in np.asarray(test_d.gallery_classes).tolist()], dtype=np.int64)
     i_rows, i_cols = np.nonzero(test_d.impostor_mask())
     rows, cols = np.nonzero(test_d.genuine_mask())
