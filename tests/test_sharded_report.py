@@ -38,8 +38,7 @@ class ArrayResolver:
     def gather(self, bins):
         self.passes += 1
         b = (order_keys(self.imp) >> np.uint64(BIN_SHIFT)).astype(np.int64)
-        keep = np.flatnonzero(np.isin(b, bins))[self.drop:]
-        return self.imp[keep], b[keep]
+        return self.imp[np.flatnonzero(np.isin(b, bins))[self.drop:]]
 
     def finish(self, thresholds, want_auc, units):
         self.passes += 1

@@ -162,12 +162,10 @@ def _shard_attempts(job):
 
 
 def _gather(item):
-    """One shard's impostor distances in the given histogram bins, and each one's bin."""
+    """One shard's impostor distances in the given histogram bins."""
     job, bins = item
     values = _shard_attempts(job)[0]
-    b = (order_keys(values) >> np.uint64(_BIN_SHIFT)).astype(np.int64)
-    keep = np.isin(b, bins)
-    return values[keep], b[keep]
+    return values[np.isin((order_keys(values) >> np.uint64(_BIN_SHIFT)).astype(np.int64), bins)]
 
 
 def _csr(table):
@@ -204,11 +202,10 @@ class ShardPasses:
     def __init__(self, context, jobs: list, rows: list[np.ndarray], n_classes: int, genuine: np.ndarray):
         self.context, self.jobs, self.rows, self.n_classes, self.genuine = context, jobs, rows, n_classes, genuine
 
-    def gather(self, bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def gather(self, bins: np.ndarray) -> np.ndarray:
         got = self.context.map(_gather, [(job, bins) for job in self.jobs],
                                description=f"gathering the evaluation impostors of {bins.size} bins", unit="shards")
-        return (np.concatenate([v for v, _ in got]) if got else np.empty(0),
-                np.concatenate([b for _, b in got]) if got else np.empty(0, np.int64))
+        return np.concatenate(got) if got else np.empty(0)
 
     def finish(self, thresholds: np.ndarray, auc: bool, units: list[np.ndarray]):
         genuine = self.genuine if auc else None

@@ -33,8 +33,8 @@ GATHER_VALUES = 4_000_000
 class Resolver(Protocol):
     """What :meth:`BinnedScores.resolve` asks of the run (a pass over the shards each)."""
 
-    def gather(self, bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(every impostor value in the given bins, each value's bin)."""
+    def gather(self, bins: np.ndarray) -> np.ndarray:
+        """Every impostor value in the given bins (in any order)."""
 
     def finish(self, thresholds: np.ndarray, auc: bool, units: list[np.ndarray]) -> tuple[np.ndarray, Any, list]:
         """(the impostor attempts at or below each threshold; with ``auc``, :meth:`BinnedScores.auc_counts`'s pair
@@ -115,7 +115,11 @@ class BinnedScores:
                 start[j] = at
                 parts.append(self._values[int(self._bins[j])])
                 at += parts[-1].size
-            self._index = (start, np.concatenate(parts) if parts else np.empty(0))
+            values = np.concatenate(parts) if parts else np.empty(0)
+            for j in np.flatnonzero(start >= 0).tolist():  # each bin's values a view of the whole: held once
+                b = int(self._bins[j])
+                self._values[b] = values[start[j]:start[j] + self._values[b].size]
+            self._index = (start, values)
         return self._index
 
     def accepted_impostors(self, t, record: bool = True) -> np.ndarray:
@@ -240,17 +244,7 @@ class BinnedScores:
                     total += count_of[b]
             if not take:
                 break
-            values, of_bin = self._resolver.gather(np.array(take, dtype=np.int64))
-            keys = np.sort(order_keys(np.asarray(values, dtype=np.float64)))  # by bin, then by value
-            values, of_bin = _key_values(keys), (keys >> np.uint64(BIN_SHIFT)).astype(np.int64)
-            starts = np.searchsorted(of_bin, take, side="left")
-            ends = np.searchsorted(of_bin, take, side="right")
-            for b, a, e in zip(take, starts.tolist(), ends.tolist()):
-                if e - a != count_of[b]:
-                    raise DataError("the shards changed between two passes of the run (an evaluation histogram's "
-                                    "counts differ); do not write into the shards while a run reads them")
-                self._values[b] = values[a:e]
-            self._index = None
+            self._take(take, count_of)
             budget -= total
         self._plan(compute)
         pending = [v for v, b in zip(self._asked_thresholds, self._threshold_bins(self._asked_thresholds))
@@ -266,6 +260,20 @@ class BinnedScores:
                 self._units[t.tobytes()] = table
         self.interpolated = 0
         return compute(self)
+
+    def _take(self, take: list[int], count_of: dict) -> None:
+        """The values of the bins ``take`` gathered over the shards (one pass), each bin's sorted."""
+        keys = np.sort(order_keys(np.asarray(self._resolver.gather(np.array(take, dtype=np.int64)), dtype=np.float64)))
+        values, of_bin = _key_values(keys), (keys >> np.uint64(BIN_SHIFT)).astype(np.int64)
+        del keys
+        starts = np.searchsorted(of_bin, take, side="left")
+        ends = np.searchsorted(of_bin, take, side="right")
+        for b, a, e in zip(take, starts.tolist(), ends.tolist()):
+            if e - a != count_of[b]:
+                raise DataError("the shards changed between two passes of the run (an evaluation histogram's "
+                                "counts differ); do not write into the shards while a run reads them")
+            self._values[b] = values[a:e]
+        self._index = None
 
     def _threshold_bins(self, values) -> list[int]:
         v = np.fromiter(values, dtype=np.float64)
