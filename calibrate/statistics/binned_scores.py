@@ -12,7 +12,8 @@ bin; elsewhere both are interpolated linearly within their bin (off by at most t
 while recording the bins and thresholds it reads, has the run's passes over the shards (a :class:`Resolver`) gather
 the values of those bins, in the order first read and within ``gather_values`` values in all, and runs it again until
 it reads no new bin or the budget is spent; then one more pass counts what is left exactly (thresholds in bins not
-resolved, the AUC's counts, per-unit bins) and the computation runs a last time on the exact answers.
+resolved, per-unit bins, and the AUC's pairs where the bins holding genuine attempts were not all gathered: the
+genuine attempts are then sent to every shard) and the computation runs a last time on the exact answers.
 """
 
 from __future__ import annotations
