@@ -234,3 +234,20 @@ def test_without_the_saved_attempts_the_passes_read_the_shards_distances(tmp_pat
     monkeypatch.setattr(sharded_eval.ShardCounts, "save", lambda self, path: None)
     out, read = _run(tmp_path, {"plugin": "score-shards", "path": str(folder)}, "read", "distance", False)
     _close(read["verification"], saved["verification"], "verification")
+
+
+def test_past_the_gathering_budget_a_sharded_run_still_counts_exactly(tmp_path, monkeypatch):
+    # nothing may be gathered: order statistics are read within their bin, every count (AUC's pairs too) is exact
+    import calibrate.statistics.binned_scores as binned_scores
+
+    folder = closed_set(tmp_path / "shards", "distance", shards=3, classes=24)
+    _, memory = _run(tmp_path, {"plugin": "score-list", "path": str(tmp_path / "all.txt")}, "memory", "distance", False)
+    monkeypatch.setattr(binned_scores, "GATHER_VALUES", 0)
+    out, sharded = _run(tmp_path, {"plugin": "score-shards", "path": str(folder)}, "sharded", "distance", False)
+    v, m = sharded["verification"], memory["verification"]
+    assert v["auc"] == pytest.approx(m["auc"], rel=RTOL) and v["d_prime"] == pytest.approx(m["d_prime"], rel=1e-9)
+    assert v["impostor_attempts"] == m["impostor_attempts"] and v["genuine_attempts"] == m["genuine_attempts"]
+    # the EER read at a threshold within a bin of the exact one (bins here hold a few attempts each): close
+    assert abs(v["eer"] - m["eer"]) <= 0.02 and v["eer_ci_low"] <= v["eer"] <= v["eer_ci_high"]
+    det = _det(out / "det.csv")
+    assert np.all(np.diff(det[:, 0]) >= 0) and np.all(np.diff(det[:, 1]) <= 0)  # a DET curve still

@@ -22,6 +22,7 @@ import numpy as np
 from calibrate.contract.base import ShardedEvaluation
 from calibrate.contract.packed import order_keys
 from calibrate.contract.sharded import _BIN_SHIFT, shard_data
+from calibrate.statistics import binned_scores
 from calibrate.statistics.binned_scores import BIN_SHIFT, BinnedScores
 from calibrate.statistics.eer_interval import _DENSE, UnitBins, stacked
 
@@ -247,7 +248,8 @@ def sharded_evaluation(recipe, context, jobs: list, parts: list[dict], moments: 
             hist[int(b)] = hist.get(int(b), 0) + int(c)
     bins = np.array(sorted(hist), dtype=np.int64)
     attempts = BinnedScores(genuine, bins, np.array([hist[int(b)] for b in bins], dtype=np.int64),
-                            ShardPasses(context, jobs, rows, names.size, genuine), d_prime_of(moments))
+                            ShardPasses(context, jobs, rows, names.size, genuine), d_prime_of(moments),
+                            binned_scores.GATHER_VALUES)
 
     def by_name(parts_of) -> np.ndarray:
         return np.concatenate(parts_of, axis=-1)[..., order]
