@@ -89,3 +89,62 @@ def test_a_subset_keeps_each_distance_with_its_class_group_and_probe():
                                       m.values[rows, j])
         codes = sub.probes[0][sub.impostors.offsets[k]:sub.impostors.offsets[k + 1]]
         np.testing.assert_array_equal(sub.probes[1][codes], m.probe_classes[rows])
+
+
+def _run(tmp, name: str, data: dict, same_group: bool = False):
+    import warnings
+
+    import yaml
+
+    import calibrate
+
+    recipe = {"version": 1, "data": {**data, "kind": "distance", "groups": str(tmp / "groups.csv"),
+                                     **({"impostors": "same-group"} if same_group else {})},
+              "estimators": [{"plugin": "auto"}, {"plugin": "generic-interp"}],
+              "evaluation": {"targets": [0.01, 0.003]}, "output": {"dir": str(tmp / name), "plots": False}}
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calibrate.run(path)
+    import json
+
+    return json.loads((tmp / name / "results.json").read_text(encoding="utf-8"))
+
+
+PREDICTED = ("predicted_fpr_low", "predicted_fpr_high", "predicted_fpr_long_run_low", "predicted_fpr_long_run_high",
+             "simulated_galleries", "predicted_covers", "predicted_fmr_same_group_low", "predicted_fmr_same_group_high")
+
+
+def _predicted(doc: dict) -> dict:
+    out = {}
+    for label, est in doc["estimators"].items():
+        for k, row in enumerate(est["targets"]):
+            out[(label, k)] = {key: row.get(key) for key in PREDICTED}
+            for name, g in (row.get("groups") or {}).items():
+                out[(label, k, name)] = {key: g.get(key) for key in PREDICTED}
+    return out
+
+
+def _close(a, b) -> bool:
+    if isinstance(b, float) and not isinstance(b, bool):
+        return a is not None and abs(a - b) <= 1e-9 * max(abs(b), 1e-300)
+    return a == b
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("same_group", [False, True])
+def test_a_sharded_run_of_a_gallery_within_the_sample_predicts_the_in_memory_intervals(tmp_path, same_group):
+    from test_sharded_choice import make_scores
+
+    make_scores(tmp_path / "shards", shards=3, classes=20, probes=60)
+    sharded = _run(tmp_path, "sharded", {"plugin": "score-shards", "path": str(tmp_path / "shards")}, same_group)
+    memory = _run(tmp_path, "memory", {"plugin": "score-list", "path": str(tmp_path / "all.txt")}, same_group)
+    a, b = _predicted(sharded), _predicted(memory)
+    assert a.keys() == b.keys()
+    assert any(v["predicted_fpr_low"] is not None for v in b.values())
+    for key in b:
+        assert all(_close(a[key][f], b[key][f]) for f in PREDICTED), (key, a[key], b[key])
+    assert any("predicted FPR intervals: from every class" in n for n in sharded["notes"])

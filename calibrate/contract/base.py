@@ -36,7 +36,8 @@ Where each part lives (this module gathers them; import them from here):
   distances normalised by cohort statistics);
 * :mod:`calibrate.contract.estimators`: :class:`Estimator`, the :class:`FittedModel` it returns,
   ``merge_class_state``;
-* :mod:`calibrate.contract.evaluators`: :class:`Fold`, :class:`EvaluationInput` and :class:`Evaluator`.
+* :mod:`calibrate.contract.evaluators`: :class:`Fold`, :class:`EvaluationInput`, :class:`ShardedEvaluation` and
+  :class:`Evaluator`.
 
 The data these receive and return are in :mod:`calibrate.contract.types` (also importable from here).
 """
@@ -54,7 +55,7 @@ from calibrate.contract.run_context import Executor, RunContext, map_reporting  
 from calibrate.contract.datasets import Dataset, Distance, ScoreSplit  # noqa: F401  (re-exported: public API)
 from calibrate.contract.transforms import Normalizer, Transform  # noqa: F401  (re-exported: public API)
 from calibrate.contract.estimators import Estimator, FittedModel, merge_class_state  # noqa: F401  (re-exported: public API)
-from calibrate.contract.evaluators import EvaluationInput, Evaluator, Fold  # noqa: F401  (re-exported: public API)
+from calibrate.contract.evaluators import EvaluationInput, Evaluator, Fold, ShardedEvaluation  # noqa: F401  (re-exported: public API)
 
 #: every name this module had before its classes moved to the modules above (``import *``, pydoc)
 __all__ = ["CONTRACT_MARK", "CohortScores", "Component", "DataError", "Dataset", "Distance", "DistanceMatrix",

@@ -1,6 +1,7 @@
 """Judging thresholds: a :class:`Fold` (one calibration/evaluation split with its fitted models and
 threshold tables), the :class:`EvaluationInput` an evaluator receives (every fold, the targets, the
-groups) and the :class:`Evaluator` base class.
+groups), what it receives from a sharded run instead (:class:`ShardedEvaluation`) and the :class:`Evaluator`
+base class.
 
 Plugins import these from :mod:`calibrate.contract.base`, which gathers the contract.
 """
@@ -9,15 +10,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, Callable, final
 
 import numpy as np
 
-from calibrate.contract.component import Component, progress_name
+from calibrate.contract.component import Component, optional, progress_name
 from calibrate.contract.run_context import RunContext
 from calibrate.contract.comparisons import DistanceMatrix, ImpostorDistances
 from calibrate.contract.labels import GroupLabels
-from calibrate.contract.results import EvaluationResult, ThresholdTable
+from calibrate.contract.results import EvaluationResult, TargetResult, ThresholdTable
 from calibrate.contract.transforms import Transform
 from calibrate.contract.estimators import FittedModel
 
@@ -73,6 +74,60 @@ class EvaluationInput:
         return list(self.folds[0].models)
 
 
+@dataclass(frozen=True)
+class ShardedEvaluation:
+    """What a sharded run (calibrate.running.sharded) gives an evaluator instead of folds: no matrix of attempts is in
+    one place, so it hands over what it counted shard by shard and the evaluation attempts pooled as an object that
+    answers :class:`calibrate.statistics.verification.PooledScores`' questions (calibrate.statistics.binned_scores:
+    its ``resolve`` makes a computation's answers exact, one pass over the shards at a time)."""
+
+    targets: tuple[float, ...]
+    plots: bool
+    groups: GroupLabels | None
+    #: per estimator its rows as the run counted them: false accepts and attempts summed over the shards, their
+    #: Clopper-Pearson interval, the shares of classes over 2x and 10x the target, the training support, and the one
+    #: pooled threshold admitting as many evaluation impostors (``fnr_one_threshold``, ``fnr_paired``,
+    #: ``one_threshold``)
+    results: dict[str, list[TargetResult]]
+    #: the evaluation attempts as distances (calibrate.statistics.binned_scores.BinnedScores); its ``unit_bins`` are
+    #: per enrolled class in the order of ``classes``
+    attempts: Any
+    #: the matcher's score kind, distance thresholds back in its scores (None for an infinite one), and its scores as
+    #: distances (the run's transform)
+    kind: str
+    scores: Callable[[Any], list]
+    to_distances: Callable[[np.ndarray], np.ndarray]
+    #: every enrolled class by name (sorted), its impostor attempts, and per estimator its false accepts
+    #: (targets x classes, in that order)
+    classes: np.ndarray
+    class_attempts: np.ndarray
+    class_false_accepts: dict[str, np.ndarray]
+    #: per estimator each class's thresholds in the matcher's scores (classes x targets, that order; None where the
+    #: transform has no inverse)
+    class_thresholds: dict[str, np.ndarray | None]
+    #: per estimator and target, how many distinct (unordered) class pairs its false accepts come from
+    false_accept_pairs: dict[str, list[int]]
+    #: the training impostor distances: how many, the smallest and the share tied at it, the median per class
+    training_impostors: int
+    smallest: tuple[float, float]
+    median_per_class: float
+    #: per estimator and target: the share of classes whose threshold is at or below their smallest training
+    #: distance, and whether every class has the same threshold
+    at_floor: dict[str, list[float]]
+    one_for_all: dict[str, list[bool]]
+    #: a fold of a few classes, the ones cdf-fits.png shows (their training distances, models and thresholds); None
+    sample: Fold | None = None
+    #: per estimator its predicted FPR (calibrate.predicted.interval.Prediction), where the run predicted one; the
+    #: evaluation impostors' probe identities' size (calibrate.predicted.clustering.unit_size)
+    predictions: dict = field(default_factory=dict)
+    unit_size: float | None = None
+    seed: int = 0
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.results)
+
+
 class Evaluator(Component, ABC):
     """Scores fitted estimators on evaluation data."""
 
@@ -92,3 +147,17 @@ class Evaluator(Component, ABC):
         distances) and the targets: per estimator label one TargetResult per target in order (false accepts:
         evaluation impostor distances ``<= threshold``), or none; report sections; files (plain names ->
         bytes), and no pictures when ``data.plots`` is false. Advances the stage ``evaluate`` opened."""
+
+    @final
+    def evaluate_sharded(self, data: ShardedEvaluation, context: RunContext | None = None) -> EvaluationResult | None:
+        context = context or RunContext()
+        with context.stage(f"{progress_name(self)}: evaluating {len(data.labels)} estimator(s) (sharded)",
+                           len(data.labels), "estimators"):
+            return self._evaluate_sharded(data, context)
+
+    @optional
+    def _evaluate_sharded(self, data: ShardedEvaluation, context: RunContext) -> EvaluationResult | None:
+        """Called once per sharded run (calibrate.running.sharded) with what it counted over the shards: as
+        ``_evaluate``; rows given replace the run's own. Advances the stage ``evaluate_sharded`` opened. Default:
+        None (the run's rows stand; no sections, files or figures of this evaluator)."""
+        return None

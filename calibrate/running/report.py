@@ -26,10 +26,8 @@ if TYPE_CHECKING:
     from calibrate.running.result import StageTimes
 
 #: what a sharded run does not give (docs/architecture.md, "Sharded scores"): report.md says it in one line
-SHARDED_LEAVES_OUT = ("report.md's section on demographic groups (the figures per group are in results.json)",
-                      "predicted intervals", "the verification figures (EER and its interval, AUC, d', FNMR at fixed "
-                      "FMRs, FMR at fixed FNMRs, det.csv)", "the class bootstrap interval and false-accept pairs",
-                      "the one threshold's spread over classes", "the pictures")
+SHARDED_LEAVES_OUT = ("report.md's section on demographic groups and groups.png (the figures per group are in "
+                      "results.json)",)
 #: results.json keys the writer owns: an evaluator's run-wide figures may not take them
 OWN_KEYS = ("estimators", "recipe", "versions", "partitions", "notes", "timings")
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +60,7 @@ from calibrate.statistics.sanity import training_span
 from calibrate.contract.base import Transform, overrides
 from calibrate.errors import DataError, RecipeError
 from calibrate.running.outputs import models_csv, thresholds_csv
-from calibrate.running.report import versions, write_reports
+from calibrate.running.report import evaluators_summary, versions, write_reports
 from calibrate.contract.sharded import (_BIN_SHIFT, HEAD_FORMAT, HEAD_VERSION, PART, ShardClasses, ShardedScores,
                                        ShardGroups, ShardJob, ShardRunner, fitter_for, order_keys, read_split,
                                        save_shard_data, shard_data, shard_training, training_of, write_staged)
@@ -68,6 +69,7 @@ from calibrate.running.sharded_groups import (GroupedPartitioned, GroupTotals, a
                                               shard_counts, strata, strata_minima)
 from calibrate.statistics.verification import widening_notes
 from calibrate.running.result import Route
+from calibrate.running.sharded_eval import ShardCounts, attempts_file, score_moments, sharded_evaluation
 from calibrate.running.sharded_predict import predict_sample, probe_attempts, sample_positions, unit_size
 from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
 from calibrate.contract.types import ImpostorDistances, TargetResult
@@ -95,9 +97,9 @@ def _survey(item):
     d = impostors.values
     positive = d[d > 0]
     first = {label: function(impostors, arg, job.index) for label, function, arg in firsts}
-    out = {"columns": columns, "classes": len(classes), "hashes": hashes, "state": transform.fitted_state(),
-           "first": first, "failed": split.missing, "absent": absent, "notes": notes, "train": int(d.size),
-           "scores": training_span(split.train),
+    out = {"columns": columns, "moments": score_moments(split.test), "classes": len(classes), "hashes": hashes,
+           "state": transform.fitted_state(), "first": first, "failed": split.missing, "absent": absent,
+           "notes": notes, "train": int(d.size), "scores": training_span(split.train),
            "min": float(d.min()) if d.size else np.inf, "min_positive": float(positive.min()) if positive.size else np.inf,
            "per_class": ShardClasses(impostors.counts(), training.genuine.counts(),
                                      None if training.groups is None else training.groups.of_class)}
@@ -122,6 +124,7 @@ def _finish_shard(item):
     n_imp = imp.sum(axis=0)
     scored = n_imp > 0
     accepts = {}
+    evaluation = ShardCounts(impostors, test_d, order) if plan["evaluate"] else None
     for label, (plugin, params, fitter) in plan["estimators"].items():
         fit = getattr(fitter, "fit_training", None)  # optional: a fit that reads the classes' groups too
         model = fit(training) if fit is not None else fitter.fit_part(impostors)
@@ -140,6 +143,8 @@ def _finish_shard(item):
                          "gen_accept": accept[gen_rows, gen_cols, :].T}  # (targets, genuine attempts)
         if job.groups is not None:
             accepts[label] = accept
+        if evaluation is not None:
+            evaluation.add(label, table, fa, job.transform, plan["kind"], plan["plots"])
     files = [write_staged(folder, f"thresholds-{part}.csv", thresholds_csv(tables, job.transform, plan["kind"])),
              write_staged(folder, f"classes-{part}.json", json.dumps(list(impostors.classes)))]
     if rows:
@@ -150,8 +155,11 @@ def _finish_shard(item):
                        targets=plan["targets"], fingerprint="", versions={}, estimators=states)
         files.append(write_staged(folder, f"calibration-{part}.json", dumps_artifact(doc)))
     bins, per_bin = np.unique(order_keys(test_d.values[imp]) >> np.uint64(_BIN_SHIFT), return_counts=True)
+    if evaluation is not None:
+        evaluation.save(attempts_file(job))
     out = {"counts": counts, "files": files, "train": int(impostors.values.size),
-           "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin)}
+           "gen_values": test_d.values[gen_rows, gen_cols], "imp_hist": (bins.astype(np.int64), per_bin),
+           "eval": None if evaluation is None else evaluation.result()}
     if job.groups is not None:
         out["groups"] = shard_counts(test_d, job.groups, job.groups.codes(test_d.probe_classes),
                                      job.groups.codes(test_d.gallery_classes), accepts)
@@ -217,8 +225,6 @@ def _one_threshold_references(context, jobs: list, parts: list[dict], results: d
     gathers the values up to the bin of the largest rank needed; the genuine attempts' decisions come back with the
     counts of the last pass. With groups (``totals``), the figures per group of both (calibrate.running.sharded_groups),
     each group's own threshold found in the same pass."""
-    from dataclasses import replace
-
     from calibrate.statistics.verification import OneThreshold, paired_fields, paired_fnr
 
     hist = {}
@@ -380,7 +386,8 @@ class Sharded(Route):
         predict = recipe.prediction.enabled
         plan = {"staging": str(staged.dir), "estimators": self.fitters, "targets": recipe.targets,
                 "kind": self.data.kind, "transform_plugin": self.spec.info.name, "transform_params": self.spec.params,
-                "save_calibration": recipe.save_calibration, "predict": predict}
+                "save_calibration": recipe.save_calibration, "predict": predict,
+                "evaluate": bool(recipe.evaluators), "plots": recipe.plots}
         sampled = sample_positions([s["classes"] for s in self.survey], recipe.seed) if predict else {}
         with times("fit, write and evaluate per shard"):
             self.parts = context.map(_finish_shard, [(job, plan, sampled.get(job.index)) for job in self.jobs],
@@ -430,8 +437,9 @@ class Sharded(Route):
         return runner
 
     def evaluate(self) -> dict[str, list[TargetResult]]:
-        """The shards' counts summed, and each estimator's one pooled threshold at its achieved FPR; with groups the
-        figures per group of both, and the warning of an estimator that widens a differential between groups."""
+        """The shards' counts summed, each estimator's one pooled threshold at its achieved FPR (with groups the
+        figures per group of both, and the warning of an estimator that widens a differential between groups), then
+        the recipe's evaluators on what the shards counted (Evaluator.evaluate_sharded: rows given replace these)."""
         results = _sum_counts(self.parts, list(self.fitters), self.recipe.targets, self.n_train)
         self.totals = None if self.groups is None else GroupTotals(self.groups.names, [p["groups"] for p in self.parts])
         with self.times("one pooled threshold at each achieved FPR"):
@@ -439,6 +447,19 @@ class Sharded(Route):
                                                 self.transform, self.data.kind, self.totals)
         for note in widening_notes(results):
             self.context.note(note)
+        self.evaluated = []
+        if not self.recipe.evaluators:
+            return results
+        data = sharded_evaluation(self.recipe, self.context, self.jobs, self.parts,
+                                  [s["moments"] for s in self.survey], results, self.n_train, self.transform,
+                                  self.data.kind, self.context.seed, self.fitters)
+        data = replace(data, predictions=self.predictions, unit_size=self.unit_size)
+        for spec in self.recipe.evaluators:
+            with self.times(f"evaluate {spec.label}"):
+                res = spec.build().evaluate_sharded(data, self.context)
+            if res is not None:
+                self.evaluated.append(res)
+                results.update(res.estimators)
         return results
 
     def write(self, results: dict[str, list[TargetResult]]) -> None:
@@ -460,16 +481,23 @@ class Sharded(Route):
                           if ranges else None)
                 staged.write_text("calibration.json", _head(recipe, self.data, self.spec, self.transform,
                                                             self.fitters, self.n_classes, n_jobs, self.n_train, scores))
-        summary = {} if self.totals is None else {"groups": groups_summary(recipe.groups.source, self.totals)}
+            for res in self.evaluated:
+                for name, content in res.files.items():
+                    staged.write_bytes(name, content)
+        summary = evaluators_summary(self.evaluated)
+        if self.totals is not None:
+            summary["groups"] = groups_summary(recipe.groups.source, self.totals)
         write_reports(staged, recipe, results, list(self.context.notes), self.times, estimators=len(self.fitters),
                       classes=self.n_classes, shards={"shards": n_jobs, "classes": self.n_classes,
-                                                      "training_impostors": self.n_train}, summary=summary)
+                                                      "training_impostors": self.n_train},
+                      sections=[s for res in self.evaluated for s in res.sections], summary=summary)
         staged.commit()
 
 
 def _remove_cache(cache: str, shards: int) -> None:
     for i in range(shards):
         Path(_cache_file(cache, i)).unlink(missing_ok=True)
+        Path(f"{_cache_file(cache, i)}.eval").unlink(missing_ok=True)  # sharded_eval.attempts_file
 
 
 def _cache_file(cache: str, index: int) -> str:

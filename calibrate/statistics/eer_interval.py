@@ -44,7 +44,7 @@ def grid(pooled: PooledScores, eer: float, levels: int = GRID) -> np.ndarray:
     each with the threshold just below it."""
     ni, ng = pooled.n_impostors, pooled.n_genuine
     parts = []
-    for values, n, genuine in ((pooled.impostors, ni, False), (pooled.genuine, ng, True)):
+    for at, n, genuine in ((pooled.impostor_at, ni, False), (pooled.genuine_at, ng, True)):
         lo = max(eer / SPAN, 0.5 / n)
         hi = min(max(eer * SPAN, 10.0 / n), 1.0)
         rates = np.geomspace(lo, max(hi, lo), levels)
@@ -52,10 +52,10 @@ def grid(pooled: PooledScores, eer: float, levels: int = GRID) -> np.ndarray:
             k = np.ceil(n * (1.0 - rates) - 1e-9).astype(np.int64) - 1
         else:
             k = np.ceil(n * rates - 1e-9).astype(np.int64) - 1
-        at = values[np.clip(k, 0, n - 1)]
+        values = np.asarray(at(np.clip(k, 0, n - 1)), dtype=np.float64)
         # and just below each: where a replicate's weights make a rate jump there, the closest FMR and FNMR can be
         # the last threshold before the jump
-        parts += [at, np.nextafter(at, -np.inf)]
+        parts += [values, np.nextafter(values, -np.inf)]
     return np.unique(np.concatenate(parts))
 
 
@@ -169,11 +169,18 @@ def attempt_interval(pooled: PooledScores, thresholds: np.ndarray, seed=0, level
     """(low, high) with every attempt its own unit: the genuine and the impostor attempts each resampled (a multinomial
     draw over the bins of ``thresholds`` is that resample), as FEERCI does."""
     rng = np.random.default_rng(seed)
-    imp = bin_counts(pooled.impostors, None, thresholds, 1)[0]
-    gen = bin_counts(pooled.genuine, None, thresholds, 1)[0]
+    imp = pooled_bins(pooled.accepted_impostors, pooled.n_impostors, thresholds)
+    gen = pooled_bins(pooled.accepted_genuine, pooled.n_genuine, thresholds)
     return _percentiles(eers_of(rng.multinomial(pooled.n_impostors, imp / imp.sum(), size=replicates).astype(np.float64),
                                 rng.multinomial(pooled.n_genuine, gen / gen.sum(), size=replicates).astype(np.float64)),
                         level)
+
+
+def pooled_bins(accepted, n: int, thresholds: np.ndarray) -> np.ndarray:
+    """Every attempt's bin of ``thresholds`` counted (:func:`bin_counts` with ``units`` None, one row) from the counts
+    ``accepted(t)`` of attempts ``d <= t`` and their number ``n``."""
+    at = np.asarray(accepted(thresholds), dtype=np.int64)
+    return np.diff(np.concatenate([[0], at, [n]])).astype(np.float64)
 
 
 def _percentiles(eers: np.ndarray, level: float) -> tuple[float | None, float | None]:

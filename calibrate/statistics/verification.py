@@ -97,6 +97,27 @@ class PooledScores:
         """The share of genuine attempts ``d <= t`` rejects."""
         return 1.0 - self.accepted_genuine(t) / max(self.n_genuine, 1)
 
+    # every figure below reads the attempts through these (and the counts above), so that attempts that are not in
+    # one place (a sharded run's: calibrate.statistics.binned_scores) answer the same questions
+
+    def impostor_at(self, ranks):
+        """The impostor distances at 0-based ``ranks`` (ascending order)."""
+        return self.impostors[ranks]
+
+    def genuine_at(self, ranks):
+        """The genuine distances at 0-based ``ranks``."""
+        return self.genuine[ranks]
+
+    def auc_counts(self) -> tuple[int, int]:
+        """(sum over genuine attempts of the impostor attempts more alike, of those tied with it): :func:`auc`'s."""
+        right = np.searchsorted(self.impostors, self.genuine, side="right")
+        left = np.searchsorted(self.impostors, self.genuine, side="left")
+        return int((self.n_impostors - right).sum()), int((right - left).sum())
+
+    def d_prime(self) -> float:
+        """:func:`d_prime` of the two sets of attempts, on the scale they are given."""
+        return d_prime(self.genuine, self.impostors)
+
 
 @dataclass(frozen=True)
 class OneThreshold:
@@ -128,7 +149,7 @@ def loosest_below(pooled: PooledScores, false_accepts: int) -> float:
         raise ValueError(f"false accepts must be >= 0, got {k}")
     if k >= pooled.n_impostors:
         return math.inf
-    return float(np.nextafter(pooled.impostors[k], -np.inf))
+    return float(np.nextafter(pooled.impostor_at(k), -np.inf))
 
 
 def one_threshold(pooled: PooledScores, false_accepts: int) -> OneThreshold:
@@ -157,7 +178,7 @@ def at_fnmr(pooled: PooledScores, fnmr: float) -> OneThreshold | None:
     if n == 0 or fnmr * n < 1 - 1e-9:
         return None
     k = math.ceil(n * (1.0 - fnmr) - 1e-9)
-    t = float(pooled.genuine[k - 1]) if k > 0 else float(np.nextafter(pooled.genuine[0], -np.inf))
+    t = float(pooled.genuine_at(k - 1)) if k > 0 else float(np.nextafter(pooled.genuine_at(0), -np.inf))
     return OneThreshold(t, int(pooled.accepted_impostors(t)), pooled.n_impostors, int(pooled.accepted_genuine(t)), n)
 
 
@@ -244,12 +265,12 @@ def _scaled_gap(pooled: PooledScores, t: float) -> int:
     return rejected * pooled.n_impostors - int(pooled.accepted_impostors(t)) * pooled.n_genuine
 
 
-def _last_at_least(values: np.ndarray, pooled: PooledScores) -> int:
-    """The last index i of ``values`` (sorted) with FNMR(values[i]) >= FMR(values[i]), or -1."""
-    lo, hi = 0, values.size  # FNMR - FMR is non-increasing in the threshold: binary search its sign
+def _last_at_least(at, n: int, pooled: PooledScores) -> int:
+    """The last rank i of ``n`` sorted values (``at(i)``: the value) with FNMR(at(i)) >= FMR(at(i)), or -1."""
+    lo, hi = 0, n  # FNMR - FMR is non-increasing in the threshold: binary search its sign
     while lo < hi:
         mid = (lo + hi) // 2
-        if _scaled_gap(pooled, float(values[mid])) >= 0:
+        if _scaled_gap(pooled, float(at(mid))) >= 0:
             lo = mid + 1
         else:
             hi = mid
@@ -264,12 +285,12 @@ def eer(pooled: PooledScores) -> tuple[float, float]:
     if pooled.n_impostors == 0 or pooled.n_genuine == 0:
         return float("nan"), float("nan")
     candidates_low, candidates_high = [-math.inf], []
-    for values in (pooled.impostors, pooled.genuine):
-        i = _last_at_least(values, pooled)
+    for at, n in ((pooled.impostor_at, pooled.n_impostors), (pooled.genuine_at, pooled.n_genuine)):
+        i = _last_at_least(at, n, pooled)
         if i >= 0:
-            candidates_low.append(float(values[i]))
-        if i + 1 < values.size:
-            candidates_high.append(float(values[i + 1]))
+            candidates_low.append(float(at(i)))
+        if i + 1 < n:
+            candidates_high.append(float(at(i + 1)))
     picks = [max(candidates_low)] + ([min(candidates_high)] if candidates_high else [])
     gaps = [abs(_scaled_gap(pooled, t)) for t in picks]
     best = picks[0] if len(picks) == 1 or gaps[0] <= gaps[1] else picks[1]  # the stricter threshold on a tie
@@ -281,10 +302,8 @@ def auc(pooled: PooledScores) -> float:
     one, ties counting half (sklearn's ``roc_auc_score``, bob.measure's ``roc_auc_score``)."""
     if pooled.n_impostors == 0 or pooled.n_genuine == 0:
         return float("nan")
-    above = pooled.n_impostors - np.searchsorted(pooled.impostors, pooled.genuine, side="right")
-    ties = np.searchsorted(pooled.impostors, pooled.genuine, side="right") - np.searchsorted(
-        pooled.impostors, pooled.genuine, side="left")
-    return float((above.sum() + 0.5 * ties.sum()) / (pooled.n_genuine * pooled.n_impostors))
+    above, ties = pooled.auc_counts()
+    return float((above + 0.5 * ties) / (pooled.n_genuine * pooled.n_impostors))
 
 
 def d_prime(genuine, impostors) -> float:
@@ -316,7 +335,7 @@ def verification_metrics(pooled: PooledScores, fmrs: Sequence[float] = STANDARD_
         point = at_fnmr(pooled, f)
         at_g[repr(float(f))] = None if point is None else point.fpr
     zero = one_threshold(pooled, 0) if pooled.n_impostors else None
-    loosest = float(pooled.genuine[-1]) if pooled.n_genuine else math.nan
+    loosest = float(pooled.genuine_at(pooled.n_genuine - 1)) if pooled.n_genuine else math.nan
     rates = ((float(pooled.fmr(threshold)), float(pooled.fnmr(threshold)))
              if pooled.n_impostors and pooled.n_genuine else (math.nan, math.nan))
     return {"eer": rate, "eer_threshold": threshold, "eer_low": min(rates), "eer_high": max(rates),
@@ -340,16 +359,15 @@ def det_rows(pooled: PooledScores, extra: Sequence[float] = (), max_rows: int = 
     extra = [float(t) for t in extra if np.isfinite(t)][: max_rows // 10]
     each = max(1, (max_rows - len(extra) - 2) // 2)
 
-    def levels(sorted_values: np.ndarray) -> np.ndarray:
-        n = sorted_values.size
+    def levels(at, n: int) -> np.ndarray:
         if n <= each:
-            return sorted_values
+            return np.asarray(at(np.arange(n)), dtype=np.float64)
         p = ndtr(np.linspace(ndtri(0.5 / n), ndtri(1 - 0.5 / n), each))
-        return sorted_values[np.clip(np.ceil(p * n).astype(np.int64) - 1, 0, n - 1)]
+        return np.asarray(at(np.clip(np.ceil(p * n).astype(np.int64) - 1, 0, n - 1)), dtype=np.float64)
 
-    start = np.nextafter(min(pooled.impostors[0], pooled.genuine[0]), -np.inf)
-    t = np.unique(np.concatenate([[start], levels(pooled.impostors), levels(pooled.genuine), extra,
-                                  [max(pooled.impostors[-1], pooled.genuine[-1])]]))
+    start = np.nextafter(min(pooled.impostor_at(0), pooled.genuine_at(0)), -np.inf)
+    t = np.unique(np.concatenate([[start], levels(pooled.impostor_at, ni), levels(pooled.genuine_at, ng), extra,
+                                  [max(pooled.impostor_at(ni - 1), pooled.genuine_at(ng - 1))]]))
     if t.size > max_rows:  # only when the extras pushed it over: keep the ends and the extras, thin the rest
         keep = np.isin(t, np.asarray(extra)) | (np.arange(t.size) == 0) | (np.arange(t.size) == t.size - 1)
         rest = np.flatnonzero(~keep)

@@ -31,7 +31,7 @@ import numpy as np
 from calibrate.contract.base import EvaluationInput, Fold
 from calibrate.contract.types import GroupLabels, TargetResult
 from calibrate.statistics.verification import (STANDARD_FMRS, GroupCounts, OneThreshold, PooledScores, class_spread, cost_words,
-                                    d_prime, det_rows, group_figures, loosest_below, own_threshold, paired_fields,
+                                    det_rows, group_figures, loosest_below, own_threshold, paired_fields,
                                     paired_fnr, verification_metrics)
 from calibrate.statistics.eer_interval import UnitBins, attempt_interval, class_interval, grid, with_interval
 
@@ -251,26 +251,38 @@ def _class_counts(pool: Pool, thresholds: np.ndarray) -> tuple:
 
 def verification_summary(pool: Pool, targets: tuple[float, ...], results: dict[str, list[TargetResult]], seed=0
                          ) -> tuple[dict, bytes]:
-    """results.json's ``verification`` (of the matcher's scores on the evaluation attempts: EER with its bootstrap
-    interval over enrolled classes (over attempts when there is one class), AUC, d', FNMR at fixed FMRs and at the run's targets, FMR at fixed FNMRs) and
-    det.csv (``fpr,fnr,score_threshold``, probit-spaced rows that include every operating point's one-threshold
-    reference)."""
-    pooled = pool.pooled
+    """results.json's ``verification`` and det.csv of a run in memory (:func:`verification_figures`), the EER's
+    interval over enrolled classes (over attempts when there is one class)."""
+    several = len({c for fa in pool.folds for c in np.asarray(fa.gallery).tolist()}) >= 2
+    return verification_figures(pool.pooled, pool.kind, pool.scores, targets, results, seed,
+                                (lambda thresholds: _class_counts(pool, thresholds)) if several else None)
+
+
+def verification_figures(pooled, kind: str, scores, targets: tuple[float, ...], results: dict[str, list[TargetResult]],
+                         seed=0, class_tables=None) -> tuple[dict, bytes]:
+    """results.json's ``verification`` (of the matcher's scores on the evaluation attempts ``pooled``, as distances:
+    EER with its bootstrap interval over enrolled classes (``class_tables(thresholds)``: their attempts' tables,
+    calibrate.statistics.eer_interval; None: over attempts), AUC, d', FNMR at fixed FMRs and at the run's targets, FMR
+    at fixed FNMRs) and det.csv (``fpr,fnr,score_threshold``, probit-spaced rows that include every operating point's
+    one-threshold reference); ``scores``: distance thresholds to the matcher's scores, of kind ``kind``. Reads the
+    attempts only through PooledScores' methods (a sharded run's calibrate.statistics.binned_scores answers them)."""
     fmrs = tuple(STANDARD_FMRS) + tuple(t for t in sorted(targets, reverse=True) if t not in STANDARD_FMRS)
     metrics = verification_metrics(pooled, fmrs)
     thresholds = grid(pooled, metrics["eer"])
-    if len({c for fa in pool.folds for c in np.asarray(fa.gallery).tolist()}) >= 2:
-        metrics = with_interval(metrics, *class_interval(*_class_counts(pool, thresholds), seed=seed), "enrolled classes")
+    if class_tables is not None:
+        tables = class_tables(thresholds)
+        interval = (None, None) if tables is None else class_interval(*tables, seed=seed)
+        metrics = with_interval(metrics, *interval, "enrolled classes")
     else:  # one class (genuine and impostor score files): nothing to resample but the attempts
         metrics = with_interval(metrics, *attempt_interval(pooled, thresholds, seed=seed), "attempts")
     extra = [loosest_below(pooled, r.false_accepts) for rows in results.values() for r in rows
              if r.impostor_attempts and r.fnr_one_threshold is not None]
     t, fmr, fnmr = det_rows(pooled, extra=extra)
-    metrics["eer_score_threshold"] = pool.scores([metrics.pop("eer_threshold")])[0]
-    metrics["d_prime"] = d_prime(pooled.genuine, pooled.impostors)  # |difference|: the sign of the scale is moot
-    metrics["score_kind"] = pool.kind
+    metrics["eer_score_threshold"] = scores([metrics.pop("eer_threshold")])[0]
+    metrics["d_prime"] = pooled.d_prime()  # |difference|: the sign of the scale is moot
+    metrics["score_kind"] = kind
     lines = ["fpr,fnr,score_threshold"]
-    for f, n, s in zip(fmr.tolist(), fnmr.tolist(), pool.scores(t)):
+    for f, n, s in zip(fmr.tolist(), fnmr.tolist(), scores(t)):
         lines.append(f"{f!r},{n!r},{'' if s is None else repr(s)}")
     return metrics, ("\n".join(lines) + "\n").encode("utf-8")
 

@@ -33,40 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrate.contract.base import EvaluationInput, Evaluator, Fold, RunContext
+from calibrate.contract.base import EvaluationInput, Evaluator, Fold, RunContext, ShardedEvaluation
 from calibrate.statistics.order import clopper_pearson  # noqa: F401 (clopper_pearson re-exported)
 from calibrate.contract.types import EvaluationResult, TargetResult
 
+from .fpr_fields import (BOOT_REPLICATES, class_bootstrap, predicted_by_group, predictions_fields,  # noqa: F401
+                         with_predicted)  # (re-exported)
 from .fpr_report import note_training_support, off_band, predicted_section, uncertainty_section, unreachable_notes
-
-
-#: bootstrap replicates for the class-level interval
-BOOT_REPLICATES = 1000
-#: resampled class indices held in memory at once (replicates x classes)
-_BOOT_BLOCK = 2_000_000
-
-
-def class_bootstrap(fa: np.ndarray, imp: np.ndarray, rng: np.random.Generator, level: float = 0.95,
-                    replicates: int = BOOT_REPLICATES) -> tuple[float, float]:
-    """Percentile interval of ``sum(fa) / sum(imp)`` when whole classes are resampled with replacement.
-
-    ``fa[i]`` and ``imp[i]`` are class i's false accepts and attempts (classes with no attempts
-    carry no information and are dropped first).
-    """
-    fa = np.asarray(fa, dtype=np.float64)
-    imp = np.asarray(imp, dtype=np.float64)
-    keep = imp > 0
-    fa, imp = fa[keep], imp[keep]
-    if imp.size == 0:
-        return float("nan"), float("nan")
-    chunk = max(1, min(replicates, _BOOT_BLOCK // imp.size))
-    rates = []
-    for start in range(0, replicates, chunk):
-        idx = rng.integers(0, imp.size, size=(min(chunk, replicates - start), imp.size))
-        rates.append(fa[idx].sum(axis=1) / imp[idx].sum(axis=1))
-    rates = np.concatenate(rates)
-    a = (1 - level) / 2
-    return float(np.quantile(rates, a)), float(np.quantile(rates, 1 - a))
 
 
 def class_names(folds: tuple[Fold, ...]) -> np.ndarray:
@@ -184,40 +157,13 @@ def add_predicted(rows: list[TargetResult], folds: tuple[Fold, ...], label: str,
     model predicted group by group (``impostors: same-group``), each group's row its predicted same-group FMR."""
     predicted = predicted_fields(folds, label, attempts, targets)
     if predicted:
-        for k, row in enumerate(rows):
-            row.extra.update({key: value[k] for key, value in predicted.items()})
-            if row.impostor_attempts and predicted["predicted_fpr_low"][k] is not None:
-                row.extra["predicted_covers"] = bool(predicted["predicted_fpr_low"][k] <= row.fpr
-                                                     <= predicted["predicted_fpr_high"][k])
+        with_predicted(rows, predicted)
         _predicted_by_group(rows, folds, label, attempts)
     return rows
 
 
 def _predicted_by_group(rows: list[TargetResult], folds: tuple[Fold, ...], label: str, attempts: list[int]) -> None:
-    """Each group row's ``predicted_fmr_same_group_low/high`` (the interval for the same-group FMR measured on its
-    same-group attempts) and ``predicted_covers``, where every fold predicted that group on its own."""
-    from calibrate.predicted.interval import combine, measured_interval
-
-    preds = [f.predictions.get(label) for f in folds]
-    if not all(p is not None and p.groups for p in preds):
-        return
-    for name in preds[0].groups:
-        parts = [p.groups.get(name) for p in preds]
-        if any(part is None for part in parts):
-            continue
-        reps = combine(parts, attempts)
-        for k, row in enumerate(rows):
-            group = (row.extra.get("groups") or {}).get(name)
-            n = group and group.get("impostor_attempts_same_group")
-            if not n or not np.isfinite(reps[:, k]).any():
-                continue
-            low, high = measured_interval(reps[:, k:k + 1], n, parts[0].level)
-            group.update({"predicted_fmr_same_group_low": float(low[0]), "predicted_fmr_same_group_high": float(high[0]),
-                          "predicted_covers": bool(low[0] <= group["fmr_same_group"] <= high[0])})
-
-
-def _nones(values) -> list:
-    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=np.float64)]
+    predicted_by_group(rows, [f.predictions.get(label) for f in folds], attempts)
 
 
 def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
@@ -227,37 +173,10 @@ def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
     count of attempts is used, none of their outcomes) and for the long run
     (``predicted_fpr_long_run_low/high``); ``attempts``: each fold's impostor attempts. Empty when the run
     predicted nothing."""
-    from calibrate.predicted.interval import PREDICTED, column_quantile, combine, combined_cv2, measured_interval, unit_size
+    from calibrate.predicted.interval import unit_size
 
-    preds = [f.predictions.get(label) for f in folds]
-    if not preds or any(p is None for p in preds):
-        return {}
-    if sum(attempts) == 0:
-        return {}
-    level = preds[0].level
-    reps = combine(preds, attempts)
-    cv2 = combined_cv2(preds, attempts)
-    low, high = measured_interval(reps, sum(attempts), level, cv2,
-                                  None if cv2 is None else unit_size([f.test for f in folds]))
-    t = np.asarray(targets, dtype=np.float64)
-    out = {"predicted_fpr_low": _nones(low), "predicted_fpr_high": _nones(high),
-           "predicted_ratio_low": _nones(low / t), "predicted_ratio_high": _nones(high / t),
-           "predicted_fpr_long_run_low": _nones(column_quantile(reps, (1 - level) / 2)),
-           "predicted_fpr_long_run_high": _nones(column_quantile(reps, (1 + level) / 2)),
-           "predicted_level": [level] * t.size, "simulated_galleries": [int(reps.shape[0])] * t.size,
-           "prediction_simulation": [preds[0].simulation] * t.size}
-    statuses = [p.status for p in preds if p.status]
-    if statuses:
-        # over folds, the first status that gives no interval wins (the combined interval needs every fold's)
-        out["prediction_status"] = [next((s[j] for s in statuses if s[j] not in PREDICTED), statuses[0][j])
-                                    for j in range(t.size)]
-    if preds[0].methods:
-        out["confidence_method"] = list(preds[0].methods)
-    for what in ("widened", "refitted"):  # galleries a partial draw missed (none, as a rule): said where there are
-        count = sum(getattr(p, what, 0) for p in preds)
-        if count:
-            out[f"simulated_{what}"] = [count] * t.size
-    return out
+    return predictions_fields([f.predictions.get(label) for f in folds], attempts, targets,
+                              lambda: unit_size([f.test for f in folds]))
 
 
 def confidence_cost(folds: tuple[Fold, ...], label: str, rows: list[TargetResult], targets: tuple[float, ...]) -> str | None:
@@ -310,6 +229,11 @@ class FprEvaluator(Evaluator):
 
     def __init__(self, *, plots: bool = True):
         self.plots = plots
+
+    def _evaluate_sharded(self, data: ShardedEvaluation, context: RunContext) -> EvaluationResult:
+        from .fpr_sharded import evaluate_sharded
+
+        return evaluate_sharded(data, context, self.plots)
 
     def _evaluate(self, data: EvaluationInput, context: RunContext) -> EvaluationResult:
         from . import costs, groups

@@ -26,18 +26,26 @@ def note_training_support(folds: tuple[Fold, ...] | list[Fold], targets: tuple[f
     distances tied at the smallest value (no threshold reaches them), or with e x N_train < 10."""
     n = min(int(f.train.impostor_mask().sum()) for f in folds)
     pooled = folds[0].train.values[folds[0].train.impostor_mask()]
-    smallest, tied = tied_floor(pooled)
+    for note in support_notes(n, *tied_floor(pooled), pooled.size, targets):
+        context.note(note)
+
+
+def support_notes(n: int, smallest: float, tied: float, pooled: int, targets: tuple[float, ...]) -> list[str]:
+    """:func:`note_training_support`'s notes from the training impostor distances' count ``n`` (the smallest over
+    folds), the smallest distance and the share ``tied`` at it among the first fold's ``pooled`` distances."""
+    out = []
     below = [t for t in targets if t < tied]
-    if tied > 1.0 / max(pooled.size, 1) and below:
-        context.note(tie_message(smallest, tied, below))
+    if tied > 1.0 / max(pooled, 1) and below:
+        out.append(tie_message(smallest, tied, below))
     thin = [t for t in targets if t * n < SUPPORT_WARNING]
     if not thin:
-        return
+        return out
     listed = ", ".join(f"{100 * t:.3g}% ({format_count(t * n)})" for t in sorted(thin, reverse=True))
-    context.note(f"{n} training impostor distances: at target(s) {listed} fewer than {SUPPORT_WARNING:.0f} of them "
-                 "would lie below an on-target threshold, so every estimator extrapolates there and the achieved "
-                 "rate can stray far from the target by chance; read the class-bootstrap interval in the report, "
-                 "and enroll more classes (or add impostor comparisons) for a firmer threshold")
+    out.append(f"{n} training impostor distances: at target(s) {listed} fewer than {SUPPORT_WARNING:.0f} of them "
+               "would lie below an on-target threshold, so every estimator extrapolates there and the achieved "
+               "rate can stray far from the target by chance; read the class-bootstrap interval in the report, "
+               "and enroll more classes (or add impostor comparisons) for a firmer threshold")
+    return out
 
 
 def _pcts(targets) -> str:
@@ -55,8 +63,19 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
     n = mask.sum(axis=0)[cols]
     smallest = np.where(mask, train.values, np.inf).min(axis=0)[cols]
     at_floor = (table.values <= smallest[:, None]) & (n[:, None] > 0)  # (classes, targets)
+    return unreachable_said(label, rows, float(np.median(n)), int(n.sum()), at_floor.mean(axis=0).tolist(),
+                            [bool(np.ptp(table.values[:, k]) == 0) for k in range(len(rows))],
+                            lambda: accept_side_auc(fold.test.values[fold.test.genuine_mask()],
+                                                    fold.test.values[fold.test.impostor_mask()], "distance"))
+
+
+def unreachable_said(label: str, rows: list[TargetResult], n_med: float, n_pooled: int, at_floor: list[float],
+                     one_for_all: list[bool], auc) -> list[str]:
+    """:func:`unreachable_notes` from the figures they read: the median training impostor distances of a class and
+    their number pooled, per target the share of classes whose threshold is at or below their smallest training
+    distance and whether every class has the same threshold, and ``auc()``: the evaluation's genuine-impostor pairs
+    ordered the accept way (calibrate.statistics.sanity.accept_side_auc), read only when needed."""
     floor, pooled_floor, chance, strict, genuine_side = [], [], [], [], []
-    n_pooled = int(n.sum())
     for k, r in enumerate(rows):
         zero = r.impostor_attempts > 0 and r.false_accepts == 0
         if not (zero or (r.fnr is not None and r.fnr >= 1.0)):
@@ -64,15 +83,14 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
         if not zero and r.impostor_attempts > 0:  # FNR 100% at thresholds that do admit impostors
             genuine_side.append(k)
             continue
-        one_threshold = bool(np.ptp(table.values[:, k]) == 0)  # the same for every class: a pooled estimator
-        if one_threshold:
+        if one_for_all[k]:  # the same threshold for every class: a pooled estimator
             if r.target_fpr * n_pooled < 1:
                 pooled_floor.append(k)
             elif zero and r.target_fpr * r.impostor_attempts < 3:
                 chance.append(k)
             else:
                 strict.append(k)
-        elif at_floor[:, k].mean() >= 0.5:
+        elif at_floor[k] >= 0.5:
             floor.append(k)
         elif zero and r.target_fpr * r.impostor_attempts < 3:
             chance.append(k)
@@ -80,11 +98,10 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
             strict.append(k)
     notes = []
     if floor:
-        n_med = float(np.median(n))
         notes.append(
             f"{label} at {_pcts(rows[k].target_fpr for k in floor)}: ratio 0 and/or FNR 100% because the target is "
             f"below what per-class training data can reach: a class has about {n_med:.0f} training impostor distances "
-            f"(1/n = {100 / max(n_med, 1):.3g}%), and for {100 * max(at_floor[:, k].mean() for k in floor):.0f}% of "
+            f"(1/n = {100 / max(n_med, 1):.3g}%), and for {100 * max(at_floor[k] for k in floor):.0f}% of "
             "classes the threshold sits at or below the class's smallest training distance, so it accepts almost "
             "nothing, impostor or genuine. Such targets need an estimator that pools classes or models the tail "
             "(e.g. auto), or more impostor comparisons per class")
@@ -101,7 +118,7 @@ def unreachable_notes(folds: tuple[Fold, ...], label: str, rows: list[TargetResu
             "target: with so few evaluation impostor attempts a ratio of 0 is within chance (read its Clopper-Pearson "
             "interval), not proof of a strict threshold")
     if genuine_side:
-        notes.append(genuine_side_note(fold.test, label, [rows[k] for k in genuine_side]))
+        notes.append(genuine_side_said(auc(), label, [rows[k] for k in genuine_side]))
     if strict:
         notes.append(
             f"{label} at {_pcts(rows[k].target_fpr for k in strict)}: ratio 0 and/or FNR 100% although the target "
@@ -114,6 +131,11 @@ def genuine_side_note(test, label: str, rows: list[TargetResult]) -> str:
     """FNR 100% where the thresholds admit impostors: the genuine scores are no better than the
     impostor tail, a matcher that does not separate there or scores read the wrong way round."""
     auc = accept_side_auc(test.values[test.genuine_mask()], test.values[test.impostor_mask()], "distance")
+    return genuine_side_said(auc, label, rows)
+
+
+def genuine_side_said(auc: float, label: str, rows: list[TargetResult]) -> str:
+    """:func:`genuine_side_note` given the evaluation's AUC on the accept side."""
     ratios = ", ".join(f"{r.fpr / r.target_fpr:.2g}" for r in rows)
     return (f"{label} at {_pcts(r.target_fpr for r in rows)}: FNR 100% although impostors are accepted (ratio "
             f"{ratios}): every genuine evaluation attempt lies beyond thresholds that admit impostors, so the genuine "

@@ -177,31 +177,40 @@ def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | N
     """DET curve of one pooled threshold on the evaluation attempts (``pooled``: calibrate.statistics.verification.PooledScores
     of every fold on the matcher's own scale; default: the first fold's evaluation matrix) with each estimator's
     operating points, or None without both kinds of attempt."""
+    from calibrate.statistics.verification import PooledScores
+
+    fold = data.folds[0]
+    if pooled is None:
+        values, sign = fold.matcher_scores()
+        pooled = PooledScores(np.sort(sign * values[fold.test.impostor_mask()]),
+                              np.sort(sign * values[fold.test.genuine_mask()]))
+        where = fold.name
+    else:
+        where = fold.name if len(data.folds) == 1 else f"{len(data.folds)} folds pooled"
+    return pooled_det_figure(pooled, data.targets, fold.kind, where, results)
+
+
+def pooled_det_figure(pooled, targets, kind: str, where: str, results: dict[str, list[TargetResult]] | None = None):
+    """:func:`det_figure` of the attempts ``pooled`` (read through PooledScores' methods: a sharded run's
+    calibrate.statistics.binned_scores too), titled with the scores' ``kind`` and ``where`` they come from."""
     from matplotlib.lines import Line2D
     from scipy.special import ndtr, ndtri  # the normal CDF and its inverse, without importing scipy.stats
 
-    if pooled is not None:
-        imp, gen = pooled.impostors, pooled.genuine
-    else:
-        fold = data.folds[0]
-        values, sign = fold.matcher_scores()
-        imp = np.sort(sign * values[fold.test.impostor_mask()])
-        gen = np.sort(sign * values[fold.test.genuine_mask()])
-    if imp.size == 0 or gen.size == 0:
+    ni, ng = pooled.n_impostors, pooled.n_genuine
+    if ni == 0 or ng == 0:
         return None
-    ni, ng = imp.size, gen.size
     # thresholds at FPR (and FNR) levels evenly spaced on the probit scale, so the low-FPR end is
     # as finely drawn as the bulk without evaluating every one of millions of distances
     levels = ndtr(np.linspace(ndtri(0.5 / max(ni, ng)), ndtri(1 - 0.5 / max(ni, ng)), MAX_POINTS // 2))
-    thr = np.unique(np.concatenate([imp[np.clip(np.ceil(levels * ni).astype(int) - 1, 0, ni - 1)],
-                                    gen[np.clip(np.ceil(levels * ng).astype(int) - 1, 0, ng - 1)]]))
-    fpr = np.searchsorted(imp, thr, side="right") / ni
-    fnr = 1 - np.searchsorted(gen, thr, side="right") / ng
+    thr = np.unique(np.concatenate([pooled.impostor_at(np.clip(np.ceil(levels * ni).astype(int) - 1, 0, ni - 1)),
+                                    pooled.genuine_at(np.clip(np.ceil(levels * ng).astype(int) - 1, 0, ng - 1))]))
+    fpr = pooled.accepted_impostors(thr) / ni
+    fnr = 1 - pooled.accepted_genuine(thr) / ng
     points = {label: [(r.target_fpr, r.fpr, r.fnr) for r in rows if r.fnr is not None and np.isfinite(r.fpr)]
               for label, rows in (results or {}).items()}
     achieved = [f for pts in points.values() for _, f, _ in pts if f > 0]
 
-    targets = sorted(data.targets)
+    targets = sorted(targets)
     # the axes span the targets and the operating points, not the whole curve: that is where the story is
     x_lo = min(max(1.0 / ni, min(targets) / 20), min(targets) / 2, min(achieved, default=1.0) / 1.5)
     x_hi = min(0.5, max(20 * max(targets), 1.5 * max(achieved, default=0.0)))
@@ -230,8 +239,6 @@ def det_figure(data: EvaluationInput, results: dict[str, list[TargetResult]] | N
         axis.set_ticks(ndtri(ticks), [_percent(p) for p in ticks])
     ax.set_xlabel("false accept rate (FPR), probit scale; dotted: the target FPRs")
     ax.set_ylabel("false reject rate (FNR), probit scale")
-    kind = data.folds[0].kind
-    where = data.folds[0].name if pooled is None or len(data.folds) == 1 else f"{len(data.folds)} folds pooled"
     ax.set_title(f"DET on the evaluation data ({kind} scores, {where})", fontsize=10)
     ax.grid(True, alpha=0.3)
     for t in targets:
@@ -335,7 +342,9 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
     axes[0].set_ylabel("training impostors accepted (CDF)", fontsize=9)
     title = fig.suptitle(f"Impostor tail: training CDF, fitted CDF and thresholds at each target (dotted); {accepted}",
                          fontsize=9)
-    drawn_cdf = [label for label, model in fitted.items() if any(p[1] in model._index for p in panels)]
+    drawn_cdf = [label for label, model in fitted.items()
+                 if any(p[1] in model._index and model.cdf(model._index[p[1]], np.array([p[4]])) is not None
+                        for p in panels)]
     marked = [label for label in labels if any(label in p[6] for p in panels)]
     handles = ([Line2D([], [], color="k", lw=1.4, label="empirical")] if any(p[3].size for p in panels) else [])
     handles += [Line2D([], [], ls="--", lw=1.4, color=colour_of[label], label=f"{label} model CDF") for label in drawn_cdf]
@@ -353,7 +362,10 @@ def cdf_figure(data: EvaluationInput, n_classes: int = 4):
             if cls not in model._index:
                 continue
             with np.errstate(all="ignore"):
-                y = np.asarray(model.cdf(model._index[cls], grid), dtype=np.float64)
+                y = model.cdf(model._index[cls], grid)
+            if y is None:  # FittedModel.cdf's default: no curve
+                continue
+            y = np.asarray(y, dtype=np.float64)
             ax.plot(to_score(grid), np.where(y > 0, y, np.nan), "--", lw=1.4, color=colour_of[label],
                     label=f"{label} model CDF")
         # estimators with the same threshold for this class are marked side by side
@@ -390,13 +402,19 @@ def cdf_plot(data: EvaluationInput, n_classes: int = 4) -> bytes | None:
 
 def make_plots(data: EvaluationInput, results: dict[str, list[TargetResult]], pooled=None
                ) -> tuple[list[str], dict[str, bytes]]:
+    return pictures(results, lambda: cdf_plot(data), lambda: det_plot(data, results, pooled))
+
+
+def pictures(results: dict[str, list[TargetResult]], cdf, det) -> tuple[list[str], dict[str, bytes]]:
+    """calibration.png, and cdf-fits.png and det.png from ``cdf()`` and ``det()`` (PNG bytes or None): the files and
+    report.md's section that shows them."""
     files: dict[str, bytes] = {"calibration.png": calibration_plot(results)}
     lines = ["## Pictures", "", "![Achieved vs target FPR](calibration.png)", ""]
-    cdf = cdf_plot(data)
+    cdf = cdf()
     if cdf is not None:
         files["cdf-fits.png"] = cdf
         lines += ["![Lower tail of the empirical and fitted CDF for a few classes, thresholds marked](cdf-fits.png)", ""]
-    det = det_plot(data, results, pooled)
+    det = det()
     if det is not None:
         files["det.png"] = det
         lines += ["![DET curve of the scores on the evaluation data, each estimator's operating points marked](det.png)", ""]

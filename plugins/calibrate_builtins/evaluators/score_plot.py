@@ -47,32 +47,39 @@ def _class_thresholds(fold: Fold, label: str, targets) -> np.ndarray | None:
 def scores_figure(pool, folds: tuple[Fold, ...], labels: list[str], targets):
     """The figure (see the module docstring); ``pool``: costs.Pool (the evaluation attempts pooled and sorted as
     distances, ``pool.scores`` turning them into the matcher's scores). None without both kinds of attempt."""
-    pooled = pool.pooled
+    return pooled_scores_figure(pool.pooled, pool.kind, [(label, _class_thresholds(folds[0], label, sorted(
+        targets, reverse=True))) for label in labels], targets)
+
+
+def pooled_scores_figure(pooled, kind: str, rows: list, targets):
+    """:func:`scores_figure` of the attempts ``pooled`` on the matcher's own scale oriented as distances (read through
+    PooledScores' methods), and ``rows``: per estimator (label, its classes' score thresholds at the targets from the
+    largest, or None)."""
     if not pooled.n_impostors or not pooled.n_genuine:
         return None
     from matplotlib import colormaps
 
     targets = sorted(targets, reverse=True)
-    sim = pool.kind == "similarity"
+    sim = kind == "similarity"
     sign = -1.0 if sim else 1.0
-    lo = min(pooled.impostors[0], pooled.genuine[0])
-    hi = max(pooled.impostors[-1], pooled.genuine[-1])
+    lo = min(pooled.impostor_at(0), pooled.genuine_at(0))
+    hi = max(pooled.impostor_at(pooled.n_impostors - 1), pooled.genuine_at(pooled.n_genuine - 1))
     edges = np.linspace(lo, hi if hi > lo else lo + 1.0, BINS + 1)
     shade = colormaps["viridis"](np.linspace(0.0, 0.85, max(len(targets), 1)))
-    rows = [(label, _class_thresholds(folds[0], label, targets)) for label in labels]
     n = max(len(rows), 1)
     fig = _new_figure(7.2, 4.1 + 0.32 * n + 0.16 * ((len(targets) + 2) // 3))
     fig.set_layout_engine("constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[2.6, 0.45 + 0.32 * n])
     x = np.sort(sign * edges)
-    for values, name, colour in ((pooled.impostors, "impostor", "tab:red"), (pooled.genuine, "genuine", "tab:blue")):
-        cum = np.searchsorted(values, edges, side="right")
+    for accepted, size, name, colour in ((pooled.accepted_impostors, pooled.n_impostors, "impostor", "tab:red"),
+                                         (pooled.accepted_genuine, pooled.n_genuine, "genuine", "tab:blue")):
+        cum = np.asarray(accepted(edges), dtype=np.int64)
         cum[0] = 0
-        density = np.diff(cum) / (values.size * np.diff(edges))
+        density = np.diff(cum) / (size * np.diff(edges))
         if sim:
             density = density[::-1]
         top.stairs(np.where(density > 0, density, np.nan), x, color=colour, lw=1.3, gid=f"density-{name}",
-                   label=f"{name} attempts ({values.size:,})")
+                   label=f"{name} attempts ({size:,})")
     for k, t in enumerate(targets):
         point = at_fmr(pooled, t)
         if point is not None and np.isfinite(point.threshold):
@@ -104,7 +111,7 @@ def scores_figure(pool, folds: tuple[Fold, ...], labels: list[str], targets):
             bottom.plot([p50], [yk], "o", color=shade[k], markersize=4)
     bottom.set_yticks(range(n), [_name(label) for label, _ in rows][::-1], fontsize=8)
     bottom.set_ylim(-0.6, n - 0.4)
-    bottom.set_xlabel(f"{pool.kind} score")
+    bottom.set_xlabel(f"{kind} score")
     bottom.set_title("per-class thresholds at each target: 5th-95th percentile over classes, dot at the median",
                      fontsize=8)
     bottom.grid(True, axis="x", alpha=0.3)
