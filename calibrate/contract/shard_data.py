@@ -100,9 +100,9 @@ class ShardTraining:
     groups: TrainingGroups | None = None
     #: the shard's index in the run (None when not known), e.g. to name a scratch file of the shard's own
     index: int | None = None
-    #: each impostor distance's probe identity (codes into names, ImpostorDistances order), when the run keeps them
-    #: (ShardJob.units: a predicted interval's sample measures how false accepts cluster by probe)
-    probes: "tuple[np.ndarray, np.ndarray] | None" = None
+    #: the impostor distances' probe identities, when the run keeps them (ShardJob.units: a predicted interval's sample
+    #: measures how false accepts cluster by probe): :class:`ProbeRows`, or (each distance's code, names) for a subset
+    probes: "ProbeRows | tuple[np.ndarray, np.ndarray] | None" = None
 
     def stratum(self, code: int) -> "ShardTraining":
         """The classes of group ``code`` (``len(names)``: the classes without a group) alone, without groups (as
@@ -119,10 +119,35 @@ class ShardTraining:
         index = _index(self.impostors, rows)
         groups = (None if self.groups is None else
                   TrainingGroups(self.groups.names, self.groups.of_class[rows], self.groups.of_impostor[index]))
-        probes = None if self.probes is None else (self.probes[0][index], self.probes[1])
+        probes = (None if self.probes is None else self.probes.of_classes(rows) if isinstance(self.probes, ProbeRows)
+                  else (self.probes[0][index], self.probes[1]))
         return ShardTraining(_rows(self.impostors, rows, ImpostorDistances),
                              None if self.genuine is None else _rows(self.genuine, rows, GenuineDistances), groups,
                              self.index, probes)
+
+
+@dataclass(frozen=True)
+class ProbeRows:
+    """Which probe identity each training impostor distance of a shard comes from, kept small: each training row's
+    identity (``codes`` into ``names``) and the impostor mask, transposed (classes x rows) and packed to a bit a cell;
+    a class's distances are its column's impostor rows in order (ImpostorDistances.from_matrix's order)."""
+
+    codes: np.ndarray
+    names: np.ndarray
+    packed: np.ndarray
+    shape: tuple[int, int]
+
+    @classmethod
+    def of_matrix(cls, train_d) -> "ProbeRows":
+        names, of_row = factorise(train_d.probe_classes)
+        mask_t = train_d.impostor_mask().T
+        return cls(of_row.astype(np.int32), names, np.packbits(mask_t, axis=None), mask_t.shape)
+
+    def of_classes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each distance's code, names) of the classes at positions ``rows``, in their order."""
+        mask_t = np.unpackbits(self.packed, count=self.shape[0] * self.shape[1]).reshape(self.shape).astype(bool)
+        at = [self.codes[mask_t[j]] for j in np.asarray(rows).tolist()]
+        return (np.concatenate(at) if at else np.zeros(0, dtype=np.int32)), self.names
 
 
 def _index(flat, rows: np.ndarray) -> np.ndarray:
@@ -151,12 +176,13 @@ class ShardClasses:
 #: the order of the arrays in a shard's scratch file (:func:`save_shard_data`): the training ones first, so that a
 #: pass that needs only those stops reading there (the impostors' three first of all)
 _CACHED = ("values", "offsets", "classes", "genuine_values", "genuine_offsets", "class_groups", "impostor_groups",
-           "test_values", "test_probes", "test_gallery", "test_valid", "test_ids", "probe_codes", "probe_names")
+           "test_values", "test_probes", "test_gallery", "test_valid", "test_ids", "probe_codes", "probe_names",
+           "probe_mask", "probe_shape")
 _TRAINING = 7
 
 
 def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d, genuine: GenuineDistances | None = None,
-                    groups: TrainingGroups | None = None, probes: tuple | None = None) -> None:
+                    groups: TrainingGroups | None = None, probes: "ProbeRows | None" = None) -> None:
     """The shard's training impostor distances, its training genuine distances and groups (when it has them) and its
     evaluation distances (transformed and checked), as the later passes need them: one file of consecutive .npy
     arrays (``_CACHED``; about 9 bytes per distance; no zip container, whose CRC costs more than the writing), written
@@ -170,7 +196,10 @@ def save_shard_data(path: str | Path, impostors: ImpostorDistances, test_d, genu
               none if groups is None else _small(groups.of_class),
               none if groups is None else _small(groups.of_impostor),
               test_d.values, test_d.probe_classes, test_d.gallery_classes, test_d.valid, test_d.probe_ids,
-              none.astype(np.int32) if probes is None else probes[0], np.zeros(0, dtype=str) if probes is None else probes[1])
+              none.astype(np.int32) if probes is None else probes.codes,
+              np.zeros(0, dtype=str) if probes is None else probes.names,
+              np.zeros(0, dtype=np.uint8) if probes is None else probes.packed,
+              none if probes is None else np.asarray(probes.shape, dtype=np.int64))
     with open(temp, "wb") as fh:
         for array in arrays:
             np.save(fh, np.asarray(array), allow_pickle=False)
@@ -197,7 +226,8 @@ def _load_shard_data(job, evaluation: bool, training: bool = False):
                if z["genuine_offsets"].size else None)
     groups = (TrainingGroups(job.groups.names, z["class_groups"], z["impostor_groups"])
               if job.groups is not None and z["class_groups"].size == len(impostors) else None)
-    probes = (z["probe_codes"], z["probe_names"]) if evaluation and z["probe_codes"].size == impostors.values.size else None
+    probes = (ProbeRows(z["probe_codes"], z["probe_names"], z["probe_mask"], tuple(int(n) for n in z["probe_shape"]))
+              if evaluation and z["probe_shape"].size == 2 else None)
     return impostors, test_d, ShardTraining(impostors, genuine, groups, job.index, probes)
 
 
@@ -231,8 +261,7 @@ def training_of(job, train_d) -> ShardTraining:
         groups = TrainingGroups(job.groups.names, job.groups.codes(train_d.gallery_classes),
                                 np.broadcast_to(probe[:, None], mask.shape).T[mask.T])  # as from_matrix orders them
     if getattr(job, "units", False):
-        names, of_row = factorise(train_d.probe_classes)
-        probes = (np.broadcast_to(of_row.astype(np.int32)[:, None], mask.shape).T[mask.T], names)
+        probes = ProbeRows.of_matrix(train_d)
     return ShardTraining(impostors, genuine, groups, probes=probes)
 
 

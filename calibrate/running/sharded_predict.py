@@ -89,7 +89,9 @@ def gathered(parts: list) -> tuple[ImpostorDistances, GenuineDistances | None, T
                                 np.concatenate([p.groups.of_impostor for p in parts]))
     units = None
     if all(p.probes is not None for p in parts):
-        names = np.concatenate([p.probes[1][p.probes[0]] for p in parts]).astype(str)  # each distance's probe
+        per = [p.probes if isinstance(p.probes, tuple) else p.probes.of_classes(np.arange(len(p.impostors)))
+               for p in parts]  # (each distance's code, names): a subset's, or a whole shard's ProbeRows read out
+        names = np.concatenate([n[c] for c, n in per]).astype(str)  # each distance's probe
         _, unit = np.unique(names, return_inverse=True)  # sorted by name, as probe_units numbers them
         unit = unit.reshape(-1).astype(np.int64)
         units = ProbeUnits(np.bincount(unit).astype(np.int64), unit=unit)
