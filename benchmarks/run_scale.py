@@ -257,7 +257,7 @@ def sharded(args) -> dict:
     n, per = args.classes, args.shard_classes
     shards = [(str(root), k, k * per, min(per, n - k * per), args.seed, args.genuine)
               for k in range((n + per - 1) // per)]
-    estimators = [{"plugin": "auto"}] + ([{"plugin": "ncx2-grid", "name": "ncx2-fast", "mode": "fast"}]
+    estimators = [{"plugin": "auto", **({"structure": args.structure} if args.structure else {})}] + ([{"plugin": "ncx2-grid", "name": "ncx2-fast", "mode": "fast"}]
                                           if not args.no_ncx2 else [])
     recipe = {"version": 1, "data": {"plugin": "score-shards", "train": str(root / "train"),
                                      "test": str(root / "test"), "kind": "distance"},
@@ -562,6 +562,7 @@ def main() -> None:
                     help="--json: genuine comparisons per class in each of train/ and test/ (auto's choice needs them)")
     ap.add_argument("--groups", action="store_true", help="--json: a groups file (two groups) in the recipe")
     ap.add_argument("--no-prediction", action="store_true", help="--json: without predicted intervals")
+    ap.add_argument("--structure", help="--json: auto's structure fixed (e.g. one: the figures' cost without the choice)")
     ap.add_argument("--tmp", help="--json: folder for the shards and outputs (default: the system's temp)")
     ap.add_argument("--keep", action="store_true", help="--json: keep the shards and outputs")
     ap.add_argument("--check-dir", help=argparse.SUPPRESS)

@@ -182,3 +182,24 @@ def test_run_says_when_ties_at_the_smallest_distance_make_a_target_unreachable(t
     assert 0.005 < share < 0.05
     tied = [note for note in result.notes if "equal the smallest one" in note]
     assert len(tied) == 1 and "0.5%" in tied[0] and "5%," not in tied[0] and f"{100 * share:.3g}%" in tied[0]
+
+
+@pytest.mark.parametrize("accepting", [40, 3000, 15000])
+def test_class_bootstrap_of_a_large_gallery_agrees_with_resampling_every_class(monkeypatch, accepting):
+    # past LARGE_GALLERY classes only the accepting ones are drawn (the others' attempts by their normal sum; past
+    # MANY_ACCEPTING the ratio's normal law): the interval must be the one that resampling every class gives
+    import calibrate_builtins.evaluators.fpr_fields as fields
+
+    rng = np.random.default_rng(43)
+    n = 25_000
+    imp = rng.integers(50, 150, size=n)
+    fa = np.zeros(n, dtype=int)
+    who = rng.choice(n, accepting, replace=False)
+    fa[who] = rng.binomial(imp[who], 0.03) + 1
+    assert fields.LARGE_GALLERY < n and (accepting > fields.MANY_ACCEPTING) == (accepting == 15000)
+    fast = fields.class_bootstrap(fa, imp, np.random.default_rng(1))
+    monkeypatch.setattr(fields, "LARGE_GALLERY", 10 ** 9)
+    every = fields.class_bootstrap(fa, imp, np.random.default_rng(2))
+    # two independent sets of 1,000 replicates: their 2.5% and 97.5% quantiles differ by Monte Carlo error alone
+    width = every[1] - every[0]
+    assert abs(fast[0] - every[0]) <= 0.1 * width and abs(fast[1] - every[1]) <= 0.1 * width
