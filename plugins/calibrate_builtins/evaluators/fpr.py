@@ -39,7 +39,7 @@ from calibrate.contract.types import EvaluationResult, TargetResult
 
 from .fpr_fields import (BOOT_REPLICATES, class_bootstrap, predicted_by_group, predictions_fields,  # noqa: F401
                          with_predicted)  # (re-exported)
-from .fpr_report import note_training_support, off_band, predicted_section, uncertainty_section, unreachable_notes
+from .fpr_report import note_training_support, report_parts, unreachable_notes
 
 
 def class_names(folds: tuple[Fold, ...]) -> np.ndarray:
@@ -278,21 +278,9 @@ class FprEvaluator(Evaluator):
             if cost:
                 context.note(cost)
             context.advance(1)
-        sections = [costs.cost_section(results)]
-        said = predicted_section(results)
-        if said:
-            sections.append(said)
-        if "verification" in summary:
-            sections.append(costs.verification_section(summary["verification"], data.targets))
-        if data.groups is not None:
-            said = groups.group_section(results, summary["groups"], picture="groups.png" in files)
-            if said:
-                sections.append(said)
-        sections.append(uncertainty_section(results))
-        loud, warning = off_band(results)
-        for note in loud + costs.cost_notes(results) + groups.widening_notes(results):
+        said = (groups.group_section(results, summary["groups"], picture="groups.png" in files)
+                if data.groups is not None else None)
+        sections, notes = report_parts(results, summary, data.targets, pictures, said, groups.widening_notes(results))
+        for note in notes:
             context.note(note)
-        if warning:
-            sections.insert(0, warning)
-        sections += pictures
         return EvaluationResult("fpr", results, sections, files, summary)

@@ -279,3 +279,25 @@ def predicted_section(results: dict[str, list[TargetResult]]) -> str | None:
                       "interval (about 9 in 10 is what a 90% interval should give)."]
     lines.append("")
     return "\n".join(lines)
+
+
+def report_parts(results: dict[str, list[TargetResult]], summary: dict, targets: tuple[float, ...], pictures: list,
+                 groups_said: str | None = None, extra_notes: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """The fpr evaluator's report.md sections and notes, in their order, as both routes give them: the genuine cost,
+    the predicted intervals, the verification figures, the groups (``groups_said``), the uncertainty, the pictures;
+    the off-band warning first where there is one."""
+    from . import costs
+
+    sections = [costs.cost_section(results)]
+    said = predicted_section(results)
+    if said:
+        sections.append(said)
+    if "verification" in summary:
+        sections.append(costs.verification_section(summary["verification"], targets))
+    if groups_said:
+        sections.append(groups_said)
+    sections.append(uncertainty_section(results))
+    loud, warning = off_band(results)
+    if warning:
+        sections.insert(0, warning)
+    return sections + list(pictures), loud + costs.cost_notes(results) + list(extra_notes)

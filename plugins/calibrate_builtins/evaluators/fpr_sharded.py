@@ -26,7 +26,7 @@ from calibrate.statistics.verification import class_spread, loosest_below
 
 from . import costs
 from .fpr_fields import class_bootstrap, predicted_by_group, predictions_fields, with_predicted
-from .fpr_report import off_band, predicted_section, support_notes, uncertainty_section, unreachable_said
+from .fpr_report import report_parts, support_notes, unreachable_said
 
 #: the spread of false accepts over classes beside binomial noise (calibrate.statistics.verification.class_spread)
 SPREAD_KEYS = ("share_classes_over_2x_noise", "share_classes_over_10x_noise", "fa_dispersion", "fa_share_top_classes")
@@ -76,19 +76,9 @@ def evaluate_sharded(data: ShardedEvaluation, context: RunContext, plots: bool =
         with context.stage(f"fpr: drawing plots for {len(results)} estimator(s)"):
             pictures, drawn = _pictures(data, results, pooled)
             files.update(drawn)
-    sections = [costs.cost_section(results)]
-    said = predicted_section(results)
-    if said:
-        sections.append(said)
-    if "verification" in summary:
-        sections.append(costs.verification_section(summary["verification"], data.targets))
-    sections.append(uncertainty_section(results))
-    loud, warning = off_band(results)
-    for note in loud + costs.cost_notes(results):
+    sections, notes = report_parts(results, summary, data.targets, pictures)
+    for note in notes:
         context.note(note)
-    if warning:
-        sections.insert(0, warning)
-    sections += pictures
     return EvaluationResult("fpr", results, sections, files, summary)
 
 
