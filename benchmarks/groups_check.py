@@ -211,7 +211,8 @@ def main() -> None:
     if args.out:
         head = [f"# Groups: what each gains and pays under the default (issue 39)", "",
                 f"`.venv/bin/python benchmarks/groups_check.py --seeds {args.seeds} --out {args.out}` "
-                f"({(time.time() - started) / 60:.0f} min). {__doc__.split(chr(10) + chr(10), 1)[1].split('Per family')[0].strip()}",
+                f"({max(1, round((time.time() - started) / 60))} min).", "",
+                "Families" + __doc__.split("Families", 1)[1].split("Per family")[0].rstrip(),
                 "", "In each table a row per split seed; `?` marks a group expecting fewer than 20 same-group false "
                 "accepts (counting noise as much as a measurement).", ""]
         body = [line for name, (a, s) in results.items() for line in family_rows(name, a, s)]
