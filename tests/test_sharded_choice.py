@@ -266,3 +266,49 @@ def test_shifted_ranks_give_the_order_statistics_of_the_shifted_union(tmp_path, 
     union = np.sort(np.concatenate([sets[0]["a"] - given["a"], sets[0]["b"] - given["b"]]))
     ranks = [0, 5, 333, union.size // 2, union.size - 1]
     assert shifted_ranks(runner, _two_sets, scale, hists, given, ranks) == {r: float(union[r]) for r in ranks}
+
+
+def _run_plots(tmp: Path, name: str, data: dict, estimators, same_group: bool = False, genuine_eval: bool = True):
+    recipe = {"version": 1, "data": {**data, "kind": "distance", "groups": str(tmp / "groups.csv"),
+                                     **({"impostors": "same-group"} if same_group else {})},
+              "estimators": estimators, "evaluation": {"targets": [0.01, 0.003], "prediction": False},
+              "output": {"dir": str(tmp / name), "plots": True}}
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return calibrate.run(path)
+
+
+@pytest.mark.parametrize("same_group", [False, True], ids=["groups", "same-group"])
+def test_cdf_fits_shows_the_thresholds_the_sharded_run_wrote(tmp_path, monkeypatch, same_group):
+    # the classes cdf-fits.png draws are fitted as the last pass fits a shard (with their groups: a matched structure's
+    # shift, a calibration group by group), so the picture's thresholds are the run's
+    import calibrate.running.sharded_eval as sharded_eval
+
+    folds = []
+    original = sharded_eval.sample_fold
+    monkeypatch.setattr(sharded_eval, "sample_fold", lambda *a, **k: folds.append(original(*a, **k)) or folds[-1])
+    make_scores(tmp_path / "shards", shards=3, classes=20, probes=60)
+    auto = {"plugin": "auto"} if same_group else {"plugin": "auto", "structure": "anchored-matched"}
+    result = _run_plots(tmp_path, "sharded", {"plugin": "score-shards", "path": str(tmp_path / "shards")}, [auto],
+                        same_group)
+    assert (result.out_dir / "cdf-fits.png").exists() and folds and folds[0] is not None
+    written = thresholds(sorted(result.out_dir.glob("thresholds-part*.csv")))
+    table = folds[0].tables["auto"]
+    for i, c in enumerate(table.classes):
+        for k, e in enumerate((0.01, 0.003)):
+            assert table.values[i, k] == pytest.approx(written[("auto", c, e)], rel=RTOL), (c, e)
+
+
+def test_without_evaluation_genuine_attempts_one_pooled_threshold_is_still_reported(tmp_path):
+    make_scores(tmp_path / "shards", shards=3, classes=10, probes=30, genuine=0)
+    sharded, memory = both(tmp_path, [{"plugin": "auto"}, {"plugin": "generic-interp"}], groups=True)
+    a = json.loads((sharded.out_dir / "results.json").read_text())
+    b = json.loads((memory.out_dir / "results.json").read_text())
+    for label, est in b["estimators"].items():
+        for x, y in zip(a["estimators"][label]["targets"], est["targets"]):
+            assert "one_threshold" in y and "fnr_paired" not in y
+            assert "fnr_paired" not in x
+            for key in ("score_threshold", "false_accepts", "fpr", "fnr"):
+                assert close(x["one_threshold"][key], y["one_threshold"][key]), (label, key)

@@ -148,3 +148,29 @@ def test_a_sharded_run_of_a_gallery_within_the_sample_predicts_the_in_memory_int
     for key in b:
         assert all(_close(a[key][f], b[key][f]) for f in PREDICTED), (key, a[key], b[key])
     assert any("predicted FPR intervals: from every class" in n for n in sharded["notes"])
+
+
+def test_a_same_group_sample_is_refitted_with_each_groups_own_chosen_structure(tmp_path, monkeypatch):
+    # a gallery larger than the sample: each group's auto keeps the structure the shards chose for that group
+    import calibrate.running.sharded as sharded
+    import calibrate.saved.grouped as grouped
+    from test_sharded_choice import make_scores
+
+    original = sharded.sample_positions
+    monkeypatch.setattr(sharded, "sample_positions", lambda counts, seed: original(counts, seed, k=60))
+    seen = []
+    fit = grouped.fit_by_group
+
+    def spy(*args, **kw):
+        model = fit(*args, **kw)
+        if all(hasattr(e, "chosen") for e in model.estimators):  # auto's (the run also has generic-interp)
+            seen.append({name: e.chosen for (name, _), e in zip(model.parts, model.estimators)})
+        return model
+
+    monkeypatch.setattr(grouped, "fit_by_group", spy)
+    make_scores(tmp_path / "shards", seed=5, classes=40, probes=300, every=2)
+    doc = _run(tmp_path, "sharded", {"plugin": "score-shards", "path": str(tmp_path / "shards")}, same_group=True)
+    whole = {n.split(":")[0].removeprefix("group "): n for n in doc["notes"] if "auto chose" in n}
+    assert seen and set(seen[0]) == set(whole)
+    for name, chosen in seen[0].items():
+        assert f"({chosen})" in whole[name], (name, chosen, whole[name])

@@ -239,9 +239,9 @@ def _one_threshold_references(context, jobs: list, parts: list[dict], results: d
     own = {} if totals is None else totals.own_bins()
     pairs = 0 if totals is None else len(totals.names) + 1
     found, own_values, by_pair = {}, {}, {}
-    if (ranks and gen_values.size) or own:
+    if ranks or own:
         cut = None
-        if ranks and gen_values.size:
+        if ranks:
             bins = np.array(sorted(hist), dtype=np.int64)
             cumulative = np.cumsum([hist[int(b)] for b in bins])
             cut = int(bins[np.searchsorted(cumulative, ranks[-1] + 1)])  # the bin holding the largest rank needed
@@ -256,7 +256,7 @@ def _one_threshold_references(context, jobs: list, parts: list[dict], results: d
         finally:
             for path, _, _ in written:
                 Path(path).unlink(missing_ok=True)
-    if not n_total or not gen_values.size:
+    if not n_total:
         return results if totals is None else add_group_figures(results, totals, {}, own_values, gen_values, gen_accept)
     out, reference = {}, {}
     for label, rows in results.items():
@@ -272,7 +272,8 @@ def _one_threshold_references(context, jobs: list, parts: list[dict], results: d
                 scores = transform.score_thresholds(np.array([t]), kind)
                 score = None if scores is None else float(scores[0])
             extra = dict(row.extra)
-            extra["fnr_paired"] = paired_fields(paired_fnr(est_accept, ref_accept), row.false_accepts, ref)
+            if gen_values.size:  # as in memory: no paired comparison without genuine attempts
+                extra["fnr_paired"] = paired_fields(paired_fnr(est_accept, ref_accept), row.false_accepts, ref)
             extra["one_threshold"] = {"score_threshold": score, "false_accepts": ref.false_accepts, "fpr": ref.fpr,
                                       "fnr": ref.fnr}
             new.append(replace(row, extra=extra, fnr_one_threshold=ref.fnr))

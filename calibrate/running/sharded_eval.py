@@ -21,7 +21,7 @@ import numpy as np
 
 from calibrate.contract.base import ShardedEvaluation
 from calibrate.contract.packed import order_keys
-from calibrate.contract.sharded import _BIN_SHIFT, shard_data
+from calibrate.contract.sharded import _BIN_SHIFT, ShardTraining, shard_data, shard_training
 from calibrate.statistics import binned_scores
 from calibrate.statistics.binned_scores import BIN_SHIFT, BinnedScores
 from calibrate.statistics.eer_interval import _DENSE, UnitBins, stacked
@@ -301,19 +301,20 @@ def sharded_evaluation(recipe, context, jobs: list, parts: list[dict], moments: 
 
 
 def _sample_classes(item):
-    """The training impostor distances of the named classes of one shard."""
+    """The training side (impostor and genuine distances, groups) of the named classes of one shard."""
     job, names = item
-    impostors = shard_data(job, evaluation=False)[0]
-    offsets = np.asarray(impostors.offsets)
-    return [(c, impostors.values[offsets[i]:offsets[i + 1]]) for i, c in enumerate(impostors.classes) if c in names]
+    training = shard_training(job)[0]
+    return training.subset(np.array([i for i, c in enumerate(training.impostors.classes) if c in names],
+                                    dtype=np.int64))
 
 
 def sample_fold(context, jobs: list, parts: list[dict], fitters: dict, transform, kind: str, targets, n: int = 4):
-    """A fold of ``n`` classes spread over the order of the names (what cdf-fits.png shows): their training impostor
-    distances, gathered from the shards that hold them, and each estimator's part model fitted to them (the pooled
-    state its reduction found, so their thresholds are the run's)."""
+    """A fold of ``n`` classes spread over the order of the names (what cdf-fits.png shows): their training side,
+    gathered from the shards that hold them, and each estimator's part model fitted to it as the last pass fits a
+    shard's (the pooled state its reduction found, the classes' groups: their thresholds are the run's)."""
     from calibrate.contract.base import Fold
-    from calibrate.contract.types import DistanceMatrix, ImpostorDistances
+    from calibrate.contract.types import DistanceMatrix
+    from calibrate.running.sharded_predict import gathered
 
     where = {c: k for k, p in enumerate(parts) for c in p["eval"]["classes"]}
     names = sorted(where)
@@ -323,10 +324,15 @@ def sample_fold(context, jobs: list, parts: list[dict], fitters: dict, transform
     asked: dict[int, set] = {}
     for c in picks:
         asked.setdefault(where[c], set()).add(c)
-    got = dict(pair for part in context.map(_sample_classes, [(jobs[k], s) for k, s in asked.items()])
-               for pair in part)
-    impostors = ImpostorDistances.from_lists({c: got[c] for c in picks})
-    models = {label: fitter.fit_part(impostors) for label, (_, _, fitter) in fitters.items()}
+    one = {c: sub.subset(np.array([i])) for sub in context.map(_sample_classes, [(jobs[k], s) for k, s in asked.items()])
+           for i, c in enumerate(sub.impostors.classes)}
+    impostors, genuine, groups, _ = gathered([one[c] for c in picks])
+    training = ShardTraining(impostors, genuine, groups)
+    models = {}
+    for label, (_, _, fitter) in fitters.items():
+        fit = getattr(fitter, "fit_training", None)  # a fit that reads the classes' groups, as in the last pass
+        models[label] = fit(training) if fit is not None else fitter.fit_part(impostors)
+    got = {c: impostors.values[impostors.offsets[j]:impostors.offsets[j + 1]] for j, c in enumerate(picks)}
     tables = {label: model.thresholds(targets, label=label) for label, model in models.items()}
     rows = max(v.size for v in got.values())
     values = np.full((rows, len(picks)), np.nan)

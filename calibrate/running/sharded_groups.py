@@ -63,6 +63,10 @@ class GroupedPartitioned:
                 parts.append((name, fit(sub) if fit is not None else fitter.fit_part(sub.impostors)))
         return GroupedModel(training.impostors.classes, parts)
 
+    def group_sample_params(self) -> dict[str, dict]:
+        """Per group, its fitter's ``sample_params()`` (auto: the structure it chose for the group's classes)."""
+        return {name: getattr(fitter, "sample_params", dict)() for _, name, _, fitter in self.parts}
+
     def fit_part(self, impostors):
         raise DataError("a calibration group by group needs each class's group: fit_training")
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from calibrate.contract.comparisons import GenuineDistances, ImpostorDistances
 from calibrate.contract.labels import TrainingGroups
+from calibrate.contract.types import UNLABELLED
 
 #: the classes a sharded run's predicted intervals are made from (a seeded sample; every class in a smaller gallery)
 SAMPLE_CLASSES = 2000
@@ -114,8 +115,19 @@ def predict_sample(recipe, fitters: dict, parts: list, n_classes: int, context, 
             estimator = spec.build()
             quiet = replace(context, notes=[])  # what the fit says was said of the whole gallery's
             started = time.perf_counter()
-            if recipe.same_group:
-                models[spec.label] = fit_by_group(spec.build, impostors, genuine, groups, quiet)
+            if recipe.same_group:  # each group as the shards fitted it (auto: the group's own chosen structure)
+                per_group = getattr(fitter, "group_sample_params", dict)()
+                missing = sorted(set(per_group) - {groups.names[c] if c < len(groups.names) else UNLABELLED
+                                                   for c in np.unique(groups.of_class)})
+                if missing:
+                    context.note(f"{spec.label}: no predicted same-group FMR interval for group(s) "
+                                 f"{', '.join(m[:40] for m in missing[:5])}: the predicted intervals' sample of "
+                                 f"classes holds none of theirs")
+
+                def make_for(name, spec=spec, per_group=per_group):
+                    return replace(spec, params={**spec.params, **per_group.get(name, {})}).build()
+
+                models[spec.label] = fit_by_group(spec.build, impostors, genuine, groups, quiet, make_for)
             else:
                 models[spec.label] = estimator.fit(impostors, quiet, genuine=genuine, groups=groups)
             fitted.append((spec, estimator, time.perf_counter() - started))

@@ -173,10 +173,11 @@ def _subset(impostors: ImpostorDistances, rows: np.ndarray) -> ImpostorDistances
 
 
 def fit_by_group(make: Callable[[], Any], impostors: ImpostorDistances, genuine: GenuineDistances | None,
-                 groups: TrainingGroups, context: RunContext) -> GroupedModel:
-    """A fresh estimator from ``make()`` fitted on each group's classes alone (:func:`strata`), with their training
-    genuine distances; the estimators' notes are said with the group's name. A group whose fit fails: a DataError
-    naming the group."""
+                 groups: TrainingGroups, context: RunContext,
+                 make_for: Callable[[str], Any] | None = None) -> GroupedModel:
+    """A fresh estimator from ``make()`` (``make_for(group's name)`` where given) fitted on each group's classes alone
+    (:func:`strata`), with their training genuine distances; the estimators' notes are said with the group's name. A
+    group whose fit fails: a DataError naming the group."""
     parts, estimators = [], []
     for name, rows in strata(groups):
         sub = _subset(impostors, rows)
@@ -186,7 +187,7 @@ def fit_by_group(make: Callable[[], Any], impostors: ImpostorDistances, genuine:
         try:
             with warnings.catch_warnings(record=True) as caught:  # the notes are said again, with the group's name
                 warnings.simplefilter("always")
-                estimator = make()
+                estimator = make() if make_for is None else make_for(name)
                 model = estimator.fit(sub, inner, genuine=sub_genuine)
         except DataError as exc:
             raise DataError(f"group {name[:40]!r} ({rows.size} classes, calibrated on its own against same-group "
