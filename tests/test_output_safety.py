@@ -279,12 +279,17 @@ FORKING_RUN = textwrap.dedent("""
 
     out, release = sys.argv[1], Path(sys.argv[2])
 
+    ready = release.with_name("ready")
+
     def long_job():  # the predicted intervals, computed beside the run: here until the test releases it
+        ready.touch()  # the child runs (fork's hooks, which close the run's locks, are behind it)
         while not release.exists():
             time.sleep(0.01)
 
     staged = StagedOutput(out)
     job = beside.start(long_job, "a long job")
+    while not ready.exists():  # killed before the child runs at all, the lock would be its until then
+        time.sleep(0.01)
     print(job._process.pid, flush=True)
     time.sleep(600)  # killed by the test
 """)
