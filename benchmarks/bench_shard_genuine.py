@@ -26,12 +26,13 @@ import numpy as np
 import yaml
 
 RUN = """
-import json, sys, time, warnings
+import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 from calibrate.api import run
 t = time.perf_counter()
 result = run(sys.argv[1])
-print(json.dumps({"seconds": time.perf_counter() - t, "stages": result.timings}))
+print(json.dumps({"seconds": time.perf_counter() - t, "stages": result.timings,
+                  "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 """
 
 
@@ -59,7 +60,7 @@ def one_run(recipe: Path, tree: Path | None) -> dict:
     done = subprocess.run([sys.executable, "-c", RUN, str(recipe)], capture_output=True, text=True, env=env,
                           timeout=3600)
     if done.returncode:
-        raise SystemExit(done.stderr)
+        raise SystemExit(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

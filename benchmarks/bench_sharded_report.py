@@ -15,10 +15,8 @@ one genuine probe, split per class in halves). Prints, per variant, the median w
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,29 +24,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_shard_genuine import write_shards  # noqa: E402
-
-RUN = """
-import json, resource, sys, time, warnings
-warnings.simplefilter("ignore")
-from calibrate.api import run
-t = time.perf_counter()
-result = run(sys.argv[1])
-print(json.dumps({"seconds": time.perf_counter() - t, "stages": result.timings,
-                  "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-"""
-
-
-def one_run(recipe: Path, tree: Path | None) -> dict:
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = f"{tree}:{tree / 'plugins'}"
-    done = subprocess.run([sys.executable, "-c", RUN, str(recipe)], capture_output=True, text=True, env=env,
-                          timeout=3600)
-    if done.returncode:
-        raise SystemExit(done.stderr[-3000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
+from bench_shard_genuine import one_run, write_shards  # noqa: E402 (its subprocess run, peak memory included)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

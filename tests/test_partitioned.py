@@ -52,9 +52,11 @@ def make_shards(folder: Path, *, shards: int = 4, classes: int = 25, probes: int
     return folder
 
 
-def run(tmp: Path, data: dict, name: str, targets=(0.01, 0.001), estimators=ESTIMATORS, executor=None):
-    recipe = {"version": 1, "data": data, "estimators": estimators, "evaluation": {"targets": list(targets)},
-              "output": {"dir": str(tmp / name), "plots": False}}
+def run(tmp: Path, data: dict, name: str, targets=(0.01, 0.001), estimators=ESTIMATORS, executor=None,
+        prediction: bool | None = None, plots: bool = False):
+    evaluation = {"targets": list(targets), **({} if prediction is None else {"prediction": prediction})}
+    recipe = {"version": 1, "data": data, "estimators": estimators, "evaluation": evaluation,
+              "output": {"dir": str(tmp / name), "plots": plots}}
     if executor:
         recipe["executor"] = executor
     path = tmp / f"{name}.yaml"

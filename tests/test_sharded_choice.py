@@ -4,15 +4,14 @@ genuine comparisons and a groups file give the in-memory run's structure, thresh
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 import calibrate
 
+from test_partitioned import run as partitioned_run
 from test_partitioned import thresholds
 
 #: thresholds against the in-memory run: relative difference (the same floats but for the GPD tail's moments, sums
@@ -51,17 +50,8 @@ def make_scores(folder: Path, *, shards: int = 4, classes: int = 30, probes: int
     return folder
 
 
-def run(tmp: Path, data: dict, name: str, estimators, targets=(0.01, 0.003), executor=None):
-    recipe = {"version": 1, "data": data, "estimators": estimators, "evaluation": {"targets": list(targets),
-                                                                                  "prediction": False},
-              "output": {"dir": str(tmp / name), "plots": False}}
-    if executor:
-        recipe["executor"] = executor
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return calibrate.run(path)
+def run(tmp: Path, data: dict, name: str, estimators, targets=(0.01, 0.003), executor=None, plots: bool = False):
+    return partitioned_run(tmp, data, name, targets, estimators, executor, prediction=False, plots=plots)
 
 
 def both(tmp: Path, estimators, groups: bool = False, same_group: bool = False, name: str = "", **kw):
@@ -268,18 +258,6 @@ def test_shifted_ranks_give_the_order_statistics_of_the_shifted_union(tmp_path, 
     assert shifted_ranks(runner, _two_sets, scale, hists, given, ranks) == {r: float(union[r]) for r in ranks}
 
 
-def _run_plots(tmp: Path, name: str, data: dict, estimators, same_group: bool = False, genuine_eval: bool = True):
-    recipe = {"version": 1, "data": {**data, "kind": "distance", "groups": str(tmp / "groups.csv"),
-                                     **({"impostors": "same-group"} if same_group else {})},
-              "estimators": estimators, "evaluation": {"targets": [0.01, 0.003], "prediction": False},
-              "output": {"dir": str(tmp / name), "plots": True}}
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return calibrate.run(path)
-
-
 @pytest.mark.parametrize("same_group", [False, True], ids=["groups", "same-group"])
 def test_cdf_fits_shows_the_thresholds_the_sharded_run_wrote(tmp_path, monkeypatch, same_group):
     # the classes cdf-fits.png draws are fitted as the last pass fits a shard (with their groups: a matched structure's
@@ -291,8 +269,9 @@ def test_cdf_fits_shows_the_thresholds_the_sharded_run_wrote(tmp_path, monkeypat
     monkeypatch.setattr(sharded_eval, "sample_fold", lambda *a, **k: folds.append(original(*a, **k)) or folds[-1])
     make_scores(tmp_path / "shards", shards=3, classes=20, probes=60)
     auto = {"plugin": "auto"} if same_group else {"plugin": "auto", "structure": "anchored-matched"}
-    result = _run_plots(tmp_path, "sharded", {"plugin": "score-shards", "path": str(tmp_path / "shards")}, [auto],
-                        same_group)
+    data = {"plugin": "score-shards", "path": str(tmp_path / "shards"), "kind": "distance",
+            "groups": str(tmp_path / "groups.csv"), **({"impostors": "same-group"} if same_group else {})}
+    result = run(tmp_path, data, "sharded", [auto], plots=True)
     assert (result.out_dir / "cdf-fits.png").exists() and folds and folds[0] is not None
     written = thresholds(sorted(result.out_dir.glob("thresholds-part*.csv")))
     table = folds[0].tables["auto"]

@@ -91,24 +91,15 @@ def test_a_subset_keeps_each_distance_with_its_class_group_and_probe():
         np.testing.assert_array_equal(sub.probes[1][codes], m.probe_classes[rows])
 
 
-def _run(tmp, name: str, data: dict, same_group: bool = False):
-    import warnings
-
-    import yaml
-
-    import calibrate
-
-    recipe = {"version": 1, "data": {**data, "kind": "distance", "groups": str(tmp / "groups.csv"),
-                                     **({"impostors": "same-group"} if same_group else {})},
-              "estimators": [{"plugin": "auto"}, {"plugin": "generic-interp"}],
-              "evaluation": {"targets": [0.01, 0.003]}, "output": {"dir": str(tmp / name), "plots": False}}
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        calibrate.run(path)
+def _run(tmp, name: str, data: dict, same_group: bool = False) -> dict:
+    """results.json of a run of auto and generic-interp with the predicted intervals on, with the gallery's groups."""
     import json
 
+    from test_partitioned import run
+
+    data = {**data, "kind": "distance", "groups": str(tmp / "groups.csv"),
+            **({"impostors": "same-group"} if same_group else {})}
+    run(tmp, data, name, (0.01, 0.003), [{"plugin": "auto"}, {"plugin": "generic-interp"}], prediction=True)
     return json.loads((tmp / name / "results.json").read_text(encoding="utf-8"))
 
 

@@ -12,6 +12,7 @@ calibrate.contract.sharded, the public module.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from dataclasses import dataclass, replace
@@ -21,6 +22,14 @@ import numpy as np
 
 from calibrate.contract.comparisons import DistanceMatrix, GenuineDistances, ImpostorDistances
 from calibrate.contract.labels import GroupLabels, TrainingGroups, factorise
+
+
+def name_hashes(names) -> np.ndarray:
+    """One signed 64-bit hash (BLAKE2b of its UTF-8 bytes) per name, each distinct name hashed once: how a sharded
+    run recognises a class or a probe across shards without sending its name."""
+    distinct, inverse = np.unique(np.asarray(names).astype(str), return_inverse=True)
+    return np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+                     for c in distinct.tolist()], dtype=np.int64)[inverse.ravel()]
 
 
 def other_group(probe: np.ndarray, claimed: np.ndarray, labelled: int) -> np.ndarray:
@@ -112,6 +121,12 @@ class ShardTraining:
                              None if self.genuine is None else _rows(self.genuine, rows, GenuineDistances), None,
                              self.index)
 
+
+    def distance_probes(self) -> "tuple[np.ndarray, np.ndarray] | None":
+        """(each impostor distance's probe code, the names the codes index), or None where the run keeps none."""
+        if isinstance(self.probes, ProbeRows):
+            return self.probes.of_classes(np.arange(len(self.impostors)))
+        return self.probes
 
     def subset(self, rows: np.ndarray) -> "ShardTraining":
         """The classes at positions ``rows`` (ascending) alone, with their genuine distances, groups and probes."""
@@ -235,8 +250,6 @@ def read_split(job):
     """(split, columns, absent, notes, left out, kept) of one shard as the run fits it: read, and with ``impostors:
     same-group`` the impostor comparisons of a labelled class with a probe of another group made invalid in both
     matrices (left out and kept: how many impostor comparisons)."""
-    from calibrate.contract.datasets import ScoreSplit
-
     split, columns, absent, notes = job.dataset.read_shard(job.shard, job.offset)
     left_out = kept = 0
     if job.groups is not None and job.groups.same_group:

@@ -47,7 +47,6 @@ asked for (kept in a small cache).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from dataclasses import replace
@@ -69,10 +68,11 @@ from calibrate.running.sharded_groups import (GroupedPartitioned, GroupTotals, a
                                               shard_counts, strata, strata_minima)
 from calibrate.statistics.verification import widening_notes
 from calibrate.running.result import Route
+from calibrate.contract.shard_data import name_hashes
 from calibrate.running.sharded_eval import ShardCounts, attempts_file, score_moments, sharded_evaluation
 from calibrate.running.sharded_predict import predict_sample, probe_attempts, sample_positions, unit_size
 from calibrate.statistics.order import clopper_pearson  # the in-memory evaluation's interval
-from calibrate.contract.types import ImpostorDistances, TargetResult
+from calibrate.contract.types import TargetResult
 
 
 def _survey(item):
@@ -92,8 +92,7 @@ def _survey(item):
         test_d.check_distances(f"evaluation distances ({job.shard[-1]})")
         save_shard_data(job.cache, impostors, test_d, training.genuine, training.groups, training.probes)
     classes = [str(c) for c in impostors.classes]
-    hashes = np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-                       for c in classes], dtype=np.int64)
+    hashes = name_hashes(classes)
     d = impostors.values
     positive = d[d > 0]
     first = {label: function(impostors, arg, job.index) for label, function, arg in firsts}

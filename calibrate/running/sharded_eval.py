@@ -12,7 +12,6 @@ calibrate.statistics.binned_scores.GATHER_VALUES in all).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import uuid
@@ -21,19 +20,13 @@ import numpy as np
 
 from calibrate.contract.base import ShardedEvaluation
 from calibrate.contract.packed import order_keys
+from calibrate.contract.shard_data import name_hashes
 from calibrate.contract.sharded import _BIN_SHIFT, ShardTraining, shard_data, shard_training
 from calibrate.statistics import binned_scores
 from calibrate.statistics.binned_scores import BIN_SHIFT, BinnedScores
 from calibrate.statistics.eer_interval import _DENSE, UnitBins, stacked
 
 assert BIN_SHIFT == _BIN_SHIFT  # the histogram the last pass makes is the one BinnedScores reads
-
-
-def _hashes(names) -> np.ndarray:
-    """One 64-bit hash per name (each distinct name hashed once)."""
-    distinct, inverse = np.unique(np.asarray(names).astype(str), return_inverse=True)
-    return np.array([int.from_bytes(hashlib.blake2b(c.encode("utf-8"), digest_size=8).digest(), "little")
-                     for c in distinct.tolist()], dtype=np.uint64)[inverse.ravel()]
 
 
 def _moments(values: np.ndarray) -> tuple[int, float, float]:
@@ -92,7 +85,8 @@ class ShardCounts:
         if self.has.any():
             self.smallest[self.has] = np.minimum.reduceat(values, offsets[:-1][self.has])
         low = float(values.min()) if values.size else math.inf
-        self.probe_h, self.gallery_h = _hashes(test_d.probe_classes), _hashes(test_d.gallery_classes)
+        self.probe_h, self.gallery_h = (name_hashes(test_d.probe_classes).view(np.uint64),
+                                         name_hashes(test_d.gallery_classes).view(np.uint64))
         self.out = {"classes": list(impostors.classes), "train_per_class": n_train, "smallest": low,
                     "class_attempts": np.bincount(order, weights=self.imp.sum(axis=0), minlength=self.n),
                     "tied": int((values == low).sum()), "labels": {}}

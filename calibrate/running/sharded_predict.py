@@ -14,7 +14,6 @@ over every shard.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import replace
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from calibrate.contract.comparisons import GenuineDistances, ImpostorDistances
 from calibrate.contract.labels import TrainingGroups
+from calibrate.contract.shard_data import name_hashes
 from calibrate.contract.types import UNLABELLED
 
 #: the classes a sharded run's predicted intervals are made from (a seeded sample; every class in a smaller gallery)
@@ -48,7 +48,7 @@ def probe_attempts(test_d) -> tuple[np.ndarray, np.ndarray]:
     per_row = test_d.impostor_mask().sum(axis=1)
     names, of_row = np.unique(np.asarray(test_d.probe_classes).astype(str), return_inverse=True)
     counts = np.bincount(of_row.reshape(-1), weights=per_row, minlength=names.size)
-    return _hashes(names), counts
+    return name_hashes(names), counts
 
 
 def unit_size(parts: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
@@ -62,11 +62,6 @@ def unit_size(parts: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
     m = np.bincount(inverse, weights=counts)
     m = m[m > 0]
     return float(np.sum(m * m) / m.sum()) if m.size else None
-
-
-def _hashes(names: np.ndarray) -> np.ndarray:
-    return np.array([int.from_bytes(hashlib.blake2b(n.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-                     for n in names.tolist()], dtype=np.int64)
 
 
 def gathered(parts: list) -> tuple[ImpostorDistances, GenuineDistances | None, TrainingGroups | None, object]:
@@ -89,9 +84,8 @@ def gathered(parts: list) -> tuple[ImpostorDistances, GenuineDistances | None, T
         groups = TrainingGroups(parts[0].groups.names, np.concatenate([p.groups.of_class for p in parts]),
                                 np.concatenate([p.groups.of_impostor for p in parts]))
     units = None
-    if all(p.probes is not None for p in parts):
-        per = [p.probes if isinstance(p.probes, tuple) else p.probes.of_classes(np.arange(len(p.impostors)))
-               for p in parts]  # (each distance's code, names): a subset's, or a whole shard's ProbeRows read out
+    per = [p.distance_probes() for p in parts]
+    if all(probes is not None for probes in per):
         names = np.concatenate([n[c] for c, n in per]).astype(str)  # each distance's probe
         _, unit = np.unique(names, return_inverse=True)  # sorted by name, as probe_units numbers them
         unit = unit.reshape(-1).astype(np.int64)

@@ -158,12 +158,8 @@ def add_predicted(rows: list[TargetResult], folds: tuple[Fold, ...], label: str,
     predicted = predicted_fields(folds, label, attempts, targets)
     if predicted:
         with_predicted(rows, predicted)
-        _predicted_by_group(rows, folds, label, attempts)
+        predicted_by_group(rows, [f.predictions.get(label) for f in folds], attempts)
     return rows
-
-
-def _predicted_by_group(rows: list[TargetResult], folds: tuple[Fold, ...], label: str, attempts: list[int]) -> None:
-    predicted_by_group(rows, [f.predictions.get(label) for f in folds], attempts)
 
 
 def predicted_fields(folds: tuple[Fold, ...], label: str, attempts: list[int],
